@@ -1,0 +1,509 @@
+"""The HTTP face of the API server: routing, content negotiation, watch streaming (aiohttp)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from flotilla import __version__
+from flotilla.apiserver import discovery, errors
+from flotilla.apiserver.errors import ApiError
+from flotilla.apiserver.openapi import OpenAPICache
+from flotilla.apiserver.resource_types import ResourceType
+from flotilla.apiserver.rest import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    PATCH_TYPES,
+    STRATEGIC_PATCH,
+    RequestContext,
+    ResourceStorage,
+    WatchSpec,
+)
+from flotilla.apiserver.scale import scale_from_object, scale_to_patch
+from flotilla.apiserver.tables import build_table, wants_table
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+JSON_TYPES = ("application/json", "")
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+ACCEPTED_BODY_TYPES = ["application/json", "application/yaml"]
+
+
+@dataclass
+class ServerOptions:
+    bookmark_interval: float = 30.0
+    default_watch_timeout: float = 1800.0
+    address: str = "127.0.0.1:6443"
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None,
+          content_type: str = "application/json") -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type=content_type.split(";")[0],
+                        headers=_with_ct(headers, content_type))
+
+
+def _with_ct(headers: dict[str, str] | None, content_type: str) -> dict[str, str] | None:
+    if ";" not in content_type:
+        return headers
+    h = dict(headers or {})
+    h["Content-Type"] = content_type
+    return h
+
+
+def error_response(err: ApiError) -> web.Response:
+    resp = web.Response(body=orjson.dumps(err.status()), status=err.code, content_type="application/json")
+    for k, v in err.headers.items():
+        resp.headers[k] = v
+    return resp
+
+
+def _warning_headers(resp: web.StreamResponse, warnings: list[str]) -> None:
+    for w in dict.fromkeys(warnings):
+        text = w.replace('"', "'").replace("\n", " ")
+        resp.headers.add("Warning", f'299 - "{text}"')
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").lower() in ("1", "true")
+
+
+class ApiHandler:
+    def __init__(self, storage: ResourceStorage, options: ServerOptions | None = None) -> None:
+        self.storage = storage
+        self.types = storage.types
+        self.options = options or ServerOptions()
+        self.openapi = OpenAPICache(self.types)
+
+    # --------------------------------------------------------------- entry point
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._route(request)
+        except ApiError as e:
+            return error_response(e)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # never crash a request handler on unexpected input
+            log.exception("internal error on %s %s", request.method, request.path)
+            return error_response(errors.internal(f"{type(e).__name__}: {e}"))
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        segs = [s for s in request.path.split("/") if s]
+        if not segs:
+            return _json({"paths": ["/api", "/api/v1", "/apis", "/openapi/v3", "/version", "/healthz"]})
+        head = segs[0]
+        if head in ("healthz", "livez", "readyz") and len(segs) == 1:
+            return web.Response(text="ok")
+        if head == "version" and len(segs) == 1:
+            return _json(self._version())
+        if head == "openapi":
+            return self._openapi(segs, request)
+        if head == "api":
+            if len(segs) == 1:
+                return self._discovery_root(request, core=True)
+            return await self._group_version(request, "", segs[1], segs[2:])
+        if head == "apis":
+            if len(segs) == 1:
+                return self._discovery_root(request, core=False)
+            if len(segs) == 2:
+                if not self.types.versions(segs[1]):
+                    raise errors.path_not_found()
+                return _json(discovery.api_group(self.types, segs[1]))
+            if segs[1] == "authorization.k8s.io" and len(segs) == 4 and segs[3] == "selfsubjectaccessreviews":
+                return await self._self_subject_access_review(request)
+            return await self._group_version(request, segs[1], segs[2], segs[3:])
+        raise errors.path_not_found()
+
+    @staticmethod
+    def _version() -> dict[str, Any]:
+        return {
+            "major": "1",
+            "minor": "37",
+            "gitVersion": f"v1.37.0+flotilla-{__version__}",
+            "gitCommit": "flotilla",
+            "gitTreeState": "clean",
+            "buildDate": "2026-11-30T00:00:00Z",
+            "goVersion": "python3.11",
+            "compiler": "cpython",
+            "platform": "linux/amd64",
+        }
+
+    async def _self_subject_access_review(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("expected a SelfSubjectAccessReview object")
+        body.setdefault("metadata", {})
+        body["status"] = {"allowed": True, "reason": "flotilla authorizes this user"}
+        return _json(body, status=201)
+
+    # --------------------------------------------------------------- discovery / openapi
+    def _discovery_root(self, request: web.Request, core: bool) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        etag = '"' + self.types.etag() + ("c" if core else "g") + '"'
+        if discovery.wants_aggregated(accept):
+            if request.headers.get("If-None-Match") == etag:
+                return web.Response(status=304, headers={"ETag": etag})
+            return _json(discovery.aggregated(self.types, core), headers={"ETag": etag},
+                         content_type=discovery.AGGREGATED_V2)
+        if core:
+            return _json(discovery.api_versions(self.options.address))
+        return _json(discovery.api_group_list(self.types))
+
+    def _openapi(self, segs: list[str], request: web.Request) -> web.Response:
+        if len(segs) >= 2 and segs[1] == "v3":
+            if len(segs) == 2:
+                return _json(self.openapi.root())
+            found = self.openapi.document("/".join(segs[2:]))
+            if found is None:
+                raise errors.path_not_found()
+            raw, h = found
+            headers = {"ETag": f'"{h}"'}
+            if request.query.get("hash") == h:
+                headers["Cache-Control"] = "public, immutable"
+            else:
+                headers["Cache-Control"] = "no-cache, private"
+            return web.Response(body=raw, content_type="application/json", headers=headers)
+        raise errors.path_not_found()
+
+    # --------------------------------------------------------------- resources
+    def _resolve(
+        self, group: str, version: str, rest: list[str]
+    ) -> tuple[ResourceType, str | None, str | None, str | None]:
+        """(type, namespace, name, subresource) for the path after /api/v1 or /apis/g/v."""
+        ns: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            rt = self.types.lookup(group, version, rest[2])
+            if rt is not None and rt.namespaced:
+                ns = rest[1]
+                rest = rest[2:]
+        rt = self.types.lookup(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise errors.path_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None:
+            allowed = {"status"} if rt.has_status else set()
+            if rt.has_scale:
+                allowed.add("scale")
+            if rt.group == "" and rt.kind == "Namespace":
+                allowed.add("finalize")
+            if sub not in allowed:
+                raise errors.path_not_found()
+        return rt, ns, name, sub
+
+    async def _group_version(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> web.StreamResponse:
+        if not rest:
+            doc = discovery.api_resource_list(self.types, group, version)
+            if doc is None:
+                raise errors.path_not_found()
+            return _json(doc)
+        rt, ns, name, sub = self._resolve(group, version, rest)
+        method = request.method
+        if name is None:
+            if method == "GET":
+                if _truthy(request.query.get("watch")):
+                    return await self._watch(request, rt, ns)
+                return await self._list(request, rt, ns)
+            if method == "POST":
+                if rt.namespaced and ns is None:
+                    raise errors.method_not_allowed()
+                return await self._create(request, rt, ns)
+            if method == "DELETE":
+                return await self._delete_collection(request, rt, ns)
+            raise errors.method_not_allowed()
+        if rt.namespaced and ns is None:
+            raise errors.path_not_found()
+        if sub == "scale":
+            return await self._scale(request, rt, ns, name)
+        if method == "GET":
+            obj = await self.storage.get(rt, ns, name)
+            return self._object_response(request, rt, obj)
+        if method == "PUT":
+            if sub == "finalize" or sub == "status" or sub is None:
+                body = await self._body(request)
+                ctx = self._ctx(request)
+                obj = await self.storage.update(rt, ns, name, body, ctx, subresource=sub)
+                return self._written(request, rt, obj, ctx, 200)
+        if method == "PATCH":
+            if sub in (None, "status"):
+                return await self._patch(request, rt, ns, name, sub)
+        if method == "DELETE" and sub is None:
+            body = await self._body(request, allow_empty=True)
+            options = self._delete_options(request, body)
+            ctx = self._ctx(request)
+            result, code = await self.storage.delete(rt, ns, name, options, ctx)
+            return self._written(request, rt, result, ctx, code)
+        raise errors.method_not_allowed()
+
+    # --------------------------------------------------------------- request helpers
+    async def _body(self, request: web.Request, *, allow_empty: bool = False, patch: bool = False) -> Any:
+        ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            raise errors.too_large(MAX_BODY_BYTES)
+        raw = await request.content.read(MAX_BODY_BYTES + 1)
+        if len(raw) > MAX_BODY_BYTES:
+            raise errors.too_large(MAX_BODY_BYTES)
+        if not raw.strip():
+            if allow_empty:
+                return None
+            raise errors.bad_request("the request body is empty; send a JSON object")
+        if "protobuf" in ctype or raw[:4] == b"k8s\x00":
+            raise errors.unsupported_media_type(ctype or "application/vnd.kubernetes.protobuf",
+                                                list(PATCH_TYPES) if patch else ACCEPTED_BODY_TYPES)
+        if patch:
+            if ctype not in PATCH_TYPES:
+                raise errors.unsupported_media_type(ctype, list(PATCH_TYPES))
+            if ctype == APPLY_PATCH:
+                return self._parse(raw, yaml_ok=True)
+            return self._parse(raw, yaml_ok=False)
+        if ctype in JSON_TYPES or ctype.endswith("+json"):
+            return self._parse(raw, yaml_ok=False)
+        if ctype in YAML_TYPES:
+            return self._parse(raw, yaml_ok=True)
+        raise errors.unsupported_media_type(ctype, ACCEPTED_BODY_TYPES)
+
+    @staticmethod
+    def _parse(raw: bytes, *, yaml_ok: bool) -> Any:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            if not yaml_ok:
+                raise errors.bad_request(f"the request body is not valid JSON: {e}") from None
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise errors.bad_request(f"the request body is not valid YAML: {e}") from None
+
+    @staticmethod
+    def _ctx(request: web.Request) -> RequestContext:
+        q = request.query
+        dry = q.getall("dryRun", [])
+        for d in dry:
+            if d != "All":
+                raise errors.bad_request(f'unsupported dryRun value "{d}": supported values: "All"')
+        validation = q.get("fieldValidation") or "Warn"
+        if validation not in ("Strict", "Warn", "Ignore"):
+            raise errors.bad_request(
+                f"fieldValidation parameter unsupported: {validation}. Supported values are Ignore, Warn, Strict"
+            )
+        return RequestContext(dry_run=bool(dry), field_manager=q.get("fieldManager", ""),
+                              field_validation=validation, force=_truthy(q.get("force")))
+
+    @staticmethod
+    def _delete_options(request: web.Request, body: Any) -> dict[str, Any]:
+        options: dict[str, Any] = dict(body) if isinstance(body, dict) else {}
+        if body is not None and not isinstance(body, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        q = request.query
+        if q.get("propagationPolicy"):
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("gracePeriodSeconds"):
+            options["gracePeriodSeconds"] = q["gracePeriodSeconds"]
+        if q.get("orphanDependents") and "propagationPolicy" not in options:
+            options["propagationPolicy"] = "Orphan" if _truthy(q["orphanDependents"]) else "Background"
+        if options.get("orphanDependents") is True and "propagationPolicy" not in options:
+            options["propagationPolicy"] = "Orphan"
+        pre = options.get("preconditions")
+        if pre is not None and not isinstance(pre, dict):
+            raise errors.bad_request("preconditions must be an object")
+        return options
+
+    def _object_response(self, request: web.Request, rt: ResourceType, obj: dict[str, Any]) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        if wants_table(accept):
+            return _json(build_table(rt, [obj], include_object=request.query.get("includeObject", "Metadata"),
+                                     list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
+        return _json(obj)
+
+    def _written(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext,
+                 code: int) -> web.Response:
+        resp = _json(obj, status=code)
+        _warning_headers(resp, ctx.warnings)
+        return resp
+
+    # --------------------------------------------------------------- verbs
+    async def _create(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+        body = await self._body(request)
+        ctx = self._ctx(request)
+        obj = await self.storage.create(rt, ns, body, ctx)
+        return self._written(request, rt, obj, ctx, 201)
+
+    async def _patch(self, request: web.Request, rt: ResourceType, ns: str | None, name: str,
+                     sub: str | None) -> web.Response:
+        ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype == STRATEGIC_PATCH and rt.from_crd:
+            # kube-apiserver refuses SMP for custom resources; the Python dynamic client sends it by
+            # default, so Flotilla applies it as a JSON merge patch (lists replaced) instead.
+            ctype_eff = MERGE_PATCH
+        else:
+            ctype_eff = ctype
+        body = await self._body(request, patch=True)
+        ctx = self._ctx(request)
+        obj, created = await self.storage.patch(rt, ns, name, ctype_eff, body, ctx, subresource=sub)
+        return self._written(request, rt, obj, ctx, 201 if created else 200)
+
+    async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+        q = request.query
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request(f"invalid limit {q.get('limit')!r}") from None
+        result = await self.storage.list(
+            rt,
+            ns,
+            label_selector=q.get("labelSelector", ""),
+            field_selector=q.get("fieldSelector", ""),
+            limit=max(limit, 0),
+            continue_token=q.get("continue", ""),
+            resource_version=q.get("resourceVersion", ""),
+            resource_version_match=q.get("resourceVersionMatch", ""),
+        )
+        if wants_table(request.headers.get("Accept", "")):
+            return _json(build_table(rt, result["items"], include_object=q.get("includeObject", "Metadata"),
+                                     list_meta=result["metadata"]))
+        return _json(result)
+
+    async def _delete_collection(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+        body = await self._body(request, allow_empty=True)
+        options = self._delete_options(request, body)
+        ctx = self._ctx(request)
+        result = await self.storage.delete_collection(
+            rt, ns, label_selector=request.query.get("labelSelector", ""),
+            field_selector=request.query.get("fieldSelector", ""), options=options, ctx=ctx)
+        return _json(result)
+
+    async def _scale(self, request: web.Request, rt: ResourceType, ns: str | None, name: str) -> web.Response:
+        if request.method == "GET":
+            return _json(scale_from_object(rt, await self.storage.get(rt, ns, name)))
+        ctx = self._ctx(request)
+        if request.method == "PUT":
+            body = await self._body(request)
+            patch = scale_to_patch(rt, body)
+        elif request.method == "PATCH":
+            ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            body = await self._body(request, patch=True)
+            current = scale_from_object(rt, await self.storage.get(rt, ns, name))
+            patched, _ = await self._apply_to_scale(rt, current, ctype, body)
+            patch = scale_to_patch(rt, patched)
+        else:
+            raise errors.method_not_allowed()
+        obj, _ = await self.storage.patch(rt, ns, name, MERGE_PATCH, patch, ctx)
+        return _json(scale_from_object(rt, obj))
+
+    async def _apply_to_scale(self, rt: ResourceType, current: dict[str, Any], ctype: str,
+                              body: Any) -> tuple[dict[str, Any], bool]:
+        from flotilla.apiserver.patch import PatchError, apply_json_patch, apply_merge_patch
+
+        try:
+            if ctype == JSON_PATCH:
+                return apply_json_patch(current, body), False
+            if not isinstance(body, dict):
+                raise errors.bad_request("patch body must be a JSON object")
+            return apply_merge_patch(current, body), False
+        except PatchError as e:
+            raise errors.bad_request(str(e)) from None
+
+    # --------------------------------------------------------------- watch
+    async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
+        q = request.query
+        send_initial = _truthy(q.get("sendInitialEvents"))
+        allow_bookmarks = _truthy(q.get("allowWatchBookmarks"))
+        if send_initial and (q.get("resourceVersionMatch") != "NotOlderThan" or not allow_bookmarks):
+            raise errors.invalid(rt, "", [errors.Cause(
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled "
+                "and resourceVersionMatch is NotOlderThan and allowWatchBookmarks is true",
+                "FieldValueForbidden")])
+        spec = WatchSpec(
+            namespace=ns,
+            label_selector=q.get("labelSelector", ""),
+            field_selector=q.get("fieldSelector", ""),
+            resource_version=q.get("resourceVersion", ""),
+            send_initial_events=send_initial,
+            allow_bookmarks=allow_bookmarks,
+        )
+        try:
+            timeout = float(q.get("timeoutSeconds") or 0)
+        except ValueError:
+            raise errors.bad_request("invalid timeoutSeconds") from None
+        if timeout <= 0:
+            timeout = self.options.default_watch_timeout * (1 + random.random())
+        table = wants_table(request.headers.get("Accept", ""))
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        try:
+            events = await self.storage.watch(rt, spec)
+        except ApiError as e:
+            if e.code != 410:
+                raise
+            await resp.prepare(request)
+            await resp.write(orjson.dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            await resp.write_eof()
+            return resp
+        await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last_rv = spec.resource_version if spec.resource_version not in ("", "0") else ""
+        first_table = True
+        iterator = events.__aiter__()
+        pending: asyncio.Task[Any] | None = None
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self.options.bookmark_interval) if allow_bookmarks else remaining
+                if pending is None:
+                    pending = asyncio.ensure_future(iterator.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=wait)
+                if not done:
+                    if allow_bookmarks and last_rv and loop.time() < deadline:
+                        await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
+                            "kind": rt.kind, "apiVersion": rt.api_version,
+                            "metadata": {"resourceVersion": last_rv}}}) + b"\n")
+                    continue
+                task, pending = pending, None
+                try:
+                    etype, obj = task.result()
+                except StopAsyncIteration:
+                    break
+                if etype == "BOOKMARK":
+                    if not allow_bookmarks:
+                        continue
+                    last_rv = obj["metadata"]["resourceVersion"]
+                elif etype != "ERROR":
+                    last_rv = obj["metadata"].get("resourceVersion", last_rv)
+                    if table:
+                        obj = build_table(rt, [obj], include_object=q.get("includeObject", "Metadata"),
+                                          list_meta={"resourceVersion": last_rv}, with_columns=first_table)
+                        first_table = False
+                await resp.write(orjson.dumps({"type": etype, "object": obj}) + b"\n")
+                if etype == "ERROR":
+                    break
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            if pending is not None:
+                pending.cancel()
+            await iterator.aclose()
+        try:
+            await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        return resp
+
+
+def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024, middlewares=middlewares or [])
+    app.router.add_route("*", "/{tail:.*}", handler.handle)
+    return app

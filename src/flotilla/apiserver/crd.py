@@ -1,0 +1,257 @@
+"""CustomResourceDefinitions: validation, status, and the resource types they make the server serve."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from flotilla.apiserver.errors import ApiError, Cause
+from flotilla.apiserver.objects import meta, now_rfc3339
+from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
+from flotilla.apiserver.validation import dns1123_label_errors, dns1123_subdomain_errors
+
+if TYPE_CHECKING:
+    from flotilla.apiserver.rest import ResourceStorage
+
+log = logging.getLogger(__name__)
+CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+
+
+def validate_crd(crd: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return [Cause("spec", "Required value", "FieldValueRequired")]
+    group = spec.get("group") or ""
+    names = spec.get("names") or {}
+    if not group:
+        causes.append(Cause("spec.group", "Required value", "FieldValueRequired"))
+    elif "." not in group:
+        causes.append(Cause("spec.group", f'Invalid value: "{group}": should be a domain with at least one dot'))
+    else:
+        causes.extend(Cause("spec.group", f'Invalid value: "{group}": {e}') for e in dns1123_subdomain_errors(group))
+    plural = names.get("plural") or ""
+    kind = names.get("kind") or ""
+    if not plural:
+        causes.append(Cause("spec.names.plural", "Required value", "FieldValueRequired"))
+    else:
+        causes.extend(Cause("spec.names.plural", f'Invalid value: "{plural}": {e}') for e in dns1123_label_errors(plural))
+    if not kind:
+        causes.append(Cause("spec.names.kind", "Required value", "FieldValueRequired"))
+    name = meta(crd).get("name", "")
+    if plural and group and name != f"{plural}.{group}":
+        causes.append(Cause("metadata.name", f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+    scope = spec.get("scope")
+    if scope not in ("Namespaced", "Cluster"):
+        causes.append(Cause("spec.scope", f'Unsupported value: "{scope}": supported values: "Cluster", "Namespaced"',
+                            "FieldValueNotSupported"))
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        causes.append(Cause("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
+        return causes
+    storage = 0
+    for i, v in enumerate(versions):
+        if not isinstance(v, dict) or not v.get("name"):
+            causes.append(Cause(f"spec.versions[{i}].name", "Required value", "FieldValueRequired"))
+            continue
+        if v.get("storage"):
+            storage += 1
+        schema = (v.get("schema") or {}).get("openAPIV3Schema")
+        if not isinstance(schema, dict):
+            causes.append(Cause(f"spec.versions[{i}].schema.openAPIV3Schema", "Required value: schemas are required",
+                                "FieldValueRequired"))
+        elif schema.get("type") not in (None, "object"):
+            causes.append(Cause(f"spec.versions[{i}].schema.openAPIV3Schema.type",
+                                'Unsupported value: must be "object" at the root', "FieldValueNotSupported"))
+    if storage != 1:
+        causes.append(Cause("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
+    return causes
+
+
+def crd_status(crd: dict[str, Any]) -> dict[str, Any]:
+    spec = crd.get("spec") or {}
+    names = dict(spec.get("names") or {})
+    names.setdefault("singular", (names.get("kind") or "").lower())
+    names.setdefault("listKind", f"{names.get('kind', '')}List")
+    now = now_rfc3339()
+    status = dict(crd.get("status") or {})
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    for ctype, reason, message in (
+        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+        ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+    ):
+        if ctype not in conds:
+            conds[ctype] = {"type": ctype, "status": "True", "lastTransitionTime": now, "reason": reason,
+                            "message": message}
+    status["conditions"] = list(conds.values())
+    status["acceptedNames"] = names
+    status["storedVersions"] = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+    return status
+
+
+def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    out = []
+    for v in spec.get("versions") or []:
+        if not v.get("served", True):
+            continue
+        schema = dict((v.get("schema") or {}).get("openAPIV3Schema") or {})
+        subs = v.get("subresources") or {}
+        scale = subs.get("scale") or {}
+        cols = tuple(
+            PrinterColumn(
+                name=c.get("name", ""),
+                type=c.get("type", "string"),
+                json_path=c.get("jsonPath", ""),
+                description=c.get("description", ""),
+                priority=int(c.get("priority", 0) or 0),
+                format=c.get("format", ""),
+            )
+            for c in v.get("additionalPrinterColumns") or []
+        )
+        out.append(ResourceType(
+            group=spec.get("group", ""),
+            version=v["name"],
+            kind=names.get("kind", ""),
+            plural=names.get("plural", ""),
+            singular=names.get("singular") or names.get("kind", "").lower(),
+            namespaced=spec.get("scope") == "Namespaced",
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()),
+            has_status="status" in subs,
+            has_scale=bool(scale),
+            scale_spec_path=scale.get("specReplicasPath", ".spec.replicas"),
+            scale_status_path=scale.get("statusReplicasPath", ".status.replicas"),
+            scale_selector_path=scale.get("labelSelectorPath", ""),
+            printer_columns=cols,
+            schema=schema,
+            generation="non-metadata",
+            builtin_smp=False,
+            from_crd=True,
+            selectable_fields=tuple(
+                f.get("jsonPath", "").lstrip(".") for f in v.get("selectableFields") or [] if f.get("jsonPath")
+            ),
+        ))
+    return out
+
+
+class CRDManager:
+    """Keeps the served types in step with the stored CRDs (also those written by other API servers)."""
+
+    def __init__(self, storage: ResourceStorage) -> None:
+        self.storage = storage
+        self.types = storage.types
+        self.crd_rt = self.types.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        self._task: asyncio.Task[None] | None = None
+        self._cleanups: dict[str, asyncio.Task[None]] = {}
+        self._registered: dict[str, tuple[str, str]] = {}
+
+    def strategy(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if old is None:
+            fins = meta(obj).setdefault("finalizers", [])
+            if CLEANUP_FINALIZER not in fins:
+                fins.append(CLEANUP_FINALIZER)
+        obj["status"] = crd_status(obj)
+
+    def apply(self, crd: dict[str, Any], deleted: bool = False) -> None:
+        name = meta(crd).get("name", "")
+        spec = crd.get("spec") or {}
+        old = self._registered.pop(name, None)
+        if old:
+            self.types.remove_group_resource(*old)
+        if deleted:
+            return
+        for rt in resource_types_from_crd(crd):
+            self.types.add(rt)
+        self._registered[name] = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+        if meta(crd).get("deletionTimestamp") and name not in self._cleanups:
+            self._cleanups[name] = asyncio.get_running_loop().create_task(self._cleanup(crd))
+
+    def on_write(self, rt: ResourceType, event: str, obj: dict[str, Any]) -> None:
+        if rt is self.crd_rt:
+            self.apply(obj, deleted=event == "DELETED")
+
+    async def start(self) -> None:
+        assert self.crd_rt is not None
+        listed = await self.storage.list(self.crd_rt, None)
+        for crd in listed["items"]:
+            self.apply(crd)
+        rv = listed["metadata"]["resourceVersion"]
+        self._task = asyncio.get_running_loop().create_task(self._follow(rv))
+
+    async def _follow(self, rv: str) -> None:
+        from flotilla.apiserver.rest import WatchSpec
+
+        assert self.crd_rt is not None
+        while True:
+            try:
+                events = await self.storage.watch(self.crd_rt, WatchSpec(resource_version=rv))
+                async for etype, obj in events:
+                    if etype in ("ADDED", "MODIFIED", "DELETED"):
+                        rv = obj["metadata"]["resourceVersion"]
+                        self.apply(obj, deleted=etype == "DELETED")
+                    elif etype == "ERROR":
+                        break
+            except asyncio.CancelledError:
+                raise
+            except ApiError:
+                pass
+            except Exception:  # keep following; a broken store connection must not stop CRD sync
+                log.exception("CRD watch failed; retrying")
+            await asyncio.sleep(0.5)
+            listed = await self.storage.list(self.crd_rt, None)
+            for crd in listed["items"]:
+                self.apply(crd)
+            rv = listed["metadata"]["resourceVersion"]
+
+    async def _cleanup(self, crd: dict[str, Any]) -> None:
+        """Delete every custom resource of a CRD being deleted, then release its finalizer."""
+        name = meta(crd).get("name", "")
+        try:
+            spec = crd.get("spec") or {}
+            rts = resource_types_from_crd(crd)
+            while rts:
+                rt = rts[0]
+                listed = await self.storage.list(rt, None)
+                if not listed["items"]:
+                    break
+                for obj in listed["items"]:
+                    md = meta(obj)
+                    try:
+                        await self.storage.delete(rt, md.get("namespace"), md["name"])
+                    except ApiError:
+                        pass
+                await asyncio.sleep(0.2)
+            assert self.crd_rt is not None
+            for _ in range(100):
+                try:
+                    cur = await self.storage.get(self.crd_rt, None, name)
+                except ApiError:
+                    break
+                fins = [f for f in meta(cur).get("finalizers") or [] if f != CLEANUP_FINALIZER]
+                meta(cur)["finalizers"] = fins
+                try:
+                    await self.storage.update(self.crd_rt, None, name, cur)
+                    break
+                except ApiError as e:
+                    if e.code != 409:
+                        raise
+            self.types.remove_group_resource(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("cleanup of CRD %s failed", name)
+        finally:
+            self._cleanups.pop(name, None)
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._task, *self._cleanups.values()] if t]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass

@@ -1,0 +1,92 @@
+"""Namespace lifecycle: a deleted namespace is Terminating until its content is gone, then it goes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from flotilla.apiserver.errors import ApiError
+from flotilla.apiserver.objects import meta
+from flotilla.apiserver.resource_types import ResourceType
+from flotilla.apiserver.rest import ResourceStorage
+
+log = logging.getLogger(__name__)
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class NamespaceLifecycle:
+    def __init__(self, storage: ResourceStorage) -> None:
+        self.storage = storage
+        self.ns_rt = storage.types.lookup("", "v1", "namespaces")
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def ensure_defaults(self) -> None:
+        assert self.ns_rt is not None
+        for name in DEFAULT_NAMESPACES:
+            try:
+                await self.storage.create(self.ns_rt, None, {"metadata": {"name": name}})
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+
+    async def resume(self) -> None:
+        assert self.ns_rt is not None
+        listed = await self.storage.list(self.ns_rt, None)
+        for ns in listed["items"]:
+            if meta(ns).get("deletionTimestamp"):
+                self._schedule(meta(ns)["name"])
+
+    def on_write(self, rt: ResourceType, event: str, obj: dict[str, Any]) -> None:
+        if rt is self.ns_rt and event == "MODIFIED" and meta(obj).get("deletionTimestamp"):
+            self._schedule(meta(obj)["name"])
+
+    def _schedule(self, name: str) -> None:
+        if name not in self._tasks:
+            self._tasks[name] = asyncio.get_running_loop().create_task(self._terminate(name))
+
+    async def _terminate(self, name: str) -> None:
+        assert self.ns_rt is not None
+        try:
+            while True:
+                remaining = 0
+                for rt in self.storage.types.namespaced_types():
+                    listed = await self.storage.list(rt, name)
+                    for obj in listed["items"]:
+                        remaining += 1
+                        if meta(obj).get("deletionTimestamp"):
+                            continue
+                        try:
+                            await self.storage.delete(rt, name, meta(obj)["name"])
+                        except ApiError:
+                            pass
+                if remaining == 0:
+                    break
+                await asyncio.sleep(0.5)
+            for _ in range(100):
+                try:
+                    ns = await self.storage.get(self.ns_rt, None, name)
+                except ApiError:
+                    return
+                ns.setdefault("spec", {})["finalizers"] = []
+                try:
+                    await self.storage.update(self.ns_rt, None, name, ns, subresource="finalize")
+                    return
+                except ApiError as e:
+                    if e.code != 409:
+                        raise
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("terminating namespace %s failed", name)
+        finally:
+            self._tasks.pop(name, None)
+
+    async def stop(self) -> None:
+        for t in list(self._tasks.values()):
+            t.cancel()
+        for t in list(self._tasks.values()):
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass

@@ -1,0 +1,796 @@
+"""The API's storage semantics, independent of HTTP: create, get, list, update, patch, delete, watch.
+
+Everything kube-apiserver's generic registry does that clients depend on lives here: uid and
+timestamps, resourceVersion = store revision, generation rules, the status subresource split,
+finalizers and deletionTimestamp, namespace rules, optimistic concurrency, no-op writes, selectors,
+pagination and watch semantics. The HTTP layer (``app.py``) only translates requests to these calls,
+and the in-process transport can call them directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from flotilla.apiserver import errors
+from flotilla.apiserver.admission import Admission, Operation
+from flotilla.apiserver.errors import ApiError, Cause
+from flotilla.apiserver.objects import decode, decode_kv, encode, generate_name, meta, new_uid, now_rfc3339
+from flotilla.apiserver.patch import (
+    PatchError,
+    apply_json_patch,
+    apply_merge_patch,
+    apply_server_side_apply,
+    apply_strategic_merge_patch,
+    merge_key_table_for,
+)
+from flotilla.apiserver.resource_types import ResourceType
+from flotilla.apiserver.schema_check import prune, schema_errors, unknown_fields
+from flotilla.apiserver.selectors import (
+    SelectorError,
+    check_supported,
+    object_field_value,
+    parse_field_selector,
+    parse_label_selector,
+)
+from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.apiserver.validation import validate_metadata
+from flotilla.storage import (
+    CompactedError,
+    ConflictError,
+    FutureRevisionError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    Store,
+    WatchClosedError,
+)
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
+MAX_JSON_PATCH_OPS = 10_000
+_RETRIES = 100
+
+NAMESPACE_FINALIZER = "kubernetes"
+
+
+@dataclass
+class RequestContext:
+    dry_run: bool = False
+    field_manager: str = ""
+    field_validation: str = "Strict"  # Strict | Warn | Ignore
+    warnings: list[str] = field(default_factory=list)
+    force: bool = False
+
+
+@dataclass
+class WatchSpec:
+    namespace: str | None = None
+    label_selector: str = ""
+    field_selector: str = ""
+    resource_version: str = ""
+    send_initial_events: bool = False
+    allow_bookmarks: bool = False
+
+
+# Hooks for kinds with server-side behaviour (Namespace, CRD): called on the object before it is stored.
+Strategy = Callable[[dict[str, Any], dict[str, Any] | None], None]
+
+
+def _namespace_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    spec = obj.setdefault("spec", {}) if isinstance(obj.get("spec", {}), dict) else obj.setdefault("spec", {})
+    if old is None:
+        fins = spec.get("finalizers") or []
+        if NAMESPACE_FINALIZER not in fins:
+            spec["finalizers"] = [*fins, NAMESPACE_FINALIZER]
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    if meta(obj).get("deletionTimestamp"):
+        status["phase"] = "Terminating"
+    else:
+        status.setdefault("phase", "Active")
+    obj["status"] = status
+    labels = meta(obj).setdefault("labels", {})
+    if isinstance(labels, dict):
+        labels["kubernetes.io/metadata.name"] = meta(obj).get("name", "")
+
+
+class ResourceStorage:
+    """All REST operations on all resource types, on one Store."""
+
+    def __init__(self, store: Store, types: TypeRegistry, admission: Admission | None = None) -> None:
+        self.store = store
+        self.types = types
+        self.admission = admission or Admission()
+        self.strategies: dict[tuple[str, str], Strategy] = {("", "Namespace"): _namespace_strategy}
+        # callbacks after a successful write: (rt, event type, object)
+        self.after_write: list[Callable[[ResourceType, str, dict[str, Any]], Any]] = []
+        self.namespace_rt = types.lookup("", "v1", "namespaces")
+
+    # ------------------------------------------------------------------ helpers
+    def _key(self, rt: ResourceType, namespace: str | None, name: str) -> str:
+        return rt.key(namespace, name)
+
+    async def _get_kv(self, rt: ResourceType, namespace: str | None, name: str) -> KeyValue:
+        kv = await self.store.get(self._key(rt, namespace, name))
+        if kv is None:
+            raise errors.not_found(rt, name)
+        return kv
+
+    async def _check_namespace(self, rt: ResourceType, namespace: str | None) -> None:
+        if not rt.namespaced:
+            return
+        if not namespace:
+            raise errors.bad_request("the namespace of the object is required for namespaced resources")
+        if self.namespace_rt is None:
+            return
+        kv = await self.store.get(self.namespace_rt.key(None, namespace))
+        if kv is None:
+            raise errors.namespace_not_found(namespace)
+        ns = orjson.loads(kv.value)
+        if ns.get("metadata", {}).get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{rt.plural} "{{name}}" is forbidden: unable to create new content in namespace {namespace} '
+                "because it is being terminated",
+                {"causes": [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+                             "field": "metadata.namespace"}]},
+            )
+
+    def _notify(self, rt: ResourceType, kind: str, obj: dict[str, Any]) -> None:
+        for cb in self.after_write:
+            cb(rt, kind, obj)
+
+    @staticmethod
+    def _check_body(rt: ResourceType, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the body of the request must be a JSON object describing a {rt.kind}")
+        api_version = body.get("apiVersion")
+        kind = body.get("kind")
+        if kind is not None and kind != rt.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind}) for "
+                f"{rt.url_prefix}/{rt.plural}"
+            )
+        if api_version is not None and api_version != rt.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})"
+            )
+        md = body.get("metadata", {})
+        if md is None:
+            md = body["metadata"] = {}
+        if not isinstance(md, dict):
+            raise errors.bad_request("metadata must be an object")
+        body["apiVersion"] = rt.api_version
+        body["kind"] = rt.kind
+        return body
+
+    def _field_checks(self, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext) -> None:
+        """Unknown fields per fieldValidation (Strict: 400; Warn: warning) and pruning of them."""
+        if not rt.schema:
+            return
+        enforce = rt.strict_schema or rt.from_crd
+        if not enforce:
+            return
+        unknown = unknown_fields(obj, rt.schema)
+        if unknown and ctx.field_validation == "Strict":
+            msg = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise errors.bad_request(f"strict decoding error: {msg}")
+        if unknown and ctx.field_validation == "Warn":
+            ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
+        if unknown:
+            prune(obj, rt.schema)
+
+    def _validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation, ctx: RequestContext
+    ) -> None:
+        causes: list[Cause] = validate_metadata(rt.group, rt.kind, obj, namespaced=rt.namespaced)
+        if rt.schema and (rt.strict_schema or rt.from_crd):
+            causes.extend(schema_errors(obj, rt.schema))
+        result = self.admission.admit(rt.group, rt.kind, obj, old, op)
+        causes.extend(result.causes)
+        ctx.warnings.extend(result.warnings)
+        if causes:
+            raise errors.invalid(rt, meta(obj).get("name") or "", causes)
+
+    @staticmethod
+    def _bump_generation(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> None:
+        om, nm = meta(old), meta(new)
+        gen = om.get("generation")
+        if not rt.generation:
+            nm.pop("generation", None)
+            return
+        gen = int(gen or 1)
+        changed = False
+        if rt.generation == "spec":
+            changed = new.get("spec") != old.get("spec")
+        else:
+            skip = {"metadata", "status"} if rt.has_status else {"metadata"}
+            changed = {k: v for k, v in new.items() if k not in skip} != {
+                k: v for k, v in old.items() if k not in skip
+            }
+        if nm.get("deletionTimestamp") and not om.get("deletionTimestamp"):
+            changed = True
+        nm["generation"] = gen + 1 if changed else gen
+
+    # ------------------------------------------------------------------ create
+    async def create(
+        self, rt: ResourceType, namespace: str | None, body: Any, ctx: RequestContext | None = None
+    ) -> dict[str, Any]:
+        ctx = ctx or RequestContext()
+        obj = self._check_body(rt, body)
+        md = meta(obj)
+        if rt.namespaced:
+            body_ns = md.get("namespace")
+            if body_ns and namespace and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            namespace = namespace or body_ns
+            md["namespace"] = namespace
+        else:
+            md.pop("namespace", None)
+            namespace = None
+        generate = not md.get("name") and md.get("generateName")
+        if generate and not isinstance(md.get("generateName"), str):
+            raise errors.invalid(rt, "", [Cause("metadata.generateName", "Invalid value: must be a string")])
+        await self._check_namespace(rt, namespace)
+        self._field_checks(rt, obj, ctx)
+        for key in ("resourceVersion", "uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            md.pop(key, None)
+        md["uid"] = new_uid()
+        md["creationTimestamp"] = now_rfc3339()
+        if rt.generation:
+            md["generation"] = 1
+        else:
+            md.pop("generation", None)
+        if rt.has_status:
+            obj.pop("status", None)
+        for attempt in range(5):
+            if generate:
+                md["name"] = generate_name(md["generateName"])
+            strategy = self.strategies.get((rt.group, rt.kind))
+            if strategy:
+                strategy(obj, None)
+            self._validate(rt, obj, None, "CREATE", ctx)
+            if ctx.dry_run:
+                return obj
+            try:
+                rev = await self.store.create(self._key(rt, namespace, md["name"]), encode(obj))
+            except KeyExistsError:
+                if generate and attempt < 4:
+                    continue
+                raise errors.already_exists(rt, md["name"]) from None
+            md["resourceVersion"] = str(rev)
+            self._notify(rt, "ADDED", obj)
+            return obj
+        raise errors.already_exists(rt, md.get("name", ""))
+
+    # ------------------------------------------------------------------ get / list
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        return decode_kv(await self._get_kv(rt, namespace, name))
+
+    def _selectors(self, rt: ResourceType, label_selector: str, field_selector: str):  # type: ignore[no-untyped-def]
+        try:
+            ls = parse_label_selector(label_selector or "")
+            fs = parse_field_selector(field_selector or "")
+            supported = {"metadata.name", "metadata.namespace", *rt.selectable_fields}
+            check_supported(fs, supported)
+        except SelectorError as e:
+            raise errors.bad_request(str(e)) from None
+        return ls, fs
+
+    @staticmethod
+    def _matches(obj: dict[str, Any], ls: Any, fs: Any) -> bool:
+        if not ls.empty and not ls.matches(meta(obj).get("labels") or {}):
+            return False
+        if fs.requirements and not fs.matches(lambda f: object_field_value(obj, f)):
+            return False
+        return True
+
+    @staticmethod
+    def _name_from_fields(fs: Any) -> str | None:
+        for f, op, value in fs.requirements:
+            if f == "metadata.name" and op in ("=", "=="):
+                return str(value)
+        return None
+
+    async def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        resource_version: str = "",
+        resource_version_match: str = "",
+    ) -> dict[str, Any]:
+        ls, fs = self._selectors(rt, label_selector, field_selector)
+        prefix = rt.key_prefix(namespace if rt.namespaced else None)
+        revision = 0
+        start_after = ""
+        if continue_token:
+            try:
+                tok = orjson.loads(base64.urlsafe_b64decode(continue_token.encode()))
+                revision, start_after = int(tok["rv"]), str(tok["start"])
+            except Exception:
+                raise errors.bad_request(f"invalid continue token {continue_token!r}") from None
+        elif resource_version and resource_version != "0":
+            try:
+                wanted = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f"invalid resourceVersion {resource_version!r}") from None
+            if resource_version_match == "Exact":
+                revision = wanted
+            else:
+                await self._wait_for_revision(wanted)
+        only_name = self._name_from_fields(fs)
+        items: list[dict[str, Any]] = []
+        more_token = ""
+        try:
+            if only_name is not None and not continue_token and revision == 0:
+                list_rev = await self.store.current_revision()
+                kv = await self.store.get(self._key(rt, namespace, only_name)) if (namespace or not rt.namespaced) else None
+                if kv is not None:
+                    obj = decode_kv(kv)
+                    if self._matches(obj, ls, fs):
+                        items.append(obj)
+                elif rt.namespaced and not namespace:
+                    res = await self.store.list(prefix)
+                    list_rev = res.revision
+                    items = [o for o in (decode_kv(k) for k in res.items) if self._matches(o, ls, fs)]
+            else:
+                list_rev = revision
+                cursor = start_after
+                done = False
+                while not done:
+                    page = max(limit * 2, 100) if limit else 0
+                    res = await self.store.list(prefix, revision=list_rev, start_after=cursor, limit=page)
+                    list_rev = res.revision
+                    for i, kv in enumerate(res.items):
+                        cursor = kv.key[len(prefix):]
+                        obj = decode_kv(kv)
+                        if self._matches(obj, ls, fs):
+                            items.append(obj)
+                        if limit and len(items) >= limit:
+                            if i < len(res.items) - 1 or res.more:
+                                more_token = self._continue(list_rev, cursor)
+                            done = True
+                            break
+                    if not res.more:
+                        done = True
+        except CompactedError:
+            if continue_token:
+                raise errors.expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start "
+                    "a new list without the continue parameter, or use the continue token in this response to "
+                    "retrieve the remainder of the results."
+                ) from None
+            raise errors.expired(f"too old resource version: {revision}") from None
+        except FutureRevisionError:
+            raise errors.timeout(
+                f"Too large resource version: {revision}, current: {await self.store.current_revision()}",
+                "ResourceVersionTooLarge",
+            ) from None
+        list_meta: dict[str, Any] = {"resourceVersion": str(list_rev)}
+        if more_token:
+            list_meta["continue"] = more_token
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
+
+    @staticmethod
+    def _continue(rev: int, last: str) -> str:
+        return base64.urlsafe_b64encode(orjson.dumps({"rv": rev, "start": last})).decode()
+
+    async def _wait_for_revision(self, wanted: int) -> None:
+        for _ in range(30):
+            if await self.store.current_revision() >= wanted:
+                return
+            await asyncio.sleep(0.1)
+        raise errors.timeout(
+            f"Too large resource version: {wanted}, current: {await self.store.current_revision()}",
+            "ResourceVersionTooLarge",
+        )
+
+    # ------------------------------------------------------------------ update
+    def _merge_for_update(
+        self, rt: ResourceType, body: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if "status" in body:
+                new["status"] = body["status"]
+            else:
+                new.pop("status", None)
+            return new
+        if subresource == "finalize":
+            new = copy.deepcopy(old)
+            spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+            new.setdefault("spec", {})["finalizers"] = list(spec.get("finalizers") or [])
+            return new
+        new = body
+        if rt.has_status:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        return new
+
+    async def update(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        ctx: RequestContext | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        ctx = ctx or RequestContext()
+        body = self._check_body(rt, body)
+        md = meta(body)
+        if md.get("name") and md["name"] != name:
+            raise errors.bad_request(
+                f"the name of the object ({md['name']}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and md.get("namespace") and md["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        precondition = md.get("resourceVersion") or ""
+        if subresource is None:
+            self._field_checks(rt, body, ctx)
+        for _ in range(_RETRIES):
+            kv = await self._get_kv(rt, namespace, name)
+            if precondition and precondition != str(kv.mod_revision):
+                raise errors.conflict(rt, name)
+            old = decode_kv(kv)
+            new = self._merge_for_update(rt, copy.deepcopy(body), old, subresource)
+            try:
+                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource)
+            except _Retry:
+                if precondition:
+                    raise errors.conflict(rt, name) from None
+                continue
+        raise errors.conflict(rt, name, "too many concurrent writers; try again")
+
+    async def _write_update(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        kv: KeyValue,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        ctx: RequestContext,
+        subresource: str | None,
+    ) -> dict[str, Any]:
+        om, nm = meta(old), meta(new)
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if key in om:
+                nm[key] = om[key]
+            else:
+                nm.pop(key, None)
+        nm["name"] = name
+        if rt.namespaced:
+            nm["namespace"] = namespace
+        else:
+            nm.pop("namespace", None)
+        nm.pop("resourceVersion", None)
+        nm.pop("selfLink", None)
+        new["apiVersion"] = rt.api_version
+        new["kind"] = rt.kind
+        if om.get("deletionTimestamp"):
+            added = set(nm.get("finalizers") or []) - set(om.get("finalizers") or [])
+            if added:
+                raise errors.invalid(
+                    rt, name, [Cause("metadata.finalizers", "Forbidden: no new finalizers can be added if the "
+                                     "object is being deleted, found new finalizers " + str(sorted(added)),
+                                     "FieldValueForbidden")]
+                )
+        strategy = self.strategies.get((rt.group, rt.kind))
+        if strategy:
+            strategy(new, old)
+        self._bump_generation(rt, new, old)
+        old_cmp = copy.deepcopy(old)
+        meta(old_cmp).pop("resourceVersion", None)
+        self._validate(rt, new, old, "UPDATE", ctx)
+        value = encode(new)
+        if value == kv.value or orjson.loads(value) == old_cmp:
+            return old  # no-op: nothing bumps, no event
+        if ctx.dry_run:
+            nm["resourceVersion"] = str(kv.mod_revision)
+            return new
+        if nm.get("deletionTimestamp") and not pending_finalizers(rt, new):
+            try:
+                rev, _ = await self.store.delete(kv.key, kv.mod_revision)
+            except (ConflictError, KeyNotFoundError):
+                raise _Retry() from None
+            nm["resourceVersion"] = str(rev)
+            self._notify(rt, "DELETED", new)
+            return new
+        try:
+            rev = await self.store.update(kv.key, value, kv.mod_revision)
+        except ConflictError:
+            raise _Retry() from None
+        except KeyNotFoundError:
+            raise errors.not_found(rt, name) from None
+        nm["resourceVersion"] = str(rev)
+        self._notify(rt, "MODIFIED", new)
+        return new
+
+    # ------------------------------------------------------------------ patch
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch_type: str,
+        patch: Any,
+        ctx: RequestContext | None = None,
+        subresource: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Apply a patch; returns (object, created). Server-side apply creates a missing object."""
+        ctx = ctx or RequestContext()
+        if patch_type == APPLY_PATCH:
+            if not ctx.field_manager:
+                raise errors.invalid(rt, name, [Cause("fieldManager", "Required value: is required for apply patch",
+                                                      "FieldValueRequired")])
+            if not isinstance(patch, dict):
+                raise errors.bad_request("apply patch body must be an object")
+            pm = patch.get("metadata") or {}
+            if isinstance(pm, dict) and pm.get("name") and pm["name"] != name:
+                raise errors.bad_request(
+                    f"the name of the object ({pm['name']}) does not match the name on the URL ({name})"
+                )
+        elif patch_type == JSON_PATCH:
+            if not isinstance(patch, list):
+                raise errors.bad_request("json patch must be a JSON array of operations")
+            if len(patch) > MAX_JSON_PATCH_OPS:
+                raise errors.invalid(rt, name, [Cause("", f"Too many: {len(patch)}: must have at most "
+                                                      f"{MAX_JSON_PATCH_OPS} operations", "FieldValueTooMany")])
+        elif not isinstance(patch, dict):
+            raise errors.bad_request("patch body must be a JSON object")
+        for _ in range(_RETRIES):
+            kv = await self.store.get(self._key(rt, namespace, name))
+            if kv is None:
+                if patch_type == APPLY_PATCH and subresource is None:
+                    body = copy.deepcopy(patch)
+                    meta(body)["name"] = name
+                    return await self.create(rt, namespace, body, ctx), True
+                raise errors.not_found(rt, name)
+            old = decode_kv(kv)
+            try:
+                patched = self._apply_patch(rt, old, patch_type, patch)
+            except PatchError as e:
+                raise errors.invalid(rt, name, [Cause("", str(e))]) from None
+            if not isinstance(patched, dict):
+                raise errors.bad_request("the patch result is not an object")
+            pmeta = patched.get("metadata")
+            if not isinstance(pmeta, dict):
+                raise errors.invalid(rt, name, [Cause("metadata", "Required value", "FieldValueRequired")])
+            precondition = pmeta.get("resourceVersion") or ""
+            if precondition and precondition != str(kv.mod_revision):
+                raise errors.conflict(rt, name)
+            if patched.get("kind") not in (None, rt.kind) or patched.get("apiVersion") not in (None, rt.api_version):
+                raise errors.bad_request("a patch may not change apiVersion or kind")
+            if subresource is None:
+                self._field_checks(rt, patched, ctx)
+            new = self._merge_for_update(rt, patched, old, subresource)
+            try:
+                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource), False
+            except _Retry:
+                if precondition:
+                    raise errors.conflict(rt, name) from None
+                continue
+        raise errors.conflict(rt, name, "too many concurrent writers; try again")
+
+    def _apply_patch(self, rt: ResourceType, old: dict[str, Any], patch_type: str, patch: Any) -> Any:
+        if patch_type == MERGE_PATCH:
+            return apply_merge_patch(old, patch)
+        if patch_type == JSON_PATCH:
+            return apply_json_patch(old, patch)
+        table = merge_key_table_for(rt.group, rt.kind)
+        if patch_type == STRATEGIC_PATCH:
+            return apply_strategic_merge_patch(old, patch, table)
+        if patch_type == APPLY_PATCH:
+            return apply_server_side_apply(old, patch, table)
+        raise errors.unsupported_media_type(patch_type, list(PATCH_TYPES))
+
+    # ------------------------------------------------------------------ delete
+    async def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        options: dict[str, Any] | None = None,
+        ctx: RequestContext | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        """Returns (body, http code): the object while finalizers hold it, else a Success Status."""
+        ctx = ctx or RequestContext()
+        options = options or {}
+        pre = options.get("preconditions") or {}
+        propagation = options.get("propagationPolicy") or ""
+        if propagation not in ("", "Background", "Foreground", "Orphan"):
+            raise errors.invalid(rt, name, [Cause("propagationPolicy", f'Unsupported value: "{propagation}": '
+                                                  'supported values: "Background", "Foreground", "Orphan"',
+                                                  "FieldValueNotSupported")])
+        for _ in range(_RETRIES):
+            kv = await self._get_kv(rt, namespace, name)
+            obj = decode_kv(kv)
+            md = meta(obj)
+            if pre.get("uid") and pre["uid"] != md.get("uid"):
+                raise errors.conflict(
+                    rt, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {md.get('uid')}"
+                )
+            if pre.get("resourceVersion") and pre["resourceVersion"] != md.get("resourceVersion"):
+                raise errors.conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                    f"ResourceVersion in object meta: {md.get('resourceVersion')}",
+                )
+            finalizers = pending_finalizers(rt, obj)
+            if propagation == "Orphan" and "orphan" not in finalizers and self._gc_enabled:
+                md.setdefault("finalizers", []).append("orphan")
+                finalizers.append("orphan")
+            elif propagation == "Foreground" and "foregroundDeletion" not in finalizers and self._gc_enabled:
+                md.setdefault("finalizers", []).append("foregroundDeletion")
+                finalizers.append("foregroundDeletion")
+            if finalizers:
+                if md.get("deletionTimestamp") and len(md.get("finalizers") or []) == len(kv_finalizers(kv)):
+                    # already being deleted and this request adds nothing: report the object as it is
+                    return obj, 202 if propagation == "Foreground" else 200
+                new = copy.deepcopy(obj)
+                nm = meta(new)
+                if not nm.get("deletionTimestamp"):
+                    nm["deletionTimestamp"] = now_rfc3339()
+                    nm["deletionGracePeriodSeconds"] = 0
+                strategy = self.strategies.get((rt.group, rt.kind))
+                if strategy:
+                    strategy(new, obj)
+                self._bump_generation(rt, new, obj)
+                if ctx.dry_run:
+                    return new, 200
+                try:
+                    rev = await self.store.update(kv.key, encode(new), kv.mod_revision)
+                except ConflictError:
+                    continue
+                nm["resourceVersion"] = str(rev)
+                self._notify(rt, "MODIFIED", new)
+                return new, 202 if propagation == "Foreground" else 200
+            if ctx.dry_run:
+                return self._success(rt, obj), 200
+            try:
+                rev, last = await self.store.delete(kv.key, kv.mod_revision)
+            except (ConflictError, KeyNotFoundError):
+                continue
+            deleted = decode(last.value, rev)
+            self._notify(rt, "DELETED", deleted)
+            return self._success(rt, deleted, propagation), 200
+        raise errors.conflict(rt, name, "too many concurrent writers; try again")
+
+    _gc_enabled = False
+
+    @staticmethod
+    def _success(rt: ResourceType, obj: dict[str, Any], propagation: str = "") -> dict[str, Any]:
+        md = meta(obj)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": md.get("name"), "group": rt.group, "kind": rt.plural, "uid": md.get("uid")},
+        }
+
+    async def delete_collection(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        options: dict[str, Any] | None = None,
+        ctx: RequestContext | None = None,
+    ) -> dict[str, Any]:
+        listed = await self.list(rt, namespace, label_selector=label_selector, field_selector=field_selector)
+        items = []
+        for obj in listed["items"]:
+            md = meta(obj)
+            try:
+                body, _ = await self.delete(rt, md.get("namespace"), md["name"], options, ctx)
+            except ApiError as e:
+                if e.code == 404:
+                    continue
+                raise
+            items.append(obj if body.get("kind") == "Status" else body)
+        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": listed["metadata"], "items": items}
+
+    # ------------------------------------------------------------------ watch
+    async def watch(self, rt: ResourceType, spec: WatchSpec) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Yield (type, object). Raises ApiError(410) at once when the RV is too old."""
+        ls, fs = self._selectors(rt, spec.label_selector, spec.field_selector)
+        prefix = rt.key_prefix(spec.namespace if rt.namespaced else None)
+        rv = spec.resource_version
+        initial: list[dict[str, Any]] = []
+        if spec.send_initial_events or rv in ("", "0"):
+            res = await self.store.list(prefix)
+            start = res.revision
+            initial = [o for o in (decode_kv(kv) for kv in res.items) if self._matches(o, ls, fs)]
+        else:
+            try:
+                start = int(rv)
+            except ValueError:
+                raise errors.bad_request(f"invalid resourceVersion {rv!r}") from None
+        try:
+            watcher = await self.store.watch(prefix, start)
+        except CompactedError as e:
+            raise errors.expired(f"too old resource version: {start} ({e.compacted + 1})") from None
+        return self._watch_events(rt, watcher, initial, start, ls, fs, spec)
+
+    async def _watch_events(
+        self, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]], start: int, ls: Any, fs: Any,
+        spec: WatchSpec,
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        try:
+            for obj in initial:
+                yield "ADDED", obj
+            if spec.send_initial_events:
+                yield "BOOKMARK", {
+                    "kind": rt.kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}},
+                }
+            try:
+                async for ev in watcher:
+                    if ev.type == "DELETE":
+                        obj = decode(ev.value, ev.revision)
+                        if self._matches(obj, ls, fs):
+                            yield "DELETED", obj
+                        continue
+                    obj = decode(ev.value, ev.revision)
+                    now = self._matches(obj, ls, fs)
+                    if ev.prev_value is None:
+                        if now:
+                            yield "ADDED", obj
+                        continue
+                    before = self._matches(decode(ev.prev_value, ev.revision), ls, fs)
+                    if now and before:
+                        yield "MODIFIED", obj
+                    elif now:
+                        yield "ADDED", obj
+                    elif before:
+                        yield "DELETED", obj
+            except WatchClosedError:
+                yield "ERROR", errors.expired("watch closed by the server: the client fell too far behind; "
+                                              "re-list and watch again").status()
+            except CompactedError as e:
+                yield "ERROR", errors.expired(f"too old resource version: {start} ({e.compacted + 1})").status()
+        finally:
+            await watcher.close()
+
+
+class _Retry(Exception):
+    pass
+
+
+def kv_finalizers(kv: KeyValue) -> list[str]:
+    return list((orjson.loads(kv.value).get("metadata") or {}).get("finalizers") or [])
+
+
+def pending_finalizers(rt: ResourceType, obj: dict[str, Any]) -> list[str]:
+    """What still holds the object back from deletion: metadata.finalizers (and a Namespace's spec ones)."""
+    fins = list(meta(obj).get("finalizers") or [])
+    if rt.group == "" and rt.kind == "Namespace":
+        fins.extend(f"spec/{f}" for f in ((obj.get("spec") or {}).get("finalizers") or []))
+    return fins

@@ -1,0 +1,165 @@
+"""Assemble and run an API server: store + types + storage semantics + HTTP (+ TLS and auth)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from flotilla.apiserver.admission import Admission
+from flotilla.apiserver.app import ApiHandler, ServerOptions, build_app
+from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
+from flotilla.apiserver.crd import CRDManager
+from flotilla.apiserver.namespaces import NamespaceLifecycle
+from flotilla.apiserver.rest import ResourceStorage
+from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.storage import Store, open_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ApiServerConfig:
+    storage_url: str = "sqlite://"
+    data_dir: Path = field(default_factory=lambda: Path(".flotilla"))
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = pick a free port
+    secure: bool = False
+    anonymous: bool | None = None  # default: allowed on plain http only
+    bookmark_interval: float = 30.0
+    write_kubeconfig: bool = True
+    context_name: str = "flotilla"
+
+
+class ApiServer:
+    """One API server process's worth of parts; ``start`` serves, ``stop`` shuts down cleanly."""
+
+    def __init__(self, config: ApiServerConfig, store: Store | None = None,
+                 admission: Admission | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.types = TypeRegistry(BUILTIN_TYPES)
+        self.admission = admission or Admission()
+        self.storage: ResourceStorage | None = None
+        self.runner: web.AppRunner | None = None
+        self.port = config.port
+        self.url = ""
+        self.kubeconfig_path: Path | None = None
+        self.admin_token: str | None = None
+        self._crds: CRDManager | None = None
+        self._namespaces: NamespaceLifecycle | None = None
+        self._owns_store = store is None
+
+    async def start(self) -> ApiServer:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.store is None:
+            self.store = await open_store(cfg.storage_url, cfg.data_dir)
+        storage = ResourceStorage(self.store, self.types, self.admission)
+        self.storage = storage
+        self._crds = CRDManager(storage)
+        storage.strategies[("apiextensions.k8s.io", "CustomResourceDefinition")] = self._crds.strategy
+        storage.after_write.append(self._crds.on_write)
+        self._namespaces = NamespaceLifecycle(storage)
+        storage.after_write.append(self._namespaces.on_write)
+        from flotilla.apiserver.crd import validate_crd
+
+        self.admission.register("apiextensions.k8s.io", "CustomResourceDefinition", _CRDValidation(validate_crd))
+        await self._crds.start()
+        await self._namespaces.ensure_defaults()
+        await self._namespaces.resume()
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((cfg.host, cfg.port))
+        self.port = sock.getsockname()[1]
+        scheme = "https" if cfg.secure else "http"
+        self.url = f"{scheme}://{cfg.host}:{self.port}"
+        handler = ApiHandler(storage, ServerOptions(bookmark_interval=cfg.bookmark_interval,
+                                                    address=f"{cfg.host}:{self.port}"))
+        middlewares: list[Any] = []
+        ssl_ctx = None
+        ca_pem: bytes | None = None
+        if cfg.secure:
+            ssl_ctx, ca_pem, middlewares = self._secure_setup()
+        elif cfg.anonymous is False:
+            raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
+        app = build_app(handler, middlewares)
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self.runner.setup()
+        site = web.SockSite(self.runner, sock, ssl_context=ssl_ctx)
+        await site.start()
+        if cfg.write_kubeconfig:
+            from flotilla.client.kubeconfig import write_kubeconfig
+
+            self.kubeconfig_path = cfg.data_dir / "kubeconfig"
+            write_kubeconfig(self.kubeconfig_path, server=self.url, context=cfg.context_name,
+                             token=self.admin_token, ca_pem=ca_pem)
+        log.info("API server listening on %s (storage %s)", self.url, cfg.storage_url)
+        return self
+
+    def _secure_setup(self) -> tuple[Any, bytes, list[Any]]:
+        from flotilla.apiserver.auth import (
+            Authorizer,
+            TokenAuthenticator,
+            auth_middleware,
+            ensure_token_file,
+            request_attributes_from_request,
+        )
+        from flotilla.apiserver.tls import ensure_serving_certs, server_ssl_context
+
+        cfg = self.config
+        paths = ensure_serving_certs(cfg.data_dir, [cfg.host, "localhost"])
+        ssl_ctx = server_ssl_context(paths)
+        token_path, self.admin_token = ensure_token_file(cfg.data_dir)
+        authn = TokenAuthenticator.from_file(token_path, ca_cert_path=paths.ca_cert)
+        authz = Authorizer()
+        mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous),
+                             request_attrs=request_attributes_from_request)
+        return ssl_ctx, Path(paths.ca_cert).read_bytes(), [mw]
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+        if self._crds:
+            await self._crds.stop()
+        if self._namespaces:
+            await self._namespaces.stop()
+        if self.store is not None and self._owns_store:
+            await self.store.close()
+
+    async def __aenter__(self) -> ApiServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class _CRDValidation:
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def default(self, obj: dict[str, Any], old: dict[str, Any] | None, op: str) -> None:
+        return None
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, op: str) -> list[Any]:
+        return list(self.fn(obj))
+
+    def warnings(self, obj: dict[str, Any], old: dict[str, Any] | None, op: str) -> list[str]:
+        return []
+
+
+async def serve_forever(config: ApiServerConfig) -> None:
+    server = ApiServer(config)
+    await server.start()
+    print(f"flotilla apiserver: serving {server.url} (kubeconfig: {server.kubeconfig_path})", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
