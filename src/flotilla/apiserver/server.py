@@ -109,7 +109,7 @@ class ApiServer:
             TokenAuthenticator,
             auth_middleware,
             ensure_token_file,
-            request_attributes_from_request,
+            request_attributes_of,
         )
         from flotilla.apiserver.tls import ensure_serving_certs, server_ssl_context
 
@@ -117,11 +117,10 @@ class ApiServer:
         paths = ensure_serving_certs(cfg.data_dir, [cfg.host, "localhost"])
         ssl_ctx = server_ssl_context(paths)
         token_path, self.admin_token = ensure_token_file(cfg.data_dir)
-        authn = TokenAuthenticator.from_file(token_path, ca_cert_path=paths.ca_cert)
-        authz = Authorizer()
-        mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous),
-                             request_attrs=request_attributes_from_request)
-        return ssl_ctx, Path(paths.ca_cert).read_bytes(), [mw]
+        authn = TokenAuthenticator.from_file(token_path)
+        authz = Authorizer(anonymous=bool(cfg.anonymous))
+        mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of)
+        return ssl_ctx, paths.ca_pem(), [mw]
 
     async def stop(self) -> None:
         if self.runner is not None:
