@@ -68,10 +68,10 @@ def test_apply_creates_then_patches_a_deployment(kubectl: Kubectl, ns: str, tmp_
 def test_server_side_apply_creates_and_merges(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     f = write(tmp_path, "cm.yaml", CM.format(name="ssa", ns=ns, app="x"))
     assert "serverside-applied" in kubectl.run("apply", "--server-side", "-f", str(f)).stdout
-    f.write_text(CM.format(name="ssa", ns=ns, app="y"))
+    f.write_text(CM.format(name="ssa", ns=ns, app="yy"))
     kubectl.run("apply", "--server-side", "-f", str(f))
     obj = json.loads(kubectl.run("get", "cm", "ssa", "-n", ns, "-o", "json").stdout)
-    assert obj["metadata"]["labels"] == {"app": "y"}
+    assert obj["metadata"]["labels"] == {"app": "yy"}
 
 
 def test_create_get_output_formats(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_label_annotate_patch_variants(kubectl: Kubectl, ns: str, tmp_path: Path
     assert obj["spec"]["template"]["spec"]["containers"][1]["image"] == "b:9"
     failed = kubectl.run("patch", "deploy", "web", "-n", ns, "--type", "json",
                          "-p", '[{"op":"test","path":"/spec/replicas","value":7}]', check=False)
-    assert failed.returncode != 0 and "Invalid" in failed.stderr
+    assert failed.returncode != 0 and "invalid" in failed.stderr
     kubectl.run("set", "image", "deploy/web", "-n", ns, "a=a:3")
     obj = json.loads(kubectl.run("get", "deploy", "web", "-n", ns, "-o", "json").stdout)
     assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "a:3"
@@ -257,9 +257,9 @@ def test_generator_commands_get_a_helpful_error(kubectl: Kubectl) -> None:
 
 def test_namespace_deletion_removes_content(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl.run("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata:\n  name: doomed\n")
-    kubectl.run("apply", "-f", str(write(tmp_path, "cm.yaml", CM.format(name="x", ns="doomed", app="y"))))
+    kubectl.run("apply", "-f", str(write(tmp_path, "cm.yaml", CM.format(name="x", ns="doomed", app="yy"))))
     kubectl.run("delete", "namespace", "doomed", "--timeout=30s")
     assert kubectl.run("get", "ns", "doomed", check=False).returncode != 0
-    missing = kubectl.run("apply", "-f", str(write(tmp_path, "cm2.yaml", CM.format(name="x", ns="doomed", app="y"))),
+    missing = kubectl.run("apply", "-f", str(write(tmp_path, "cm2.yaml", CM.format(name="x", ns="doomed", app="yy"))),
                           check=False)
     assert missing.returncode != 0 and 'namespaces "doomed" not found' in missing.stderr

@@ -47,16 +47,9 @@ class ServerOptions:
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None,
           content_type: str = "application/json") -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type=content_type.split(";")[0],
-                        headers=_with_ct(headers, content_type))
-
-
-def _with_ct(headers: dict[str, str] | None, content_type: str) -> dict[str, str] | None:
-    if ";" not in content_type:
-        return headers
     h = dict(headers or {})
     h["Content-Type"] = content_type
-    return h
+    return web.Response(body=orjson.dumps(data), status=status, headers=h)
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -495,6 +488,10 @@ class ApiHandler:
         finally:
             if pending is not None:
                 pending.cancel()
+                try:
+                    await pending
+                except (asyncio.CancelledError, StopAsyncIteration, Exception):
+                    pass
             await iterator.aclose()
         try:
             await resp.write_eof()

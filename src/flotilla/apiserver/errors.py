@@ -87,6 +87,11 @@ def invalid(rt: ResourceType, name: str, causes: list[Cause]) -> ApiError:
     return ApiError(422, "Invalid", f'{kind_group} "{name}" is invalid: {summary}', details)
 
 
+def patch_failed(rt: ResourceType, name: str, why: str) -> ApiError:
+    kind_group = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+    return ApiError(422, "Invalid", f'{kind_group} "{name}" is invalid: {why}', _details(rt, name, kind=rt.kind))
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

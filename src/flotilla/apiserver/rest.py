@@ -31,7 +31,7 @@ from flotilla.apiserver.patch import (
     merge_key_table_for,
 )
 from flotilla.apiserver.resource_types import ResourceType
-from flotilla.apiserver.schema_check import prune, schema_errors, unknown_fields
+from flotilla.apiserver.schema_check import apply_defaults, prune, schema_errors, unknown_fields
 from flotilla.apiserver.selectors import (
     SelectorError,
     check_supported,
@@ -190,6 +190,7 @@ class ResourceStorage:
             ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
         if unknown:
             prune(obj, rt.schema)
+        apply_defaults(obj, rt.schema)
 
     def _validate(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation, ctx: RequestContext
@@ -324,7 +325,7 @@ class ResourceStorage:
         if continue_token:
             try:
                 tok = orjson.loads(base64.urlsafe_b64decode(continue_token.encode()))
-                revision, start_after = int(tok["rv"]), str(tok["start"])
+                revision, start_after = int(tok["rv"]), prefix + str(tok["start"])
             except Exception:
                 raise errors.bad_request(f"invalid continue token {continue_token!r}") from None
         elif resource_version and resource_version != "0":
@@ -360,13 +361,13 @@ class ResourceStorage:
                     res = await self.store.list(prefix, revision=list_rev, start_after=cursor, limit=page)
                     list_rev = res.revision
                     for i, kv in enumerate(res.items):
-                        cursor = kv.key[len(prefix):]
+                        cursor = kv.key
                         obj = decode_kv(kv)
                         if self._matches(obj, ls, fs):
                             items.append(obj)
                         if limit and len(items) >= limit:
                             if i < len(res.items) - 1 or res.more:
-                                more_token = self._continue(list_rev, cursor)
+                                more_token = self._continue(list_rev, cursor[len(prefix):])
                             done = True
                             break
                     if not res.more:
@@ -573,7 +574,7 @@ class ResourceStorage:
             try:
                 patched = self._apply_patch(rt, old, patch_type, patch)
             except PatchError as e:
-                raise errors.invalid(rt, name, [Cause("", str(e))]) from None
+                raise errors.patch_failed(rt, name, str(e)) from None
             if not isinstance(patched, dict):
                 raise errors.bad_request("the patch result is not an object")
             pmeta = patched.get("metadata")

@@ -169,3 +169,35 @@ def _bounds(obj: Any, schema: dict[str, Any], path: str, causes: list[Cause], n:
         causes.append(Cause(path, f"Invalid value: {n}: {path} in body should have at least {lo} {what}"))
     if hi is not None and n > hi:
         causes.append(Cause(path, f"Too many: {n}: must have at most {hi} {what}", "FieldValueTooMany"))
+
+
+def apply_defaults(obj: Any, schema: dict[str, Any], *, top: bool = True) -> None:
+    """Structural defaulting (as for CRDs): a missing property with a ``default`` gets it, recursively.
+
+    Defaults apply only inside objects that exist, never create parents, and never override a value.
+    """
+    if not schema or not isinstance(obj, (dict, list)):
+        return
+    if isinstance(obj, dict):
+        props = _props(schema) or {}
+        for k, sub in props.items():
+            if top and k in _ALWAYS_KNOWN_TOP:
+                continue
+            if not isinstance(sub, dict):
+                continue
+            if k not in obj and "default" in sub:
+                import copy
+
+                obj[k] = copy.deepcopy(sub["default"])
+            if k in obj:
+                apply_defaults(obj[k], sub, top=False)
+        addl = schema.get("additionalProperties")
+        if isinstance(addl, dict):
+            for k, v in obj.items():
+                if k not in props:
+                    apply_defaults(v, addl, top=False)
+    else:
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for v in obj:
+                apply_defaults(v, items, top=False)

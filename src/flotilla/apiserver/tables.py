@@ -88,9 +88,9 @@ def _cell(col: PrinterColumn, obj: dict[str, Any], now: datetime) -> Any:
 
 def _columns_for(rt: ResourceType) -> tuple[list[dict[str, Any]], Any]:
     """Column definitions and a row function (obj, now) -> cells."""
-    from flotilla.apiserver.printers import PRINTERS
+    from flotilla.apiserver.builtin_kinds import CUSTOM_TABLES
 
-    printer = PRINTERS.get((rt.group, rt.kind))
+    printer = CUSTOM_TABLES.get((rt.group, rt.kind)) if not rt.from_crd else None
     if printer is not None:
         return printer.column_definitions(), printer.cells
     if rt.printer_columns:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 from flotilla.apiserver.resource_types import ResourceType
+
+
+_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key: v2 < v1 < v1beta2 < v1beta1 < v1alpha1 < anything else (by name)."""
+    m = _VERSION.match(version)
+    if not m:
+        return (3, 0, 0, version)
+    major, stage, minor = int(m.group(1)), m.group(2), int(m.group(3) or 0)
+    rank = {None: 0, "beta": 1, "alpha": 2}[stage]
+    return (rank, -major, -minor, version)
 
 
 class TypeRegistry:
@@ -53,11 +67,12 @@ class TypeRegistry:
         return list(self._group_order)
 
     def versions(self, group: str) -> list[str]:
+        """The group's versions, preferred first (Kubernetes order: GA > beta > alpha, newer first)."""
         seen: list[str] = []
         for rt in self._by_resource.values():
             if rt.group == group and rt.version not in seen:
                 seen.append(rt.version)
-        return seen
+        return sorted(seen, key=version_priority)
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return [rt for rt in self._by_resource.values() if rt.group == group and rt.version == version]

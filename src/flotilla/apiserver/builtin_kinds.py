@@ -1,0 +1,1266 @@
+"""The resource types the API server serves without any CustomResourceDefinition.
+
+Two things live here:
+
+* ``BUILTIN_TYPES``: one :class:`ResourceType` per served kind (names, scope, subresources, printer
+  columns expressed as JSONPath, OpenAPI schema).
+* ``CUSTOM_TABLES``: for kinds whose ``kubectl get`` columns cannot be expressed as plain JSONPath
+  (``READY 2/3``, pod status, service ports...), Python functions that compute the cells the way
+  kubectl's server-side printers do. A table builder should prefer ``CUSTOM_TABLES[(group, kind)]``
+  when present and fall back to ``ResourceType.printer_columns`` otherwise.
+
+Cell functions take ``(obj, now=None)`` and return one cell per column, in column order, including the
+``priority > 0`` (``-o wide``) columns; age cells are already formatted with :func:`human_age`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
+from flotilla.apiserver.schemas import schema_for
+
+__all__ = [
+    "BUILTIN_TYPES",
+    "CUSTOM_TABLES",
+    "CellFunction",
+    "CustomTable",
+    "TableColumn",
+    "builtin_type",
+    "custom_cells",
+    "custom_columns",
+    "format_label_selector",
+    "format_labels",
+    "human_age",
+    "human_duration",
+    "parse_timestamp",
+]
+
+# --------------------------------------------------------------------------------------------------
+# Printer columns (JSONPath, CRD additionalPrinterColumns semantics)
+
+_AGE_DESCRIPTION = "Time since the object was created."
+
+
+def _age() -> PrinterColumn:
+    return PrinterColumn("AGE", "date", ".metadata.creationTimestamp", _AGE_DESCRIPTION)
+
+
+def _col(
+    name: str, json_path: str, description: str, type_: str = "string", priority: int = 0
+) -> PrinterColumn:
+    return PrinterColumn(name, type_, json_path, description, priority)
+
+
+def _containers_images() -> tuple[PrinterColumn, PrinterColumn]:
+    return (
+        _col(
+            "CONTAINERS",
+            ".spec.template.spec.containers[*].name",
+            "Container names of the pod template.",
+            priority=1,
+        ),
+        _col(
+            "IMAGES",
+            ".spec.template.spec.containers[*].image",
+            "Container images of the pod template.",
+            priority=1,
+        ),
+    )
+
+
+def _condition_col(name: str, condition: str, description: str) -> PrinterColumn:
+    return _col(name, f'.status.conditions[?(@.type=="{condition}")].status', description)
+
+
+# --------------------------------------------------------------------------------------------------
+# The served types
+
+_ALL = ("all",)
+_KARMADA = ("karmada-io",)
+
+BUILTIN_TYPES: tuple[ResourceType, ...] = (
+    # ---- core/v1 -------------------------------------------------------------------------------
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Namespace",
+        plural="namespaces",
+        namespaced=False,
+        short_names=("ns",),
+        has_status=True,
+        generation="",
+        printer_columns=(
+            _col("STATUS", ".status.phase", "Phase of the namespace: Active or Terminating."),
+            _age(),
+        ),
+        schema=schema_for("", "v1", "Namespace"),
+        selectable_fields=("status.phase",),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="ConfigMap",
+        plural="configmaps",
+        namespaced=True,
+        short_names=("cm",),
+        generation="",
+        printer_columns=(_age(),),
+        schema=schema_for("", "v1", "ConfigMap"),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Secret",
+        plural="secrets",
+        namespaced=True,
+        generation="",
+        printer_columns=(_col("TYPE", ".type", "Type of the secret."), _age()),
+        schema=schema_for("", "v1", "Secret"),
+        selectable_fields=("type",),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Service",
+        plural="services",
+        namespaced=True,
+        short_names=("svc",),
+        categories=_ALL,
+        has_status=True,
+        generation="",
+        printer_columns=(
+            _col("TYPE", ".spec.type", "How the service is exposed."),
+            _col("CLUSTER-IP", ".spec.clusterIP", "Virtual IP of the service."),
+            _col("EXTERNAL-IP", ".spec.externalIPs[*]", "External IPs of the service."),
+            _col("PORT(S)", ".spec.ports[*].port", "Ports exposed by the service."),
+            _age(),
+            _col("SELECTOR", ".spec.selector", "Labels of the pods behind the service.", priority=1),
+        ),
+        schema=schema_for("", "v1", "Service"),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="ServiceAccount",
+        plural="serviceaccounts",
+        namespaced=True,
+        short_names=("sa",),
+        generation="",
+        printer_columns=(_age(),),
+        schema=schema_for("", "v1", "ServiceAccount"),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="PersistentVolumeClaim",
+        plural="persistentvolumeclaims",
+        namespaced=True,
+        short_names=("pvc",),
+        has_status=True,
+        generation="",
+        printer_columns=(
+            _col("STATUS", ".status.phase", "Phase of the claim."),
+            _col("VOLUME", ".spec.volumeName", "Volume the claim is bound to."),
+            _col("CAPACITY", ".status.capacity.storage", "Capacity of the bound volume."),
+            _col("ACCESS MODES", ".status.accessModes[*]", "Access modes of the bound volume."),
+            _col("STORAGECLASS", ".spec.storageClassName", "Storage class of the claim."),
+            _age(),
+            _col("VOLUMEMODE", ".spec.volumeMode", "Filesystem or Block.", priority=1),
+        ),
+        schema=schema_for("", "v1", "PersistentVolumeClaim"),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Event",
+        plural="events",
+        namespaced=True,
+        short_names=("ev",),
+        generation="",
+        printer_columns=(
+            _col("LAST SEEN", ".lastTimestamp", "When the event last occurred.", "date"),
+            _col("TYPE", ".type", "Normal or Warning."),
+            _col("REASON", ".reason", "Short reason of the event."),
+            _col("OBJECT", ".involvedObject.name", "Object the event is about."),
+            _col("MESSAGE", ".message", "Description of the event."),
+        ),
+        schema=schema_for("", "v1", "Event"),
+        selectable_fields=(
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ),
+    ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Pod",
+        plural="pods",
+        namespaced=True,
+        short_names=("po",),
+        categories=_ALL,
+        has_status=True,
+        printer_columns=(
+            _col("STATUS", ".status.phase", "Phase of the pod."),
+            _col("RESTARTS", ".status.containerStatuses[*].restartCount", "Container restart counts."),
+            _age(),
+            _col("IP", ".status.podIP", "IP of the pod.", priority=1),
+            _col("NODE", ".spec.nodeName", "Node the pod runs on.", priority=1),
+        ),
+        schema=schema_for("", "v1", "Pod"),
+        selectable_fields=(
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ),
+    ),
+    # ---- apps/v1 -------------------------------------------------------------------------------
+    ResourceType(
+        group="apps",
+        version="v1",
+        kind="Deployment",
+        plural="deployments",
+        namespaced=True,
+        short_names=("deploy",),
+        categories=_ALL,
+        has_status=True,
+        has_scale=True,
+        scale_selector_path=".spec.selector",
+        printer_columns=(
+            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
+            _col("UP-TO-DATE", ".status.updatedReplicas", "Pods running the current template.", "integer"),
+            _col("AVAILABLE", ".status.availableReplicas", "Available pods.", "integer"),
+            _age(),
+            *_containers_images(),
+        ),
+        schema=schema_for("apps", "v1", "Deployment"),
+    ),
+    ResourceType(
+        group="apps",
+        version="v1",
+        kind="StatefulSet",
+        plural="statefulsets",
+        namespaced=True,
+        short_names=("sts",),
+        categories=_ALL,
+        has_status=True,
+        has_scale=True,
+        scale_selector_path=".spec.selector",
+        printer_columns=(
+            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
+            _age(),
+            *_containers_images(),
+        ),
+        schema=schema_for("apps", "v1", "StatefulSet"),
+    ),
+    ResourceType(
+        group="apps",
+        version="v1",
+        kind="DaemonSet",
+        plural="daemonsets",
+        namespaced=True,
+        short_names=("ds",),
+        categories=_ALL,
+        has_status=True,
+        printer_columns=(
+            _col("DESIRED", ".status.desiredNumberScheduled", "Nodes that should run the pod.", "integer"),
+            _col("CURRENT", ".status.currentNumberScheduled", "Nodes running the pod.", "integer"),
+            _col("READY", ".status.numberReady", "Nodes whose pod is ready.", "integer"),
+            _col(
+                "UP-TO-DATE",
+                ".status.updatedNumberScheduled",
+                "Nodes running the current template.",
+                "integer",
+            ),
+            _col("AVAILABLE", ".status.numberAvailable", "Nodes whose pod is available.", "integer"),
+            _col("NODE SELECTOR", ".spec.template.spec.nodeSelector", "Node labels the pods require."),
+            _age(),
+            *_containers_images(),
+        ),
+        schema=schema_for("apps", "v1", "DaemonSet"),
+    ),
+    ResourceType(
+        group="apps",
+        version="v1",
+        kind="ReplicaSet",
+        plural="replicasets",
+        namespaced=True,
+        short_names=("rs",),
+        categories=_ALL,
+        has_status=True,
+        has_scale=True,
+        scale_selector_path=".spec.selector",
+        printer_columns=(
+            _col("DESIRED", ".spec.replicas", "Desired pods.", "integer"),
+            _col("CURRENT", ".status.replicas", "Existing pods.", "integer"),
+            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
+            _age(),
+            *_containers_images(),
+        ),
+        schema=schema_for("apps", "v1", "ReplicaSet"),
+    ),
+    # ---- batch/v1 ------------------------------------------------------------------------------
+    ResourceType(
+        group="batch",
+        version="v1",
+        kind="Job",
+        plural="jobs",
+        namespaced=True,
+        categories=_ALL,
+        has_status=True,
+        printer_columns=(
+            _col("COMPLETIONS", ".status.succeeded", "Pods that succeeded.", "integer"),
+            _age(),
+            *_containers_images(),
+        ),
+        schema=schema_for("batch", "v1", "Job"),
+    ),
+    # ---- coordination.k8s.io/v1 (not compiled into kubectl: client-side apply sends merge patches) --
+    ResourceType(
+        group="coordination.k8s.io",
+        version="v1",
+        kind="Lease",
+        plural="leases",
+        namespaced=True,
+        generation="",
+        builtin_smp=False,
+        printer_columns=(_col("HOLDER", ".spec.holderIdentity", "Current holder of the lease."), _age()),
+        schema=schema_for("coordination.k8s.io", "v1", "Lease"),
+    ),
+    # ---- apiextensions.k8s.io/v1 ---------------------------------------------------------------
+    ResourceType(
+        group="apiextensions.k8s.io",
+        version="v1",
+        kind="CustomResourceDefinition",
+        plural="customresourcedefinitions",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        categories=("api-extensions",),
+        has_status=True,
+        builtin_smp=False,
+        printer_columns=(
+            # type string (not date): kubectl shows the creation time itself, not an age.
+            _col("CREATED AT", ".metadata.creationTimestamp", "When the definition was created (RFC 3339)."),
+        ),
+        schema=schema_for("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    ),
+    # ---- Karmada -------------------------------------------------------------------------------
+    ResourceType(
+        group="cluster.karmada.io",
+        version="v1alpha1",
+        kind="Cluster",
+        plural="clusters",
+        namespaced=False,
+        has_status=True,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _col("VERSION", ".status.kubernetesVersion", "Kubernetes version of the member cluster."),
+            _col("MODE", ".spec.syncMode", "Push or Pull."),
+            _condition_col("READY", "Ready", "Status of the Ready condition."),
+            _age(),
+            _col("ZONES", ".spec.zones", "Failure zones of the cluster.", priority=1),
+            _col("REGION", ".spec.region", "Region of the cluster.", priority=1),
+            _col("PROVIDER", ".spec.provider", "Cloud provider of the cluster.", priority=1),
+            _col("API-ENDPOINT", ".spec.apiEndpoint", "API server URL of the cluster.", priority=1),
+            _col("PROXY-URL", ".spec.proxyURL", "Proxy used to reach the cluster.", priority=1),
+        ),
+        schema=schema_for("cluster.karmada.io", "v1alpha1", "Cluster"),
+    ),
+    ResourceType(
+        group="policy.karmada.io",
+        version="v1alpha1",
+        kind="PropagationPolicy",
+        plural="propagationpolicies",
+        namespaced=True,
+        short_names=("pp",),
+        categories=_KARMADA,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _col("CONFLICT-RESOLUTION", ".spec.conflictResolution", "Abort or Overwrite."),
+            _col("PRIORITY", ".spec.priority", "Priority of the policy."),
+            _age(),
+        ),
+        schema=schema_for("policy.karmada.io", "v1alpha1", "PropagationPolicy"),
+    ),
+    ResourceType(
+        group="policy.karmada.io",
+        version="v1alpha1",
+        kind="ClusterPropagationPolicy",
+        plural="clusterpropagationpolicies",
+        namespaced=False,
+        short_names=("cpp",),
+        categories=_KARMADA,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _col("CONFLICT-RESOLUTION", ".spec.conflictResolution", "Abort or Overwrite."),
+            _col("PRIORITY", ".spec.priority", "Priority of the policy."),
+            _age(),
+        ),
+        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy"),
+    ),
+    ResourceType(
+        group="policy.karmada.io",
+        version="v1alpha1",
+        kind="OverridePolicy",
+        plural="overridepolicies",
+        namespaced=True,
+        short_names=("op",),
+        categories=_KARMADA,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(_age(),),
+        schema=schema_for("policy.karmada.io", "v1alpha1", "OverridePolicy"),
+    ),
+    ResourceType(
+        group="policy.karmada.io",
+        version="v1alpha1",
+        kind="ClusterOverridePolicy",
+        plural="clusteroverridepolicies",
+        namespaced=False,
+        short_names=("cop",),
+        categories=_KARMADA,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(_age(),),
+        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy"),
+    ),
+    ResourceType(
+        group="policy.karmada.io",
+        version="v1alpha1",
+        kind="ClusterTaintPolicy",
+        plural="clustertaintpolicies",
+        namespaced=False,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(_age(),),
+        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy"),
+    ),
+    ResourceType(
+        group="work.karmada.io",
+        version="v1alpha2",
+        kind="ResourceBinding",
+        plural="resourcebindings",
+        namespaced=True,
+        short_names=("rb",),
+        categories=_KARMADA,
+        has_status=True,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _condition_col("SCHEDULED", "Scheduled", "Status of the Scheduled condition."),
+            _condition_col("FULLYAPPLIED", "FullyApplied", "Status of the FullyApplied condition."),
+            _age(),
+        ),
+        schema=schema_for("work.karmada.io", "v1alpha2", "ResourceBinding"),
+    ),
+    ResourceType(
+        group="work.karmada.io",
+        version="v1alpha2",
+        kind="ClusterResourceBinding",
+        plural="clusterresourcebindings",
+        namespaced=False,
+        short_names=("crb",),
+        categories=_KARMADA,
+        has_status=True,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _condition_col("SCHEDULED", "Scheduled", "Status of the Scheduled condition."),
+            _condition_col("FULLYAPPLIED", "FullyApplied", "Status of the FullyApplied condition."),
+            _age(),
+        ),
+        schema=schema_for("work.karmada.io", "v1alpha2", "ClusterResourceBinding"),
+    ),
+    ResourceType(
+        group="work.karmada.io",
+        version="v1alpha1",
+        kind="Work",
+        plural="works",
+        namespaced=True,
+        short_names=("wk",),
+        categories=_KARMADA,
+        has_status=True,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _col("WORKLOAD-KIND", ".spec.workload.manifests[*].kind", "Kinds of the manifests."),
+            _condition_col("APPLIED", "Applied", "Status of the Applied condition."),
+            _age(),
+        ),
+        schema=schema_for("work.karmada.io", "v1alpha1", "Work"),
+    ),
+    ResourceType(
+        group="config.karmada.io",
+        version="v1alpha1",
+        kind="ResourceInterpreterCustomization",
+        plural="resourceinterpretercustomizations",
+        namespaced=False,
+        short_names=("ric",),
+        categories=_KARMADA,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(
+            _col("TARGET-API-VERSION", ".spec.target.apiVersion", "API version of the target kind."),
+            _col("TARGET-KIND", ".spec.target.kind", "Target kind."),
+            _age(),
+        ),
+        schema=schema_for("config.karmada.io", "v1alpha1", "ResourceInterpreterCustomization"),
+    ),
+)
+
+_BY_GROUP_KIND: dict[tuple[str, str], ResourceType] = {(t.group, t.kind): t for t in BUILTIN_TYPES}
+
+
+def builtin_type(group: str, kind: str) -> ResourceType | None:
+    """The built-in ResourceType of ``(group, kind)``, or None."""
+    return _BY_GROUP_KIND.get((group, kind))
+
+
+# --------------------------------------------------------------------------------------------------
+# Time formatting (same rules as kubectl / apimachinery's HumanDuration)
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """Parse an RFC 3339 timestamp (``2024-05-01T10:00:00Z``, fractions allowed). None if absent/invalid."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def human_duration(delta: timedelta) -> str:
+    """A short duration with 2-3 significant figures: 45s, 119s, 4m30s, 15m, 3h20m, 9h, 2d5h, 30d, 2y100d."""
+    micros = delta // timedelta(microseconds=1)
+    seconds = -((-micros) // 1_000_000) if micros < 0 else micros // 1_000_000  # truncate towards zero
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{days}d{rest}h" if rest else f"{days}d"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if hours < 24 * 365 * 8:
+        rest = days % 365
+        return f"{years}y{rest}d" if rest else f"{years}y"
+    return f"{years}y"
+
+
+def human_age(timestamp: Any, now: datetime | None = None) -> str:
+    """Age of ``timestamp`` (RFC 3339 string or datetime) at ``now``, formatted like kubectl ("<unknown>" if unset)."""
+    then = parse_timestamp(timestamp)
+    if then is None:
+        return "<unknown>"
+    return human_duration((now or datetime.now(UTC)) - then)
+
+
+def _rfc3339(value: Any) -> str | None:
+    parsed = parse_timestamp(value)
+    if parsed is None:
+        return None
+    return parsed.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------------------------------
+# Label formatting
+
+
+def format_labels(labels: Mapping[str, Any] | None) -> str:
+    """``k1=v1,k2=v2`` sorted by key; ``<none>`` when empty."""
+    if not labels:
+        return "<none>"
+    return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """A metav1.LabelSelector as kubectl prints it (``app=web,tier in (a,b),!legacy``); ``<none>`` if empty."""
+    if not selector:
+        return "<none>"
+    requirements: list[tuple[str, str]] = []
+    for key, value in (selector.get("matchLabels") or {}).items():
+        requirements.append((key, f"{key}={value}"))
+    for expr in selector.get("matchExpressions") or []:
+        key = expr.get("key", "")
+        op = expr.get("operator", "")
+        values = ",".join(sorted(str(v) for v in expr.get("values") or []))
+        if op == "In":
+            text = f"{key} in ({values})"
+        elif op == "NotIn":
+            text = f"{key} notin ({values})"
+        elif op == "Exists":
+            text = key
+        elif op == "DoesNotExist":
+            text = f"!{key}"
+        else:
+            return "<error>"
+        requirements.append((key, text))
+    if not requirements:
+        return "<none>"
+    requirements.sort(key=lambda item: item[0])
+    return ",".join(text for _, text in requirements)
+
+
+# --------------------------------------------------------------------------------------------------
+# Custom tables
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A column of a meta.k8s.io/v1 Table (``columnDefinitions`` entry)."""
+
+    name: str
+    type: str = "string"  # string | integer | number | boolean | date
+    description: str = ""
+    priority: int = 0  # >0: shown only with -o wide
+    format: str = ""  # "name" marks the object-name column
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        }
+
+
+CellFunction = Callable[..., list[Any]]  # (obj: dict, now: datetime | None = None) -> cells
+
+
+@dataclass(frozen=True)
+class CustomTable:
+    columns: tuple[TableColumn, ...]
+    cells: CellFunction
+
+    def column_definitions(self) -> list[dict[str, Any]]:
+        return [c.definition() for c in self.columns]
+
+
+def _get(obj: Any, *path: str, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return default
+        obj = obj.get(key)
+        if obj is None:
+            return default
+    return obj
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return _get(obj, "metadata", "name", default="")
+
+
+def _age_of(obj: Mapping[str, Any], now: datetime | None) -> str:
+    return human_age(_get(obj, "metadata", "creationTimestamp"), now)
+
+
+def _condition_status(obj: Mapping[str, Any], condition_type: str) -> str | None:
+    for cond in _get(obj, "status", "conditions", default=[]) or []:
+        if isinstance(cond, Mapping) and cond.get("type") == condition_type:
+            return cond.get("status")
+    return None
+
+
+def _template_containers(obj: Mapping[str, Any]) -> tuple[str, str]:
+    containers = _get(obj, "spec", "template", "spec", "containers", default=[]) or []
+    names = ",".join(str(c.get("name", "")) for c in containers if isinstance(c, Mapping))
+    images = ",".join(str(c.get("image", "")) for c in containers if isinstance(c, Mapping))
+    return names, images
+
+
+_NAME = TableColumn("Name", "string", "Name of the object, unique within its namespace.", 0, "name")
+_AGE = TableColumn("Age", "string", _AGE_DESCRIPTION)
+_CONTAINERS = TableColumn("Containers", "string", "Names of the containers in the pod template.", 1)
+_IMAGES = TableColumn("Images", "string", "Images of the containers in the pod template.", 1)
+_SELECTOR = TableColumn("Selector", "string", "Label selector of the pods.", 1)
+
+
+def _desired_replicas(obj: Mapping[str, Any]) -> int:
+    return _int(_get(obj, "spec", "replicas"), 1)  # the server defaults an unset spec.replicas to 1
+
+
+# -- apps ------------------------------------------------------------------------------------------
+
+
+def deployment_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    status = obj.get("status") or {}
+    names, images = _template_containers(obj)
+    return [
+        _name(obj),
+        f"{_int(status.get('readyReplicas'))}/{_desired_replicas(obj)}",
+        _int(status.get("updatedReplicas")),
+        _int(status.get("availableReplicas")),
+        _age_of(obj, now),
+        names,
+        images,
+        format_label_selector(_get(obj, "spec", "selector")),
+    ]
+
+
+def statefulset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    names, images = _template_containers(obj)
+    return [
+        _name(obj),
+        f"{_int(_get(obj, 'status', 'readyReplicas'))}/{_desired_replicas(obj)}",
+        _age_of(obj, now),
+        names,
+        images,
+    ]
+
+
+def replicaset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    status = obj.get("status") or {}
+    names, images = _template_containers(obj)
+    return [
+        _name(obj),
+        _desired_replicas(obj),
+        _int(status.get("replicas")),
+        _int(status.get("readyReplicas")),
+        _age_of(obj, now),
+        names,
+        images,
+        format_label_selector(_get(obj, "spec", "selector")),
+    ]
+
+
+def daemonset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    status = obj.get("status") or {}
+    names, images = _template_containers(obj)
+    return [
+        _name(obj),
+        _int(status.get("desiredNumberScheduled")),
+        _int(status.get("currentNumberScheduled")),
+        _int(status.get("numberReady")),
+        _int(status.get("updatedNumberScheduled")),
+        _int(status.get("numberAvailable")),
+        format_labels(_get(obj, "spec", "template", "spec", "nodeSelector")),
+        _age_of(obj, now),
+        names,
+        images,
+        format_label_selector(_get(obj, "spec", "selector")),
+    ]
+
+
+# -- batch -----------------------------------------------------------------------------------------
+
+
+def job_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    succeeded = _int(status.get("succeeded"))
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{_int(spec.get('completions'))}"
+    elif _int(spec.get("parallelism")) > 1:
+        completions = f"{succeeded}/1 of {_int(spec.get('parallelism'))}"
+    else:
+        completions = f"{succeeded}/1"
+
+    start = parse_timestamp(status.get("startTime"))
+    end = parse_timestamp(status.get("completionTime"))
+    if start is None:
+        duration = ""
+    elif end is None:
+        duration = human_duration((now or datetime.now(UTC)) - start)
+    else:
+        duration = human_duration(end - start)
+
+    def true(condition_type: str) -> bool:
+        return _condition_status(obj, condition_type) == "True"
+
+    if true("Complete"):
+        state = "Complete"
+    elif true("Failed"):
+        state = "Failed"
+    elif _get(obj, "metadata", "deletionTimestamp"):
+        state = "Terminating"
+    elif true("Suspended"):
+        state = "Suspended"
+    elif true("FailureTarget"):
+        state = "FailureTarget"
+    elif true("SuccessCriteriaMet"):
+        state = "SuccessCriteriaMet"
+    else:
+        state = "Running"
+    names, images = _template_containers(obj)
+    return [
+        _name(obj),
+        state,
+        completions,
+        duration,
+        _age_of(obj, now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+# -- core ------------------------------------------------------------------------------------------
+
+
+def _restart_time(container_status: Mapping[str, Any]) -> datetime | None:
+    return parse_timestamp(_get(container_status, "lastState", "terminated", "finishedAt"))
+
+
+def pod_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    phase = status.get("phase") or ""
+    reason = status.get("reason") or phase
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    for cond in conditions:
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+
+    init_specs = {c.get("name"): c for c in spec.get("initContainers") or [] if isinstance(c, Mapping)}
+
+    def sidecar(name: Any) -> bool:
+        return (init_specs.get(name) or {}).get("restartPolicy") == "Always"
+
+    total = len(spec.get("containers") or []) + sum(1 for n in init_specs if sidecar(n))
+    ready = 0
+    restarts = 0
+    sidecar_restarts = 0
+    last_restart: datetime | None = None
+    last_sidecar_restart: datetime | None = None
+
+    init_statuses = [s for s in status.get("initContainerStatuses") or [] if isinstance(s, Mapping)]
+    initializing = False
+    for index, cs in enumerate(init_statuses):
+        count = _int(cs.get("restartCount"))
+        restarts += count
+        finished = _restart_time(cs)
+        if finished and (last_restart is None or finished > last_restart):
+            last_restart = finished
+        if sidecar(cs.get("name")):
+            sidecar_restarts += count
+            if finished and (last_sidecar_restart is None or finished > last_sidecar_restart):
+                last_sidecar_restart = finished
+        state = cs.get("state") or {}
+        terminated = state.get("terminated")
+        waiting = state.get("waiting")
+        if terminated is not None and _int(terminated.get("exitCode")) == 0:
+            continue
+        if sidecar(cs.get("name")) and cs.get("started"):
+            if cs.get("ready"):
+                ready += 1
+            continue
+        if terminated is not None:
+            if terminated.get("reason"):
+                reason = "Init:" + terminated["reason"]
+            elif _int(terminated.get("signal")):
+                reason = f"Init:Signal:{_int(terminated.get('signal'))}"
+            else:
+                reason = f"Init:ExitCode:{_int(terminated.get('exitCode'))}"
+        elif waiting is not None and waiting.get("reason") and waiting.get("reason") != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{index}/{len(init_specs)}"
+        initializing = True
+        break
+
+    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True" for c in conditions)
+    if not initializing or initialized:
+        restarts = sidecar_restarts
+        last_restart = last_sidecar_restart
+        has_running = False
+        for cs in reversed([s for s in status.get("containerStatuses") or [] if isinstance(s, Mapping)]):
+            restarts += _int(cs.get("restartCount"))
+            finished = _restart_time(cs)
+            if finished and (last_restart is None or finished > last_restart):
+                last_restart = finished
+            state = cs.get("state") or {}
+            waiting = state.get("waiting")
+            terminated = state.get("terminated")
+            if waiting is not None and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated is not None and terminated.get("reason"):
+                reason = terminated["reason"]
+            elif terminated is not None:
+                if _int(terminated.get("signal")):
+                    reason = f"Signal:{_int(terminated.get('signal'))}"
+                else:
+                    reason = f"ExitCode:{_int(terminated.get('exitCode'))}"
+            elif cs.get("ready") and state.get("running") is not None:
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            pod_ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+            reason = "Running" if pod_ready else "NotReady"
+
+    if _get(obj, "metadata", "deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif phase not in ("Succeeded", "Failed"):
+            reason = "Terminating"
+
+    restarts_cell = str(restarts)
+    if restarts and last_restart is not None:
+        restarts_cell = f"{restarts} ({human_age(last_restart, now)} ago)"
+
+    pod_ips = [p for p in status.get("podIPs") or [] if isinstance(p, Mapping)]
+    pod_ip = (pod_ips[0].get("ip") if pod_ips else None) or status.get("podIP") or "<none>"
+    gates = [g for g in spec.get("readinessGates") or [] if isinstance(g, Mapping)]
+    readiness_gates = "<none>"
+    if gates:
+        by_type = {}
+        for cond in conditions:
+            by_type.setdefault(cond.get("type"), cond.get("status"))
+        passed = sum(1 for g in gates if by_type.get(g.get("conditionType")) == "True")
+        readiness_gates = f"{passed}/{len(gates)}"
+    return [
+        _name(obj),
+        f"{ready}/{total}",
+        reason,
+        restarts_cell,
+        _age_of(obj, now),
+        pod_ip,
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        readiness_gates,
+    ]
+
+
+def namespace_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    return [_name(obj), _get(obj, "status", "phase", default=""), _age_of(obj, now)]
+
+
+def configmap_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    count = len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
+    return [_name(obj), count, _age_of(obj, now)]
+
+
+def secret_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    return [_name(obj), obj.get("type") or "Opaque", len(obj.get("data") or {}), _age_of(obj, now)]
+
+
+def serviceaccount_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    return [_name(obj), len(obj.get("secrets") or []), _age_of(obj, now)]
+
+
+def _service_external_ip(obj: Mapping[str, Any]) -> str:
+    spec = obj.get("spec") or {}
+    kind = spec.get("type") or "ClusterIP"
+    external = [str(ip) for ip in spec.get("externalIPs") or []]
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) if external else "<none>"
+    if kind == "LoadBalancer":
+        ingress = _get(obj, "status", "loadBalancer", "ingress", default=[]) or []
+        lb = [
+            str(i.get("ip") or i.get("hostname"))
+            for i in ingress
+            if isinstance(i, Mapping) and (i.get("ip") or i.get("hostname"))
+        ]
+        addresses = lb + external
+        return ",".join(addresses) if addresses else "<pending>"
+    if kind == "ExternalName":
+        return spec.get("externalName") or ""
+    return "<unknown>"
+
+
+def _service_ports(obj: Mapping[str, Any]) -> str:
+    parts = []
+    for port in _get(obj, "spec", "ports", default=[]) or []:
+        if not isinstance(port, Mapping):
+            continue
+        protocol = port.get("protocol") or "TCP"
+        if port.get("nodePort"):
+            parts.append(f"{port.get('port')}:{port.get('nodePort')}/{protocol}")
+        else:
+            parts.append(f"{port.get('port')}/{protocol}")
+    return ",".join(parts) if parts else "<none>"
+
+
+def service_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    spec = obj.get("spec") or {}
+    return [
+        _name(obj),
+        spec.get("type") or "ClusterIP",
+        spec.get("clusterIP") or "<none>",
+        _service_external_ip(obj),
+        _service_ports(obj),
+        _age_of(obj, now),
+        format_labels(spec.get("selector")),
+    ]
+
+
+def event_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    if obj.get("firstTimestamp"):
+        first_seen = human_age(obj.get("firstTimestamp"), now)
+    else:
+        first_seen = human_age(obj.get("eventTime"), now)
+    last_seen = human_age(obj.get("lastTimestamp"), now) if obj.get("lastTimestamp") else first_seen
+    count = _int(obj.get("count"))
+    series = obj.get("series")
+    if isinstance(series, Mapping):
+        last_seen = human_age(series.get("lastObservedTime"), now)
+        count = _int(series.get("count"))
+    elif count == 0:
+        count = 1
+    involved = obj.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = obj.get("source") or {}
+    component = source.get("component") or obj.get("reportingComponent") or ""
+    instance = source.get("host") or obj.get("reportingInstance") or ""
+    return [
+        last_seen,
+        obj.get("type") or "",
+        obj.get("reason") or "",
+        target,
+        involved.get("fieldPath") or "",
+        f"{component}, {instance}" if instance else component,
+        str(obj.get("message") or "").strip(),
+        first_seen,
+        count,
+        _name(obj),
+    ]
+
+
+def lease_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    return [_name(obj), _get(obj, "spec", "holderIdentity", default=""), _age_of(obj, now)]
+
+
+def crd_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    return [_name(obj), _rfc3339(_get(obj, "metadata", "creationTimestamp"))]
+
+
+def cluster_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    spec = obj.get("spec") or {}
+    zones = [str(z) for z in spec.get("zones") or []]
+    return [
+        _name(obj),
+        _get(obj, "status", "kubernetesVersion", default=""),
+        spec.get("syncMode") or "",
+        _condition_status(obj, "Ready") or "Unknown",
+        _age_of(obj, now),
+        ",".join(zones) if zones else "<none>",
+        spec.get("region") or "<none>",
+        spec.get("provider") or "<none>",
+        spec.get("apiEndpoint") or "",
+        spec.get("proxyURL") or "<none>",
+    ]
+
+
+def _table(columns: Iterable[TableColumn], cells: CellFunction) -> CustomTable:
+    return CustomTable(tuple(columns), cells)
+
+
+CUSTOM_TABLES: dict[tuple[str, str], CustomTable] = {
+    ("apps", "Deployment"): _table(
+        [
+            _NAME,
+            TableColumn("Ready", "string", "Ready pods out of the desired number."),
+            TableColumn("Up-to-date", "integer", "Pods running the current pod template."),
+            TableColumn("Available", "integer", "Pods available to serve."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        deployment_cells,
+    ),
+    ("apps", "StatefulSet"): _table(
+        [
+            _NAME,
+            TableColumn("Ready", "string", "Ready pods out of the desired number."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+        ],
+        statefulset_cells,
+    ),
+    ("apps", "ReplicaSet"): _table(
+        [
+            _NAME,
+            TableColumn("Desired", "integer", "Desired number of pods."),
+            TableColumn("Current", "integer", "Pods that exist."),
+            TableColumn("Ready", "integer", "Pods that are ready."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        replicaset_cells,
+    ),
+    ("apps", "DaemonSet"): _table(
+        [
+            _NAME,
+            TableColumn("Desired", "integer", "Nodes that should run the pod."),
+            TableColumn("Current", "integer", "Nodes running the pod."),
+            TableColumn("Ready", "integer", "Nodes whose pod is ready."),
+            TableColumn("Up-to-date", "integer", "Nodes running the current pod template."),
+            TableColumn("Available", "integer", "Nodes whose pod is available."),
+            TableColumn("Node Selector", "string", "Node labels the pods require."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        daemonset_cells,
+    ),
+    ("batch", "Job"): _table(
+        [
+            _NAME,
+            TableColumn("Status", "string", "Complete, Failed, Running, Suspended, Terminating..."),
+            TableColumn("Completions", "string", "Successful pods out of the required number."),
+            TableColumn("Duration", "string", "How long the job ran (or has been running)."),
+            _AGE,
+            _CONTAINERS,
+            _IMAGES,
+            _SELECTOR,
+        ],
+        job_cells,
+    ),
+    ("", "Pod"): _table(
+        [
+            _NAME,
+            TableColumn("Ready", "string", "Ready containers out of all containers."),
+            TableColumn("Status", "string", "Summary of the pod and container states."),
+            TableColumn("Restarts", "string", "Container restarts, and how long ago the last one happened."),
+            _AGE,
+            TableColumn("IP", "string", "IP of the pod.", 1),
+            TableColumn("Node", "string", "Node the pod is bound to.", 1),
+            TableColumn("Nominated Node", "string", "Node the pod may run on after preemption.", 1),
+            TableColumn("Readiness Gates", "string", "Readiness gates that pass out of all gates.", 1),
+        ],
+        pod_cells,
+    ),
+    ("", "Namespace"): _table(
+        [_NAME, TableColumn("Status", "string", "Phase of the namespace."), _AGE], namespace_cells
+    ),
+    ("", "ConfigMap"): _table(
+        [_NAME, TableColumn("Data", "string", "Number of keys (data and binaryData)."), _AGE], configmap_cells
+    ),
+    ("", "Secret"): _table(
+        [
+            _NAME,
+            TableColumn("Type", "string", "Type of the secret."),
+            TableColumn("Data", "string", "Number of keys."),
+            _AGE,
+        ],
+        secret_cells,
+    ),
+    ("", "ServiceAccount"): _table(
+        [_NAME, TableColumn("Secrets", "string", "Number of referenced secrets."), _AGE], serviceaccount_cells
+    ),
+    ("", "Service"): _table(
+        [
+            _NAME,
+            TableColumn("Type", "string", "How the service is exposed."),
+            TableColumn("Cluster-IP", "string", "Virtual IP of the service."),
+            TableColumn("External-IP", "string", "Addresses reachable from outside the cluster."),
+            TableColumn("Port(s)", "string", "Exposed ports (port[:nodePort]/protocol)."),
+            _AGE,
+            TableColumn("Selector", "string", "Labels of the pods behind the service.", 1),
+        ],
+        service_cells,
+    ),
+    ("", "Event"): _table(
+        [
+            TableColumn("Last Seen", "string", "Time since the event last occurred."),
+            TableColumn("Type", "string", "Normal or Warning."),
+            TableColumn("Reason", "string", "Short reason of the event."),
+            TableColumn("Object", "string", "kind/name of the object the event is about."),
+            TableColumn("Subobject", "string", "Part of the object the event is about.", 1),
+            TableColumn("Source", "string", "Component that reported the event.", 1),
+            TableColumn("Message", "string", "Description of the event."),
+            TableColumn("First Seen", "string", "Time since the event first occurred.", 1),
+            TableColumn("Count", "string", "How many times the event occurred.", 1),
+            TableColumn("Name", "string", "Name of the event object.", 1, "name"),
+        ],
+        event_cells,
+    ),
+    ("coordination.k8s.io", "Lease"): _table(
+        [_NAME, TableColumn("Holder", "string", "Current holder of the lease."), _AGE], lease_cells
+    ),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): _table(
+        [_NAME, TableColumn("Created At", "date", "When the definition was created.")], crd_cells
+    ),
+    ("cluster.karmada.io", "Cluster"): _table(
+        [
+            _NAME,
+            TableColumn("Version", "string", "Kubernetes version of the member cluster."),
+            TableColumn("Mode", "string", "Push or Pull."),
+            TableColumn("Ready", "string", "Status of the Ready condition (Unknown when missing)."),
+            _AGE,
+            TableColumn("Zones", "string", "Failure zones of the cluster.", 1),
+            TableColumn("Region", "string", "Region of the cluster.", 1),
+            TableColumn("Provider", "string", "Cloud provider of the cluster.", 1),
+            TableColumn("API-Endpoint", "string", "API server URL of the cluster.", 1),
+            TableColumn("Proxy-URL", "string", "Proxy used to reach the cluster.", 1),
+        ],
+        cluster_cells,
+    ),
+}
+
+# Flat views of CUSTOM_TABLES, keyed by (group, kind).
+custom_cells: dict[tuple[str, str], CellFunction] = {key: table.cells for key, table in CUSTOM_TABLES.items()}
+custom_columns: dict[tuple[str, str], tuple[TableColumn, ...]] = {
+    key: table.columns for key, table in CUSTOM_TABLES.items()
+}
