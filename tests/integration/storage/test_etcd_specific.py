@@ -1,0 +1,531 @@
+"""EtcdStore against a real etcd: the key layout, endpoint failover, stores sharing one etcd (HA API
+servers), and the Store interface semantics as etcd implements them."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+
+from flotilla.storage import (
+    CompactedError,
+    ConflictError,
+    FutureRevisionError,
+    KeyExistsError,
+    KeyNotFoundError,
+    WatchEvent,
+    guaranteed_update,
+    open_store,
+)
+from flotilla.storage.base import WatchClosedError, Watcher
+from flotilla.storage.etcd import EtcdStore, EtcdUnavailableError
+
+if str(Path(__file__).resolve().parents[3]) not in sys.path:  # ``tests.support`` however pytest was started
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from tests.support.etcd_server import EtcdServer, free_ports, start_etcd, start_etcd_cluster
+
+pytestmark = pytest.mark.etcd
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    server = start_etcd(tmp_path_factory.mktemp("etcd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"/t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def store(etcd: EtcdServer, prefix: str) -> AsyncIterator[EtcdStore]:
+    s = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    yield s
+    await s.close()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+async def raw(etcd: EtcdServer, path: str, body: dict) -> dict:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(etcd.url + path, data=orjson.dumps(body)) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+        return orjson.loads(await resp.read())
+
+
+async def next_events(watcher: Watcher, n: int, within: float = 5.0) -> list[WatchEvent]:
+    out: list[WatchEvent] = []
+
+    async def take() -> None:
+        async for ev in watcher:
+            out.append(ev)
+            if len(out) == n:
+                return
+
+    await asyncio.wait_for(take(), within)
+    return out
+
+
+def dead_endpoint() -> str:
+    return f"127.0.0.1:{free_ports(1)[0]}"
+
+
+# ---------------------------------------------------------------------------------- etcd specifics
+
+
+async def test_keys_are_stored_verbatim_under_the_prefix(
+    store: EtcdStore, etcd: EtcdServer, prefix: str
+) -> None:
+    value = b'{"kind":"Pod","metadata":{"name":"web"}}'
+    rev = await store.create("/registry/pods/default/web", value)
+    resp = await raw(etcd, "/v3/kv/range", {"key": b64(f"{prefix}/registry/pods/default/web".encode())})
+    (kv,) = resp["kvs"]
+    assert base64.b64decode(kv["value"]) == value
+    assert int(kv["mod_revision"]) == rev == int(kv["create_revision"])
+    # Nothing is written outside the prefix.
+    outside = await raw(etcd, "/v3/kv/range", {"key": b64(b"/registry/pods/default/web")})
+    assert "kvs" not in outside
+
+
+async def test_raw_etcd_writes_are_seen_with_etcd_revisions(
+    store: EtcdStore, etcd: EtcdServer, prefix: str
+) -> None:
+    put = await raw(etcd, "/v3/kv/put", {"key": b64(f"{prefix}/x".encode()), "value": b64(b"\x00\xffraw")})
+    rev = int(put["header"]["revision"])
+    kv = await store.get("/x")
+    assert kv is not None
+    assert (kv.key, kv.value, kv.create_revision, kv.mod_revision) == ("/x", b"\x00\xffraw", rev, rev)
+    assert await store.current_revision() >= rev
+
+
+async def test_resource_version_is_the_etcd_revision(store: EtcdStore, etcd: EtcdServer) -> None:
+    before = int(
+        (await raw(etcd, "/v3/kv/range", {"key": b64(b"\x00"), "count_only": True}))["header"]["revision"]
+    )
+    rev = await store.create("/a", b"1")
+    assert rev == before + 1
+    assert await store.current_revision() == rev
+
+
+async def test_prefixes_isolate_stores(etcd: EtcdServer, prefix: str) -> None:
+    a = await EtcdStore.open([etcd.endpoint], prefix=prefix + "/a")
+    b = await EtcdStore.open([etcd.endpoint], prefix=prefix + "/b")
+    try:
+        await a.create("/k", b"from a")
+        await b.create("/k", b"from b")
+        assert (await a.get("/k")).value == b"from a"  # type: ignore[union-attr]
+        assert [kv.value for kv in (await a.list("")).items] == [b"from a"]
+        assert [kv.key for kv in (await b.list("/")).items] == ["/k"]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_one_dead_endpoint_is_skipped(etcd: EtcdServer, prefix: str) -> None:
+    s = await EtcdStore.open([dead_endpoint(), etcd.endpoint], prefix=prefix)
+    try:
+        rev = await s.create("/k", b"v")
+        assert (await s.get("/k")).mod_revision == rev  # type: ignore[union-attr]
+        w = await s.watch("/", rev - 1)
+        rev2 = await s.update("/k", b"w", rev)
+        events = await next_events(w, 2)
+        assert [e.revision for e in events] == [rev, rev2]
+        await w.close()
+    finally:
+        await s.close()
+
+
+async def test_etcd_url_with_dead_member_via_open_store(etcd: EtcdServer) -> None:
+    s = await open_store(f"etcd://{dead_endpoint()},{etcd.endpoint}")
+    try:
+        assert await s.current_revision() > 0
+    finally:
+        await s.close()
+
+
+async def test_all_endpoints_dead_fails_fast() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(EtcdUnavailableError):
+        await EtcdStore.open([dead_endpoint(), dead_endpoint()])
+    assert time.monotonic() - t0 < 5
+
+
+async def test_two_stores_share_one_etcd(etcd: EtcdServer, prefix: str) -> None:
+    """Two API servers on one etcd: writes of one are read, listed and watched by the other."""
+    a = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    b = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    try:
+        watcher = await b.watch("/registry/")
+        r1 = await a.create("/registry/pods/ns/p1", b"v1")
+        got = await b.get("/registry/pods/ns/p1")
+        assert got is not None and got.mod_revision == r1
+        r2 = await a.update("/registry/pods/ns/p1", b"v2", r1)
+        with pytest.raises(ConflictError) as exc:
+            await b.update("/registry/pods/ns/p1", b"stale", r1)  # b's CAS sees a's write
+        assert exc.value.actual == r2
+        r3, last = await b.delete("/registry/pods/ns/p1", r2)
+        assert last.value == b"v2"
+        events = await next_events(watcher, 3)
+        assert [(e.type, e.revision, e.is_create) for e in events] == [
+            ("PUT", r1, True),
+            ("PUT", r2, False),
+            ("DELETE", r3, False),
+        ]
+        assert events[2].value == b"v2" and events[2].create_revision == r1
+        assert (await a.list("/registry/")).items == []
+        await watcher.close()
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_compaction_by_another_client_is_discovered(etcd: EtcdServer, prefix: str) -> None:
+    a = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    b = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    try:
+        r1 = await a.create("/k", b"1")
+        r2 = await a.update("/k", b"2", r1)
+        await a.update("/k", b"3", r2)
+        await a.compact(r2)
+        assert await b.compacted_revision() == r2  # b never compacted: found by probing
+        with pytest.raises(CompactedError) as exc:
+            await b.watch("/", r1)
+        assert exc.value.compacted == r2
+        with pytest.raises(CompactedError):
+            await b.list("/", revision=r1)
+        assert [kv.value for kv in (await b.list("/", revision=r2)).items] == [b"2"]
+        with pytest.raises(CompactedError):
+            await b.compact(r2)
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_watch_stream_end_raises_watch_closed(tmp_path: Path) -> None:
+    server = start_etcd(tmp_path / "etcd")
+    try:
+        s = await EtcdStore.open([server.endpoint], prefix="/p")
+        try:
+            watcher = await s.watch("/")
+            rev = await s.create("/a", b"1")
+            assert [e.revision for e in await next_events(watcher, 1)] == [rev]
+            server.kill()
+            with pytest.raises(WatchClosedError):
+                await next_events(watcher, 1)
+            with pytest.raises(EtcdUnavailableError):
+                await s.get("/a")
+            # The server comes back with its data; the store reconnects on its own.
+            server.start()
+            assert (await s.get("/a")).value == b"1"  # type: ignore[union-attr]
+            w2 = await s.watch("/", rev - 1)
+            assert [e.revision for e in await next_events(w2, 1)] == [rev]
+            await w2.close()
+        finally:
+            await s.close()
+    finally:
+        server.stop()
+
+
+async def test_cluster_member_failure_fails_over(tmp_path: Path) -> None:
+    cluster = start_etcd_cluster(tmp_path / "cluster", 3)
+    try:
+        s = await EtcdStore.open(cluster.endpoints, prefix="/ha")
+        try:
+            rev = await s.create("/k", b"0")
+            cluster.members[0].kill()  # the endpoint the store was using
+            # Reads fail over at once, even over pooled connections the dead member left behind.
+            assert (await s.get("/k")).value == b"0"  # type: ignore[union-attr]
+            await asyncio.sleep(
+                0.1
+            )  # let the loop notice the closed sockets (writes in flight are ambiguous)
+            for i in range(1, 6):
+                rev = await s.update("/k", str(i).encode(), rev)
+            assert (await s.get("/k")).value == b"5"  # type: ignore[union-attr]
+            w = await s.watch("/", rev - 1)
+            assert [e.value for e in await next_events(w, 1)] == [b"5"]
+            await w.close()
+        finally:
+            await s.close()
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------------------- interface semantics
+
+
+async def test_create_get_exists(store: EtcdStore) -> None:
+    assert await store.get("/k") is None
+    rev = await store.create("/k", b"v")
+    kv = await store.get("/k")
+    assert kv is not None and (kv.key, kv.value, kv.create_revision, kv.mod_revision) == (
+        "/k",
+        b"v",
+        rev,
+        rev,
+    )
+    with pytest.raises(KeyExistsError):
+        await store.create("/k", b"again")
+    assert (await store.get("/k")).value == b"v"  # type: ignore[union-attr]
+
+
+async def test_values_are_opaque_bytes(store: EtcdStore) -> None:
+    blob = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    await store.create("/blob", blob)
+    await store.create("/empty", b"")
+    await store.create("/ünïcode/ключ", b"x")
+    assert (await store.get("/blob")).value == blob  # type: ignore[union-attr]
+    assert (await store.get("/empty")).value == b""  # type: ignore[union-attr]
+    assert [kv.key for kv in (await store.list("/ü")).items] == ["/ünïcode/ключ"]
+
+
+async def test_update_compare_and_swap(store: EtcdStore) -> None:
+    r1 = await store.create("/k", b"1")
+    r2 = await store.update("/k", b"2", r1)
+    assert r2 > r1
+    kv = await store.get("/k")
+    assert kv is not None and (kv.value, kv.create_revision, kv.mod_revision) == (b"2", r1, r2)
+    with pytest.raises(ConflictError) as exc:
+        await store.update("/k", b"3", r1)
+    assert (exc.value.expected, exc.value.actual) == (r1, r2)
+    with pytest.raises(ConflictError):
+        await store.update("/k", b"3", 0)
+    with pytest.raises(KeyNotFoundError):
+        await store.update("/missing", b"x", r1)
+    with pytest.raises(KeyNotFoundError):
+        await store.update("/missing", b"x", 0)  # mod_revision 0 must not create the key
+    assert await store.get("/missing") is None
+
+
+async def test_delete(store: EtcdStore) -> None:
+    r1 = await store.create("/a", b"1")
+    r2 = await store.update("/a", b"2", r1)
+    with pytest.raises(ConflictError):
+        await store.delete("/a", r1)
+    rev, last = await store.delete("/a", r2)
+    assert rev > r2 and (last.key, last.value, last.create_revision, last.mod_revision) == (
+        "/a",
+        b"2",
+        r1,
+        r2,
+    )
+    assert await store.get("/a") is None
+    with pytest.raises(KeyNotFoundError):
+        await store.delete("/a")
+    with pytest.raises(KeyNotFoundError):
+        await store.delete("/a", r2)
+    await store.create("/b", b"x")
+    rev_b, last_b = await store.delete("/b")
+    assert last_b.value == b"x" and rev_b == await store.current_revision()
+    # Re-create after delete: a new create_revision.
+    r3 = await store.create("/a", b"again")
+    assert (await store.get("/a")).create_revision == r3  # type: ignore[union-attr]
+
+
+async def test_list_pagination(store: EtcdStore) -> None:
+    keys = [f"/registry/pods/ns/p{i:02d}" for i in range(25)]
+    for k in keys:
+        await store.create(k, k.encode())
+    await store.create("/registry/pods/nt/other", b"x")  # sibling prefix, excluded
+    await store.create("/registry/podsx", b"x")
+    full = await store.list("/registry/pods/ns/")
+    assert [kv.key for kv in full.items] == keys and not full.more
+    assert full.revision == await store.current_revision()
+    seen: list[str] = []
+    cursor = ""
+    rev = 0
+    while True:
+        page = await store.list("/registry/pods/ns/", revision=rev, start_after=cursor, limit=10)
+        rev = page.revision
+        seen += [kv.key for kv in page.items]
+        if not page.more:
+            break
+        assert len(page.items) == 10
+        cursor = page.items[-1].key
+    assert seen == keys and rev == full.revision
+    exact = await store.list("/registry/pods/ns/", limit=25)
+    assert len(exact.items) == 25 and not exact.more
+    # start_after before the prefix is ignored; past it, nothing matches.
+    assert len((await store.list("/registry/pods/ns/", start_after="/a")).items) == 25
+    past = await store.list("/registry/pods/ns/", start_after="/zzz")
+    assert past.items == [] and not past.more
+    assert [
+        kv.key for kv in (await store.list("/registry/pods/ns/p2", start_after="/registry/pods/ns/p21")).items
+    ] == [
+        "/registry/pods/ns/p22",
+        "/registry/pods/ns/p23",
+        "/registry/pods/ns/p24",
+    ]
+
+
+async def test_list_at_revision(store: EtcdStore) -> None:
+    ra = await store.create("/l/a", b"a1")
+    await store.create("/l/b", b"b1")
+    snap = await store.current_revision()
+    await store.update("/l/a", b"a2", ra)
+    await store.delete("/l/b")
+    await store.create("/l/c", b"c1")
+    old = await store.list("/l/", revision=snap)
+    assert old.revision == snap
+    assert [(kv.key, kv.value) for kv in old.items] == [("/l/a", b"a1"), ("/l/b", b"b1")]
+    now = await store.list("/l/")
+    assert [(kv.key, kv.value) for kv in now.items] == [("/l/a", b"a2"), ("/l/c", b"c1")]
+    page = await store.list("/l/", revision=snap, limit=1)
+    assert [kv.key for kv in page.items] == ["/l/a"] and page.more
+    with pytest.raises(FutureRevisionError) as exc:
+        await store.list("/l/", revision=now.revision + 1000)
+    assert exc.value.current >= now.revision
+
+
+async def test_watch_replay_then_live(store: EtcdStore) -> None:
+    r1 = await store.create("/w/a", b"1")
+    r2 = await store.update("/w/a", b"2", r1)
+    await store.create("/other", b"ignored")
+    r3, _ = await store.delete("/w/a")
+    watcher = await store.watch("/w/", r1 - 1)
+    replay = await next_events(watcher, 3)
+    assert [(e.type, e.key, e.value, e.revision, e.create_revision, e.prev_value) for e in replay] == [
+        ("PUT", "/w/a", b"1", r1, r1, None),
+        ("PUT", "/w/a", b"2", r2, r1, b"1"),
+        ("DELETE", "/w/a", b"2", r3, r1, b"2"),
+    ]
+    r4 = await store.create("/w/b", b"live")
+    (live,) = await next_events(watcher, 1)
+    assert (live.type, live.key, live.revision, live.is_create) == ("PUT", "/w/b", r4, True)
+    await watcher.close()
+    # after_revision excludes that revision itself.
+    w2 = await store.watch("/w/", r2)
+    assert [e.revision for e in await next_events(w2, 2)] == [r3, r4]
+    await w2.close()
+
+
+async def test_watch_from_now_and_future(store: EtcdStore) -> None:
+    await store.create("/n/old", b"x")
+    watcher = await store.watch("/n/")
+    r = await store.create("/n/new", b"y")
+    assert [e.revision for e in await next_events(watcher, 1)] == [r]
+    cur = await store.current_revision()
+    future = await store.watch("/n/", cur + 1)  # events with revision > cur + 1
+    await store.create("/n/skipped", b"")
+    r3 = await store.create("/n/seen", b"")
+    assert [e.revision for e in await next_events(future, 1)] == [r3]
+    await watcher.close()
+    await future.close()
+
+
+async def test_watch_large_replay_batches(store: EtcdStore) -> None:
+    """etcd sends a replay as one message; it is far bigger than one read buffer."""
+    start = await store.current_revision()
+    value = b"v" * 20_000
+    await asyncio.gather(*(store.create(f"/big/{i:03d}", value) for i in range(60)))
+    watcher = await store.watch("/big/", start)
+    events = await next_events(watcher, 60)
+    assert sorted(e.key for e in events) == [f"/big/{i:03d}" for i in range(60)]
+    assert all(e.value == value for e in events)
+    assert [e.revision for e in events] == sorted(e.revision for e in events)
+    await watcher.close()
+
+
+async def test_watch_close_is_idempotent_and_ends_iteration(store: EtcdStore) -> None:
+    watcher = await store.watch("/c/")
+    got: list[WatchEvent] = []
+
+    async def consume() -> None:
+        async for ev in watcher:
+            got.append(ev)
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    await watcher.close()
+    await asyncio.wait_for(task, 2)  # ends without an error
+    await watcher.close()
+    assert got == []
+    # Store.close ends open watchers too.
+    w2 = await store.watch("/c/")
+    task2 = asyncio.create_task(next_events(w2, 1))
+    await asyncio.sleep(0.05)
+    await store.close()
+    done, _ = await asyncio.wait({task2}, timeout=2)
+    assert task2 in done and task2.result() == []  # iteration just ended
+
+
+async def test_compaction(store: EtcdStore) -> None:
+    r1 = await store.create("/c/a", b"1")
+    r2 = await store.update("/c/a", b"2", r1)
+    r3 = await store.create("/c/b", b"b")
+    assert await store.compacted_revision() < r2
+    await store.compact(r2)
+    assert await store.compacted_revision() == r2
+    with pytest.raises(CompactedError) as exc:
+        await store.list("/c/", revision=r1)
+    assert (exc.value.requested, exc.value.compacted) == (r1, r2)
+    with pytest.raises(CompactedError):
+        await store.watch("/c/", r1)  # needs r2, which is gone
+    with pytest.raises(CompactedError):
+        await store.watch("/c/", 0)
+    watcher = await store.watch("/c/", r2)  # needs r3 onwards: fine
+    assert [e.revision for e in await next_events(watcher, 1)] == [r3]
+    await watcher.close()
+    assert [kv.value for kv in (await store.list("/c/", revision=r2)).items] == [b"2"]
+    assert [kv.value for kv in (await store.list("/c/")).items] == [b"2", b"b"]
+    with pytest.raises(CompactedError):
+        await store.compact(r1)
+    with pytest.raises(FutureRevisionError):
+        await store.compact(r3 + 1000)
+
+
+async def test_compaction_reported_by_the_stream(store: EtcdStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If etcd compacts between the check in watch() and the watch's creation, the stream says so."""
+    r1 = await store.create("/s/a", b"1")
+    r2 = await store.update("/s/a", b"2", r1)
+    await store.update("/s/a", b"3", r2)
+    await store.compact(r2)
+    store._compacted = 0  # forget what we know, and skip the up-front check
+
+    async def readable(revision: int) -> bool:
+        return True
+
+    monkeypatch.setattr(store, "_probe", readable)
+    watcher = await store.watch("/s/", r1 - 1)
+    with pytest.raises(CompactedError) as exc:
+        await next_events(watcher, 1)
+    assert exc.value.compacted == r2
+    assert await store.compacted_revision() == r2
+    with pytest.raises(StopAsyncIteration):
+        await watcher.__anext__()  # an ended watch stays ended
+    await watcher.close()
+
+
+async def test_guaranteed_update_under_contention(store: EtcdStore) -> None:
+    await store.create("/counter", b"0")
+
+    async def bump() -> None:
+        await guaranteed_update(store, "/counter", lambda kv: str(int(kv.value) + 1).encode())
+
+    await asyncio.gather(*(bump() for _ in range(20)))
+    assert (await store.get("/counter")).value == b"20"  # type: ignore[union-attr]
+
+
+async def test_concurrent_create_throughput(store: EtcdStore) -> None:
+    value = b"x" * 2048
+    n = 200
+    t0 = time.perf_counter()
+    revs = await asyncio.gather(*(store.create(f"/bench/{i:04d}", value) for i in range(n)))
+    elapsed = time.perf_counter() - t0
+    assert len(set(revs)) == n
+    assert len((await store.list("/bench/")).items) == n
+    print(f"\n{n} concurrent 2 KiB creates: {elapsed:.3f}s = {n / elapsed:.0f} writes/s")
