@@ -8,7 +8,6 @@ from collections.abc import Iterable
 
 from flotilla.apiserver.resource_types import ResourceType
 
-
 _VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
 

@@ -27,14 +27,18 @@ async def _kubectl(kubectl: str, env: dict[str, str], *args: str) -> int:
     return await proc.wait()
 
 
-async def run_demo(data_dir: Path, examples: Path) -> int:
+def run_demo(data_dir: Path, examples: Path) -> int:
     if data_dir.exists():
         shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    return asyncio.run(_run(data_dir.resolve(), examples, find_kubectl()))
+
+
+async def _run(data_dir: Path, examples: Path, kubectl: str) -> int:
     server = ApiServer(ApiServerConfig(storage_url="sqlite://", data_dir=data_dir, port=0))
     await server.start()
     print(f"Flotilla API server on {server.url}, SQLite store in {data_dir}/flotilla.db")
-    env = dict(os.environ, KUBECONFIG=str(server.kubeconfig_path), HOME=str(data_dir.resolve()))
-    kubectl = find_kubectl()
+    env = dict(os.environ, KUBECONFIG=str(server.kubeconfig_path), HOME=str(data_dir))
     failures = 0
     try:
         steps = [

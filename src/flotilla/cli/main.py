@@ -30,7 +30,7 @@ def _apiserver(args: argparse.Namespace) -> int:
 def _demo_api(args: argparse.Namespace) -> int:
     from flotilla.cli.demo_api import run_demo
 
-    return asyncio.run(run_demo(Path(args.data_dir), examples=Path(args.examples)))
+    return run_demo(Path(args.data_dir), examples=Path(args.examples))
 
 
 def _bench(args: argparse.Namespace) -> int:

