@@ -36,6 +36,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON_TYPES = ("application/json", "")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 ACCEPTED_BODY_TYPES = ["application/json", "application/yaml"]
+_DISCONNECT_CHECK = 2.0  # seconds between checks that a quiet watch's client is still there
 
 
 @dataclass
@@ -75,6 +76,17 @@ class ApiHandler:
         self.types = storage.types
         self.options = options or ServerOptions()
         self.openapi = OpenAPICache(self.types)
+        self._watches: set[asyncio.Task[Any]] = set()
+
+    async def close(self) -> None:
+        """End every open watch (server shutdown); clients re-watch from their last resourceVersion."""
+        for task in list(self._watches):
+            task.cancel()
+        for task in list(self._watches):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
 
     # --------------------------------------------------------------- entry point
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -444,10 +456,14 @@ class ApiHandler:
             await resp.write_eof()
             return resp
         await resp.prepare(request)
+        this = asyncio.current_task()
+        if this is not None:
+            self._watches.add(this)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         last_rv = spec.resource_version if spec.resource_version not in ("", "0") else ""
         first_table = True
+        last_bookmark = loop.time()
         iterator = events.__aiter__()
         pending: asyncio.Task[Any] | None = None
         try:
@@ -456,10 +472,16 @@ class ApiHandler:
                 if remaining <= 0:
                     break
                 wait = min(remaining, self.options.bookmark_interval) if allow_bookmarks else remaining
+                wait = min(wait, _DISCONNECT_CHECK)
                 if pending is None:
                     pending = asyncio.ensure_future(iterator.__anext__())
                 done, _ = await asyncio.wait({pending}, timeout=wait)
                 if not done:
+                    if request.transport is None or request.transport.is_closing():
+                        break
+                    if not allow_bookmarks or loop.time() < last_bookmark + self.options.bookmark_interval:
+                        continue
+                    last_bookmark = loop.time()
                     if allow_bookmarks and last_rv and loop.time() < deadline:
                         await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
                             "kind": rt.kind, "apiVersion": rt.api_version,
@@ -483,9 +505,11 @@ class ApiHandler:
                 await resp.write(orjson.dumps({"type": etype, "object": obj}) + b"\n")
                 if etype == "ERROR":
                     break
-        except (ConnectionResetError, ConnectionError):
+        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            if this is not None:
+                self._watches.discard(this)
             if pending is not None:
                 pending.cancel()
                 try:

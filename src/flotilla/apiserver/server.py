@@ -47,6 +47,7 @@ class ApiServer:
         self.admission = admission or Admission()
         self.storage: ResourceStorage | None = None
         self.runner: web.AppRunner | None = None
+        self.handler: ApiHandler | None = None
         self.port = config.port
         self.url = ""
         self.kubeconfig_path: Path | None = None
@@ -89,6 +90,7 @@ class ApiServer:
             ssl_ctx, ca_pem, middlewares = self._secure_setup()
         elif cfg.anonymous is False:
             raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
+        self.handler = handler
         app = build_app(handler, middlewares)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
@@ -124,6 +126,8 @@ class ApiServer:
 
     async def stop(self) -> None:
         if self.runner is not None:
+            if self.handler is not None:
+                await self.handler.close()
             await self.runner.cleanup()
             self.runner = None
         if self._crds:
