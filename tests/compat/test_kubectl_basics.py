@@ -263,3 +263,27 @@ def test_namespace_deletion_removes_content(kubectl: Kubectl, tmp_path: Path) ->
     missing = kubectl.run("apply", "-f", str(write(tmp_path, "cm2.yaml", CM.format(name="x", ns="doomed", app="yy"))),
                           check=False)
     assert missing.returncode != 0 and 'namespaces "doomed" not found' in missing.stderr
+
+
+def _owned(kubectl: Kubectl, ns: str, owner: str, dependent: str) -> None:
+    kubectl.run("apply", "-f", "-", input=CM.format(name=owner, ns=ns, app="owner"))
+    uid = kubectl.run("get", "cm", owner, "-n", ns, "-o", "jsonpath={.metadata.uid}").stdout
+    kubectl.run("apply", "-f", "-", input=(
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {dependent}\n  namespace: {ns}\n"
+        f"  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: {owner}, uid: {uid}, "
+        "blockOwnerDeletion: true}\n"))
+
+
+def test_delete_cascades_through_owner_references(kubectl: Kubectl, ns: str) -> None:
+    _owned(kubectl, ns, "bg-owner", "bg-dep")
+    kubectl.run("delete", "cm", "bg-owner", "-n", ns)
+    kubectl.run("wait", "--for=delete", "cm/bg-dep", "-n", ns, "--timeout=20s")
+
+    _owned(kubectl, ns, "fg-owner", "fg-dep")
+    kubectl.run("delete", "cm", "fg-owner", "-n", ns, "--cascade=foreground", "--timeout=20s")
+    assert kubectl.run("get", "cm", "fg-dep", "-n", ns, check=False).returncode != 0
+
+    _owned(kubectl, ns, "or-owner", "or-dep")
+    kubectl.run("delete", "cm", "or-owner", "-n", ns, "--cascade=orphan", "--timeout=20s")
+    refs = kubectl.run("get", "cm", "or-dep", "-n", ns, "-o", "jsonpath={.metadata.ownerReferences}").stdout
+    assert refs == ""

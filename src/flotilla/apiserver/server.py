@@ -15,6 +15,7 @@ from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.app import ApiHandler, ServerOptions, build_app
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.crd import CRDManager
+from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
@@ -53,6 +54,7 @@ class ApiServer:
         self.kubeconfig_path: Path | None = None
         self.admin_token: str | None = None
         self._crds: CRDManager | None = None
+        self._gc: GarbageCollector | None = None
         self._namespaces: NamespaceLifecycle | None = None
         self._owns_store = store is None
 
@@ -74,6 +76,8 @@ class ApiServer:
         await self._crds.start()
         await self._namespaces.ensure_defaults()
         await self._namespaces.resume()
+        self._gc = GarbageCollector(storage)
+        await self._gc.start()
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -130,6 +134,9 @@ class ApiServer:
                 await self.handler.close()
             await self.runner.cleanup()
             self.runner = None
+        if self._gc:
+            await self._gc.stop()
+            self._gc = None
         if self._crds:
             await self._crds.stop()
         if self._namespaces:
