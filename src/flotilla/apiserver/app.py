@@ -22,6 +22,7 @@ from flotilla.apiserver.rest import (
     JSON_PATCH,
     MERGE_PATCH,
     PATCH_TYPES,
+    PROGRESS,
     STRATEGIC_PATCH,
     RequestContext,
     ResourceStorage,
@@ -492,6 +493,9 @@ class ApiHandler:
                     etype, obj = task.result()
                 except StopAsyncIteration:
                     break
+                if etype == PROGRESS:
+                    last_rv = obj["metadata"]["resourceVersion"]
+                    continue
                 if etype == "BOOKMARK":
                     if not allow_bookmarks:
                         continue

@@ -61,6 +61,7 @@ MAX_JSON_PATCH_OPS = 10_000
 _RETRIES = 100
 
 NAMESPACE_FINALIZER = "kubernetes"
+PROGRESS = "PROGRESS"  # watch event type internal to the server: "everything up to this revision was sent"
 
 
 @dataclass
@@ -752,6 +753,10 @@ class ResourceStorage:
                     "apiVersion": rt.api_version,
                     "metadata": {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}},
                 }
+            elif initial or spec.resource_version in ("", "0"):
+                # not sent to clients: tells the HTTP layer the snapshot's revision, which later bookmarks
+                # may carry (the initial objects' own revisions are older and unordered)
+                yield PROGRESS, {"metadata": {"resourceVersion": str(start)}}
             try:
                 async for ev in watcher:
                     if ev.type == "DELETE":
