@@ -1,0 +1,345 @@
+"""A single-process store persisted to SQLite as an append-only log (kine's layout).
+
+Every write is one row of ``log`` whose ``id`` is its revision. This process is the only writer:
+the state lives in memory (the MVCC core, loaded at open), CAS checks run there, and writes are
+grouped: callers queue their write and await a future; the writer stages everything queued as one
+batch, appends all its rows in ONE transaction on a dedicated thread, and only after the commit
+makes the writes visible, fans out their watch events and resolves the futures.
+
+To keep both the event loop and the SQLite thread busy, the next batch is staged on top of the
+one being written (at most ``MAX_IN_FLIGHT`` batches). Batches land in order; the thread refuses a
+batch whose first revision does not follow the last one committed, so when a transaction fails,
+every batch staged on top of it fails too and nothing is ever made visible out of order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from flotilla.storage.base import KeyValue, ListResult, StorageError, Store, Watcher, WatchEvent
+from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG
+from flotilla.storage.mvcc import MVCC, Batch, Change
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS log (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    create_revision INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    value BLOB NOT NULL,
+    old_value BLOB
+);
+CREATE UNIQUE INDEX IF NOT EXISTS log_name_prev_revision ON log (name, prev_revision);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+_COLUMNS = "id, name, created, deleted, create_revision, prev_revision, value, old_value"
+_INSERT = f"INSERT INTO log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_SET_COMPACTED = (
+    "INSERT INTO meta (name, value) VALUES ('compacted_revision', ?) "
+    "ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value)"
+)
+
+Row = tuple[int, str, int, int, int, int, bytes, bytes | None]
+
+COMPACT_CHUNK = 10_000  # revisions compacted per transaction, so writers are not stalled for long
+MAX_IN_FLIGHT = 2  # batches staged but not landed: one being written, one waiting for it
+
+
+def row_of(change: Change) -> Row:
+    """The log row recording ``change``."""
+    kv, prev = change.kv, change.prev
+    if kv is None:
+        assert prev is not None
+        return (change.revision, change.key, 0, 1, prev.create_revision, prev.mod_revision, b"", prev.value)
+    if prev is None:
+        return (change.revision, change.key, 1, 0, change.revision, change.prev_revision, kv.value, None)
+    return (change.revision, change.key, 0, 0, kv.create_revision, prev.mod_revision, kv.value, prev.value)
+
+
+def change_of(row: Row) -> Change:
+    """The change a log row records (inverse of :func:`row_of`)."""
+    revision, key, created, deleted, create_revision, prev_revision, value, old_value = row
+    if created and not deleted:
+        event = WatchEvent("PUT", key, value, revision, revision, None)
+        return Change(event, KeyValue(key, value, revision, revision), None, prev_revision)
+    prev = KeyValue(key, old_value if old_value is not None else b"", create_revision, prev_revision)
+    if deleted:
+        event = WatchEvent("DELETE", key, prev.value, revision, create_revision, prev.value)
+        return Change(event, None, prev, prev_revision)
+    event = WatchEvent("PUT", key, value, revision, create_revision, prev.value)
+    return Change(event, KeyValue(key, value, create_revision, revision), prev, prev_revision)
+
+
+class LogDB:
+    """The SQLite file. Not thread-safe: every method runs on the store's single writer thread."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self.last_revision = 0  # the newest revision committed to the file
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("sqlite database is not open")
+        return self._conn
+
+    def load(self, max_watch_backlog: int) -> MVCC:
+        """Open (creating if needed) and read the whole log into a new MVCC core."""
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        self._conn = conn
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        found = conn.execute("SELECT value FROM meta WHERE name = 'compacted_revision'").fetchone()
+        compacted = int(found[0]) if found else 0
+        live: list[KeyValue] = []
+        changes: list[Change] = []
+        for row in conn.execute(f"SELECT {_COLUMNS} FROM log ORDER BY id"):
+            if row[0] > compacted:
+                changes.append(change_of(row))
+            elif not row[3]:  # at or below the compacted revision only current values remain
+                live.append(KeyValue(row[1], row[6], row[4], row[0]))
+        core = MVCC(max_watch_backlog=max_watch_backlog)
+        core.restore(compacted=compacted, live=live, changes=changes)
+        self.last_revision = core.revision
+        return core
+
+    def write(self, rows: list[Row], garbage: list[int], compacted: int | None) -> None:
+        """Append ``rows``, drop ``garbage`` ids and record ``compacted``, in one transaction.
+
+        Refuses rows that do not directly follow the last revision committed (their batch was
+        staged on top of one that failed).
+        """
+        if rows and rows[0][0] != self.last_revision + 1:
+            raise StorageError(
+                f"an earlier write failed: revision {rows[0][0]} does not follow {self.last_revision}"
+            )
+        if not rows and not garbage and compacted is None:
+            return
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            if rows:
+                conn.executemany(_INSERT, rows)
+            if garbage:
+                conn.executemany("DELETE FROM log WHERE id = ?", [(i,) for i in garbage])
+            if compacted is not None:
+                conn.execute(_SET_COMPACTED, (compacted,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if rows:
+            self.last_revision = rows[-1][0]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+@dataclass(slots=True)
+class _Request:
+    future: asyncio.Future[Change | None]
+    op: Callable[[Batch], Change] | None = None  # a write, staged on the writer's batch
+    compact_to: int = 0  # or a compaction step
+
+
+@dataclass(eq=False, slots=True)
+class _Flight:
+    """A staged batch on its way to the database."""
+
+    batch: Batch
+    outcomes: list[tuple[_Request, Change | Exception | None]] = field(default_factory=list)
+    rows: int = 0
+    compact_to: int = 0
+    doomed: bool = False  # staged on a batch whose transaction failed
+
+
+class SQLiteStore(Store):
+    """The MVCC core persisted to an SQLite log with grouped, pipelined commits."""
+
+    def __init__(self, db: LogDB, executor: ThreadPoolExecutor, core: MVCC) -> None:
+        self.path = db.path
+        self.transactions = 0  # transactions committed by this instance
+        self.writes = 0  # rows appended by this instance
+        self._db = db
+        self._executor = executor
+        self._core = core
+        self._loop = asyncio.get_running_loop()
+        self._queue: list[_Request] = []
+        self._stage_scheduled = False
+        self._in_flight: deque[_Flight] = deque()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: str | Path, *, max_watch_backlog: int = DEFAULT_MAX_BACKLOG) -> SQLiteStore:
+        """Open the database at ``path`` (created if missing) and load it."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flotilla-sqlite")
+        db = LogDB(path)
+        try:
+            core = await asyncio.get_running_loop().run_in_executor(executor, db.load, max_watch_backlog)
+        except BaseException:
+            executor.submit(db.close)
+            executor.shutdown(wait=False)
+            raise
+        return cls(db, executor, core)
+
+    # -- the grouped writer --------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("store is closed")
+
+    async def _submit(self, request: _Request) -> Change | None:
+        self._check_open()
+        self._queue.append(request)
+        self._idle.clear()
+        if not self._stage_scheduled:  # everything queued in this loop iteration forms one batch
+            self._stage_scheduled = True
+            self._loop.call_soon(self._stage)
+        return await request.future
+
+    async def _write(self, op: Callable[[Batch], Change]) -> Change:
+        change = await self._submit(_Request(self._loop.create_future(), op))
+        assert change is not None
+        return change
+
+    def _stage(self) -> None:
+        """Stage everything queued as one batch and hand its rows to the SQLite thread."""
+        self._stage_scheduled = False
+        if not self._queue or len(self._in_flight) >= MAX_IN_FLIGHT:
+            return  # the next landing stages again
+        requests, self._queue = self._queue, []
+        core = self._core
+        parent = next((f.batch for f in reversed(self._in_flight) if not f.doomed), None)
+        flight = _Flight(core.begin(parent))
+        for request in requests:
+            if request.future.done():
+                continue  # its caller was cancelled before the write was staged
+            if request.op is None:
+                flight.compact_to = max(flight.compact_to, request.compact_to)
+                flight.outcomes.append((request, None))
+                continue
+            try:
+                flight.outcomes.append((request, request.op(flight.batch)))
+            except Exception as exc:  # handed to the caller
+                flight.outcomes.append((request, exc))
+        garbage: list[int] = []
+        if flight.compact_to > core.compacted:
+            garbage = core.compaction_garbage(flight.compact_to)
+        else:
+            flight.compact_to = 0
+        rows = [row_of(change) for change in flight.batch.changes]
+        flight.rows = len(rows)
+        self._in_flight.append(flight)
+        written = self._loop.run_in_executor(
+            self._executor, self._db.write, rows, garbage, flight.compact_to or None
+        )
+        written.add_done_callback(partial(self._landed, flight))
+
+    def _landed(self, flight: _Flight, written: asyncio.Future[None]) -> None:
+        """A batch's transaction ended (batches land in staging order): publish it or fail it."""
+        assert self._in_flight[0] is flight
+        self._in_flight.popleft()
+        error = StorageError("sqlite write cancelled") if written.cancelled() else written.exception()
+        if error is None:
+            try:
+                self._publish(flight)
+            except Exception as exc:  # a bug: still never leave a caller waiting
+                self._fail(flight, exc)
+        else:
+            self._fail(flight, error)
+        self._stage()
+        if not self._queue and not self._in_flight:
+            self._idle.set()
+
+    def _publish(self, flight: _Flight) -> None:
+        if flight.rows:
+            self.transactions += 1
+            self.writes += flight.rows
+        self._core.commit(flight.batch)
+        if flight.compact_to > self._core.compacted:
+            self._core.compact(flight.compact_to)
+        for request, outcome in flight.outcomes:
+            if request.future.done():
+                continue
+            if isinstance(outcome, Exception):
+                request.future.set_exception(outcome)
+            else:
+                request.future.set_result(outcome)
+
+    def _fail(self, flight: _Flight, error: BaseException) -> None:
+        flight.batch.settle()
+        if flight.rows:
+            for later in self._in_flight:  # staged on top of this one; the thread refuses them too
+                later.doomed = True
+        failure = error if isinstance(error, StorageError) else StorageError(f"sqlite write failed: {error}")
+        if failure is not error:
+            failure.__cause__ = error
+        for request, _ in flight.outcomes:
+            if not request.future.done():
+                request.future.set_exception(failure)
+
+    # -- the Store interface -------------------------------------------------------------------
+
+    async def create(self, key: str, value: bytes) -> int:
+        return (await self._write(lambda b: b.create(key, value))).revision
+
+    async def get(self, key: str) -> KeyValue | None:
+        self._check_open()
+        return self._core.get(key)
+
+    async def list(
+        self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
+    ) -> ListResult:
+        self._check_open()
+        return self._core.list(prefix, revision=revision, start_after=start_after, limit=limit)
+
+    async def update(self, key: str, value: bytes, expected_revision: int) -> int:
+        return (await self._write(lambda b: b.update(key, value, expected_revision))).revision
+
+    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, KeyValue]:
+        change = await self._write(lambda b: b.delete(key, expected_revision))
+        assert change.prev is not None
+        return change.revision, change.prev
+
+    async def watch(self, prefix: str, after_revision: int | None = None) -> Watcher:
+        self._check_open()
+        return self._core.watch(prefix, after_revision)
+
+    async def current_revision(self) -> int:
+        return self._core.revision
+
+    async def compacted_revision(self) -> int:
+        return self._core.compacted
+
+    async def compact(self, revision: int) -> None:
+        self._check_open()
+        self._core.check_compact(revision)
+        while self._core.compacted < revision:
+            step = min(revision, self._core.compacted + COMPACT_CHUNK)
+            await self._submit(_Request(self._loop.create_future(), compact_to=step))
+
+    async def close(self) -> None:
+        """Finish queued writes, end every watcher and close the database (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._idle.wait()
+        self._core.close()
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._db.close)
+        self._executor.shutdown(wait=False)

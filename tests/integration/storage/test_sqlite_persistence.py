@@ -1,0 +1,267 @@
+"""SQLite-only behaviour: durability across reopen, grouped commits, compaction of the log file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flotilla.storage import open_store
+from flotilla.storage.base import (
+    CompactedError,
+    ConflictError,
+    KeyExistsError,
+    KeyValue,
+    StorageError,
+    WatchEvent,
+)
+from flotilla.storage.sqlite import SQLiteStore
+
+
+def log_ids(path: Path) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM log ORDER BY id")]
+
+
+async def test_reopen_keeps_data_and_revision(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    r1 = await store.create("/k/a", b"a1")
+    r2 = await store.update("/k/a", b"a2", r1)
+    r3 = await store.create("/k/b", b"b1")
+    r4, _ = await store.delete("/k/b")
+    r5 = await store.create("/k/c", bytes(range(256)))
+    await store.close()
+
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store.current_revision() == r5
+        assert await store.compacted_revision() == 0
+        assert (await store.list("/k/")).items == [
+            KeyValue("/k/a", b"a2", r1, r2),
+            KeyValue("/k/c", bytes(range(256)), r5, r5),
+        ]
+        assert [kv.key for kv in (await store.list("/k/", revision=r3)).items] == ["/k/a", "/k/b"]
+        assert await store.get("/k/b") is None
+        watcher = await store.watch("/k/", after_revision=r2)
+        replay = [await asyncio.wait_for(anext(aiter(watcher)), 5.0) for _ in range(3)]
+        await watcher.close()
+        assert replay == [
+            WatchEvent("PUT", "/k/b", b"b1", r3, r3, None),
+            WatchEvent("DELETE", "/k/b", b"b1", r4, r3, b"b1"),
+            WatchEvent("PUT", "/k/c", bytes(range(256)), r5, r5, None),
+        ]
+        assert await store.create("/k/b", b"b2") == r5 + 1  # the counter continues
+    finally:
+        await store.close()
+
+
+async def test_reopen_after_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    r1 = await store.create("/k/a", b"a1")
+    r2 = await store.update("/k/a", b"a2", r1)
+    await store.create("/k/gone", b"x")
+    r4, _ = await store.delete("/k/gone")
+    r5 = await store.update("/k/a", b"a3", r2)
+    await store.compact(r4)
+    await store.close()
+
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store.compacted_revision() == r4
+        assert await store.current_revision() == r5
+        with pytest.raises(CompactedError):
+            await store.list("/k/", revision=r4 - 1)
+        assert (await store.list("/k/", revision=r4)).items == [KeyValue("/k/a", b"a2", r1, r2)]
+        assert (await store.list("/k/")).items == [KeyValue("/k/a", b"a3", r1, r5)]
+        watcher = await store.watch("/k/", after_revision=r4)
+        assert await asyncio.wait_for(anext(aiter(watcher)), 5.0) == WatchEvent(
+            "PUT", "/k/a", b"a3", r5, r1, b"a2"
+        )
+        await watcher.close()
+        assert await store.create("/k/gone", b"again") == r5 + 1
+    finally:
+        await store.close()
+
+
+async def test_revision_survives_compacting_everything_away(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    await store.create("/k/a", b"1")
+    rev, _ = await store.delete("/k/a")
+    await store.compact(rev)
+    await store.close()
+    assert log_ids(path) == []
+
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store.current_revision() == rev
+        assert await store.create("/k/a", b"2") == rev + 1
+    finally:
+        await store.close()
+
+
+async def test_compaction_drops_superseded_rows_and_tombstones(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    try:
+        a = created = await store.create("/k/a", b"1")
+        for i in range(5):
+            a = await store.update("/k/a", str(i).encode(), a)
+        await store.create("/k/b", b"1")
+        await store.delete("/k/b")
+        keep = await store.create("/k/c", b"1")
+        mid = await store.current_revision()
+        later = await store.update("/k/c", b"2", keep)  # supersedes /k/c@keep after the compaction point
+        await store.compact(mid)
+        # At or below the compacted revision only the values visible at it remain.
+        assert log_ids(path) == [a, keep, later]
+        assert (await store.list("/k/", revision=mid)).items == [
+            KeyValue("/k/a", b"4", created, a),
+            KeyValue("/k/c", b"1", keep, keep),
+        ]
+        await store.compact(later)
+        assert log_ids(path) == [a, later]
+    finally:
+        await store.close()
+
+
+async def test_concurrent_writes_are_grouped_into_few_transactions(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        revs = await asyncio.gather(*(store.create(f"/g/{i}", b"x" * 2048) for i in range(200)))
+        assert sorted(revs) == list(range(1, 201))
+        assert store.writes == 200
+        assert 1 <= store.transactions < 200
+    finally:
+        await store.close()
+    reopened = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        assert len((await reopened.list("/g/")).items) == 200
+    finally:
+        await reopened.close()
+
+
+async def test_conflicts_inside_one_group_see_earlier_writes_of_the_group(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        rev = await store.create("/k/a", b"0")
+        results = await asyncio.gather(
+            store.update("/k/a", b"1", rev),
+            store.update("/k/a", b"2", rev),
+            store.create("/k/b", b"1"),
+            store.create("/k/b", b"2"),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], int) and isinstance(results[2], int)
+        assert isinstance(results[1], ConflictError)
+        assert isinstance(results[3], KeyExistsError)
+        assert store.transactions == 2
+        assert (await store.get("/k/a")).value == b"1"  # type: ignore[union-attr]
+    finally:
+        await store.close()
+
+
+async def test_failed_commit_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        rev = await store.create("/k/a", b"1")
+        watcher = await store.watch("/k/")
+
+        def broken(*args: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(store._db, "write", broken)
+        with pytest.raises(StorageError, match="disk I/O error"):
+            await store.update("/k/a", b"2", rev)
+        assert await store.get("/k/a") == KeyValue("/k/a", b"1", rev, rev)
+        assert await store.current_revision() == rev
+        monkeypatch.undo()
+
+        again = await store.update("/k/a", b"3", rev)
+        assert again == rev + 1
+        event = await asyncio.wait_for(anext(aiter(watcher)), 5.0)
+        assert (event.revision, event.value) == (again, b"3")  # the failed write was never announced
+        await watcher.close()
+    finally:
+        await store.close()
+
+
+async def test_writes_after_close_fail(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    pending = [asyncio.ensure_future(store.create(f"/k/{i}", b"x")) for i in range(10)]
+    await asyncio.sleep(0)
+    await store.close()
+    assert all(isinstance(f.result(), int) for f in pending)  # queued writes were finished
+    with pytest.raises(StorageError):
+        await store.create("/k/late", b"x")
+
+
+async def test_open_store_url(tmp_path: Path) -> None:
+    store = await open_store("sqlite://", tmp_path / "data")
+    try:
+        assert isinstance(store, SQLiteStore)
+        await store.create("/k", b"v")
+    finally:
+        await store.close()
+    assert (tmp_path / "data" / "flotilla.db").exists()
+
+
+async def test_a_write_cancelled_before_it_is_staged_is_not_applied(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        before = await store.current_revision()
+        task = asyncio.create_task(store.create("/k/cancelled", b"x"))
+        await asyncio.sleep(0)  # the write is queued; the writer task has not run yet
+        task.cancel()
+        kept = await store.create("/k/kept", b"y")
+        assert task.cancelled()
+        assert kept == before + 1
+        assert await store.get("/k/cancelled") is None
+    finally:
+        await store.close()
+
+
+async def test_a_failed_batch_fails_the_batches_staged_on_top_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    try:
+        rev = await store.create("/k/a", b"0")
+        real_write = store._db.write
+        calls = 0
+
+        def flaky(*args: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                time.sleep(0.3)  # the next batch gets staged on top of this one meanwhile
+                raise sqlite3.OperationalError("disk I/O error")
+            real_write(*args)
+
+        monkeypatch.setattr(store._db, "write", flaky)
+        first = asyncio.ensure_future(store.update("/k/a", b"1", rev))
+        await asyncio.sleep(0.1)
+        on_top = asyncio.ensure_future(store.update("/k/a", b"2", rev + 1))  # valid only after `first`
+        other = asyncio.ensure_future(store.create("/k/b", b"x"))
+        results = await asyncio.gather(first, on_top, other, return_exceptions=True)
+        assert all(isinstance(r, StorageError) for r in results), results
+        assert calls == 2
+        assert await store.get("/k/a") == KeyValue("/k/a", b"0", rev, rev)
+        assert await store.get("/k/b") is None
+        assert await store.current_revision() == rev
+
+        assert await store.update("/k/a", b"3", rev) == rev + 1  # the store recovers
+    finally:
+        await store.close()
+    store = await SQLiteStore.open(path)
+    try:
+        assert (await store.list("/k/")).items == [KeyValue("/k/a", b"3", rev, rev + 1)]
+    finally:
+        await store.close()
