@@ -14,6 +14,7 @@ from aiohttp import web
 from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.app import ApiHandler, ServerOptions, build_app
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
+from flotilla.apiserver.compactor import Compactor
 from flotilla.apiserver.crd import CRDManager
 from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.namespaces import NamespaceLifecycle
@@ -35,6 +36,7 @@ class ApiServerConfig:
     bookmark_interval: float = 30.0
     write_kubeconfig: bool = True
     context_name: str = "flotilla"
+    compaction_interval: float = 300.0  # seconds; 0 disables compaction
 
 
 class ApiServer:
@@ -55,6 +57,7 @@ class ApiServer:
         self.admin_token: str | None = None
         self._crds: CRDManager | None = None
         self._gc: GarbageCollector | None = None
+        self._compactor: Compactor | None = None
         self._namespaces: NamespaceLifecycle | None = None
         self._owns_store = store is None
 
@@ -78,6 +81,8 @@ class ApiServer:
         await self._namespaces.resume()
         self._gc = GarbageCollector(storage)
         await self._gc.start()
+        self._compactor = Compactor(self.store, cfg.compaction_interval)
+        self._compactor.start()
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -134,6 +139,8 @@ class ApiServer:
                 await self.handler.close()
             await self.runner.cleanup()
             self.runner = None
+        if self._compactor:
+            await self._compactor.stop()
         if self._gc:
             await self._gc.stop()
             self._gc = None

@@ -19,6 +19,7 @@ def _apiserver(args: argparse.Namespace) -> int:
         port=args.port,
         secure=args.secure,
         anonymous=True if args.anonymous else None,
+        compaction_interval=args.compaction_interval,
     )
     try:
         asyncio.run(serve_forever(cfg))
@@ -53,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--port", type=int, default=6443, help="port to listen on (0 = any free port)")
     a.add_argument("--secure", action="store_true", help="serve TLS and require bearer tokens or client certificates")
     a.add_argument("--anonymous", action="store_true", help="with --secure, still allow anonymous requests")
+    a.add_argument("--compaction-interval", type=float, default=300.0,
+                   help="seconds between store compactions (history older than one interval is dropped; 0 = never)")
     a.set_defaults(fn=_apiserver)
 
     d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them")

@@ -91,9 +91,8 @@ def _etcd_support() -> tuple[Any, Any]:
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))  # so ``tests.support`` imports however pytest was started
     try:
-        from tests.support.etcd_server import start_etcd
-
         from flotilla.storage.etcd import EtcdStore
+        from tests.support.etcd_server import start_etcd
     except ImportError as exc:
         pytest.skip(f"etcd backend not available: {exc}")
     return start_etcd, EtcdStore
