@@ -295,8 +295,6 @@ def test_secret_data_is_base64(v1: client.CoreV1Api, ns: str) -> None:
     assert v1.list_namespaced_secret(ns).items == []
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: Secret.stringData is stored verbatim instead of being merged "
-                                       "into .data (base64) and dropped; Secret.type is not defaulted to Opaque")
 def test_secret_string_data_is_merged_into_data(v1: client.CoreV1Api, ns: str) -> None:
     v1.create_namespaced_secret(ns, client.V1Secret(metadata=client.V1ObjectMeta(name="sd"),
                                                     string_data={"user": "admin"}))
@@ -333,9 +331,6 @@ def test_service_crud(v1: client.CoreV1Api, ns: str) -> None:
     _wait_gone(lambda: v1.read_namespaced_service("web", ns))
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: DELETE of pods/services/serviceaccounts/"
-                                       "persistentvolumeclaims returns a Status; kube-apiserver returns the deleted "
-                                       "object and the 37.x client deserialises it as V1Pod/V1Service/...")
 def test_delete_returns_the_object_for_some_kinds(v1: client.CoreV1Api, ns: str) -> None:
     v1.create_namespaced_service(ns, client.V1Service(metadata=client.V1ObjectMeta(name="svc"),
                                                       spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
@@ -759,9 +754,6 @@ def test_watch_bookmarks(v1: client.CoreV1Api, ns: str) -> None:
     assert list(w.stream(v1.list_namespaced_config_map, ns, resource_version=rv, timeout_seconds=1)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: a BOOKMARK carries the RV of the last event sent on that watch, "
-                                       "never the store's progress, so an idle watcher's RV goes stale and 410s "
-                                       "after compaction (app.py ApiHandler._watch)")
 def test_bookmarks_keep_an_idle_watch_resumable_after_compaction(
     server: ServerThread, v1: client.CoreV1Api, ns: str
 ) -> None:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import yaml
 from aiohttp import web
 
 from flotilla import __version__
 from flotilla.apiserver import discovery, errors
+from flotilla.apiserver.bodies import parse_body
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.openapi import OpenAPICache
 from flotilla.apiserver.resource_types import ResourceType
@@ -264,7 +264,7 @@ class ApiHandler:
                 return None
             raise errors.bad_request("the request body is empty; send a JSON object")
         if "protobuf" in ctype or raw[:4] == b"k8s\x00":
-            raise errors.unsupported_media_type(ctype or "application/vnd.kubernetes.protobuf",
+            raise errors.unsupported_media_type("application/vnd.kubernetes.protobuf",
                                                 list(PATCH_TYPES) if patch else ACCEPTED_BODY_TYPES)
         if patch:
             if ctype not in PATCH_TYPES:
@@ -280,15 +280,7 @@ class ApiHandler:
 
     @staticmethod
     def _parse(raw: bytes, *, yaml_ok: bool) -> Any:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            if not yaml_ok:
-                raise errors.bad_request(f"the request body is not valid JSON: {e}") from None
-        try:
-            return yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise errors.bad_request(f"the request body is not valid YAML: {e}") from None
+        return parse_body(raw, yaml_ok=yaml_ok)
 
     @staticmethod
     def _ctx(request: web.Request) -> RequestContext:
@@ -315,6 +307,19 @@ class ApiHandler:
             options["propagationPolicy"] = q["propagationPolicy"]
         if q.get("gracePeriodSeconds"):
             options["gracePeriodSeconds"] = q["gracePeriodSeconds"]
+        grace = options.get("gracePeriodSeconds")
+        if grace is not None:
+            try:
+                if isinstance(grace, bool) or int(grace) < 0:
+                    raise ValueError
+                options["gracePeriodSeconds"] = int(grace)
+            except (TypeError, ValueError):
+                raise errors.bad_request(
+                    f"gracePeriodSeconds must be a non-negative integer number of seconds, got {grace!r}"
+                ) from None
+        policy = options.get("propagationPolicy")
+        if policy is not None and not isinstance(policy, str):
+            raise errors.bad_request("propagationPolicy must be one of Background, Foreground, Orphan")
         if q.get("orphanDependents") and "propagationPolicy" not in options:
             options["propagationPolicy"] = "Orphan" if _truthy(q["orphanDependents"]) else "Background"
         if options.get("orphanDependents") is True and "propagationPolicy" not in options:
@@ -483,6 +488,9 @@ class ApiHandler:
                     if not allow_bookmarks or loop.time() < last_bookmark + self.options.bookmark_interval:
                         continue
                     last_bookmark = loop.time()
+                    progress = events.progress_revision()
+                    if progress is not None and progress > int(last_rv or 0):
+                        last_rv = str(progress)
                     if allow_bookmarks and last_rv and loop.time() < deadline:
                         await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
                             "kind": rt.kind, "apiVersion": rt.api_version,
@@ -529,6 +537,8 @@ class ApiHandler:
 
 
 def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024, middlewares=middlewares or [])
+    # kube-apiserver accepts long request lines (big selectors); aiohttp's default is 8190 bytes
+    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024, middlewares=middlewares or [],
+                          handler_args={"max_line_size": 1024 * 1024, "max_field_size": 1024 * 1024})
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     return app

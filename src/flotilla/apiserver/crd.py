@@ -18,11 +18,79 @@ log = logging.getLogger(__name__)
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 
 
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _type_causes(spec: dict[str, Any]) -> list[Cause]:
+    """Shape checks that must pass before anything else reads the CRD."""
+    causes: list[Cause] = []
+
+    def want(path: str, value: Any, kind: type, name: str) -> bool:
+        if value is not None and not isinstance(value, kind):
+            causes.append(Cause(path, f"Invalid value: must be {name}", "FieldValueTypeInvalid"))
+            return False
+        return value is not None
+
+    for f in ("group", "scope"):
+        want(f"spec.{f}", spec.get(f), str, "a string")
+    if want("spec.names", spec.get("names"), dict, "an object"):
+        for f in ("plural", "singular", "kind", "listKind"):
+            want(f"spec.names.{f}", spec["names"].get(f), str, "a string")
+        for f in ("shortNames", "categories"):
+            if want(f"spec.names.{f}", spec["names"].get(f), list, "a list of strings"):
+                for i, x in enumerate(spec["names"][f]):
+                    want(f"spec.names.{f}[{i}]", x, str, "a string")
+    if want("spec.versions", spec.get("versions"), list, "a list"):
+        for i, v in enumerate(spec["versions"]):
+            p = f"spec.versions[{i}]"
+            if not want(p, v, dict, "an object"):
+                continue
+            want(f"{p}.name", v.get("name"), str, "a string")
+            if want(f"{p}.schema", v.get("schema"), dict, "an object"):
+                want(f"{p}.schema.openAPIV3Schema", v["schema"].get("openAPIV3Schema"), dict, "an object")
+            if want(f"{p}.subresources", v.get("subresources"), dict, "an object"):
+                for sub in ("status", "scale"):
+                    want(f"{p}.subresources.{sub}", v["subresources"].get(sub), dict, "an object")
+            if want(f"{p}.additionalPrinterColumns", v.get("additionalPrinterColumns"), list, "a list"):
+                for j, c in enumerate(v["additionalPrinterColumns"]):
+                    cp = f"{p}.additionalPrinterColumns[{j}]"
+                    if want(cp, c, dict, "an object"):
+                        for f in ("name", "type", "jsonPath"):
+                            if not isinstance(c.get(f), str) or not c.get(f):
+                                causes.append(Cause(f"{cp}.{f}", "Required value", "FieldValueRequired"))
+                        if isinstance(c.get("jsonPath"), str) and c.get("jsonPath"):
+                            causes.extend(_jsonpath_causes(f"{cp}.jsonPath", c["jsonPath"]))
+            if want(f"{p}.selectableFields", v.get("selectableFields"), list, "a list"):
+                for j, f in enumerate(v["selectableFields"]):
+                    if not isinstance(f, dict) or not isinstance(f.get("jsonPath"), str):
+                        causes.append(Cause(f"{p}.selectableFields[{j}].jsonPath", "Required value",
+                                            "FieldValueRequired"))
+    return causes
+
+
+def _jsonpath_causes(path: str, expr: str) -> list[Cause]:
+    from flotilla.jsonpath import JSONPathSyntaxError, parse_expression
+
+    try:
+        parse_expression(expr)
+    except JSONPathSyntaxError as e:
+        return [Cause(path, f'Invalid value: "{expr}": {e}')]
+    return []
+
+
 def validate_crd(crd: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     spec = crd.get("spec")
     if not isinstance(spec, dict):
         return [Cause("spec", "Required value", "FieldValueRequired")]
+    causes = _type_causes(spec)
+    if causes:
+        return causes
     group = spec.get("group") or ""
     names = spec.get("names") or {}
     if not group:
@@ -70,13 +138,13 @@ def validate_crd(crd: dict[str, Any]) -> list[Cause]:
 
 
 def crd_status(crd: dict[str, Any]) -> dict[str, Any]:
-    spec = crd.get("spec") or {}
-    names = dict(spec.get("names") or {})
+    spec = _d(crd.get("spec"))
+    names = dict(_d(spec.get("names")))
     names.setdefault("singular", (names.get("kind") or "").lower())
     names.setdefault("listKind", f"{names.get('kind', '')}List")
     now = now_rfc3339()
-    status = dict(crd.get("status") or {})
-    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    status = dict(_d(crd.get("status")))
+    conds = {c.get("type"): c for c in _l(status.get("conditions")) if isinstance(c, dict)}
     for ctype, reason, message in (
         ("NamesAccepted", "NoConflicts", "no conflicts found"),
         ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
@@ -86,7 +154,8 @@ def crd_status(crd: dict[str, Any]) -> dict[str, Any]:
                             "message": message}
     status["conditions"] = list(conds.values())
     status["acceptedNames"] = names
-    status["storedVersions"] = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+    status["storedVersions"] = [v.get("name") for v in _l(spec.get("versions"))
+                                if isinstance(v, dict) and v.get("storage")]
     return status
 
 
@@ -156,12 +225,21 @@ class CRDManager:
         obj["status"] = crd_status(obj)
 
     def apply(self, crd: dict[str, Any], deleted: bool = False) -> None:
+        try:
+            self._apply(crd, deleted)
+        except Exception:  # a stored CRD this server cannot serve must not stop it (or its restart)
+            log.exception("cannot serve CRD %s", meta(crd).get("name"))
+
+    def _apply(self, crd: dict[str, Any], deleted: bool) -> None:
         name = meta(crd).get("name", "")
         spec = crd.get("spec") or {}
         old = self._registered.pop(name, None)
         if old:
             self.types.remove_group_resource(*old)
         if deleted:
+            return
+        if validate_crd(crd):
+            log.warning("not serving CRD %s: it does not validate", name)
             return
         for rt in resource_types_from_crd(crd):
             self.types.add(rt)

@@ -44,10 +44,10 @@ class ApiError(Exception):
         return body
 
 
-def _details(rt: ResourceType | None, name: str | None, kind: str | None = None) -> dict[str, Any]:
+def _details(rt: ResourceType | None, name: Any, kind: str | None = None) -> dict[str, Any]:
     d: dict[str, Any] = {}
     if name:
-        d["name"] = name
+        d["name"] = name if isinstance(name, str) else str(name)
     if rt is not None:
         d["group"] = rt.group
         d["kind"] = kind or rt.plural
@@ -77,7 +77,8 @@ def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
     )
 
 
-def invalid(rt: ResourceType, name: str, causes: list[Cause]) -> ApiError:
+def invalid(rt: ResourceType, name: Any, causes: list[Cause]) -> ApiError:
+    name = name if isinstance(name, str) else str(name)
     kind_group = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
     summary = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in causes)
     if len(causes) > 1:

@@ -48,6 +48,7 @@ class ResourceType:
     builtin_smp: bool = True  # accepts strategic-merge-patch (kubectl compiles this kind in)
     from_crd: bool = False
     selectable_fields: tuple[str, ...] = ()  # extra field selectors, e.g. "spec.nodeName"
+    return_deleted_object: bool = False  # DELETE answers with the object (pods, services...) not a Status
 
     def __post_init__(self) -> None:
         if not self.singular:

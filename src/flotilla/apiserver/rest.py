@@ -88,7 +88,9 @@ Strategy = Callable[[dict[str, Any], dict[str, Any] | None], None]
 
 
 def _namespace_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-    spec = obj.setdefault("spec", {}) if isinstance(obj.get("spec", {}), dict) else obj.setdefault("spec", {})
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return  # schema validation rejects it with a field path
     if old is None:
         fins = spec.get("finalizers") or []
         if NAMESPACE_FINALIZER not in fins:
@@ -100,8 +102,25 @@ def _namespace_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None
         status.setdefault("phase", "Active")
     obj["status"] = status
     labels = meta(obj).setdefault("labels", {})
-    if isinstance(labels, dict):
-        labels["kubernetes.io/metadata.name"] = meta(obj).get("name", "")
+    name = meta(obj).get("name")
+    if isinstance(labels, dict) and isinstance(name, str):
+        labels["kubernetes.io/metadata.name"] = name
+
+
+def _secret_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """stringData is write-only: merged into data (base64) and dropped; type defaults to Opaque."""
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and all(isinstance(v, str) for v in string_data.values()):
+        data = obj.get("data")
+        if data is None:
+            data = obj["data"] = {}
+        if isinstance(data, dict):
+            for k, v in string_data.items():
+                data[k] = base64.b64encode(v.encode()).decode()
+    elif string_data is not None:
+        obj["stringData"] = string_data  # leave it for validation to reject
+    if old is None and not obj.get("type"):
+        obj["type"] = "Opaque"
 
 
 class ResourceStorage:
@@ -111,7 +130,10 @@ class ResourceStorage:
         self.store = store
         self.types = types
         self.admission = admission or Admission()
-        self.strategies: dict[tuple[str, str], Strategy] = {("", "Namespace"): _namespace_strategy}
+        self.strategies: dict[tuple[str, str], Strategy] = {
+            ("", "Namespace"): _namespace_strategy,
+            ("", "Secret"): _secret_strategy,
+        }
         # callbacks after a successful write: (rt, event type, object)
         self.after_write: list[Callable[[ResourceType, str, dict[str, Any]], Any]] = []
         self.namespace_rt = types.lookup("", "v1", "namespaces")
@@ -197,7 +219,7 @@ class ResourceStorage:
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation, ctx: RequestContext
     ) -> None:
         causes: list[Cause] = validate_metadata(rt.group, rt.kind, obj, namespaced=rt.namespaced)
-        if rt.schema and (rt.strict_schema or rt.from_crd):
+        if rt.schema:
             causes.extend(schema_errors(obj, rt.schema))
         result = self.admission.admit(rt.group, rt.kind, obj, old, op)
         causes.extend(result.causes)
@@ -323,12 +345,25 @@ class ResourceStorage:
         prefix = rt.key_prefix(namespace if rt.namespaced else None)
         revision = 0
         start_after = ""
+        if resource_version_match not in ("", "NotOlderThan", "Exact"):
+            raise errors.invalid(rt, "", [Cause("resourceVersionMatch", f'Unsupported value: "{resource_version_match}"'
+                                               ': supported values: "Exact", "NotOlderThan"', "FieldValueNotSupported")])
+        if resource_version_match and not resource_version:
+            raise errors.invalid(rt, "", [Cause("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden "
+                                               "unless resourceVersion is provided", "FieldValueForbidden")])
         if continue_token:
             try:
                 tok = orjson.loads(base64.urlsafe_b64decode(continue_token.encode()))
-                revision, start_after = int(tok["rv"]), prefix + str(tok["start"])
+                revision, start = tok["rv"], tok["start"]
+                if not isinstance(revision, int) or isinstance(revision, bool) or revision <= 0:
+                    raise ValueError
+                if not isinstance(start, str):
+                    raise ValueError
+                start_after = prefix + start
             except Exception:
-                raise errors.bad_request(f"invalid continue token {continue_token!r}") from None
+                raise errors.bad_request(
+                    "invalid continue parameter: use the continue value from the previous list response unchanged"
+                ) from None
         elif resource_version and resource_version != "0":
             try:
                 wanted = int(resource_version)
@@ -672,13 +707,15 @@ class ResourceStorage:
                 self._notify(rt, "MODIFIED", new)
                 return new, 202 if propagation == "Foreground" else 200
             if ctx.dry_run:
-                return self._success(rt, obj), 200
+                return (obj if rt.return_deleted_object else self._success(rt, obj)), 200
             try:
                 rev, last = await self.store.delete(kv.key, kv.mod_revision)
             except (ConflictError, KeyNotFoundError):
                 continue
             deleted = decode(last.value, rev)
             self._notify(rt, "DELETED", deleted)
+            if rt.return_deleted_object:
+                return deleted, 200
             return self._success(rt, deleted, propagation), 200
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
@@ -719,7 +756,7 @@ class ResourceStorage:
         return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": listed["metadata"], "items": items}
 
     # ------------------------------------------------------------------ watch
-    async def watch(self, rt: ResourceType, spec: WatchSpec) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def watch(self, rt: ResourceType, spec: WatchSpec) -> WatchStream:
         """Yield (type, object). Raises ApiError(410) at once when the RV is too old."""
         ls, fs = self._selectors(rt, spec.label_selector, spec.field_selector)
         prefix = rt.key_prefix(spec.namespace if rt.namespaced else None)
@@ -738,11 +775,13 @@ class ResourceStorage:
             watcher = await self.store.watch(prefix, start)
         except CompactedError as e:
             raise errors.expired(f"too old resource version: {start} ({e.compacted + 1})") from None
-        return self._watch_events(rt, watcher, initial, start, ls, fs, spec)
+        stream = WatchStream(watcher)
+        stream.events = self._watch_events(stream, rt, watcher, initial, start, ls, fs, spec)
+        return stream
 
     async def _watch_events(
-        self, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]], start: int, ls: Any, fs: Any,
-        spec: WatchSpec,
+        self, stream: WatchStream, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]], start: int,
+        ls: Any, fs: Any, spec: WatchSpec,
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         try:
             for obj in initial:
@@ -757,6 +796,7 @@ class ResourceStorage:
                 # not sent to clients: tells the HTTP layer the snapshot's revision, which later bookmarks
                 # may carry (the initial objects' own revisions are older and unordered)
                 yield PROGRESS, {"metadata": {"resourceVersion": str(start)}}
+            stream.initial_done = True
             try:
                 async for ev in watcher:
                     if ev.type == "DELETE":
@@ -784,6 +824,28 @@ class ResourceStorage:
                 yield "ERROR", errors.expired(f"too old resource version: {start} ({e.compacted + 1})").status()
         finally:
             await watcher.close()
+
+
+class WatchStream:
+    """The events of one watch (iterate it), and how far the underlying store watch has got."""
+
+    def __init__(self, watcher: Any) -> None:
+        self._watcher = watcher
+        self.initial_done = False
+        self.events: AsyncIterator[tuple[str, dict[str, Any]]]
+
+    def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        return self.events
+
+    async def aclose(self) -> None:
+        await self.events.aclose()  # type: ignore[attr-defined]
+
+    def progress_revision(self) -> int | None:
+        """While the consumer waits for the next event: a revision every event up to which was sent."""
+        if not self.initial_done:
+            return None
+        progress: int | None = self._watcher.progress_revision()
+        return progress
 
 
 class _Retry(Exception):

@@ -11,6 +11,7 @@ from typing import Any
 from flotilla.apiserver.errors import Cause
 
 _ALWAYS_KNOWN_TOP = ("apiVersion", "kind", "metadata")
+_SERVER_SET_TOP = ("apiVersion", "kind")  # the server sets these from the URL; metadata is type-checked
 _PRESERVE = "x-kubernetes-preserve-unknown-fields"
 _INT_OR_STRING = "x-kubernetes-int-or-string"
 
@@ -134,7 +135,7 @@ def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool
                 causes.append(Cause(_join(path, req), "Required value", "FieldValueRequired"))
         addl = schema.get("additionalProperties")
         for k, v in obj.items():
-            if top and k in _ALWAYS_KNOWN_TOP:
+            if top and k in _SERVER_SET_TOP:
                 continue
             if k in props:
                 causes.extend(schema_errors(v, props[k], _join(path, k), top=False))

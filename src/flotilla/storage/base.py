@@ -105,6 +105,14 @@ class Watcher(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    def progress_revision(self) -> int | None:
+        """A revision up to which every event of this watch has been handed out, if known now.
+
+        Only meaningful while the consumer is waiting for the next event (nothing is buffered); None
+        when unknown. The API server uses it to send bookmarks that keep idle watches resumable.
+        """
+        return None
+
 
 class Store(ABC):
     """A revisioned key-value store with compare-and-swap and watch."""

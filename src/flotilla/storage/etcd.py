@@ -351,6 +351,7 @@ class EtcdStore(Store):
             "key": _b64(full or b"\x00"),
             "range_end": _b64(_prefix_end(full)),
             "prev_kv": True,
+            "progress_notify": True,
         }
         if after_revision is not None:
             if after_revision < self._compacted:
@@ -451,6 +452,7 @@ class _EtcdWatcher(Watcher):
         self._scan = 0  # bytes of _buf known to hold no newline
         self._closed = False
         self._pending: deque[WatchEvent] = deque()
+        self._progress: int | None = None  # every event up to this revision has been received
 
     async def _message(self) -> dict[str, Any] | None:
         """The next message of the stream, or None at its end."""
@@ -532,7 +534,13 @@ class _EtcdWatcher(Watcher):
                     raise StopAsyncIteration
                 if msg is None:
                     raise WatchClosedError("etcd closed the watch stream")
-                self._pending.extend(self._events(self._check(msg)))
+                result = self._check(msg)
+                events = self._events(result)
+                self._pending.extend(events)
+                if events:
+                    self._progress = events[-1].revision
+                elif "header" in result and not result.get("created"):
+                    self._progress = int(result["header"].get("revision", 0)) or self._progress
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 if self._closed:
                     raise StopAsyncIteration from None
@@ -542,6 +550,9 @@ class _EtcdWatcher(Watcher):
                 await self.close()
                 raise
         return self._pending.popleft()
+
+    def progress_revision(self) -> int | None:
+        return None if self._pending or self._closed else self._progress
 
     async def close(self) -> None:
         if self._closed:

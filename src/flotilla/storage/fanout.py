@@ -22,6 +22,7 @@ class QueueWatcher(Watcher):
     def __init__(self, hub: WatchHub, prefix: str, after_revision: int, max_backlog: int) -> None:
         self.prefix = prefix
         self.last_revision = after_revision  # the newest revision queued so far
+        self._seen = after_revision  # the newest revision fed to this watcher, matching or not
         self._hub = hub
         self._max_backlog = max_backlog
         self._events: deque[WatchEvent] = deque()
@@ -46,11 +47,14 @@ class QueueWatcher(Watcher):
         last = self.last_revision
         before = len(self._events)
         append = self._events.append
+        event = None
         for event in events:
             if event.revision > last and event.key.startswith(prefix):
                 append(event)
                 last = event.revision
         self.last_revision = last
+        if event is not None and event.revision > self._seen:
+            self._seen = event.revision
         if len(self._events) > self._max_backlog:
             self.end(
                 f"watch on {prefix!r} fell more than {self._max_backlog} events behind; re-list and re-watch"
@@ -92,6 +96,11 @@ class QueueWatcher(Watcher):
 
     async def close(self) -> None:
         self.end()
+
+    def progress_revision(self) -> int | None:
+        if self._events or self._closed:
+            return None
+        return self._seen
 
 
 class WatchHub:
