@@ -425,6 +425,38 @@ class ApiHandler:
             raise errors.bad_request(str(e)) from None
 
     # --------------------------------------------------------------- watch
+    @staticmethod
+    def _event_line(rt: ResourceType, item: tuple[str, dict[str, Any]], state: _WatchState,
+                    allow_bookmarks: bool, table: bool, q: Any) -> bytes:
+        etype, obj = item
+        if etype == PROGRESS:
+            state.last_rv = obj["metadata"]["resourceVersion"]
+            return b""
+        if etype == "BOOKMARK":
+            if not allow_bookmarks:
+                return b""
+            state.last_rv = obj["metadata"]["resourceVersion"]
+        elif etype != "ERROR":
+            state.last_rv = obj["metadata"].get("resourceVersion", state.last_rv)
+            if table:
+                obj = build_table(rt, [obj], include_object=q.get("includeObject", "Metadata"),
+                                  list_meta={"resourceVersion": state.last_rv}, with_columns=state.first_table)
+                state.first_table = False
+        return orjson.dumps({"type": etype, "object": obj}) + b"\n"
+
+    @staticmethod
+    async def _bookmark(resp: web.StreamResponse, rt: ResourceType, events: Any, state: _WatchState,
+                        queue: asyncio.Queue[Any]) -> None:
+        """A BOOKMARK at the newest revision known to be fully delivered (the store's progress when idle)."""
+        if queue.empty():
+            progress = events.progress_revision()
+            if progress is not None and progress > int(state.last_rv or 0):
+                state.last_rv = str(progress)
+        if state.last_rv:
+            await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
+                "kind": rt.kind, "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": state.last_rv}}}) + b"\n")
+
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         q = request.query
         send_initial = _truthy(q.get("sendInitialEvents"))
@@ -467,73 +499,88 @@ class ApiHandler:
             self._watches.add(this)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        last_rv = spec.resource_version if spec.resource_version not in ("", "0") else ""
-        first_table = True
+        state = _WatchState(last_rv=spec.resource_version if spec.resource_version not in ("", "0") else "")
         last_bookmark = loop.time()
-        iterator = events.__aiter__()
-        pending: asyncio.Task[Any] | None = None
+        # A pump moves events from the store watch into a queue; this loop drains the queue in batches
+        # and writes each batch as one chunk (one syscall for a burst of events, not one per event).
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=_WATCH_BATCH * 4)
+        pump = asyncio.ensure_future(_pump(events, queue))
         try:
-            while True:
+            done = False
+            while not done:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                wait = min(remaining, self.options.bookmark_interval) if allow_bookmarks else remaining
-                wait = min(wait, _DISCONNECT_CHECK)
-                if pending is None:
-                    pending = asyncio.ensure_future(iterator.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=wait)
-                if not done:
-                    if request.transport is None or request.transport.is_closing():
+                if queue.empty():
+                    wait = min(remaining, self.options.bookmark_interval if allow_bookmarks else remaining,
+                               _DISCONNECT_CHECK)
+                    try:
+                        async with asyncio.timeout(wait):
+                            first = await queue.get()
+                    except TimeoutError:
+                        if request.transport is None or request.transport.is_closing():
+                            break
+                        if allow_bookmarks and loop.time() >= last_bookmark + self.options.bookmark_interval:
+                            last_bookmark = loop.time()
+                            await self._bookmark(resp, rt, events, state, queue)
+                        continue
+                else:
+                    first = queue.get_nowait()
+                batch = [first]
+                while len(batch) < _WATCH_BATCH and not queue.empty():
+                    batch.append(queue.get_nowait())
+                chunk = bytearray()
+                for item in batch:
+                    if item is _END:
+                        done = True
                         break
-                    if not allow_bookmarks or loop.time() < last_bookmark + self.options.bookmark_interval:
-                        continue
-                    last_bookmark = loop.time()
-                    progress = events.progress_revision()
-                    if progress is not None and progress > int(last_rv or 0):
-                        last_rv = str(progress)
-                    if allow_bookmarks and last_rv and loop.time() < deadline:
-                        await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
-                            "kind": rt.kind, "apiVersion": rt.api_version,
-                            "metadata": {"resourceVersion": last_rv}}}) + b"\n")
-                    continue
-                task, pending = pending, None
-                try:
-                    etype, obj = task.result()
-                except StopAsyncIteration:
-                    break
-                if etype == PROGRESS:
-                    last_rv = obj["metadata"]["resourceVersion"]
-                    continue
-                if etype == "BOOKMARK":
-                    if not allow_bookmarks:
-                        continue
-                    last_rv = obj["metadata"]["resourceVersion"]
-                elif etype != "ERROR":
-                    last_rv = obj["metadata"].get("resourceVersion", last_rv)
-                    if table:
-                        obj = build_table(rt, [obj], include_object=q.get("includeObject", "Metadata"),
-                                          list_meta={"resourceVersion": last_rv}, with_columns=first_table)
-                        first_table = False
-                await resp.write(orjson.dumps({"type": etype, "object": obj}) + b"\n")
-                if etype == "ERROR":
-                    break
+                    line = self._event_line(rt, item, state, allow_bookmarks, table, q)
+                    if line:
+                        chunk += line
+                    if item[0] == "ERROR":
+                        done = True
+                        break
+                if chunk:
+                    await resp.write(bytes(chunk))
         except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             if this is not None:
                 self._watches.discard(this)
-            if pending is not None:
-                pending.cancel()
-                try:
-                    await pending
-                except (asyncio.CancelledError, StopAsyncIteration, Exception):
-                    pass
-            await iterator.aclose()
+            pump.cancel()
+            try:
+                await pump
+            except (asyncio.CancelledError, Exception):
+                pass
+            await events.aclose()
         try:
             await resp.write_eof()
         except (ConnectionResetError, ConnectionError):
             pass
         return resp
+
+
+@dataclass
+class _WatchState:
+    last_rv: str
+    first_table: bool = True
+
+
+_END = object()
+_WATCH_BATCH = 256
+
+
+async def _pump(events: Any, queue: asyncio.Queue[Any]) -> None:
+    try:
+        async for item in events:
+            await queue.put(item)
+    except ApiError as e:
+        await queue.put(("ERROR", e.status()))
+    finally:
+        try:
+            queue.put_nowait(_END)
+        except asyncio.QueueFull:
+            pass
 
 
 def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.Application:

@@ -30,13 +30,17 @@ def generate_name(prefix: str) -> str:
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    """The stored form: JSON without metadata.resourceVersion (the store's revision is the RV)."""
+    """The stored form: canonical JSON (sorted keys) without metadata.resourceVersion.
+
+    The store's revision is the RV. Sorted keys make equal objects encode to equal bytes, so a no-op
+    write is detected by comparing bytes.
+    """
     meta = obj.get("metadata")
     rv = None
     if isinstance(meta, dict) and "resourceVersion" in meta:
         rv = meta.pop("resourceVersion")
     try:
-        return orjson.dumps(obj)
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
     finally:
         if rv is not None:
             meta["resourceVersion"] = rv  # type: ignore[index]

@@ -539,12 +539,10 @@ class ResourceStorage:
         if strategy:
             strategy(new, old)
         self._bump_generation(rt, new, old)
-        old_cmp = copy.deepcopy(old)
-        meta(old_cmp).pop("resourceVersion", None)
         self._validate(rt, new, old, "UPDATE", ctx)
         value = encode(new)
-        if value == kv.value or orjson.loads(value) == old_cmp:
-            return old  # no-op: nothing bumps, no event
+        if value == kv.value:
+            return old  # no-op (encoding is canonical: sorted keys): nothing bumps, no event
         if ctx.dry_run:
             nm["resourceVersion"] = str(kv.mod_revision)
             return new
@@ -783,6 +781,7 @@ class ResourceStorage:
         self, stream: WatchStream, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]], start: int,
         ls: Any, fs: Any, spec: WatchSpec,
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        unfiltered = ls.empty and not fs.requirements
         try:
             for obj in initial:
                 yield "ADDED", obj
@@ -810,7 +809,7 @@ class ResourceStorage:
                         if now:
                             yield "ADDED", obj
                         continue
-                    before = self._matches(decode(ev.prev_value, ev.revision), ls, fs)
+                    before = True if unfiltered else self._matches(decode(ev.prev_value, ev.revision), ls, fs)
                     if now and before:
                         yield "MODIFIED", obj
                     elif now:

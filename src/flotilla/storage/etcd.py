@@ -120,7 +120,7 @@ class EtcdStore(Store):
         prefix: str = "",
         request_timeout: float = 30.0,
         connect_timeout: float = 3.0,
-        max_connections: int = 128,
+        max_connections: int = 256,
     ) -> EtcdStore:
         """Connect to an etcd cluster given as ``host:port`` (or ``http://host:port``) endpoints.
 
