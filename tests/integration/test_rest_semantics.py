@@ -234,3 +234,4 @@ async def test_terminating_namespace_refuses_new_content(rs: ResourceStorage) ->
     with pytest.raises(ApiError) as e:
         await rs.create(cm, "going", {"metadata": {"name": "x"}})
     assert e.value.code == 403 and "being terminated" in e.value.message
+    assert e.value.message.startswith('configmaps "x" is forbidden')

@@ -16,10 +16,69 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 
 class NamespaceLifecycle:
+    """Namespace termination, plus the cache of namespaces that spares creates a store read.
+
+    The cache (name -> terminating?) follows the store through a watch, so namespaces created or
+    deleted through another API server on the same etcd are seen too; a name missing from it is
+    looked up in the store, as kube-apiserver's NamespaceLifecycle admission does.
+    """
+
     def __init__(self, storage: ResourceStorage) -> None:
         self.storage = storage
         self.ns_rt = storage.types.lookup("", "v1", "namespaces")
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._follower: asyncio.Task[None] | None = None
+        self.cache: dict[str, bool] = {}
+
+    def _remember(self, event: str, ns: dict[str, Any]) -> None:
+        name = meta(ns).get("name")
+        if not isinstance(name, str):
+            return
+        if event == "DELETED":
+            self.cache.pop(name, None)
+        else:
+            self.cache[name] = bool(meta(ns).get("deletionTimestamp"))
+
+    async def start_cache(self) -> None:
+        assert self.ns_rt is not None
+        listed = await self.storage.list(self.ns_rt, None)
+        self.cache = {}
+        for ns in listed["items"]:
+            self._remember("ADDED", ns)
+        self.storage.namespace_cache = self.cache
+        self._follower = asyncio.get_running_loop().create_task(self._follow(listed["metadata"]["resourceVersion"]))
+
+    async def _follow(self, rv: str) -> None:
+        from flotilla.apiserver.rest import WatchSpec
+
+        assert self.ns_rt is not None
+        while True:
+            try:
+                events = await self.storage.watch(self.ns_rt, WatchSpec(resource_version=rv))
+                async for etype, obj in events:
+                    if etype in ("ADDED", "MODIFIED", "DELETED"):
+                        rv = obj["metadata"]["resourceVersion"]
+                        self._remember(etype, obj)
+                    elif etype == "ERROR":
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("namespace watch failed; re-listing")
+            await asyncio.sleep(0.2)
+            try:
+                listed = await self.storage.list(self.ns_rt, None)
+            except Exception:
+                log.exception("namespace re-list failed")
+                continue
+            fresh: dict[str, bool] = {}
+            for ns in listed["items"]:
+                name = meta(ns).get("name")
+                if isinstance(name, str):
+                    fresh[name] = bool(meta(ns).get("deletionTimestamp"))
+            self.cache.clear()
+            self.cache.update(fresh)
+            rv = listed["metadata"]["resourceVersion"]
 
     async def ensure_defaults(self) -> None:
         assert self.ns_rt is not None
@@ -38,7 +97,10 @@ class NamespaceLifecycle:
                 self._schedule(meta(ns)["name"])
 
     def on_write(self, rt: ResourceType, event: str, obj: dict[str, Any]) -> None:
-        if rt is self.ns_rt and event == "MODIFIED" and meta(obj).get("deletionTimestamp"):
+        if rt is not self.ns_rt:
+            return
+        self._remember(event, obj)
+        if event == "MODIFIED" and meta(obj).get("deletionTimestamp"):
             self._schedule(meta(obj)["name"])
 
     def _schedule(self, name: str) -> None:
@@ -83,6 +145,13 @@ class NamespaceLifecycle:
             self._tasks.pop(name, None)
 
     async def stop(self) -> None:
+        self.storage.namespace_cache = None
+        if self._follower is not None:
+            self._follower.cancel()
+            try:
+                await self._follower
+            except (asyncio.CancelledError, Exception):
+                pass
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):

@@ -137,6 +137,8 @@ class ResourceStorage:
         # callbacks after a successful write: (rt, event type, object)
         self.after_write: list[Callable[[ResourceType, str, dict[str, Any]], Any]] = []
         self.namespace_rt = types.lookup("", "v1", "namespaces")
+        # name -> terminating?, kept by NamespaceLifecycle; None: always read the store
+        self.namespace_cache: dict[str, bool] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> str:
@@ -148,22 +150,26 @@ class ResourceStorage:
             raise errors.not_found(rt, name)
         return kv
 
-    async def _check_namespace(self, rt: ResourceType, namespace: str | None) -> None:
+    async def _check_namespace(self, rt: ResourceType, namespace: str | None, name: str = "") -> None:
         if not rt.namespaced:
             return
         if not namespace:
             raise errors.bad_request("the namespace of the object is required for namespaced resources")
         if self.namespace_rt is None:
             return
-        kv = await self.store.get(self.namespace_rt.key(None, namespace))
-        if kv is None:
-            raise errors.namespace_not_found(namespace)
-        ns = orjson.loads(kv.value)
-        if ns.get("metadata", {}).get("deletionTimestamp"):
+        cache = self.namespace_cache
+        if cache is not None and namespace in cache:
+            terminating = cache[namespace]
+        else:
+            kv = await self.store.get(self.namespace_rt.key(None, namespace))
+            if kv is None:
+                raise errors.namespace_not_found(namespace)
+            terminating = bool(orjson.loads(kv.value).get("metadata", {}).get("deletionTimestamp"))
+        if terminating:
             raise ApiError(
                 403,
                 "Forbidden",
-                f'{rt.plural} "{{name}}" is forbidden: unable to create new content in namespace {namespace} '
+                f'{rt.plural} "{name}" is forbidden: unable to create new content in namespace {namespace} '
                 "because it is being terminated",
                 {"causes": [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
                              "field": "metadata.namespace"}]},
@@ -268,7 +274,7 @@ class ResourceStorage:
         generate = not md.get("name") and md.get("generateName")
         if generate and not isinstance(md.get("generateName"), str):
             raise errors.invalid(rt, "", [Cause("metadata.generateName", "Invalid value: must be a string")])
-        await self._check_namespace(rt, namespace)
+        await self._check_namespace(rt, namespace, md.get("name") or md.get("generateName") or "")
         self._field_checks(rt, obj, ctx)
         for key in ("resourceVersion", "uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             md.pop(key, None)

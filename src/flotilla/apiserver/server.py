@@ -78,6 +78,7 @@ class ApiServer:
 
         self.admission.register("apiextensions.k8s.io", "CustomResourceDefinition", _CRDValidation(validate_crd))
         await self._crds.start()
+        await self._namespaces.start_cache()
         await self._namespaces.ensure_defaults()
         await self._namespaces.resume()
         self._gc = GarbageCollector(storage)
