@@ -77,7 +77,7 @@ def test_two_apiservers_share_one_etcd(etcd: str, tmp_path: Path) -> None:
         # a namespace made through A takes content through B at once (B's namespace cache falls back to
         # the store for names it has not seen yet)
         ka.run("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: made-on-a}\n")
-        kb.run("apply", "-f", "-", input=CM.format(name="x", value="y").replace("default", "made-on-a"))
+        kb.run("apply", "-f", "-", input=CM.format(name="x", value="val").replace("default", "made-on-a"))
         watcher = kb.popen("get", "cm", "shared", "-w", "-o", "jsonpath={.data.k}{\"\\n\"}",
                            "--request-timeout=8s")
         import time
