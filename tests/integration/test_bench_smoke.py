@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from flotilla.cli import bench_etcd
 from flotilla.cli.bench import percentile, run_bench
 from flotilla.cli.main import build_parser
+from flotilla.storage import etcd_launcher as bench_etcd
 
 OBJECTS = 50
 STORE_WRITES = 500

