@@ -1,0 +1,596 @@
+"""An asyncio work queue for controllers, with the semantics of client-go's workqueue.
+
+* A key is queued at most once (``add`` of a key that is already waiting is a no-op).
+* A key that is added while a worker processes it is not handed to a second worker; it is
+  queued again when that worker calls ``done`` (so it is processed once more, afterwards).
+* Ready keys are handed out first in, first out.
+* ``add_after`` delays a key; when the same key is delayed more than once the earliest time wins.
+  All delayed keys share one heap and a single timer handle.
+* ``add_rate_limited`` delays a key by the rate limiter: per-key exponential backoff
+  (5 ms doubling to at most 1000 s) combined with an overall token bucket (10 qps, burst 100);
+  the larger of the two delays is used.  ``forget`` resets the key's backoff.
+* ``shutdown`` drops delayed keys and wakes every waiting ``get``; keys that were already ready
+  are still handed out, then ``get`` raises :class:`QueueShutDown`.
+
+Everything runs on one event loop; the queue is not thread-safe.  Time comes from a
+:class:`Clock`, so tests can drive delays with :class:`FakeClock` instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+
+__all__ = [
+    "BucketRateLimiter",
+    "Clock",
+    "FakeClock",
+    "ItemExponentialFailureRateLimiter",
+    "LoopClock",
+    "MaxOfRateLimiter",
+    "QueueShutDown",
+    "RateLimiter",
+    "Stat",
+    "TimerHandle",
+    "WorkQueue",
+    "default_rate_limiter",
+]
+
+
+class QueueShutDown(Exception):
+    """Raised by :meth:`WorkQueue.get` once the queue is shut down and has no ready key left."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """Where the queue reads the time and schedules its single timer."""
+
+    def now(self) -> float:
+        """Monotonic seconds."""
+        ...
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        """Call ``callback`` (on the event loop) once ``now() >= when``."""
+        ...
+
+
+class LoopClock:
+    """The running event loop's monotonic clock."""
+
+    def now(self) -> float:
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:
+            return time.monotonic()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_at(when, callback)
+
+
+class _FakeTimer:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """A clock that only moves when told to (:meth:`advance`); for tests."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._seq = 0
+        self._timers: list[tuple[float, int, _FakeTimer, Callable[[], None]]] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        handle = _FakeTimer()
+        self._seq += 1
+        heapq.heappush(self._timers, (when, self._seq, handle, callback))
+        return handle
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward, running every timer that falls due, in time order."""
+        target = self._now + seconds
+        while self._timers and self._timers[0][0] <= target:
+            when, _, handle, callback = heapq.heappop(self._timers)
+            if handle.cancelled:
+                continue
+            self._now = max(self._now, when)
+            callback()
+        self._now = target
+
+    @property
+    def pending_timers(self) -> int:
+        return sum(1 for t in self._timers if not t[2].cancelled)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rate limiters
+
+
+class RateLimiter(Protocol[K_contra]):
+    def when(self, key: K_contra) -> float:
+        """How long to wait (seconds) before the key is retried; records one more failure."""
+        ...
+
+    def forget(self, key: K_contra) -> None: ...
+
+    def num_requeues(self, key: K_contra) -> int: ...
+
+
+class ItemExponentialFailureRateLimiter(Generic[K]):
+    """``base * 2**failures`` seconds per key, capped at ``max_delay``."""
+
+    def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._failures: dict[K, int] = {}
+
+    def when(self, key: K) -> float:
+        exp = self._failures.get(key, 0)
+        self._failures[key] = exp + 1
+        if exp >= 1000:  # 2.0**1024 overflows a float; any realistic cap is far below this
+            return self.max_delay
+        return min(self.base_delay * math.ldexp(1.0, exp), self.max_delay)
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+
+class BucketRateLimiter(Generic[K]):
+    """An overall token bucket (``qps`` tokens a second, at most ``burst`` saved up).
+
+    Each ``when`` takes a token, going into debt if there is none; the delay is the time until
+    the debt is paid off (the reservation semantics of golang.org/x/time/rate).
+    """
+
+    def __init__(self, qps: float = 10.0, burst: int = 100, clock: Clock | None = None) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be > 0 and burst >= 1")
+        self.qps = qps
+        self.burst = burst
+        self.clock: Clock = clock or LoopClock()
+        self._tokens = float(burst)
+        self._last: float | None = None
+
+    def when(self, key: K) -> float:
+        now = self.clock.now()
+        if self._last is not None:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def forget(self, key: K) -> None:
+        pass
+
+    def num_requeues(self, key: K) -> int:
+        return 0
+
+
+class MaxOfRateLimiter(Generic[K]):
+    """Asks every limiter (each records the attempt) and waits for the longest delay."""
+
+    def __init__(self, *limiters: RateLimiter[K]) -> None:
+        if not limiters:
+            raise ValueError("need at least one rate limiter")
+        self.limiters = limiters
+
+    def when(self, key: K) -> float:
+        return max([lim.when(key) for lim in self.limiters])
+
+    def forget(self, key: K) -> None:
+        for lim in self.limiters:
+            lim.forget(key)
+
+    def num_requeues(self, key: K) -> int:
+        return max(lim.num_requeues(key) for lim in self.limiters)
+
+
+def default_rate_limiter(
+    *,
+    base_delay: float = 0.005,
+    max_delay: float = 1000.0,
+    qps: float = 10.0,
+    burst: int = 100,
+    clock: Clock | None = None,
+) -> MaxOfRateLimiter[Any]:
+    """client-go's ``DefaultControllerRateLimiter``: per-key backoff and an overall bucket."""
+    return MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter(base_delay, max_delay), BucketRateLimiter(qps, burst, clock)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+@dataclass
+class Stat:
+    """Count, sum and max of observed durations (seconds)."""
+
+    count: int = 0
+    total: float = 0.0
+    max: float = 0.0
+
+    def observe(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        if value > self.max:
+            self.max = value
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"count": self.count, "sum": self.total, "max": self.max, "mean": self.mean}
+
+
+class _Prometheus:
+    """client-go's workqueue metric names, when prometheus_client is installed (created once)."""
+
+    _instance: _Prometheus | None = None
+
+    def __init__(self) -> None:
+        import prometheus_client as prom  # type: ignore[import-not-found]
+
+        self.depth = prom.Gauge("workqueue_depth", "Current depth of workqueue", ["name"])
+        self.adds = prom.Counter(
+            "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"]
+        )
+        self.latency = prom.Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            ["name"],
+        )
+        self.work = prom.Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            ["name"],
+        )
+        self.retries = prom.Counter(
+            "workqueue_retries_total", "Total number of retries handled by workqueue", ["name"]
+        )
+
+    @classmethod
+    def get(cls) -> _Prometheus | None:
+        if cls._instance is None:
+            try:
+                cls._instance = cls()
+            except Exception:  # not installed, or names already registered elsewhere
+                return None
+        return cls._instance
+
+
+# ---------------------------------------------------------------------------------------------
+# The queue
+
+
+class WorkQueue(Generic[K]):
+    """A deduplicating, delaying, rate-limited FIFO of keys (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        clock: Clock | None = None,
+        rate_limiter: RateLimiter[K] | None = None,
+        prometheus: bool = True,
+    ) -> None:
+        self.name = name
+        self.clock: Clock = clock or LoopClock()
+        self.rate_limiter: RateLimiter[K] = rate_limiter or default_rate_limiter(clock=self.clock)
+
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._shutting_down = False
+        self._drained: asyncio.Event | None = None
+
+        # delayed keys: a heap of (when, seq, key) with lazy deletion; _waiting holds the live entry
+        self._heap: list[tuple[float, int, K]] = []
+        self._waiting: dict[K, tuple[float, int]] = {}
+        self._seq = 0
+        self._timer: TimerHandle | None = None
+        self._timer_when = math.inf
+
+        # metrics
+        self.adds = 0
+        self.retries = 0
+        self.latency = Stat()
+        self.work_duration = Stat()
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._prom = _Prometheus.get() if (prometheus and name) else None
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Keys ready to be handed out."""
+        return len(self._queue)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def waiting(self) -> int:
+        """Keys delayed by ``add_after`` / ``add_rate_limited``."""
+        return len(self._waiting)
+
+    @property
+    def processing(self) -> int:
+        return len(self._processing)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    def metrics(self) -> dict[str, Any]:
+        now = self.clock.now()
+        return {
+            "name": self.name,
+            "depth": self.depth,
+            "waiting": self.waiting,
+            "processing": self.processing,
+            "adds": self.adds,
+            "retries": self.retries,
+            "latency": self.latency.as_dict(),
+            "work_duration": self.work_duration.as_dict(),
+            "unfinished_work_seconds": sum(now - t for t in self._started_at.values()),
+            "longest_running_processor_seconds": max(
+                (now - t for t in self._started_at.values()), default=0.0
+            ),
+        }
+
+    # -- adding --------------------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        """Queue the key unless it is already queued; a key being processed is queued on ``done``."""
+        if self._shutting_down or key in self._dirty:
+            return
+        self.adds += 1
+        if self._prom is not None:
+            self._prom.adds.labels(self.name).inc()
+        self._dirty.add(key)
+        self._added_at.setdefault(key, self.clock.now())
+        if key in self._processing:
+            return
+        self._push_ready(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add the key once ``delay`` seconds have passed; an earlier pending time for it wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        when = self.clock.now() + delay
+        current = self._waiting.get(key)
+        if current is not None and current[0] <= when:
+            return
+        self._seq += 1
+        self._waiting[key] = (when, self._seq)
+        heapq.heappush(self._heap, (when, self._seq, key))
+        if when < self._timer_when:
+            self._arm(when)
+
+    def add_rate_limited(self, key: K) -> None:
+        """Add the key after the rate limiter's delay (a retry: bumps its backoff)."""
+        if self._shutting_down:
+            return
+        self.retries += 1
+        if self._prom is not None:
+            self._prom.retries.labels(self.name).inc()
+        self.add_after(key, self.rate_limiter.when(key))
+
+    def forget(self, key: K) -> None:
+        """The key was handled successfully: reset its backoff."""
+        self.rate_limiter.forget(key)
+
+    def num_requeues(self, key: K) -> int:
+        return self.rate_limiter.num_requeues(key)
+
+    # -- taking --------------------------------------------------------------------------------
+
+    async def get(self) -> K:
+        """Wait for a ready key and mark it processing; the caller must call ``done(key)``.
+
+        Raises :class:`QueueShutDown` once the queue is shut down and no ready key is left.
+        """
+        loop = asyncio.get_running_loop()
+        while not self._queue:
+            if self._shutting_down:
+                raise QueueShutDown(self.name)
+            fut: asyncio.Future[None] = loop.create_future()
+            self._getters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(fut)
+                if fut.done() and not fut.cancelled():
+                    self._wake_one()  # the wake-up was meant for someone: pass it on
+                raise
+        return self._take()
+
+    def get_nowait(self) -> K:
+        """A ready key (marked processing), or ``QueueShutDown`` / ``LookupError`` when there is none."""
+        if not self._queue:
+            if self._shutting_down:
+                raise QueueShutDown(self.name)
+            raise LookupError("no key is ready")
+        return self._take()
+
+    def done(self, key: K) -> None:
+        """Processing of ``key`` finished; if it was added meanwhile it is queued again."""
+        if key not in self._processing:
+            return
+        self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            elapsed = self.clock.now() - started
+            self.work_duration.observe(elapsed)
+            if self._prom is not None:
+                self._prom.work.labels(self.name).observe(elapsed)
+        if key in self._dirty:
+            self._push_ready(key)
+        if self._drained is not None:
+            self._drained.set()
+
+    # -- shutting down -------------------------------------------------------------------------
+
+    def shutdown(self, *, discard_ready: bool = False) -> None:
+        """Stop accepting keys, drop delayed ones and wake every waiting ``get``.
+
+        Keys already ready are still handed out (as in client-go) unless ``discard_ready``.
+        """
+        self._shutting_down = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_when = math.inf
+        self._heap.clear()
+        self._waiting.clear()
+        if discard_ready:
+            for key in self._dirty:
+                self._added_at.pop(key, None)
+            self._dirty.clear()  # includes keys re-added while processing: done() won't requeue them
+            self._queue.clear()
+            self._set_depth()
+        while self._getters:
+            fut = self._getters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    async def shutdown_with_drain(self, *, discard_ready: bool = False) -> None:
+        """``shutdown``, then wait until no key is ready or being processed (workers must run)."""
+        self.shutdown(discard_ready=discard_ready)
+        while self._processing or self._queue:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+        self._drained = None
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def run_workers(self, n: int, handler: Callable[[K], Awaitable[Any]]) -> None:
+        """Run ``n`` workers calling ``await handler(key)`` until the queue shuts down.
+
+        A handler that raises gets its key re-added with ``add_rate_limited``; one that returns
+        gets it forgotten (backoff reset).  Cancelling this coroutine cancels the workers.
+        """
+
+        async def worker() -> None:
+            while True:
+                try:
+                    key = await self.get()
+                except QueueShutDown:
+                    return
+                try:
+                    await handler(key)
+                except asyncio.CancelledError:
+                    self.done(key)
+                    raise
+                except Exception:
+                    log.warning(
+                        "workqueue %s: handler failed for %r (retry %d)",
+                        self.name,
+                        key,
+                        self.num_requeues(key) + 1,
+                        exc_info=True,
+                    )
+                    self.add_rate_limited(key)
+                else:
+                    self.forget(key)
+                self.done(key)
+
+        async with asyncio.TaskGroup() as tg:
+            for i in range(n):
+                tg.create_task(worker(), name=f"workqueue-{self.name}-worker-{i}")
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _push_ready(self, key: K) -> None:
+        self._queue.append(key)
+        self._set_depth()
+        self._wake_one()
+
+    def _take(self) -> K:
+        key = self._queue.popleft()
+        self._set_depth()
+        self._processing.add(key)
+        self._dirty.discard(key)
+        now = self.clock.now()
+        added = self._added_at.pop(key, None)
+        if added is not None:
+            self.latency.observe(now - added)
+            if self._prom is not None:
+                self._prom.latency.labels(self.name).observe(now - added)
+        self._started_at[key] = now
+        return key
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            fut = self._getters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def _set_depth(self) -> None:
+        if self._prom is not None:
+            self._prom.depth.labels(self.name).set(len(self._queue))
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_when = when
+        self._timer = self.clock.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_when = math.inf
+        if self._shutting_down:
+            return
+        now = self.clock.now()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, seq, key = heapq.heappop(heap)
+            if self._waiting.get(key) == (when, seq):
+                del self._waiting[key]
+                self.add(key)
+        # skip stale entries so the next timer is for a live key
+        while heap and self._waiting.get(heap[0][2]) != (heap[0][0], heap[0][1]):
+            heapq.heappop(heap)
+        if heap:
+            self._arm(heap[0][0])

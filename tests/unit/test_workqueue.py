@@ -1,0 +1,633 @@
+"""WorkQueue semantics (client-go's workqueue), driven by a fake clock where time matters."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from flotilla.client.workqueue import (
+    BucketRateLimiter,
+    FakeClock,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    QueueShutDown,
+    WorkQueue,
+    default_rate_limiter,
+)
+
+
+def make(clock: FakeClock | None = None, **kw: object) -> tuple[WorkQueue[str], FakeClock]:
+    clock = clock or FakeClock()
+    return WorkQueue("test", clock=clock, prometheus=False, **kw), clock  # type: ignore[arg-type]
+
+
+def drain(q: WorkQueue[str]) -> list[str]:
+    out: list[str] = []
+    while True:
+        try:
+            key = q.get_nowait()
+        except LookupError:
+            return out
+        out.append(key)
+        q.done(key)
+
+
+# -- basic queue ---------------------------------------------------------------------------------
+
+
+def test_fifo_and_dedupe() -> None:
+    q, _ = make()
+    for key in ["a", "b", "a", "c", "b", "a"]:
+        q.add(key)
+    assert q.depth == 3 and len(q) == 3
+    assert q.adds == 3
+    assert drain(q) == ["a", "b", "c"]
+
+
+async def test_get_waits_for_add() -> None:
+    q, _ = make()
+    task = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not task.done()
+    q.add("x")
+    assert await asyncio.wait_for(task, 1) == "x"
+    assert q.processing == 1
+
+
+async def test_waiting_getters_are_served_in_order() -> None:
+    q, _ = make()
+    tasks = [asyncio.create_task(q.get()) for _ in range(3)]
+    await asyncio.sleep(0)
+    for key in "abc":
+        q.add(key)
+    assert await asyncio.gather(*tasks) == ["a", "b", "c"]
+
+
+async def test_cancelled_getter_passes_its_wakeup_on() -> None:
+    q, _ = make()
+    first = asyncio.create_task(q.get())
+    second = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("k")  # wakes `first` ...
+    first.cancel()  # ... which is cancelled before it runs
+    assert await asyncio.wait_for(second, 1) == "k"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert q.depth == 0
+
+
+def test_key_re_added_while_processing_is_processed_once_more_after_done() -> None:
+    q, _ = make()
+    q.add("a")
+    q.add("b")
+    assert q.get_nowait() == "a"
+    q.add("a")
+    q.add("a")
+    assert q.depth == 1  # only "b": "a" is not handed to a second worker
+    assert q.get_nowait() == "b"
+    with pytest.raises(LookupError):
+        q.get_nowait()
+    q.done("a")
+    assert q.depth == 1
+    assert q.get_nowait() == "a"
+    q.done("a")
+    q.done("b")
+    assert q.depth == 0 and q.processing == 0
+    with pytest.raises(LookupError):
+        q.get_nowait()
+
+
+def test_done_without_re_add_does_not_requeue_and_unknown_done_is_ignored() -> None:
+    q, _ = make()
+    q.add("a")
+    key = q.get_nowait()
+    q.done(key)
+    q.done(key)
+    q.done("never-seen")
+    assert q.depth == 0 and q.processing == 0
+
+
+# -- delays --------------------------------------------------------------------------------------
+
+
+def test_add_after_becomes_ready_at_its_time() -> None:
+    q, clock = make()
+    q.add_after("a", 5)
+    assert q.depth == 0 and q.waiting == 1
+    clock.advance(4.999)
+    assert q.depth == 0
+    clock.advance(0.001)
+    assert q.depth == 1 and q.waiting == 0
+    assert drain(q) == ["a"]
+
+
+def test_add_after_keeps_the_earliest_time() -> None:
+    q, clock = make()
+    q.add_after("a", 10)
+    q.add_after("a", 2)
+    q.add_after("a", 7)
+    assert q.waiting == 1
+    clock.advance(2)
+    assert drain(q) == ["a"]
+    clock.advance(20)  # the later requests were folded into the earlier one
+    assert drain(q) == []
+
+    q.add_after("b", 2)
+    q.add_after("b", 10)
+    clock.advance(2)
+    assert drain(q) == ["b"]
+    clock.advance(20)
+    assert drain(q) == []
+
+
+def test_delayed_keys_become_ready_in_time_order_with_one_timer() -> None:
+    q, clock = make()
+    for i, delay in enumerate([5, 1, 3, 2, 4]):
+        q.add_after(f"k{i}", delay)
+    assert clock.pending_timers == 1
+    clock.advance(10)
+    assert drain(q) == ["k1", "k3", "k2", "k4", "k0"]
+    assert clock.pending_timers == 0
+
+
+def test_many_delayed_keys_share_one_timer() -> None:
+    q, clock = make()
+    for i in range(200):
+        q.add_after(f"k{i}", 1 + (i * 7919 % 200) / 100)
+    assert clock.pending_timers == 1
+    clock.advance(1.5)
+    assert clock.pending_timers == 1
+    clock.advance(10)
+    assert clock.pending_timers == 0
+    assert sorted(drain(q)) == sorted(f"k{i}" for i in range(200))
+
+
+def test_zero_delay_adds_at_once_and_delayed_key_already_queued_is_deduped() -> None:
+    q, clock = make()
+    q.add_after("a", 0)
+    q.add_after("b", -1)
+    assert q.depth == 2
+    q.add_after("a", 1)
+    clock.advance(1)
+    assert drain(q) == ["a", "b"]
+
+
+async def test_add_after_with_the_real_loop_clock() -> None:
+    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    q.add_after("late", 0.05)
+    q.add_after("early", 0.01)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert await asyncio.wait_for(q.get(), 1) == "early"
+    assert await asyncio.wait_for(q.get(), 1) == "late"
+    assert loop.time() - start >= 0.045
+
+
+# -- rate limiting -------------------------------------------------------------------------------
+
+
+def test_item_exponential_backoff_and_forget() -> None:
+    lim: ItemExponentialFailureRateLimiter[str] = ItemExponentialFailureRateLimiter(0.005, 1000.0)
+    assert [lim.when("a") for _ in range(4)] == [0.005, 0.01, 0.02, 0.04]
+    assert lim.num_requeues("a") == 4
+    assert lim.when("b") == 0.005  # per key
+    lim.forget("a")
+    assert lim.num_requeues("a") == 0
+    assert lim.when("a") == 0.005
+    for _ in range(5000):  # no overflow, capped at max
+        delay = lim.when("c")
+    assert delay == 1000.0
+
+
+def test_token_bucket_burst_then_rate() -> None:
+    clock = FakeClock()
+    bucket: BucketRateLimiter[str] = BucketRateLimiter(qps=10, burst=3, clock=clock)
+    assert [bucket.when("x") for _ in range(3)] == [0, 0, 0]
+    assert bucket.when("x") == pytest.approx(0.1)
+    assert bucket.when("y") == pytest.approx(0.2)
+    clock.advance(10)
+    assert [bucket.when("z") for _ in range(3)] == [0, 0, 0]  # refilled, but only to the burst
+    assert bucket.when("z") == pytest.approx(0.1)
+
+
+def test_default_limiter_is_max_of_backoff_and_bucket() -> None:
+    clock = FakeClock()
+    lim = default_rate_limiter(qps=1, burst=1, clock=clock)
+    assert isinstance(lim, MaxOfRateLimiter)
+    assert lim.when("a") == 0.005  # bucket had a token
+    assert lim.when("b") == pytest.approx(1.0)  # bucket empty: 1 qps
+    assert lim.num_requeues("a") == 1
+
+
+def test_add_rate_limited_backs_off_per_key_and_forget_resets() -> None:
+    q, clock = make()
+    for expected in [0.005, 0.01, 0.02, 0.04]:
+        q.add_rate_limited("a")
+        clock.advance(expected * 0.99)
+        assert q.depth == 0
+        clock.advance(expected * 0.02)
+        assert drain(q) == ["a"]
+    assert q.num_requeues("a") == 4
+    assert q.retries == 4
+    q.forget("a")
+    assert q.num_requeues("a") == 0
+    q.add_rate_limited("a")
+    clock.advance(0.005)
+    assert drain(q) == ["a"]
+
+
+def test_add_rate_limited_respects_the_overall_bucket() -> None:
+    clock = FakeClock()
+    q, _ = make(clock, rate_limiter=default_rate_limiter(qps=10, burst=2, clock=clock))
+    for key in "abcd":
+        q.add_rate_limited(key)
+    clock.advance(0.005)
+    assert drain(q) == ["a", "b"]
+    clock.advance(0.1)
+    assert drain(q) == ["c"]
+    clock.advance(0.1)
+    assert drain(q) == ["d"]
+
+
+# -- shutdown ------------------------------------------------------------------------------------
+
+
+async def test_shutdown_wakes_getters_and_drops_delayed_keys() -> None:
+    q, clock = make()
+    getters = [asyncio.create_task(q.get()) for _ in range(2)]
+    await asyncio.sleep(0)
+    q.add_after("later", 1)
+    q.shutdown()
+    for task in getters:
+        with pytest.raises(QueueShutDown):
+            await asyncio.wait_for(task, 1)
+    assert q.shutting_down and q.waiting == 0 and clock.pending_timers == 0
+    clock.advance(5)
+    q.add("x")
+    q.add_after("y", 0)
+    q.add_rate_limited("z")
+    assert q.depth == 0
+    with pytest.raises(QueueShutDown):
+        await q.get()
+
+
+async def test_shutdown_still_hands_out_ready_keys_unless_discarded() -> None:
+    q, _ = make()
+    q.add("a")
+    q.add("b")
+    q.shutdown()
+    assert await q.get() == "a"
+    assert q.get_nowait() == "b"
+    with pytest.raises(QueueShutDown):
+        q.get_nowait()
+
+    q2, _ = make()
+    q2.add("a")
+    q2.shutdown(discard_ready=True)
+    with pytest.raises(QueueShutDown):
+        await q2.get()
+
+
+async def test_shutdown_with_drain_waits_for_processing() -> None:
+    q, _ = make()
+    q.add("a")
+    key = await q.get()
+    drained = asyncio.create_task(q.shutdown_with_drain())
+    await asyncio.sleep(0.01)
+    assert not drained.done()
+    q.done(key)
+    await asyncio.wait_for(drained, 1)
+
+
+# -- workers -------------------------------------------------------------------------------------
+
+
+async def test_run_workers_retries_failures_with_backoff_and_forgets_on_success() -> None:
+    q: WorkQueue[str] = WorkQueue("workers", prometheus=False)
+    calls: Counter[str] = Counter()
+    finished = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        calls[key] += 1
+        if key == "flaky" and calls[key] < 3:
+            raise RuntimeError("transient")
+        if calls["flaky"] >= 3 and calls["ok"] >= 1:
+            finished.set()
+
+    q.add("flaky")
+    q.add("ok")
+    runner = asyncio.create_task(q.run_workers(2, handler))
+    await asyncio.wait_for(finished.wait(), 2)
+    await asyncio.sleep(0)
+    assert calls == {"flaky": 3, "ok": 1}
+    assert q.retries == 2
+    assert q.num_requeues("flaky") == 0  # forgotten after success
+    q.shutdown()
+    await asyncio.wait_for(runner, 1)
+
+
+async def test_run_workers_process_in_parallel_but_never_one_key_twice_at_once() -> None:
+    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    active: set[str] = set()
+    max_parallel = 0
+    seen: Counter[str] = Counter()
+    all_twice = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        nonlocal max_parallel
+        assert key not in active
+        active.add(key)
+        max_parallel = max(max_parallel, len(active))
+        await asyncio.sleep(0.01)
+        if seen[key] == 0:
+            q.add(key)  # re-added while processing: runs again after this one
+        seen[key] += 1
+        active.discard(key)
+        if sum(seen.values()) == 8:
+            all_twice.set()
+
+    runner = asyncio.create_task(q.run_workers(4, handler))
+    for key in "abcd":
+        q.add(key)
+    await asyncio.wait_for(all_twice.wait(), 2)
+    q.shutdown()
+    await asyncio.wait_for(runner, 1)
+    assert seen == {k: 2 for k in "abcd"}
+    assert max_parallel == 4
+
+
+async def test_cancelling_run_workers_cancels_handlers_and_marks_keys_done() -> None:
+    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    started = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    q.add("a")
+    runner = asyncio.create_task(q.run_workers(1, handler))
+    await asyncio.wait_for(started.wait(), 1)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert q.processing == 0
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def test_metrics_depth_adds_latency_work_duration_retries() -> None:
+    q, clock = make()
+    q.add("a")
+    q.add("a")
+    q.add("b")
+    clock.advance(3)
+    key = q.get_nowait()
+    clock.advance(2)
+    m = q.metrics()
+    assert m["depth"] == 1 and m["processing"] == 1 and m["adds"] == 2
+    assert m["unfinished_work_seconds"] == pytest.approx(2)
+    assert m["longest_running_processor_seconds"] == pytest.approx(2)
+    q.done(key)
+    q.add_rate_limited("a")
+    m = q.metrics()
+    assert m["latency"]["count"] == 1 and m["latency"]["sum"] == pytest.approx(3)
+    assert m["work_duration"]["count"] == 1 and m["work_duration"]["sum"] == pytest.approx(2)
+    assert m["retries"] == 1 and m["waiting"] == 1
+    assert q.latency.max == pytest.approx(3) and q.work_duration.mean == pytest.approx(2)
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+class _RecordingLimiter(ItemExponentialFailureRateLimiter[str]):
+    """The default per-key backoff, remembering the last delay so the model can follow it."""
+
+    last = 0.0
+
+    def when(self, key: str) -> float:
+        self.last = super().when(key)
+        return self.last
+
+
+KEYS = st.sampled_from(["a", "b", "c", "d"])
+
+
+class WorkQueueMachine(RuleBasedStateMachine):
+    """Random add/add_after/add_rate_limited/get/done/time sequences against a simple model.
+
+    Model: ``owed`` holds keys added since they were last handed out; ``due`` holds the earliest
+    pending time of each delayed key.  A key is never handed out while held, and at the end every
+    owed or delayed key comes out exactly once: none lost, none duplicated, none made up.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.limiter = _RecordingLimiter(0.005, 0.5)
+        self.q: WorkQueue[str] = WorkQueue(clock=self.clock, rate_limiter=self.limiter, prometheus=False)
+        self.held: set[str] = set()
+        self.owed: set[str] = set()
+        self.due: dict[str, float] = {}
+
+    def _delay(self, key: str, delay: float) -> None:
+        if delay <= 0:
+            self.owed.add(key)
+            return
+        when = self.clock.now() + delay
+        self.due[key] = min(self.due.get(key, when), when)
+
+    @rule(key=KEYS)
+    def add(self, key: str) -> None:
+        self.q.add(key)
+        self.owed.add(key)
+
+    @rule(key=KEYS, delay=st.sampled_from([0, 0.001, 0.01, 0.1, 1.0]))
+    def add_after(self, key: str, delay: float) -> None:
+        self.q.add_after(key, delay)
+        self._delay(key, delay)
+
+    @rule(key=KEYS)
+    def add_rate_limited(self, key: str) -> None:
+        self.q.add_rate_limited(key)
+        self._delay(key, self.limiter.last)
+
+    @rule(key=KEYS)
+    def forget(self, key: str) -> None:
+        self.q.forget(key)
+        assert self.q.num_requeues(key) == 0
+
+    @rule(dt=st.sampled_from([0.0005, 0.005, 0.05, 0.5]))
+    def advance(self, dt: float) -> None:
+        self.clock.advance(dt)
+        for key, when in list(self.due.items()):
+            if when <= self.clock.now():
+                del self.due[key]
+                self.owed.add(key)
+
+    @precondition(lambda self: self.q.depth > 0)
+    @rule()
+    def get(self) -> None:
+        key = self.q.get_nowait()
+        assert key not in self.held, f"{key} handed out while being processed"
+        assert key in self.owed, f"{key} handed out but never (re-)added"
+        self.held.add(key)
+        self.owed.discard(key)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def done(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(sorted(self.held)))
+        self.held.discard(key)
+        self.q.done(key)
+
+    @invariant()
+    def queue_has_no_duplicates(self) -> None:
+        ready = list(self.q._queue)
+        assert len(ready) == len(set(ready))
+        assert not set(ready) & self.held
+        assert self.q.processing == len(self.held)
+
+    def teardown(self) -> None:
+        for key in sorted(self.held):
+            self.q.done(key)
+        self.clock.advance(10)
+        expected = self.owed | set(self.due)
+        out = drain(self.q)
+        assert len(out) == len(set(out)), f"duplicated: {out}"
+        assert set(out) == expected, f"lost {expected - set(out)}, extra {set(out) - expected}"
+        assert self.q.waiting == 0 and self.q.processing == 0
+
+
+TestWorkQueueMachine = WorkQueueMachine.TestCase
+TestWorkQueueMachine.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    adds=st.lists(st.tuples(KEYS, st.integers(0, 3)), min_size=1, max_size=40),
+    workers=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_concurrent_workers_never_share_a_key_and_never_lose_one(
+    adds: list[tuple[str, int]], workers: int, seed: int
+) -> None:
+    """Producers and workers interleave at random yields; some handlers fail, some re-add."""
+    rng = random.Random(seed)
+
+    async def scenario() -> None:
+        q: WorkQueue[str] = WorkQueue(
+            rate_limiter=ItemExponentialFailureRateLimiter(0.0005, 0.002), prometheus=False
+        )
+        tick = 0
+        last_add: dict[str, int] = {}
+        last_start: dict[str, int] = {}
+        active: set[str] = set()
+        violations: list[str] = []
+        readds = 5
+
+        def stamp() -> int:
+            nonlocal tick
+            tick += 1
+            return tick
+
+        async def handler(key: str) -> None:
+            nonlocal readds
+            if key in active:  # an assert here would be taken for a handler failure
+                violations.append(f"{key} processed twice at once")
+            active.add(key)
+            last_start[key] = stamp()
+            try:
+                for _ in range(rng.randint(0, 3)):
+                    await asyncio.sleep(0)
+                if readds and rng.random() < 0.2:
+                    readds -= 1
+                    last_add[key] = stamp()
+                    q.add(key)
+                if rng.random() < 0.15:
+                    raise RuntimeError("boom")  # retried via add_rate_limited
+            finally:
+                active.discard(key)
+
+        async def producer(items: list[tuple[str, int]]) -> None:
+            for key, pause in items:
+                for _ in range(pause):
+                    await asyncio.sleep(0)
+                last_add[key] = stamp()
+                q.add(key)
+
+        runner = asyncio.create_task(q.run_workers(workers, handler))
+        half = len(adds) // 2
+        await asyncio.gather(producer(adds[:half]), producer(adds[half:]))
+        for _ in range(2000):
+            if not (q.depth or q.processing or q.waiting):
+                break
+            await asyncio.sleep(0.001)
+        q.shutdown()
+        await asyncio.wait_for(runner, 5)
+        assert not violations
+        for key, added in last_add.items():
+            assert last_start.get(key, -1) > added, f"{key} added at {added} but not processed after"
+
+    asyncio.run(scenario())
+
+
+def test_discard_ready_also_forgets_keys_re_added_while_processing() -> None:
+    q, _ = make()
+    q.add("a")
+    key = q.get_nowait()
+    q.add("a")
+    q.shutdown(discard_ready=True)
+    q.done(key)
+    with pytest.raises(QueueShutDown):
+        q.get_nowait()
+
+
+def test_prometheus_metrics_when_prometheus_client_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from flotilla.client import workqueue
+
+    samples: dict[tuple[str, str], float] = {}
+
+    class Metric:
+        def __init__(self, name: str, doc: str, labels: list[str]) -> None:
+            self.metric = name
+
+        def labels(self, name: str) -> Metric:
+            self.label = name
+            return self
+
+        def inc(self) -> None:
+            samples[(self.metric, self.label)] = samples.get((self.metric, self.label), 0) + 1
+
+        def set(self, value: float) -> None:
+            samples[(self.metric, self.label)] = value
+
+        def observe(self, value: float) -> None:
+            self.inc()
+
+    fake = types.ModuleType("prometheus_client")
+    fake.Gauge = fake.Counter = fake.Histogram = Metric  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "prometheus_client", fake)
+    monkeypatch.setattr(workqueue._Prometheus, "_instance", None)
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue("prom", clock=clock)
+    q.add("a")
+    q.add("b")
+    q.done(q.get_nowait())
+    q.add_rate_limited("a")
+    assert samples[("workqueue_adds_total", "prom")] == 2
+    assert samples[("workqueue_depth", "prom")] == 1
+    assert samples[("workqueue_queue_duration_seconds", "prom")] == 1
+    assert samples[("workqueue_work_duration_seconds", "prom")] == 1
+    assert samples[("workqueue_retries_total", "prom")] == 1
