@@ -1,0 +1,91 @@
+"""How many more replicas each cluster can take (Karmada's general estimator and ``calAvailableReplicas``).
+
+The general estimator reads ``status.resourceSummary``:
+
+* no summary -> 0;
+* ``podsLeft = allocatable.pods - allocated.pods - allocating.pods`` (<= 0 -> 0);
+* without replica requirements -> ``podsLeft``;
+* otherwise, for every requested resource with a positive request:
+  ``floor((allocatable - allocated - allocating) / request)`` (CPU in millicores, everything else in
+  whole units; a resource the cluster does not list, or has none left of, gives 0), and the result is the
+  minimum of those and ``podsLeft``.
+
+Other estimators (Karmada's accurate per-cluster estimator) can be passed in as plain numbers; the
+smallest answer wins and ``-1`` means "no answer". Not implemented: the resource-model based estimate
+(``CustomizedClusterResourceModeling`` with ``allocatableModelings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from .model import MAX_INT32, BindingSpec, Cluster, ReplicaRequirements, milli_value, quantity_value
+
+__all__ = ["UNAUTHENTIC_REPLICA", "allocatable_replicas", "general_estimate"]
+
+UNAUTHENTIC_REPLICA = -1
+
+
+def _pods(resources: Mapping[str, Fraction] | None) -> int:
+    if not resources or "pods" not in resources:
+        return 0
+    return quantity_value(resources["pods"])
+
+
+def general_estimate(cluster: Cluster, requirements: ReplicaRequirements | None) -> int:
+    """The general estimator's maximum number of replicas for ``cluster`` (clamped to int32)."""
+    summary = cluster.resource_summary
+    if summary is None:
+        return 0
+    pods_left = _pods(summary.allocatable) - _pods(summary.allocated) - _pods(summary.allocating)
+    if pods_left <= 0:
+        return 0
+    maximum = pods_left
+    if requirements is not None:
+        allocatable = summary.allocatable or {}
+        allocated = summary.allocated or {}
+        allocating = summary.allocating or {}
+        for name, request in requirements.resource_request.items():
+            if quantity_value(request) <= 0:
+                continue
+            if name not in allocatable:
+                return 0
+            available = (
+                allocatable[name] - allocated.get(name, Fraction(0)) - allocating.get(name, Fraction(0))
+            )
+            if quantity_value(available) <= 0:
+                return 0
+            if name == "cpu":
+                per_resource = milli_value(available) // milli_value(request)
+            else:
+                per_resource = quantity_value(available) // quantity_value(request)
+            maximum = min(maximum, per_resource)
+    return min(maximum, MAX_INT32)
+
+
+def allocatable_replicas(
+    clusters: Sequence[Cluster],
+    spec: BindingSpec,
+    extra_estimates: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Karmada's ``AllocatableReplicas`` per cluster name.
+
+    For a binding with no replicas and no components estimation is skipped and every cluster gets
+    ``MaxInt32``. Otherwise the minimum over the general estimator and ``extra_estimates`` (answers of
+    ``-1`` ignored); a value still at ``MaxInt32`` is replaced by ``spec.replicas``.
+    """
+    result = {c.name: MAX_INT32 for c in clusters}
+    if spec.replicas == 0 and spec.components == 0:
+        return result
+    for cluster in clusters:
+        estimate = general_estimate(cluster, spec.replica_requirements)
+        result[cluster.name] = min(result[cluster.name], estimate)
+    if extra_estimates:
+        for name, estimate in extra_estimates.items():
+            if name in result and estimate != UNAUTHENTIC_REPLICA and estimate < result[name]:
+                result[name] = estimate
+    for name, value in result.items():
+        if value == MAX_INT32:
+            result[name] = spec.replicas
+    return result
