@@ -1,0 +1,404 @@
+"""ResourceInterpreterCustomization admission.
+
+Karmada's validating webhook (``pkg/webhook/resourceinterpretercustomization``):
+  - every Lua script must compile: ``InterpreterOperation(<Operation>) Lua script error: <error>``;
+  - no two RICs may customize the same operation (``InterpretDependency`` excepted: dependency
+    scripts are all run and their results merged) for the same ``target`` apiVersion and kind:
+    ``conflicting with InterpreterOperation(<Operation>) of existing ResourceInterpreterCustomization(<name>)``.
+Flotilla adds:
+  - each script must define, at its top level, the global function Karmada calls for the operation
+    (``Retain``, ``GetReplicas``, ``GetComponents``, ``ReviseReplica``, ``ReflectStatus``,
+    ``AggregateStatus``, ``InterpretHealth``, ``GetDependencies``); Karmada finds out only when it
+    first calls the hook;
+  - at least one customization, and a non-empty ``target.apiVersion``/``target.kind``.
+
+Scripts are compiled with Lua 5.1 (lupa, as Flotilla's interpreter runs them; Karmada's gopher-lua
+is Lua 5.1 too) and **never run**: the function is found in the compiled chunk (a ``SETGLOBAL
+<name>`` in the main chunk), so admission executes no user code. Precompiled (binary) chunks are
+refused. Note: gopher-lua also accepts Lua 5.2's ``goto`` and labels; Lua 5.1 does not, so such a
+script is refused here (with a hint) because Flotilla could not run it.
+
+The conflict check needs the other RICs, which a plugin does not see: pass ``existing``, a callable
+returning the stored RICs (e.g. :meth:`RICIndex.items`). Without it the check is skipped. Like
+Karmada's webhook (which lists RICs from its cache), two RICs created at the same moment can both
+pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flotilla.api.admission.common import (
+    OMIT,
+    NoOpPlugin,
+    as_dict,
+    as_str,
+    forbidden,
+    invalid,
+    required,
+    spec_unchanged,
+)
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.errors import Cause
+
+log = logging.getLogger(__name__)
+
+GROUP = "config.karmada.io"
+KIND = "ResourceInterpreterCustomization"
+
+
+@dataclass(frozen=True)
+class Hook:
+    field: str  # key under spec.customizations
+    operation: str  # Karmada's InterpreterOperation name
+    function: str  # global Lua function the script must define
+
+
+#: In Karmada's order (``interpreter.AllResourceInterpreterCustomizationRules``).
+HOOKS: tuple[Hook, ...] = (
+    Hook("retention", "Retain", "Retain"),
+    Hook("replicaResource", "InterpretReplica", "GetReplicas"),
+    Hook("componentResource", "InterpretComponent", "GetComponents"),
+    Hook("replicaRevision", "ReviseReplica", "ReviseReplica"),
+    Hook("statusReflection", "InterpretStatus", "ReflectStatus"),
+    Hook("statusAggregation", "AggregateStatus", "AggregateStatus"),
+    Hook("healthInterpretation", "InterpretHealth", "InterpretHealth"),
+    Hook("dependencyInterpretation", "InterpretDependency", "GetDependencies"),
+)
+MULTI_SCRIPT_OPERATIONS = frozenset({"InterpretDependency"})
+
+
+def script_of(ric: Mapping[str, Any], hook: Hook) -> str:
+    """The hook's script ("" when the hook is not customized), as Karmada's ``rule.GetScript``."""
+    return as_str(as_dict(as_dict(as_dict(ric.get("spec")).get("customizations")).get(hook.field)).get("luaScript"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling Lua without running it
+# ---------------------------------------------------------------------------------------------
+
+_COMPILE = b"""
+local loadstring, dump = loadstring or load, string.dump
+return function(src, name)
+  local f, err = loadstring(src, name)
+  if not f then return false, err end
+  return true, dump(f)
+end
+"""
+
+_SETGLOBAL = 7  # Lua 5.1 opcode
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        if data[:5] != b"\x1bLua\x51" or data[5] != 0:
+            raise ValueError("not a Lua 5.1 chunk")
+        little = data[6] == 1
+        self.endian = "<" if little else ">"
+        self.int_size, self.size_t, self.instr_size, self.number_size = data[7], data[8], data[9], data[10]
+        self.pos = 12
+
+    def _unsigned(self, size: int) -> int:
+        value = int.from_bytes(self.data[self.pos : self.pos + size], "little" if self.endian == "<" else "big")
+        self.pos += size
+        return value
+
+    def int(self) -> int:
+        return self._unsigned(self.int_size)
+
+    def string(self) -> bytes | None:
+        n = self._unsigned(self.size_t)
+        if n == 0:
+            return None
+        text = self.data[self.pos : self.pos + n - 1]  # without the trailing NUL
+        self.pos += n
+        return text
+
+    def function(self, *, main: bool) -> set[bytes]:
+        """Names assigned with SETGLOBAL in this function (only collected for the main chunk)."""
+        self.string()  # source
+        self.int()  # linedefined
+        self.int()  # lastlinedefined
+        self.pos += 4  # nups, numparams, is_vararg, maxstacksize
+        code = [self._unsigned(self.instr_size) for _ in range(self.int())]
+        constants: list[Any] = []
+        for _ in range(self.int()):
+            kind = self.data[self.pos]
+            self.pos += 1
+            if kind == 0:
+                constants.append(None)
+            elif kind == 1:
+                constants.append(bool(self.data[self.pos]))
+                self.pos += 1
+            elif kind == 3:
+                raw = self.data[self.pos : self.pos + self.number_size]
+                constants.append(struct.unpack(self.endian + ("d" if self.number_size == 8 else "f"), raw)[0])
+                self.pos += self.number_size
+            elif kind == 4:
+                constants.append(self.string())
+            else:
+                raise ValueError(f"unknown constant type {kind}")
+        for _ in range(self.int()):
+            self.function(main=False)
+        for _ in range(self.int()):  # line info
+            self.int()
+        for _ in range(self.int()):  # local variables
+            self.string()
+            self.int()
+            self.int()
+        for _ in range(self.int()):  # upvalue names
+            self.string()
+        if not main:
+            return set()
+        names: set[bytes] = set()
+        for instruction in code:
+            if instruction & 0x3F == _SETGLOBAL:
+                bx = instruction >> 14
+                if bx < len(constants) and isinstance(constants[bx], bytes):
+                    names.add(constants[bx])
+        if b"_G" in constants:
+            # _G.Name = ... / _G["Name"] = ... / rawset(_G, "Name", ...): count the string constants too
+            names.update(c for c in constants if isinstance(c, bytes))
+        return names
+
+
+def lua51_globals_assigned(bytecode: bytes) -> set[str]:
+    """Global names the main chunk of a ``string.dump`` (Lua 5.1) assigns (``SETGLOBAL``; with a
+    reference to ``_G``, every string constant of the main chunk is counted as well)."""
+    return {name.decode("utf-8", "replace") for name in _Reader(bytecode).function(main=True)}
+
+
+class LuaChecker:
+    """Compiles scripts with Lua 5.1 (never running them). One Lua state, guarded by a lock."""
+
+    MAX_MEMORY = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        from lupa import lua51  # type: ignore[import-untyped]
+
+        self._lock = threading.Lock()
+        self._rt = lua51.LuaRuntime(
+            encoding=None,
+            register_eval=False,
+            register_builtins=False,
+            unpack_returned_tuples=True,
+            max_memory=self.MAX_MEMORY,
+        )
+        self._compile = self._rt.execute(_COMPILE)
+
+    def check(self, script: str, function: str) -> str | None:
+        """The problem with ``script`` (a compile error, or the function not being defined), or ``None``."""
+        if script.startswith("\x1b"):
+            return "precompiled (binary) Lua chunks are not allowed; give the script as source text"
+        source = script.encode()
+        with self._lock:
+            try:
+                ok, result = self._compile(source, b"=luaScript")
+            except Exception as e:  # lupa.LuaMemoryError and friends
+                return f"the script cannot be compiled: {e}"
+        if not ok:
+            error = _text(result)
+            if b"goto" in source or b"::" in source:
+                error += " (scripts run on Lua 5.1, which has no goto statement or labels)"
+            return error
+        try:
+            defined = lua51_globals_assigned(bytes(result))
+        except (ValueError, IndexError, struct.error):  # pragma: no cover - our own dump format
+            log.exception("cannot read compiled Lua chunk")
+            return None
+        if function not in defined:
+            return f"the script does not define the global function {function}"
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+_checker: LuaChecker | None = None
+
+
+def lua_checker() -> LuaChecker:
+    global _checker
+    if _checker is None:
+        _checker = LuaChecker()
+    return _checker
+
+
+def check_lua_script(script: str, function: str) -> str | None:
+    """``None`` if ``script`` compiles (Lua 5.1) and defines the global ``function``; else the problem."""
+    return lua_checker().check(script, function)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def validate_customization_scripts(spec: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    ric = {"spec": spec}
+    customized = 0
+    for hook in HOOKS:
+        script = script_of(ric, hook)
+        if not script:
+            continue
+        customized += 1
+        problem = check_lua_script(script, hook.function)
+        if problem:
+            causes.append(
+                invalid(
+                    f"spec.customizations.{hook.field}.luaScript",
+                    OMIT,
+                    f"InterpreterOperation({hook.operation}) Lua script error: {problem}",
+                )
+            )
+    if not customized and isinstance(spec.get("customizations"), dict):
+        causes.append(
+            required(
+                "spec.customizations",
+                "at least one customization must have a luaScript (one of "
+                + ", ".join(h.field for h in HOOKS)
+                + ")",
+            )
+        )
+    target = as_dict(spec.get("target"))
+    for key in ("apiVersion", "kind"):
+        if target.get(key) == "":
+            causes.append(required(f"spec.target.{key}"))
+    return causes
+
+
+def conflicting_customizations(ric: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> list[Cause]:
+    """Operations of ``ric`` already customized by another RIC for the same target."""
+    name = as_dict(ric.get("metadata")).get("name")
+    target = as_dict(as_dict(ric.get("spec")).get("target"))
+    causes: list[Cause] = []
+    reported: set[str] = set()
+    for other in sorted(others, key=lambda o: as_str(as_dict(o.get("metadata")).get("name"))):
+        other_name = as_dict(other.get("metadata")).get("name")
+        if other_name == name:
+            continue
+        other_target = as_dict(as_dict(other.get("spec")).get("target"))
+        if (other_target.get("apiVersion"), other_target.get("kind")) != (target.get("apiVersion"), target.get("kind")):
+            continue
+        for hook in HOOKS:
+            if hook.operation in MULTI_SCRIPT_OPERATIONS or hook.field in reported:
+                continue
+            if script_of(other, hook) and script_of(ric, hook):
+                reported.add(hook.field)
+                causes.append(
+                    forbidden(
+                        f"spec.customizations.{hook.field}",
+                        f"conflicting with InterpreterOperation({hook.operation}) of existing "
+                        f"ResourceInterpreterCustomization({other_name})",
+                    )
+                )
+    return causes
+
+
+class InterpreterCustomizationAdmission(NoOpPlugin):
+    def __init__(self, *, existing: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> None:
+        self.existing = existing
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation) -> list[Cause]:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or spec_unchanged(obj, old, op):
+            return []
+        causes = validate_customization_scripts(spec)
+        if self.existing is not None:
+            causes.extend(conflicting_customizations(obj, list(self.existing())))
+        return causes
+
+
+# ---------------------------------------------------------------------------------------------
+# The stored RICs, for the conflict check
+# ---------------------------------------------------------------------------------------------
+
+
+class RICIndex:
+    """The ResourceInterpreterCustomizations stored in an API server, kept current.
+
+    ``attach(storage)`` lists them once, then follows writes (of this server, via
+    ``storage.after_write``, and of other servers sharing the store, via a watch). ``items`` is the
+    ``existing`` callable of :class:`InterpreterCustomizationAdmission`.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, dict[str, Any]] = {}
+        self._rt: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    def items(self) -> list[dict[str, Any]]:
+        return list(self._items.values())
+
+    def remember(self, event: str, obj: Mapping[str, Any]) -> None:
+        name = as_dict(obj.get("metadata")).get("name")
+        if not isinstance(name, str):
+            return
+        if event == "DELETED":
+            self._items.pop(name, None)
+        else:
+            self._items[name] = dict(obj)
+
+    def on_write(self, rt: Any, event: str, obj: dict[str, Any]) -> None:
+        if rt is self._rt or (getattr(rt, "group", None) == GROUP and getattr(rt, "kind", None) == KIND):
+            self.remember(event, obj)
+
+    async def attach(self, storage: Any, *, follow: bool = True) -> None:
+        rt = storage.types.by_kind(GROUP, "v1alpha1", KIND)
+        if rt is None:
+            raise LookupError(f"{GROUP}/v1alpha1 {KIND} is not served")
+        self._rt = rt
+        listed = await storage.list(rt, None)
+        self._items = {}
+        for item in listed["items"]:
+            self.remember("ADDED", item)
+        storage.after_write.append(self.on_write)
+        if follow:
+            self._task = asyncio.get_running_loop().create_task(
+                self._follow(storage, listed["metadata"]["resourceVersion"])
+            )
+
+    async def _follow(self, storage: Any, rv: str) -> None:
+        from flotilla.apiserver.rest import WatchSpec
+
+        while True:
+            try:
+                events = await storage.watch(self._rt, WatchSpec(resource_version=rv))
+                async for etype, obj in events:
+                    if etype in ("ADDED", "MODIFIED", "DELETED"):
+                        rv = obj["metadata"]["resourceVersion"]
+                        self.remember(etype, obj)
+                    elif etype == "ERROR":
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ResourceInterpreterCustomization watch failed; re-listing")
+            await asyncio.sleep(0.5)
+            try:
+                listed = await storage.list(self._rt, None)
+            except Exception:
+                log.exception("ResourceInterpreterCustomization re-list failed")
+                continue
+            self._items = {}
+            for item in listed["items"]:
+                self.remember("ADDED", item)
+            rv = listed["metadata"]["resourceVersion"]
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

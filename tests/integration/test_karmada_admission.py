@@ -1,0 +1,405 @@
+"""Karmada admission plugins in a real API server, driven with the real kubectl."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flotilla.api.admission import RICIndex, register_karmada_admission
+from flotilla.apiserver.server import ApiServer
+from tests.support.apiserver import Kubectl, ServerThread
+
+pytestmark = pytest.mark.kubectl
+
+
+class AdmissionServerThread(ServerThread):
+    """A ServerThread whose API server has the Karmada admission plugins (and a RIC index)."""
+
+    def start(self) -> AdmissionServerThread:
+        self.thread.start()
+        server = ApiServer(self.config)
+        self.ric_index = RICIndex()
+        register_karmada_admission(server.admission, existing_rics=self.ric_index.items)
+        self.server = self.call(server.start())
+        self.call(self.ric_index.attach(server.storage))
+        return self
+
+    def stop(self) -> None:
+        self.call(self.ric_index.stop())
+        super().stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdmissionServerThread]:
+    srv = AdmissionServerThread(tmp_path_factory.mktemp("karmada-admission")).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def kubectl(server: AdmissionServerThread, tmp_path: Path) -> Kubectl:
+    return Kubectl(server.kubeconfig, tmp_path)
+
+
+def apply(kubectl: Kubectl, manifest: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return kubectl.run("apply", "-f", "-", input=textwrap.dedent(manifest), check=check)
+
+
+def pp(name: str, spec: str) -> str:
+    return f"""
+    apiVersion: policy.karmada.io/v1alpha1
+    kind: PropagationPolicy
+    metadata:
+      name: {name}
+      namespace: default
+    spec:
+      resourceSelectors:
+        - apiVersion: apps/v1
+          kind: Deployment
+          name: {name}
+{textwrap.indent(textwrap.dedent(spec), "      ")}
+    """
+
+
+def test_defaults_visible_in_kubectl_get(kubectl: Kubectl) -> None:
+    apply(
+        kubectl,
+        pp(
+            "defaults",
+            """
+            propagateDeps: true
+            placement:
+              spreadConstraints:
+                - maxGroups: 1
+              replicaScheduling:
+                replicaSchedulingType: Divided
+            failover:
+              application:
+                decisionConditions: {}
+            """,
+        ),
+    )
+    got = yaml.safe_load(kubectl.run("get", "pp", "defaults", "-n", "default", "-o", "yaml").stdout)
+    md, spec = got["metadata"], got["spec"]
+    assert md["labels"]["propagationpolicy.karmada.io/permanent-id"]
+    assert md["finalizers"] == ["karmada.io/propagation-policy-controller"]
+    assert spec["resourceSelectors"][0]["namespace"] == "default"
+    assert spec["placement"]["spreadConstraints"] == [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]
+    assert spec["placement"]["replicaScheduling"]["replicaDivisionPreference"] == "Weighted"
+    app = spec["failover"]["application"]
+    assert app == {"decisionConditions": {"tolerationSeconds": 300}, "purgeMode": "Gracefully", "gracePeriodSeconds": 600}
+    assert "clusterTolerations" not in spec["placement"]  # no default tolerations since 2025-06
+    assert spec["schedulerName"] == "default-scheduler"
+    assert spec["conflictResolution"] == "Abort"
+
+    # a second apply keeps the id (the label is immutable, kubectl apply does not remove it)
+    first_id = md["labels"]["propagationpolicy.karmada.io/permanent-id"]
+    apply(kubectl, pp("defaults", "propagateDeps: true\nplacement:\n  spreadConstraints:\n    - maxGroups: 2\n"))
+    again = yaml.safe_load(kubectl.run("get", "pp", "defaults", "-n", "default", "-o", "yaml").stdout)
+    assert again["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] == first_id
+
+
+def test_invalid_policy_prints_karmada_field_path(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "invalid",
+            """
+            placement:
+              spreadConstraints:
+                - spreadByField: cluster
+                  maxGroups: 1
+                  minGroups: 2
+            failover:
+              application:
+                decisionConditions:
+                  tolerationSeconds: -1
+            """,
+        ),
+        check=False,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert 'The PropagationPolicy "invalid" is invalid' in err
+    assert "spec.placement.spreadConstraints[0]: Invalid value:" in err
+    assert "maxGroups lower than minGroups is not allowed" in err
+    assert "spec.propagateDeps: Invalid value: false: application failover is set, propagateDeps must be true" in err
+    assert (
+        "spec.failover.application.decisionConditions.tolerationSeconds: Invalid value: -1: "
+        "must be greater than or equal to 0" in err
+    )
+    assert kubectl.run("get", "pp", "invalid", "-n", "default", check=False).returncode != 0
+
+
+def test_d3_warning_printed_by_kubectl(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "stateful",
+            """
+            propagateDeps: true
+            placement:
+              spreadConstraints:
+                - spreadByField: cluster
+                  maxGroups: 1
+            failover:
+              cluster:
+                purgeMode: Gracefully
+                statePreservation:
+                  rules:
+                    - aliasLabelName: flink.apache.org/job-id
+                      jsonPath: "{ .jobStatus.jobId }"
+            """,
+        ),
+    )
+    assert "Warning: spec.failover.cluster.statePreservation: the preserved state is injected only with purgeMode Directly" in proc.stderr
+    assert "propagationpolicy.policy.karmada.io/stateful created" in proc.stdout
+
+
+def test_d3_warning_for_multi_cluster_placement(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "stateful-dup",
+            """
+            placement:
+              clusterAffinity:
+                clusterNames: [member1, member2]
+            failover:
+              cluster:
+                purgeMode: Directly
+                statePreservation:
+                  rules:
+                    - aliasLabelName: job-id
+                      jsonPath: "{.jobStatus.jobId}"
+            """,
+        ),
+    )
+    assert "Warning: " in proc.stderr
+    assert "injected only when the workload runs in exactly one cluster" in proc.stderr
+    assert "purgeMode Directly" not in proc.stderr
+
+
+def test_d3_jsonpath_syntax_error_rejected(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "bad-jsonpath",
+            """
+            placement:
+              spreadConstraints:
+                - maxGroups: 1
+            failover:
+              cluster:
+                purgeMode: Directly
+                statePreservation:
+                  rules:
+                    - aliasLabelName: job-id
+                      jsonPath: "{ %health }"
+                    - aliasLabelName: job-id
+                      jsonPath: "{.jobStatus.jobId}"
+            """,
+        ),
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert 'spec.failover.cluster.statePreservation.rules[0].jsonPath: Invalid value: "{ %health }"' in proc.stderr
+    assert 'spec.failover.cluster.statePreservation.rules[1].aliasLabelName: Duplicate value: "job-id"' in proc.stderr
+
+
+def test_d12_cluster_spread_constraint_without_max_groups_rejected(kubectl: Kubectl) -> None:
+    proc = apply(kubectl, pp("no-max", "placement:\n  spreadConstraints:\n    - spreadByField: cluster\n"), check=False)
+    assert proc.returncode != 0
+    assert "spec.placement.spreadConstraints[0].maxGroups: Required value: a cluster spread constraint must set maxGroups" in proc.stderr
+    proc = apply(kubectl, pp("zero-max", "placement:\n  spreadConstraints:\n    - maxGroups: 0\n"), check=False)
+    assert proc.returncode != 0
+    assert "spec.placement.spreadConstraints[0].maxGroups: Invalid value: 0:" in proc.stderr
+
+
+def test_d13_cluster_taint_policy_taints_validated(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        """
+        apiVersion: policy.karmada.io/v1alpha1
+        kind: ClusterTaintPolicy
+        metadata:
+          name: bad-taints
+        spec:
+          addOnConditions:
+            - conditionType: Ready
+              operator: In
+              statusValues: ["False", "Unknown"]
+          taints:
+            - key: "bad key"
+              effect: NoExecute
+            - key: not-ready
+              value: "{oops}"
+              effect: PreferNoSchedule
+        """,
+        check=False,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert 'spec.taints[0].key: Invalid value: "bad key"' in err
+    assert 'spec.taints[1].value: Invalid value: "{oops}"' in err
+    assert 'spec.taints[1].effect: Unsupported value: "PreferNoSchedule": supported values: "NoSchedule", "NoExecute"' in err
+
+    ok = apply(
+        kubectl,
+        """
+        apiVersion: policy.karmada.io/v1alpha1
+        kind: ClusterTaintPolicy
+        metadata:
+          name: not-ready
+        spec:
+          addOnConditions:
+            - conditionType: Ready
+              operator: In
+              statusValues: ["False", "Unknown"]
+          removeOnConditions:
+            - conditionType: Ready
+              operator: In
+              statusValues: ["True"]
+          taints:
+            - key: cluster.example.com/not-ready
+              effect: NoExecute
+        """,
+    )
+    assert "clustertaintpolicy.policy.karmada.io/not-ready created" in ok.stdout
+
+
+def test_cluster_taints_and_time_added(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        """
+        apiVersion: cluster.karmada.io/v1alpha1
+        kind: Cluster
+        metadata:
+          name: member1
+        spec:
+          syncMode: Push
+          apiEndpoint: https://172.18.0.3:6443
+          taints:
+            - key: fence
+              effect: NoExecute
+        """,
+    )
+    assert "created" in proc.stdout
+    got = yaml.safe_load(kubectl.run("get", "clusters.cluster.karmada.io", "member1", "-o", "yaml").stdout)
+    assert got["spec"]["taints"][0]["timeAdded"]
+    assert len(got["spec"]["resourceModels"]) == 9
+
+    bad = apply(
+        kubectl,
+        """
+        apiVersion: cluster.karmada.io/v1alpha1
+        kind: Cluster
+        metadata:
+          name: member2
+        spec:
+          syncMode: Push
+          apiEndpoint: 172.18.0.4:6443
+          taints:
+            - {key: a, effect: NoSchedule}
+            - {key: a, effect: NoSchedule, value: x}
+        """,
+        check=False,
+    )
+    assert bad.returncode != 0
+    assert "spec.apiEndpoint: Invalid value:" in bad.stderr
+    assert "first path segment in URL cannot contain colon" in bad.stderr
+    assert "spec.taints[1]: Duplicate value:" in bad.stderr
+    assert "taints must be unique by key and effect pair" in bad.stderr
+
+
+def test_resource_interpreter_customization(kubectl: Kubectl) -> None:
+    def ric(name: str, script: str) -> str:
+        return f"""
+        apiVersion: config.karmada.io/v1alpha1
+        kind: ResourceInterpreterCustomization
+        metadata:
+          name: {name}
+        spec:
+          target:
+            apiVersion: flink.apache.org/v1beta1
+            kind: FlinkDeployment
+          customizations:
+            healthInterpretation:
+              luaScript: |
+{textwrap.indent(script, " " * 16)}
+        """
+
+    ok = apply(kubectl, ric("flink-health", "function InterpretHealth(observedObj)\n  return true\nend\n"))
+    assert "created" in ok.stdout
+    broken = apply(kubectl, ric("flink-broken", "function InterpretHealth(observedObj\n  return true\nend\n"), check=False)
+    assert broken.returncode != 0
+    assert "spec.customizations.healthInterpretation.luaScript: Invalid value: InterpreterOperation(InterpretHealth) Lua script error:" in broken.stderr
+    misnamed = apply(kubectl, ric("flink-misnamed", "function interpretHealth(observedObj)\n  return true\nend\n"), check=False)
+    assert "does not define the global function InterpretHealth" in misnamed.stderr
+    conflict = apply(kubectl, ric("flink-other", "function InterpretHealth(o)\n  return false\nend\n"), check=False)
+    assert conflict.returncode != 0
+    assert (
+        "conflicting with InterpreterOperation(InterpretHealth) of existing "
+        "ResourceInterpreterCustomization(flink-health)" in conflict.stderr
+    )
+    # updating the first one is no conflict with itself
+    assert apply(kubectl, ric("flink-health", "function InterpretHealth(o)\n  return o ~= nil\nend\n")).returncode == 0
+
+
+def test_cluster_propagation_policy_and_override_policy(kubectl: Kubectl) -> None:
+    ok = apply(
+        kubectl,
+        """
+        apiVersion: policy.karmada.io/v1alpha1
+        kind: ClusterPropagationPolicy
+        metadata:
+          name: namespaces
+        spec:
+          resourceSelectors:
+            - apiVersion: v1
+              kind: Namespace
+        """,
+    )
+    assert "created" in ok.stdout
+    got = yaml.safe_load(kubectl.run("get", "cpp", "namespaces", "-o", "yaml").stdout)
+    assert got["metadata"]["labels"]["clusterpropagationpolicy.karmada.io/permanent-id"]
+    assert got["metadata"]["finalizers"] == ["karmada.io/cluster-propagation-policy-controller"]
+
+    bad = apply(
+        kubectl,
+        """
+        apiVersion: policy.karmada.io/v1alpha1
+        kind: OverridePolicy
+        metadata:
+          name: replicas
+          namespace: default
+        spec:
+          resourceSelectors:
+            - apiVersion: apps/v1
+              kind: Deployment
+              namespace: other
+          overrideRules:
+            - targetCluster:
+                clusterNames: [member1]
+              overriders:
+                plaintext:
+                  - path: spec/replicas
+                    operator: replace
+                    value: 3
+        """,
+        check=False,
+    )
+    assert bad.returncode != 0
+    assert (
+        'spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: "spec/replicas": '
+        'JSON pointer must be empty or start with a "/"' in bad.stderr
+    )
+    assert (
+        'spec.resourceSelectors[0].namespace: Invalid value: "other": namespace of resource selector must be the '
+        "same as the namespace of the policy" in bad.stderr
+    )
