@@ -38,6 +38,8 @@ class ApiServerConfig:
     write_kubeconfig: bool = True
     context_name: str = "flotilla"
     compaction_interval: float = 300.0  # seconds; 0 disables compaction
+    # extra aiohttp middlewares, outermost first (a simulated member's fault injection uses this)
+    middlewares: list[Any] = field(default_factory=list)
 
 
 class ApiServer:
@@ -94,11 +96,12 @@ class ApiServer:
         self.url = f"{scheme}://{cfg.host}:{self.port}"
         handler = ApiHandler(storage, ServerOptions(bookmark_interval=cfg.bookmark_interval,
                                                     address=f"{cfg.host}:{self.port}"))
-        middlewares: list[Any] = []
+        middlewares: list[Any] = list(cfg.middlewares)
         ssl_ctx = None
         ca_pem: bytes | None = None
         if cfg.secure:
-            ssl_ctx, ca_pem, middlewares = self._secure_setup()
+            ssl_ctx, ca_pem, auth_middlewares = self._secure_setup()
+            middlewares += auth_middlewares
         elif cfg.anonymous is False:
             raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
         self.handler = handler

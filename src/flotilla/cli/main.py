@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
     ba.add_argument("--output", default="", help="also write the results as JSON to this file")
     b.set_defaults(fn=_bench)
+
+    from flotilla.cli.member import add_member_parsers
+
+    add_member_parsers(sub)  # `flotilla member` and `flotilla sim fault`
     return p
 
 

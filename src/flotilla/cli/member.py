@@ -1,0 +1,138 @@
+"""``flotilla member`` (simulated member clusters) and ``flotilla sim fault`` (fault injection)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+DEFAULT_DATA_DIR = ".flotilla-members"
+
+MEMBER_EPILOG = """\
+files: D/<name>/kubeconfig (context named after the member), D/<name>/admin.json (admin endpoint),
+D/history.jsonl (running intervals of stateful workloads), D/checkpoints/ (shared checkpoint store).
+
+simulation: Deployments, ReplicaSets, StatefulSets and DaemonSets become ready --ready-delay seconds after a
+change; Jobs complete after it. A workload with an image matching --broken-image-pattern never becomes ready
+(Deployments fail their progress deadline, Jobs fail after their backoff limit). Per object, the annotations
+sim.flotilla.io/ready-delay: "<seconds>" and sim.flotilla.io/broken: "true" override the settings.
+
+faults: `flotilla sim fault <name> --mode down|unready|slow|recover --data-dir D`. down closes the API port
+(connections refused, watches dropped; recover listens on the same port) while the member's workloads keep
+running inside, as in a network partition. To freeze a whole member process instead (nothing answers,
+connections hang rather than being refused): kill -STOP <pid>; resume with kill -CONT <pid> (the pid is in
+D/<name>/admin.json).
+"""
+
+
+def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    m = sub.add_parser("member", help="run simulated member clusters (API server + workload simulators)",
+                       description="Run one or more simulated member clusters in this process.",
+                       epilog=MEMBER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("--name", default=None, help="the member's name (default member1)")
+    m.add_argument("--count", type=int, default=None,
+                   help="run N members named <prefix>1..<prefix>N in this process")
+    m.add_argument("--name-prefix", default="member", help="name prefix with --count (default member)")
+    m.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"shared root directory (default {DEFAULT_DATA_DIR})")
+    m.add_argument("--host", default="127.0.0.1", help="address the members listen on (default 127.0.0.1)")
+    m.add_argument("--port", type=int, default=0,
+                   help="API port of the first member, the next ones use P+1, P+2, ... (0: free ports)")
+    m.add_argument("--admin-port", type=int, default=0, help="port of this process's admin endpoint (0: free)")
+    m.add_argument("--storage", default="memory://", help="storage of each member's API server (default memory://)")
+    m.add_argument("--ready-delay", type=float, default=1.0,
+                   help="seconds until a simulated pod is ready / a Job completes (default 1)")
+    m.add_argument("--broken-image-pattern", default=r"^fake/",
+                   help="regex: workloads with a matching image never become ready (default ^fake/)")
+    m.add_argument("--progress-deadline", type=float, default=None,
+                   help="seconds until a stuck Deployment reports ProgressDeadlineExceeded "
+                        "(default: its spec.progressDeadlineSeconds, 600)")
+    m.add_argument("--daemonset-nodes", type=int, default=3, help="simulated nodes per member for DaemonSets")
+    m.add_argument("--latency", type=float, default=2.0, help="default delay of the slow fault (seconds)")
+    m.add_argument("--checkpoint-dir", default=None, help="shared checkpoint directory (default D/checkpoints)")
+    m.add_argument("--history-file", default=None,
+                   help="running-interval history, JSON lines appended by every member (default D/history.jsonl)")
+    m.add_argument("--simulators", default=None,
+                   help="comma-separated simulators to run (default all; 'none' for a bare API server)")
+    m.add_argument("--sim-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting for plug-in simulators (MemberConfig.options[KEY] = VALUE); repeatable")
+    m.set_defaults(fn=run_member_command)
+
+    s = sub.add_parser("sim", help="control simulated members")
+    ssub = s.add_subparsers(dest="sim", required=True)
+    f = ssub.add_parser("fault", help="inject or clear a fault in a simulated member",
+                        description="down: connections refused (same port on recover); unready: /readyz 500; "
+                                    "slow: every request delayed by --latency; recover: back to normal.")
+    f.add_argument("member", help="the member's name")
+    f.add_argument("--mode", required=True, choices=["down", "unready", "slow", "recover"])
+    f.add_argument("--latency", type=float, default=None, help="seconds of delay for --mode slow")
+    f.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help=f"the member's --data-dir, where D/<name>/admin.json is (default {DEFAULT_DATA_DIR})")
+    f.add_argument("--admin-url", default=None, help="the member process's admin endpoint (instead of admin.json)")
+    f.set_defaults(fn=run_fault_command)
+
+
+def member_names(args: argparse.Namespace) -> list[str]:
+    if args.count is None:
+        return [args.name or "member1"]
+    if args.count < 1:
+        raise SystemExit("flotilla member: --count must be at least 1")
+    if args.name and args.count != 1:
+        raise SystemExit("flotilla member: use --name-prefix (not --name) with --count N")
+    if args.name:
+        return [args.name]
+    return [f"{args.name_prefix}{i}" for i in range(1, args.count + 1)]
+
+
+def run_member_command(args: argparse.Namespace) -> int:
+    from flotilla.member.cluster import MemberConfig
+    from flotilla.member.runner import run_members
+
+    data_dir = Path(args.data_dir)
+    names = member_names(args)
+    try:
+        re.compile(args.broken_image_pattern)
+    except re.error as e:
+        raise SystemExit(f"flotilla member: --broken-image-pattern is not a valid regex: {e}") from None
+    options: dict[str, str] = {}
+    for item in args.sim_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"flotilla member: --sim-option wants KEY=VALUE, got {item!r}")
+        options[key] = value
+    sims: list[str] | None = None
+    if args.simulators is not None:
+        sims = [] if args.simulators.strip() == "none" else [s for s in args.simulators.split(",") if s.strip()]
+    checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else data_dir / "checkpoints"
+    configs = [
+        MemberConfig(name=name, data_dir=data_dir, host=args.host, port=args.port + i if args.port else 0,
+                     storage_url=args.storage, ready_delay=args.ready_delay,
+                     broken_image_pattern=args.broken_image_pattern, progress_deadline=args.progress_deadline,
+                     daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,
+                     checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options))
+        for i, name in enumerate(names)
+    ]
+    history = Path(args.history_file) if args.history_file else data_dir / "history.jsonl"
+    try:
+        asyncio.run(run_members(configs, history_file=history, admin_port=args.admin_port,
+                                announce=lambda line: print(line, flush=True)))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:  # a port in use, an unwritable data dir
+        print(f"flotilla member: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_fault_command(args: argparse.Namespace) -> int:
+    from flotilla.member.runner import send_fault
+
+    try:
+        state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency, admin_url=args.admin_url)
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"flotilla sim fault: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(state))
+    return 0

@@ -1,0 +1,210 @@
+"""Several simulated members in one process, plus the process's admin HTTP endpoint.
+
+The admin endpoint listens on its own loopback port (not a member's API port, so it stays reachable while a
+member is ``down``):
+
+* ``GET  /members`` - ``{"members": [{name, url, port, kubeconfig, mode, latency, ready}, ...]}``
+* ``GET  /members/<name>`` - one of them
+* ``POST /members/<name>/fault`` with ``{"mode": "down|unready|slow|recover", "latency": 2.0}`` - apply a fault;
+  answers the member's new state (400 for a bad mode, 404 for an unknown member)
+* ``GET  /history[?kind=&namespace=&name=]`` - running intervals recorded by this process and their overlaps
+* ``GET  /healthz``
+
+Each member's directory ``D/<name>/`` gets ``kubeconfig`` (one context named after the member) and
+``admin.json`` (``{"member", "url", "admin_url", "kubeconfig", "pid"}``), which ``flotilla sim fault`` reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from flotilla.files import atomic_write
+from flotilla.member.cluster import MemberCluster, MemberConfig
+from flotilla.member.faults import FaultError
+from flotilla.member.history import HistoryRecorder, overlaps
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MemberGroup", "admin_file", "read_admin_file", "run_members", "send_fault"]
+
+
+def admin_file(data_dir: Path, name: str) -> Path:
+    return Path(data_dir) / name / "admin.json"
+
+
+def read_admin_file(data_dir: Path, name: str) -> dict[str, Any]:
+    path = admin_file(data_dir, name)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} not found: is `flotilla member` running member {name!r} with "
+                                f"--data-dir {data_dir}?") from None
+    if not isinstance(data, dict) or "admin_url" not in data:
+        raise ValueError(f"{path} is not a member admin file")
+    return data
+
+
+class MemberGroup:
+    """N members sharing one history recorder, and the admin endpoint that controls them."""
+
+    def __init__(self, configs: Sequence[MemberConfig], *, history_file: Path | None = None,
+                 admin_host: str = "127.0.0.1", admin_port: int = 0, write_admin_files: bool = True) -> None:
+        names = [c.name for c in configs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"member names must be unique: {names}")
+        self.configs = list(configs)
+        self.history = HistoryRecorder(history_file)
+        self.members: dict[str, MemberCluster] = {c.name: MemberCluster(c, self.history) for c in configs}
+        self.admin_host = admin_host
+        self.admin_port = admin_port
+        self.admin_url = ""
+        self._write_admin_files = write_admin_files
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> MemberGroup:
+        try:
+            await asyncio.gather(*(m.start() for m in self.members.values()))
+            await self._start_admin()
+            if self._write_admin_files:
+                for m in self.members.values():
+                    atomic_write(admin_file(m.config.data_dir, m.name), orjson.dumps({
+                        "member": m.name, "url": m.url, "admin_url": self.admin_url,
+                        "kubeconfig": str(m.kubeconfig_path), "pid": os.getpid()}, option=orjson.OPT_INDENT_2))
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def stop(self) -> None:
+        if self._write_admin_files:
+            for m in self.members.values():
+                path = admin_file(m.config.data_dir, m.name)
+                with contextlib.suppress(OSError, ValueError):
+                    if json.loads(path.read_text()).get("pid") == os.getpid():
+                        path.unlink()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await asyncio.gather(*(m.stop() for m in self.members.values()), return_exceptions=True)
+        self.history.close()
+
+    async def __aenter__(self) -> MemberGroup:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ admin endpoint
+    async def _start_admin(self) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/members", self._list)
+        app.router.add_get("/members/{name}", self._get)
+        app.router.add_post("/members/{name}/fault", self._fault)
+        app.router.add_get("/history", self._history)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.admin_host, self.admin_port, reuse_address=True)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.admin_url = f"http://{self.admin_host}:{port}"
+
+    @staticmethod
+    def _json(data: Any, status: int = 200) -> web.Response:
+        return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _list(self, request: web.Request) -> web.Response:
+        return self._json({"members": [m.state() for m in self.members.values()]})
+
+    def _member(self, request: web.Request) -> MemberCluster:
+        name = request.match_info["name"]
+        m = self.members.get(name)
+        if m is None:
+            raise web.HTTPNotFound(text=f"no member named {name!r} in this process "
+                                        f"(it runs {', '.join(self.members)})")
+        return m
+
+    async def _get(self, request: web.Request) -> web.Response:
+        return self._json(self._member(request).state())
+
+    async def _fault(self, request: web.Request) -> web.Response:
+        m = self._member(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._json({"error": "the body must be a JSON object"}, 400)
+        if not isinstance(body, dict) or not isinstance(body.get("mode"), str):
+            return self._json({"error": 'send {"mode": "down|unready|slow|recover", "latency": seconds}'}, 400)
+        try:
+            state = await m.set_fault(body["mode"], body.get("latency"))
+        except FaultError as e:
+            return self._json({"error": str(e)}, 400)
+        return self._json(state)
+
+    async def _history(self, request: web.Request) -> web.Response:
+        q = request.query
+        ivs = self.history.intervals(kind=q.get("kind"), namespace=q.get("namespace"), name=q.get("name"))
+        return self._json({"intervals": [i.to_dict() for i in ivs],
+                           "overlaps": [[a.to_dict(), b.to_dict()] for a, b in overlaps(ivs)]})
+
+
+async def run_members(configs: Sequence[MemberConfig], *, history_file: Path | None, admin_host: str = "127.0.0.1",
+                      admin_port: int = 0, announce: Any = print) -> None:
+    """Run members until SIGTERM/SIGINT (the ``flotilla member`` command)."""
+    group = MemberGroup(configs, history_file=history_file, admin_host=admin_host, admin_port=admin_port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await group.start()
+    try:
+        for m in group.members.values():
+            announce(f"flotilla member: {m.name} serving {m.url} (kubeconfig: {m.kubeconfig_path})")
+        announce(f"flotilla member: admin endpoint {group.admin_url} (pid {os.getpid()}); "
+                 f"history: {history_file or 'memory only'}")
+        await stop.wait()
+    finally:
+        await group.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+def send_fault(data_dir: Path, name: str, mode: str, latency: float | None = None, *,
+               admin_url: str | None = None, timeout: float = 15.0) -> dict[str, Any]:
+    """POST a fault to the admin endpoint of the process running member ``name`` (blocking; for the CLI)."""
+    url = admin_url or read_admin_file(data_dir, name)["admin_url"]
+    body: dict[str, Any] = {"mode": mode}
+    if latency is not None:
+        body["latency"] = latency
+    req = urllib.request.Request(f"{url.rstrip('/')}/members/{name}/fault", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+    except urllib.error.HTTPError as e:
+        detail = e.read().decode(errors="replace")
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = json.loads(detail).get("error", detail)
+        raise RuntimeError(f"member {name}: {detail}") from None
+    except urllib.error.URLError as e:
+        raise RuntimeError(f"cannot reach the admin endpoint {url} of member {name} ({e.reason}): "
+                           "is its `flotilla member` process running?") from None

@@ -1,0 +1,230 @@
+"""Fault injection seen from clients: down (refused, watches dropped, same port on recover), unready (/readyz
+500), slow (latency), and the admin HTTP endpoint of a group of members."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flotilla.member.cluster import MemberConfig
+from flotilla.member.runner import MemberGroup, read_admin_file, send_fault
+from tests.integration.member import MemberThread, kubectl_for
+
+
+@pytest.fixture
+def member(tmp_path: Path) -> Iterator[MemberThread]:
+    m = MemberThread(MemberConfig(name="f1", data_dir=tmp_path, ready_delay=0.2)).start()
+    yield m
+    m.stop()
+
+
+def get(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def refused(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+class WatchReader(threading.Thread):
+    """A raw HTTP watch on namespaces; records lines and how the stream ended."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.lines: list[bytes] = []
+        self.ended = threading.Event()
+        self.started_ok = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        try:
+            conn.request("GET", "/api/v1/namespaces?watch=true&timeoutSeconds=60")
+            resp = conn.getresponse()
+            self.started_ok.set()
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                self.lines.append(line)
+        except BaseException as e:  # the connection dropped under us
+            self.error = e
+        finally:
+            self.ended.set()
+            conn.close()
+
+
+def test_down_refuses_drops_watches_and_recovers_on_same_port(member: MemberThread, tmp_path: Path) -> None:
+    port = member.member.port
+    assert get(member.url + "/readyz") == (200, "ok")
+    watch = WatchReader(port)
+    watch.start()
+    assert watch.started_ok.wait(5)
+
+    assert member.fault("down")["mode"] == "down"
+    assert watch.ended.wait(5), "the open watch was not dropped"
+    assert refused(port)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(member.url + "/version", timeout=2)
+
+    state = member.fault("recover")
+    assert state["mode"] == "normal" and state["ready"] and state["port"] == port
+    assert get(member.url + "/readyz") == (200, "ok")
+    kubectl = kubectl_for(member, tmp_path / "home")
+    assert "default" in kubectl.run("get", "namespaces").stdout  # same kubeconfig still works
+    # down twice in a row and back: still the same port
+    member.fault("down")
+    member.fault("down")
+    assert refused(port)
+    member.fault("recover")
+    assert get(member.url + "/healthz")[0] == 200
+
+
+def test_simulators_keep_running_while_down(member: MemberThread, tmp_path: Path) -> None:
+    kubectl = kubectl_for(member, tmp_path / "home")
+    kubectl.run("apply", "-f", "-", input="""
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: "postgres:16"}]}
+""")
+    member.fault("down")
+    time.sleep(0.6)
+    history = member.member.history
+    ivs = history.intervals(kind="StatefulSet", name="db")
+    assert len(ivs) == 1 and ivs[0].end is None  # it runs although nobody can reach the member
+    member.fault("recover")
+    assert kubectl.run("get", "sts/db", "-o", "jsonpath={.status.readyReplicas}").stdout == "1"
+
+
+def test_unready_fails_readyz_only(member: MemberThread, tmp_path: Path) -> None:
+    state = member.fault("unready")
+    assert state["mode"] == "unready" and state["ready"] is False
+    code, body = get(member.url + "/readyz")
+    assert code == 500
+    assert "unready" in body and "f1" in body and "readyz check failed" in body
+    assert get(member.url + "/healthz") == (200, "ok")
+    assert get(member.url + "/livez") == (200, "ok")
+    kubectl = kubectl_for(member, tmp_path / "home")
+    assert "default" in kubectl.run("get", "namespaces").stdout  # the API keeps working
+    member.fault("recover")
+    assert get(member.url + "/readyz") == (200, "ok")
+
+
+def test_slow_delays_every_request(member: MemberThread) -> None:
+    t0 = time.monotonic()
+    get(member.url + "/version")
+    fast = time.monotonic() - t0
+    member.fault("slow", latency=0.5)
+    t0 = time.monotonic()
+    assert get(member.url + "/version")[0] == 200
+    slow = time.monotonic() - t0
+    assert slow >= 0.5 and slow - fast >= 0.4
+    t0 = time.monotonic()
+    assert get(member.url + "/api/v1/namespaces")[0] == 200
+    assert time.monotonic() - t0 >= 0.5
+    assert member.member.state()["ready"] is True  # slow is not unready
+    member.fault("recover")
+    t0 = time.monotonic()
+    get(member.url + "/version")
+    assert time.monotonic() - t0 < 0.4
+
+
+def test_bad_fault_mode(member: MemberThread) -> None:
+    from flotilla.member.faults import FaultError
+
+    with pytest.raises(FaultError):
+        member.fault("explode")
+    with pytest.raises(FaultError):
+        member.fault("slow", latency=-1)
+    assert member.member.state()["mode"] == "normal"
+
+
+class GroupThread:
+    def __init__(self, group: MemberGroup) -> None:
+        self.group = group
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def call(self, coro: Any) -> Any:
+        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return fut.result(30)
+
+    def __enter__(self) -> MemberGroup:
+        self.thread.start()
+        self.call(self.group.start())
+        return self.group
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.call(self.group.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+def post(url: str, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_admin_endpoint_of_a_group(tmp_path: Path) -> None:
+    configs = [MemberConfig(name=f"g{i}", data_dir=tmp_path, ready_delay=0.2) for i in (1, 2)]
+    group = MemberGroup(configs, history_file=tmp_path / "history.jsonl")
+    with GroupThread(group) as g:
+        admin = g.admin_url
+        info = read_admin_file(tmp_path, "g2")
+        assert info["admin_url"] == admin and info["url"] == g.members["g2"].url
+        assert (tmp_path / "g1" / "kubeconfig").exists() and (tmp_path / "g2" / "kubeconfig").exists()
+        listed = json.loads(get(admin + "/members")[1])["members"]
+        assert [m["name"] for m in listed] == ["g1", "g2"]
+        assert all(m["mode"] == "normal" and m["ready"] and m["url"].startswith("http://127.0.0.1:") for m in listed)
+
+        code, state = post(f"{admin}/members/g2/fault", {"mode": "down"})
+        assert code == 200 and state["mode"] == "down" and state["ready"] is False
+        assert refused(g.members["g2"].port)
+        assert get(g.members["g1"].url + "/readyz") == (200, "ok")  # the other member is unaffected
+        assert json.loads(get(admin + "/members/g2")[1])["mode"] == "down"  # admin stays reachable
+
+        state = send_fault(tmp_path, "g2", "slow", 0.3)  # what `flotilla sim fault` calls
+        assert state["mode"] == "slow" and state["latency"] == 0.3
+        assert post(f"{admin}/members/g2/fault", {"mode": "recover"})[1]["mode"] == "normal"
+        assert get(g.members["g2"].url + "/readyz") == (200, "ok")
+
+        assert post(f"{admin}/members/g2/fault", {"mode": "sideways"})[0] == 400
+        assert post(f"{admin}/members/g9/fault", {"mode": "down"})[0] == 404
+        assert post(f"{admin}/members/g1/fault", ["down"])[0] == 400
+        history = json.loads(get(admin + "/history")[1])
+        assert history == {"intervals": [], "overlaps": []}
+    assert not (tmp_path / "g1" / "admin.json").exists()  # removed on a clean stop
