@@ -571,6 +571,7 @@ def _policy(name: str, spec_extra: dict[str, Any]) -> dict[str, Any]:
 def test_karmada_propagation_policy_defaults_and_validation(custom: client.CustomObjectsApi, ns: str) -> None:
     g, v, p = KARMADA_POLICY
     pp = custom.create_namespaced_custom_object(g, v, ns, p, _policy("pp", {
+        "propagateDeps": True,  # Karmada's webhook requires it with application failover
         "failover": {"cluster": {}, "application": {"decisionConditions": {}}},
         "placement": {"clusterAffinity": {"clusterNames": ["member1"]}, "replicaScheduling": {}},
     }), field_validation="Strict")

@@ -10,39 +10,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flotilla.api.admission import RICIndex, register_karmada_admission
-from flotilla.apiserver.server import ApiServer
 from tests.support.apiserver import Kubectl, ServerThread
 
 pytestmark = pytest.mark.kubectl
 
 
-class AdmissionServerThread(ServerThread):
-    """A ServerThread whose API server has the Karmada admission plugins (and a RIC index)."""
-
-    def start(self) -> AdmissionServerThread:
-        self.thread.start()
-        server = ApiServer(self.config)
-        self.ric_index = RICIndex()
-        register_karmada_admission(server.admission, existing_rics=self.ric_index.items)
-        self.server = self.call(server.start())
-        self.call(self.ric_index.attach(server.storage))
-        return self
-
-    def stop(self) -> None:
-        self.call(self.ric_index.stop())
-        super().stop()
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdmissionServerThread]:
-    srv = AdmissionServerThread(tmp_path_factory.mktemp("karmada-admission")).start()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """The API server registers Karmada's admission plugins itself (ApiServerConfig.karmada_admission)."""
+    srv = ServerThread(tmp_path_factory.mktemp("karmada-admission"), policy_finalizers=True).start()
     yield srv
     srv.stop()
 
 
 @pytest.fixture
-def kubectl(server: AdmissionServerThread, tmp_path: Path) -> Kubectl:
+def kubectl(server: ServerThread, tmp_path: Path) -> Kubectl:
     return Kubectl(server.kubeconfig, tmp_path)
 
 

@@ -40,6 +40,11 @@ class ApiServerConfig:
     compaction_interval: float = 300.0  # seconds; 0 disables compaction
     # extra aiohttp middlewares, outermost first (a simulated member's fault injection uses this)
     middlewares: list[Any] = field(default_factory=list)
+    # Karmada's validating/mutating webhooks for Karmada's kinds (the control plane; members go without)
+    karmada_admission: bool = True
+    allow_no_execute_taint_policy: bool = True  # D1
+    # the PropagationPolicy finalizer needs the policy controller to remove it; off until that runs
+    policy_finalizers: bool = False
 
 
 class ApiServer:
@@ -61,6 +66,7 @@ class ApiServer:
         self._crds: CRDManager | None = None
         self._gc: GarbageCollector | None = None
         self._compactor: Compactor | None = None
+        self._rics: Any = None
         self._namespaces: NamespaceLifecycle | None = None
         self._owns_store = store is None
 
@@ -79,7 +85,19 @@ class ApiServer:
         from flotilla.apiserver.crd import validate_crd
 
         self.admission.register("apiextensions.k8s.io", "CustomResourceDefinition", _CRDValidation(validate_crd))
+        if cfg.karmada_admission:
+            from flotilla.api.admission import RICIndex, register_karmada_admission
+
+            self._rics = RICIndex()
+            register_karmada_admission(
+                self.admission,
+                allow_no_execute_taint_policy=cfg.allow_no_execute_taint_policy,
+                existing_rics=self._rics.items,
+                policy_finalizers=cfg.policy_finalizers,
+            )
         await self._crds.start()
+        if self._rics is not None:
+            await self._rics.attach(storage)
         await self._namespaces.start_cache()
         await self._namespaces.ensure_defaults()
         await self._namespaces.resume()
@@ -149,6 +167,8 @@ class ApiServer:
         if self._gc:
             await self._gc.stop()
             self._gc = None
+        if self._rics is not None:
+            await self._rics.stop()
         if self._crds:
             await self._crds.stop()
         if self._namespaces:

@@ -203,7 +203,7 @@ class MemberCluster:
         factories = list(self._factories) if self._factories is not None else simulator_factories(cfg.simulators)
         api = ApiServerConfig(storage_url=cfg.storage_url, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,
-                              middlewares=[self.faults.middleware()])
+                              middlewares=[self.faults.middleware()], karmada_admission=False)
         self.server = ApiServer(api)
         try:
             await self.server.start()
