@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.member import add_member_parsers
 
     add_member_parsers(sub)  # `flotilla member` and `flotilla sim fault`
+
+    from flotilla.cli.interpret import add_interpret_parser
+
+    add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`
     return p
 
 

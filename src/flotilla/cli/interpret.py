@@ -1,0 +1,330 @@
+"""``flotilla interpret``: run ResourceInterpreterCustomization scripts locally (like ``karmadactl interpret``).
+
+Examples::
+
+    flotilla interpret -f customization.yaml --operation InterpretHealth --observed-file observed.yaml
+    flotilla interpret -f customization.yaml --operation Retain --desired-file d.yaml --observed-file o.yaml
+    flotilla interpret -f customization.yaml --operation ReviseReplica --observed-file o.yaml --desired-replica 2
+    flotilla interpret -f customization.yaml --operation AggregateStatus --observed-file o.yaml --status-file items.yaml
+    flotilla interpret -f customization.yaml --check
+
+Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML. Operation names are
+matched ignoring case. Only the customizations' scripts run unless ``--with-builtin`` is given, which
+lets Flotilla's built-in rules (third-party, native, default) answer when no script is defined.
+Errors go to stderr, with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from flotilla.interpreter import (
+    GVK,
+    CustomizationRegistry,
+    InterpreterError,
+    Operation,
+    ResourceInterpreter,
+    Source,
+    check_script,
+    parse_customization,
+)
+from flotilla.interpreter.customization import RIC_KIND
+
+__all__ = ["add_interpret_parser", "run_interpret", "main"]
+
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class UsageError(Exception):
+    """Bad input: the message says what to fix."""
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML with timestamps left as strings, as Kubernetes reads them."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+# ---------------------------------------------------------------------------------- arguments
+
+
+def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``interpret`` sub-command to ``subparsers`` (sets ``fn`` to :func:`run_interpret`)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "interpret", help="run ResourceInterpreterCustomization scripts locally (test, validate)",
+        description="Validate and test ResourceInterpreterCustomization Lua scripts before applying them: "
+                    "run one operation on local objects and print the results as YAML.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="operations: " + ", ".join(o.value for o in Operation) + " (case does not matter)")
+    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
+                   help="file or directory with the customizations (YAML or JSON; repeatable; - for stdin)")
+    p.add_argument("-R", "--recursive", action="store_true", help="read directories given with -f recursively")
+    p.add_argument("--operation", default="", help="the operation to run: " + ", ".join(o.value for o in Operation))
+    p.add_argument("--desired-file", default="", metavar="FILE",
+                   help="the object passed as desiredObj (- for stdin)")
+    p.add_argument("--observed-file", default="", metavar="FILE",
+                   help="the object passed as observedObj (- for stdin)")
+    p.add_argument("--status-file", default="", metavar="FILE",
+                   help="AggregatedStatusItem objects (clusterName, status, applied, health) passed as statusItems "
+                        "(YAML documents or a list; - for stdin)")
+    p.add_argument("--desired-replica", type=int, default=0, metavar="N",
+                   help="the desiredReplica argument of ReviseReplica (default 0)")
+    p.add_argument("--check", action="store_true",
+                   help="validate the customizations and compile their scripts instead of running an operation")
+    p.add_argument("--with-builtin", action="store_true",
+                   help="when no script defines the operation, let Flotilla's built-in rules answer")
+    p.set_defaults(fn=run_interpret)
+    return p
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def _files(name: str, recursive: bool) -> list[Path | None]:
+    """``None`` stands for stdin."""
+    if name == "-":
+        return [None]
+    if "://" in name:
+        raise UsageError(f"{name}: URLs are not supported; download the file and give its path")
+    path = Path(name)
+    if path.is_dir():
+        pattern = "**/*" if recursive else "*"
+        found = sorted(p for p in path.glob(pattern) if p.is_file() and p.suffix in _SUFFIXES)
+        if not found:
+            raise UsageError(f"{name}: the directory has no .yaml, .yml or .json file")
+        return list(found)
+    if not path.exists():
+        raise UsageError(f"{name}: no such file or directory")
+    return [path]
+
+
+def _documents(name: str, recursive: bool = False, stdin: TextIO | None = None) -> Iterator[tuple[str, Any]]:
+    for path in _files(name, recursive):
+        label = "stdin" if path is None else str(path)
+        try:
+            text = (stdin or sys.stdin).read() if path is None else path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{label}: cannot read: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{label}: not UTF-8 text") from None
+        try:
+            docs = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError as e:
+            raise UsageError(f"{label}: not valid YAML or JSON: {e}") from None
+        for doc in docs:
+            if doc is None:
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List"):
+                for item in doc["items"]:
+                    yield label, item
+            else:
+                yield label, doc
+
+
+def _one_object(option: str, name: str, stdin: TextIO | None) -> dict[str, Any]:
+    docs = list(_documents(name, stdin=stdin))
+    if len(docs) != 1:
+        raise UsageError(f"{option} {name} holds {len(docs)} objects; give exactly one")
+    label, obj = docs[0]
+    if not isinstance(obj, dict):
+        raise UsageError(f"{label}: expected a Kubernetes object (a mapping), got {type(obj).__name__}")
+    try:
+        GVK.of(obj)
+    except InterpreterError as e:
+        raise UsageError(f"{label}: {e}") from None
+    return obj
+
+
+def _status_items(name: str, stdin: TextIO | None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for label, doc in _documents(name, stdin=stdin):
+        for item in doc if isinstance(doc, list) else [doc]:
+            if not isinstance(item, dict) or not isinstance(item.get("clusterName"), str):
+                raise UsageError(f"{label}: every status item must be an object with a clusterName "
+                                 "(and status, applied, health)")
+            if item.get("status") is not None and not isinstance(item["status"], dict):
+                raise UsageError(f"{label}: status of cluster {item['clusterName']!r} must be an object")
+            items.append({k: item[k] for k in ("clusterName", "status", "applied", "appliedMessage", "health")
+                          if k in item})
+    return items
+
+
+def _customizations(args: argparse.Namespace, stdin: TextIO | None) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name in args.filename:
+        for label, doc in _documents(name, args.recursive, stdin):
+            out.append((label, doc))
+    return out
+
+
+# ------------------------------------------------------------------------------------ output
+
+
+def to_yaml(value: Any) -> str:
+    """A value as ``karmadactl`` prints it: block YAML, sorted keys, scalars without an end marker."""
+    text: str = yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=True, allow_unicode=True,
+                     width=1 << 30)
+    if text.endswith("\n...\n"):
+        text = text[: -len("...\n")]
+    return text
+
+
+def print_results(results: Sequence[tuple[str, Any]], out: TextIO) -> None:
+    for i, (name, value) in enumerate(results, 1):
+        out.write("---\n")
+        out.write(f"# [{i}/{len(results)}] {name}:\n")
+        out.write(to_yaml(value))
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+def _check(customizations: list[tuple[str, dict[str, Any]]], out: TextIO) -> int:
+    failed = False
+    for label, doc in customizations:
+        out.write("-----------------------------------\n")
+        name = doc.get("metadata", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) else None
+        out.write(f"SOURCE: {name or label}\n")
+        try:
+            ric = parse_customization(doc)
+        except InterpreterError as e:
+            failed = True
+            out.write(f"ERROR: {e}\n")
+            continue
+        out.write(f"TARGET: {ric.target.api_version} {ric.target.kind}\n")
+        out.write("RULES:\n")
+        width = max(len(o.value) for o in Operation) + 1
+        for op in Operation:
+            script = ric.scripts.get(op, "")
+            status = "UNSET"
+            if script:
+                try:
+                    check_script(script)
+                    status = "PASS"
+                except InterpreterError as e:
+                    failed = True
+                    status = f"ERROR: {e}"
+            out.write(f"    {op.value + ':':<{width}} {status}\n")
+    return 1 if failed else 0
+
+
+def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str, Any]]], out: TextIO,
+             err: TextIO, stdin: TextIO | None) -> int:
+    if not args.operation:
+        raise UsageError("--operation is not set; use one of: " + ", ".join(o.value for o in Operation))
+    try:
+        op = Operation.parse(args.operation)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    rics = []
+    for label, doc in customizations:
+        try:
+            rics.append(parse_customization(doc))
+        except InterpreterError as e:
+            raise UsageError(f"{label}: {e}") from None
+
+    def lua_print(line: str) -> None:
+        err.write(f"lua print: {line}\n")
+
+    registry = CustomizationRegistry(rics, print_sink=lua_print)
+    for conflict in registry.conflicts():
+        err.write(f"warning: {conflict}; Karmada's admission webhook refuses this (the first by name is used)\n")
+
+    desired = _one_object("--desired-file", args.desired_file, stdin) if args.desired_file else None
+    observed = _one_object("--observed-file", args.observed_file, stdin) if args.observed_file else None
+    items = _status_items(args.status_file, stdin) if args.status_file else None
+    target: dict[str, Any] | None
+    if op is Operation.RETAIN:
+        if desired is None or observed is None:
+            raise UsageError("Retain needs both --desired-file (desiredObj) and --observed-file (observedObj)")
+        target = desired
+    else:
+        if desired is None and observed is None:
+            raise UsageError(f"{op} needs the object: give --observed-file or --desired-file")
+        if desired is not None and observed is not None:
+            raise UsageError(f"{op} takes one object: give only one of --desired-file and --observed-file")
+        target = desired if desired is not None else observed
+    assert target is not None
+    gvk = GVK.of(target)
+
+    interpreter = ResourceInterpreter(registry)
+    source = interpreter.source(gvk, op)
+    if source is not Source.CUSTOMIZATION and not args.with_builtin:
+        if registry.rules_for(gvk) is None:
+            targets = ", ".join(f"{t.api_version} {t.kind}" for t in registry.targets) or "none"
+            raise UsageError(f"no {RIC_KIND} targets {gvk.api_version} {gvk.kind} (the object's apiVersion/kind "
+                             f"must equal spec.target; targets found: {targets})")
+        raise UsageError(f"the customization for {gvk.api_version} {gvk.kind} has no {op.hook_field} script: "
+                         f"set spec.customizations.{op.hook_field}.luaScript to a script defining "
+                         f"{op.lua_function}(...), or pass --with-builtin to use Flotilla's built-in rules")
+    try:
+        result = interpreter.interpret(op, desired=desired if op is Operation.RETAIN else target,
+                                       observed=observed if op is Operation.RETAIN else None,
+                                       status_items=items, replicas=args.desired_replica)
+    except InterpreterError as e:
+        err.write(f"error: {op} failed: {e}\n")
+        return 1
+    if source is not Source.CUSTOMIZATION:
+        err.write(f"note: answered by the {source.value} interpreter, not a customization\n")
+    print_results(result.named_values(), out)
+    return 0
+
+
+def run_interpret(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None,
+                  stdin: TextIO | None = None) -> int:
+    """Run the sub-command; returns the exit status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        if not args.filename and not args.with_builtin:
+            raise UsageError("no customization given: pass -f FILE (a ResourceInterpreterCustomization), "
+                             "or --with-builtin to run only the built-in rules")
+        if args.check and not args.filename:
+            raise UsageError("--check needs the customizations to check: pass -f FILE")
+        dashes = [o for o, v in (("-f", args.filename), ("--desired-file", [args.desired_file]),
+                                 ("--observed-file", [args.observed_file]), ("--status-file", [args.status_file]))
+                  if "-" in v]
+        if len(dashes) > 1:
+            raise UsageError(f"only one input can come from stdin (-), got {', '.join(dashes)}")
+        customizations = _customizations(args, stdin)
+        if args.filename and not customizations:
+            raise UsageError(f"no object found in {', '.join(args.filename)}")
+        if args.check:
+            return _check(customizations, out)
+        return _execute(args, customizations, out, err, stdin)
+    except UsageError as e:
+        err.write(f"error: {e}\n")
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flotilla")
+    add_interpret_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["interpret", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
