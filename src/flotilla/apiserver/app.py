@@ -78,9 +78,14 @@ class ApiHandler:
         self.options = options or ServerOptions()
         self.openapi = OpenAPICache(self.types)
         self._watches: set[asyncio.Task[Any]] = set()
+        self.closing = False
 
     async def close(self) -> None:
-        """End every open watch (server shutdown); clients re-watch from their last resourceVersion."""
+        """End every open watch (server shutdown); clients re-watch from their last resourceVersion.
+
+        From now on new watches are refused (503), so clients cannot keep the server from stopping.
+        """
+        self.closing = True
         for task in list(self._watches):
             task.cancel()
         for task in list(self._watches):
@@ -458,6 +463,9 @@ class ApiHandler:
                 "metadata": {"resourceVersion": state.last_rv}}}) + b"\n")
 
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
+        if self.closing:
+            raise ApiError(503, "ServiceUnavailable", "the API server is shutting down; retry the watch",
+                           headers={"Retry-After": "1"})
         q = request.query
         send_initial = _truthy(q.get("sendInitialEvents"))
         allow_bookmarks = _truthy(q.get("allowWatchBookmarks"))

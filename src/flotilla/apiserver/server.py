@@ -124,7 +124,9 @@ class ApiServer:
             raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
         self.handler = handler
         app = build_app(handler, middlewares)
-        self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # on shutdown, requests still in flight (a watch a client re-opened while we were closing) get a
+        # few seconds, not aiohttp's default minute
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
         await self.runner.setup()
         site = web.SockSite(self.runner, sock, ssl_context=ssl_ctx)
         await site.start()
