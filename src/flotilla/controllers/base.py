@@ -1,0 +1,108 @@
+"""The controller skeleton: informers feed keys into a work queue; workers call ``reconcile(key)``.
+
+A controller registers its informers and handlers in ``setup`` (handlers only compute keys and
+``enqueue`` them), and ``reconcile`` reads the informer caches, calls a pure decision function and
+writes the result through the client. ``reconcile`` returns a delay to be called again after (or None);
+raising requeues the key with per-key backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from flotilla.client import Client, Resource, SharedInformerFactory
+from flotilla.client.workqueue import WorkQueue
+from flotilla.controllers.members import MemberClients
+from flotilla.controllers.options import ControllerOptions
+from flotilla.observability.events import EventRecorder
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ControllerContext:
+    """What every controller of one controller-manager shares."""
+
+    client: Client
+    informers: SharedInformerFactory
+    recorder: EventRecorder
+    options: ControllerOptions
+    members: MemberClients
+    now: Callable[[], datetime] = utcnow
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Controller(ABC):
+    name: ClassVar[str] = "controller"
+    workers: ClassVar[int] = 2
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+        self.client = ctx.client
+        self.options = ctx.options
+        self.queue: WorkQueue[str] = WorkQueue(self.name)
+        self._task: asyncio.Task[None] | None = None
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Create informers (``self.ctx.informers.informer(...)``) and add handlers that enqueue keys."""
+
+    @abstractmethod
+    async def reconcile(self, key: str) -> float | None:
+        """Bring the world in line for ``key``; return seconds until the next call, or None."""
+
+    def enqueue(self, key: str, after: float = 0.0) -> None:
+        if after > 0:
+            self.queue.add_after(key, after)
+        else:
+            self.queue.add(key)
+
+    def informer(self, res: Resource, namespace: str | None = None, **kw: Any) -> Any:
+        return self.ctx.informers.informer(res, namespace, **kw)
+
+    def enqueue_object(self, obj: dict[str, Any]) -> None:
+        md = obj.get("metadata") or {}
+        ns, name = md.get("namespace"), md.get("name")
+        if name:
+            self.enqueue(f"{ns}/{name}" if ns else name)
+
+    def handlers_enqueue_self(self) -> dict[str, Callable[..., None]]:
+        """Handlers that enqueue the object's own key on add/update/delete."""
+        return {
+            "on_add": self.enqueue_object,
+            "on_update": lambda old, new: self.enqueue_object(new),
+            "on_delete": self.enqueue_object,
+        }
+
+    async def _handle(self, key: str) -> None:
+        after = await self.reconcile(key)
+        if after is not None and after >= 0:
+            self.queue.add_after(key, after)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.queue.run_workers(self.workers, self._handle))
+
+    async def stop(self) -> None:
+        self.queue.shutdown(discard_ready=True)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    ns, sep, name = key.partition("/")
+    return (ns, name) if sep else (None, ns)

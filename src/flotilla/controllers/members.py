@@ -1,0 +1,93 @@
+"""Clients for member clusters, built from a Cluster's apiEndpoint and its credentials Secret.
+
+As in Karmada (Push mode), the Cluster object names a Secret (``spec.secretRef``, namespace
+``karmada-cluster`` by default) whose data holds ``token`` and, for TLS, ``caBundle``; the endpoint is
+``spec.apiEndpoint`` and ``spec.insecureSkipTLSVerification`` skips verification. A client is cached per
+cluster and rebuilt when the Cluster's endpoint or credentials change.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from flotilla.client import Client, Resource
+from flotilla.client.kubeconfig import ClusterCredentials
+
+CLUSTERS = Resource("cluster.karmada.io", "v1alpha1", "clusters", "Cluster", False)
+SECRETS = Resource("", "v1", "secrets", "Secret", True)
+CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
+
+
+class MemberClientError(Exception):
+    """The client for a member cannot be built (no endpoint, missing Secret...); the message says why."""
+
+
+def credentials_for(cluster: dict[str, Any], secret: dict[str, Any] | None) -> ClusterCredentials:
+    spec = cluster.get("spec") or {}
+    endpoint = spec.get("apiEndpoint")
+    name = (cluster.get("metadata") or {}).get("name", "")
+    if not endpoint:
+        raise MemberClientError(f"cluster {name} has no spec.apiEndpoint")
+    data = (secret or {}).get("data") or {}
+
+    def field(key: str) -> bytes | None:
+        raw = data.get(key)
+        if not raw:
+            return None
+        try:
+            return base64.b64decode(raw)
+        except (ValueError, TypeError):
+            raise MemberClientError(f"secret of cluster {name}: data.{key} is not base64") from None
+
+    token = field("token")
+    return ClusterCredentials(
+        server=endpoint,
+        token=token.decode() if token else None,
+        ca_pem=field("caBundle"),
+        insecure=bool(spec.get("insecureSkipTLSVerification")),
+        context=name,
+    )
+
+
+class MemberClients:
+    """One cached Client per member cluster."""
+
+    def __init__(self, control_plane: Client, *, request_timeout: float = 10.0) -> None:
+        self.control_plane = control_plane
+        self.request_timeout = request_timeout
+        self._clients: dict[str, tuple[tuple[Any, ...], Client]] = {}
+
+    async def client_for(self, cluster: dict[str, Any]) -> Client:
+        """The client for ``cluster`` (a Cluster object); raises MemberClientError if it cannot be built."""
+        name = (cluster.get("metadata") or {}).get("name", "")
+        spec = cluster.get("spec") or {}
+        ref = spec.get("secretRef") or {}
+        secret = None
+        if ref.get("name"):
+            try:
+                secret = await self.control_plane.get(SECRETS, ref["name"],
+                                                      ref.get("namespace") or CLUSTER_SECRET_NAMESPACE)
+            except Exception as e:
+                raise MemberClientError(f"cluster {name}: cannot read its secret "
+                                        f"{ref.get('namespace') or CLUSTER_SECRET_NAMESPACE}/{ref['name']}: {e}") from e
+        fingerprint = (spec.get("apiEndpoint"), spec.get("insecureSkipTLSVerification"),
+                       ((secret or {}).get("metadata") or {}).get("resourceVersion"))
+        cached = self._clients.get(name)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        client = Client.from_credentials(credentials_for(cluster, secret), request_timeout=self.request_timeout,
+                                         read_retries=0)
+        if cached is not None:
+            await cached[1].close()
+        self._clients[name] = (fingerprint, client)
+        return client
+
+    async def forget(self, name: str) -> None:
+        cached = self._clients.pop(name, None)
+        if cached is not None:
+            await cached[1].close()
+
+    async def close(self) -> None:
+        for name in list(self._clients):
+            await self.forget(name)
