@@ -1,0 +1,232 @@
+"""The binding status controller: Works -> binding ``status.aggregatedStatus`` -> template status (karmada-core.md §7).
+
+For a ResourceBinding or ClusterResourceBinding it collects the binding's Works (label
+``resourcebinding.karmada.io/permanent-id`` / ``clusterresourcebinding.karmada.io/permanent-id`` = the binding's
+permanent id), builds ``aggregatedStatus`` and the ``FullyApplied`` condition
+(:mod:`flotilla.propagation.status`), and patches the binding's status subresource: only ``aggregatedStatus``
+and ``conditions`` (the scheduler's ``schedulerObservedGeneration``/``lastScheduledTime`` are not touched), with
+the binding's resourceVersion as precondition, retried on 409. Then, if the interpreter has an AggregateStatus
+hook for the template's kind, it aggregates the items onto the live template and writes the template's status
+subresource when ``.status`` changed.
+
+D14: the readiness of each Work's cluster is part of the aggregation. Items of clusters that are not Ready
+keep their last ``status`` and report ``health: Unknown``; the binding's ``StatusUpToDate`` condition names
+those clusters. A Cluster's Ready flip (or its deletion) re-aggregates every binding with a Work there.
+
+Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
+generation or ``spec.resource.resourceVersion`` changed; Work add, status or deletion change, delete (mapped
+to the binding by the Work's binding annotations); Cluster readiness change or delete.
+Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding and the template;
+``StatusStale`` (Warning) / ``StatusUpToDate`` (Normal) on the binding when its StatusUpToDate condition flips.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from flotilla.api.labels import (
+    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL,
+)
+from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
+from flotilla.controllers.base import Controller
+from flotilla.controllers.members import CLUSTERS
+from flotilla.controllers.work_status import WORKS, shared_interpreter
+from flotilla.interpreter import InterpreterError, Operation
+from flotilla.observability.events import NORMAL, WARNING
+from flotilla.propagation import status as st
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController"]
+
+RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
+CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
+                                     "ClusterResourceBinding", False)
+RETRIES = 5
+
+_Obj = dict[str, Any]
+
+
+def _label_index(label: str) -> str:
+    return f"label:{label}"
+
+
+def _ensure_label_index(inf: Informer, label: str) -> None:
+    try:
+        inf.add_indexer(_label_index(label), label_indexer(label))
+    except ValueError:
+        pass  # another controller indexes the same label under the same name
+
+
+class BindingStatusController(Controller):
+    name: ClassVar[str] = "binding-status"
+    workers: ClassVar[int] = 5
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        self.rbs = self.informer(RESOURCE_BINDINGS)
+        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        self.works = self.informer(WORKS)
+        self.clusters = self.informer(CLUSTERS)
+        self.interpreters = shared_interpreter(self.ctx)
+        _ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        _ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        for inf, prefix in ((self.rbs, "rb"), (self.crbs, "crb")):
+            inf.add_handler(on_add=lambda b, p=prefix: self._on_binding(p, None, b),
+                            on_update=lambda old, new, p=prefix: self._on_binding(p, old, new))
+        self.works.add_handler(on_add=self._enqueue_for_work, on_update=self._on_work_update,
+                               on_delete=self._enqueue_for_work)
+        self.clusters.add_handler(on_update=self._on_cluster_update, on_delete=self._on_cluster_delete)
+
+    def _on_binding(self, prefix: str, old: _Obj | None, new: _Obj) -> None:
+        if st.binding_needs_sync(old, new):
+            md = new.get("metadata") or {}
+            self.enqueue(f"rb|{md.get('namespace')}|{md.get('name')}" if prefix == "rb" else f"crb|{md.get('name')}")
+
+    def _enqueue_for_work(self, work: _Obj) -> None:
+        key = st.binding_key_for_work(work)
+        if key is not None:
+            self.enqueue(key)
+
+    def _on_work_update(self, old: _Obj, new: _Obj) -> None:
+        if st.work_status_changed(old, new):
+            self._enqueue_for_work(new)
+
+    def _on_cluster_update(self, old: _Obj, new: _Obj) -> None:
+        if st.ready_changed(old, new):
+            self._enqueue_cluster_bindings(new)
+
+    def _on_cluster_delete(self, cluster: _Obj) -> None:
+        self._enqueue_cluster_bindings(cluster)
+
+    def _enqueue_cluster_bindings(self, cluster: _Obj) -> None:
+        name = (cluster.get("metadata") or {}).get("name")
+        if name:
+            for work in self.works.store.by_index("namespace", f"karmada-es-{name}"):
+                self._enqueue_for_work(work)
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: str) -> float | None:
+        parts = key.split("|")
+        if parts[0] == "rb" and len(parts) == 3:
+            binding = self.rbs.store.get(f"{parts[1]}/{parts[2]}")
+            res, label = RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
+        elif parts[0] == "crb" and len(parts) == 2:
+            binding = self.crbs.store.get(parts[1])
+            res, label = CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
+        else:
+            log.warning("binding-status: ignoring malformed key %r", key)
+            return None
+        if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
+        if not permanent_id:
+            return None  # admission always sets it; without it no Work can be found
+        works = self.works.store.by_index(_label_index(label), permanent_id)
+        resource = (binding.get("spec") or {}).get("resource") or {}
+        items = st.build_aggregated_status(works, resource, self._ready)
+        stale = st.stale_clusters(items, self._ready)
+        await self._patch_binding(res, binding, items, stale)
+        await self._sync_template(binding, items)
+        return None
+
+    def _ready(self, cluster: str) -> bool:
+        return st.cluster_ready(self.clusters.store.get(cluster))
+
+    async def _patch_binding(self, res: Resource, binding: _Obj, items: list[dict[str, Any]],
+                             stale: list[str]) -> None:
+        md = binding.get("metadata") or {}
+        ns, name = md.get("namespace"), str(md.get("name"))
+        spec = binding.get("spec") or {}
+        conditions = [st.fully_applied_condition(spec, items), st.status_up_to_date_condition(stale)]
+        for _ in range(RETRIES):
+            status = binding.get("status") or {}
+            patch = st.binding_status_patch(status, items, conditions, self.ctx.now())
+            if patch is None:
+                return
+            body = {"metadata": {"resourceVersion": (binding.get("metadata") or {}).get("resourceVersion")},
+                    "status": patch}
+            try:
+                await self.client.patch(res, name, body, namespace=ns, subresource="status")
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    self.ctx.recorder.event(binding, WARNING, "AggregateStatusFailed",
+                                            f"Writing the aggregated status failed: {e}")
+                    raise
+                binding = await self._get_live(res, name, ns)
+                if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+                    return
+                continue
+            self._events_for(binding, status, patch)
+            return
+        raise RuntimeError(f"{res.kind} {_display(ns, name)}: status kept conflicting after {RETRIES} attempts")
+
+    def _events_for(self, binding: _Obj, old_status: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
+        if "aggregatedStatus" in patch:
+            self.ctx.recorder.event(binding, NORMAL, "AggregateStatusSucceed",
+                                    "Collected the status of the binding's Works into status.aggregatedStatus")
+        old = st.find_condition(old_status.get("conditions"), st.CONDITION_STATUS_UP_TO_DATE)
+        new = st.find_condition(patch.get("conditions"), st.CONDITION_STATUS_UP_TO_DATE)
+        if new is not None and (old is None or old.get("status") != new.get("status")):
+            if new.get("status") == "False":
+                self.ctx.recorder.event(binding, WARNING, "StatusStale", str(new.get("message") or ""))
+            elif old is not None:
+                self.ctx.recorder.event(binding, NORMAL, "StatusUpToDate", str(new.get("message") or ""))
+
+    async def _get_live(self, res: Resource, name: str, namespace: str | None) -> _Obj | None:
+        try:
+            return await self.client.get(res, name, namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    async def _sync_template(self, binding: _Obj, items: list[dict[str, Any]]) -> None:
+        ref = (binding.get("spec") or {}).get("resource") or {}
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        name, namespace = str(ref.get("name") or ""), ref.get("namespace") or None
+        if not api_version or not kind or not name:
+            return
+        interpreter = self.interpreters.get()
+        if not interpreter.hook_enabled({"apiVersion": api_version, "kind": kind}, Operation.AGGREGATE_STATUS):
+            return  # kinds nobody aggregates keep whatever status they have
+        res = await self.client.resource_for(api_version, kind)
+        for _ in range(RETRIES):
+            template = await self._get_live(res, name, namespace)
+            if template is None:
+                return
+            uid = ref.get("uid")
+            if uid and (template.get("metadata") or {}).get("uid") != uid:
+                return  # a newer template of the same name; its own binding will take care of it
+            try:
+                new = interpreter.aggregate_status(template, items, now=self.ctx.now())
+            except InterpreterError as e:
+                msg = f"Aggregating the status of {kind} {_display(namespace, name)} failed: {e}"
+                self.ctx.recorder.event(binding, WARNING, "AggregateStatusFailed", msg)
+                self.ctx.recorder.event(template, WARNING, "AggregateStatusFailed", msg)
+                raise
+            if not st.template_status_changed(template, new):
+                return
+            try:
+                await self.client.update(res, new, subresource="status")
+            except ApiException as e:
+                if is_conflict(e):
+                    continue
+                if is_not_found(e):
+                    return  # gone meanwhile, or the kind has no status subresource
+                self.ctx.recorder.event(template, WARNING, "AggregateStatusFailed",
+                                        f"Writing the aggregated status failed: {e}")
+                raise
+            self.ctx.recorder.event(template, NORMAL, "AggregateStatusSucceed",
+                                    "Updated the status with the status aggregated from the member clusters")
+            return
+        raise RuntimeError(f"{kind} {_display(namespace, name)}: status kept conflicting after {RETRIES} attempts")
+
+
+def _display(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name

@@ -1,0 +1,415 @@
+"""The work status controller: member object status -> ``Work.status.manifestStatuses`` (karmada-core.md §6).
+
+Per Ready member cluster it keeps one informer per resource type that the applied Works of that cluster
+carry, label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached). Every event
+of such an object that names its Work (annotations ``work.karmada.io/namespace`` / ``name``) enqueues the
+object; processing it reflects the status and the health through the resource interpreter and records
+``{identifier, status, health}`` in the Work's status subresource (merge patch with the Work's
+resourceVersion as precondition, retried on 409).
+
+Informers follow the clusters: they are started when an applied Work of a Ready cluster needs them, stopped
+for resource types no applied Work of the cluster carries any more, and all stopped when the cluster stops
+being Ready or its Cluster object goes (a cluster that is Ready again gets fresh informers, whose first list
+re-reflects every object). While a cluster is not Ready, its Works keep the last observed status; the binding
+status controller reports it as stale (D14).
+
+Drift by deletion: when a managed object disappears from a member (deleted, or its ``karmada.io/managed``
+label removed) while its Work, applied and not being deleted (checked live, not in the cache), still lists it,
+the controller stamps the Work's annotation ``work.flotilla.io/reapply-requested`` with the time (a metadata
+merge patch: no generation bump) and records a Warning Event ``MemberObjectMissing`` on the Work. That is the
+request to apply the Work again, made through the Work only: the execution controller re-applies a Work
+when this annotation changes (besides its own §5.4 drift handling). Member-side edits of a managed object are
+the execution controller's drift correction alone.
+
+Queue keys: ``work|<ns>|<name>`` (set up informers for a Work), ``cluster|<name>`` (start/stop informers for a
+cluster) and ``obj|<cluster>|<apiVersion>|<kind>|<ns>|<name>|<work ns>|<work name>`` (reflect one object).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
+from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
+from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.controllers.members import CLUSTERS, MemberClientError
+from flotilla.interpreter import InterpreterError, ResourceInterpreter, parse_customization
+from flotilla.observability.events import WARNING
+from flotilla.propagation import status as st
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared_interpreter"]
+
+WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
+RICS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
+                "ResourceInterpreterCustomization", False)
+MANAGED_SELECTOR = f"{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
+CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
+STATUS_RETRIES = 5
+
+_Obj = dict[str, Any]
+
+
+# ============================================================================================ interpreter
+
+
+class InterpreterSource:
+    """The resource interpreter over the control plane's current ResourceInterpreterCustomizations (rebuilt when
+    the RICs change; a RIC that does not parse is left out, with a log line)."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+        self._key: tuple[tuple[str, str], ...] | None = None
+        self._interpreter = ResourceInterpreter(())
+
+    def get(self) -> ResourceInterpreter:
+        objs = self.informer.store.list()
+        key = tuple(sorted((str((o.get("metadata") or {}).get("name")),
+                            str((o.get("metadata") or {}).get("resourceVersion"))) for o in objs))
+        if key != self._key:
+            parsed = []
+            for o in objs:
+                try:
+                    parsed.append(parse_customization(o))
+                except InterpreterError as e:
+                    log.warning("ignoring ResourceInterpreterCustomization %s: %s",
+                                (o.get("metadata") or {}).get("name"), e)
+            self._interpreter = ResourceInterpreter(parsed)
+            self._key = key
+        return self._interpreter
+
+
+def shared_interpreter(ctx: ControllerContext) -> InterpreterSource:
+    """One :class:`InterpreterSource` per controller-manager (kept in ``ctx.extras``)."""
+    src = ctx.extras.get("interpreter-source")
+    if not isinstance(src, InterpreterSource):
+        src = InterpreterSource(ctx.informers.informer(RICS))
+        ctx.extras["interpreter-source"] = src
+    return src
+
+
+# ============================================================================================ member watches
+
+
+class _MemberWatch:
+    """The informers of one member cluster, keyed by (apiVersion, kind)."""
+
+    def __init__(self, cluster: str, client: Client) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.resources: dict[tuple[str, str], Resource] = {}
+        self.informers: dict[tuple[str, str], Informer] = {}
+
+    async def resource(self, api_version: str, kind: str) -> Resource:
+        key = (api_version, kind)
+        res = self.resources.get(key)
+        if res is None:
+            res = await self.client.resource_for(api_version, kind)
+            self.resources[key] = res
+        return res
+
+    async def stop_informer(self, key: tuple[str, str]) -> None:
+        inf = self.informers.pop(key, None)
+        if inf is not None:
+            await inf.stop()
+
+    async def stop(self) -> None:
+        infs, self.informers = list(self.informers.values()), {}
+        await asyncio.gather(*(inf.stop() for inf in infs), return_exceptions=True)
+
+
+def _object_key(cluster: str, api_version: str, kind: str, obj: Mapping[str, Any]) -> str | None:
+    ref = st.work_ref_of(obj)
+    if ref is None:
+        return None
+    md = obj.get("metadata") or {}
+    return "|".join(("obj", cluster, api_version, kind, str(md.get("namespace") or ""), str(md.get("name") or ""),
+                     ref[0], ref[1]))
+
+
+# ============================================================================================ controller
+
+
+class WorkStatusController(Controller):
+    name: ClassVar[str] = "work-status"
+    workers: ClassVar[int] = 5
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self._watches: dict[str, _MemberWatch] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        self.works = self.informer(WORKS)
+        self.clusters = self.informer(CLUSTERS)
+        self.interpreters = shared_interpreter(self.ctx)
+        self.works.add_handler(on_add=self._on_work_add, on_update=self._on_work_update,
+                               on_delete=self._on_work_delete)
+        self.clusters.add_handler(on_add=self._on_cluster, on_update=self._on_cluster_update,
+                                  on_delete=self._on_cluster)
+
+    def _on_work_add(self, work: _Obj) -> None:
+        self._enqueue_work(work)
+
+    def _on_work_update(self, old: _Obj, new: _Obj) -> None:
+        if st.work_needs_informer_sync(old, new):
+            self._enqueue_work(new)
+
+    def _on_work_delete(self, work: _Obj) -> None:
+        cluster = st.work_cluster(work)
+        if cluster and cluster in self._watches:
+            self.enqueue(f"cluster|{cluster}")  # drop informers no Work needs any more
+
+    def _enqueue_work(self, work: _Obj) -> None:
+        md = work.get("metadata") or {}
+        if md.get("namespace") and md.get("name"):
+            self.enqueue(f"work|{md['namespace']}|{md['name']}")
+
+    def _on_cluster(self, cluster: _Obj) -> None:
+        name = (cluster.get("metadata") or {}).get("name")
+        if name:
+            self.enqueue(f"cluster|{name}")
+
+    def _on_cluster_update(self, old: _Obj, new: _Obj) -> None:
+        if st.ready_changed(old, new) or (old.get("metadata") or {}).get("generation") != (
+                new.get("metadata") or {}).get("generation"):
+            self._on_cluster(new)
+
+    def _member_handlers(self, cluster: str, api_version: str, kind: str) -> dict[str, Any]:
+        def enqueue(obj: _Obj) -> None:
+            key = _object_key(cluster, api_version, kind, obj)
+            if key is not None:
+                self.enqueue(key)
+
+        return {"on_add": enqueue, "on_update": lambda old, new: enqueue(new), "on_delete": enqueue}
+
+    # ------------------------------------------------------------------ lifecycle
+    async def stop(self) -> None:
+        await super().stop()
+        watches, self._watches = list(self._watches.values()), {}
+        await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
+
+    def _lock(self, cluster: str) -> asyncio.Lock:
+        lock = self._locks.get(cluster)
+        if lock is None:
+            lock = self._locks[cluster] = asyncio.Lock()
+        return lock
+
+    # ------------------------------------------------------------------ reconcile
+    async def reconcile(self, key: str) -> float | None:
+        kind, _, rest = key.partition("|")
+        if kind == "work":
+            ns, _, name = rest.partition("|")
+            return await self._sync_work(ns, name)
+        if kind == "cluster":
+            return await self._sync_cluster(rest)
+        if kind == "obj":
+            parts = rest.split("|")
+            if len(parts) == 7:
+                return await self._sync_object(*parts)
+        log.warning("work-status: ignoring malformed key %r", key)
+        return None
+
+    # ---- clusters
+    async def _drop_watch(self, cluster: str) -> None:
+        watch = self._watches.pop(cluster, None)
+        if watch is not None:
+            await watch.stop()
+            log.info("work-status: stopped the informers of cluster %s", cluster)
+
+    async def _watch_for(self, cluster_obj: _Obj) -> tuple[_MemberWatch, bool]:
+        """The cluster's watch, (re)built when missing or when its member client was replaced; ``True`` if new.
+        Call with the cluster's lock held."""
+        name = str((cluster_obj.get("metadata") or {}).get("name"))
+        client = await self.ctx.members.client_for(cluster_obj)
+        watch = self._watches.get(name)
+        if watch is not None and watch.client is client:
+            return watch, False
+        await self._drop_watch(name)
+        watch = self._watches[name] = _MemberWatch(name, client)
+        return watch, True
+
+    def _works_of(self, cluster: str) -> list[_Obj]:
+        return self.works.store.by_index("namespace", f"karmada-es-{cluster}")
+
+    async def _sync_cluster(self, name: str) -> float | None:
+        cluster_obj = self.clusters.store.get(name)
+        async with self._lock(name):
+            if cluster_obj is None or not st.cluster_ready(cluster_obj):
+                await self._drop_watch(name)
+                return None
+            if name not in self._watches:
+                # nothing watched yet: the Works of the cluster set up what they need
+                for work in self._works_of(name):
+                    self._enqueue_work(work)
+                return None
+            try:
+                watch, rebuilt = await self._watch_for(cluster_obj)
+            except MemberClientError as e:
+                log.warning("work-status: cluster %s: %s", name, e)
+                await self._drop_watch(name)
+                return CLUSTER_RECHECK
+            if rebuilt:
+                for work in self._works_of(name):
+                    self._enqueue_work(work)
+                return CLUSTER_RECHECK
+            needed = set()
+            for work in self._works_of(name):
+                if not (work.get("metadata") or {}).get("deletionTimestamp") and st.work_applied(work)[0]:
+                    for m in ((work.get("spec") or {}).get("workload") or {}).get("manifests") or ():
+                        if isinstance(m, Mapping):
+                            needed.add((str(m.get("apiVersion") or ""), str(m.get("kind") or "")))
+            for key in [k for k in watch.informers if k not in needed]:
+                await watch.stop_informer(key)
+                log.info("work-status: cluster %s: no applied Work carries %s %s any more; informer stopped",
+                         name, *key)
+        return CLUSTER_RECHECK
+
+    # ---- Works
+    async def _sync_work(self, namespace: str, name: str) -> float | None:
+        work = self.works.store.get(f"{namespace}/{name}")
+        if work is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if not st.work_applied(work)[0]:
+            return None  # the Applied condition arriving is a Work event
+        cluster = st.work_cluster(work)
+        if cluster is None:
+            return None
+        cluster_obj = self.clusters.store.get(cluster)
+        if cluster_obj is None or not st.cluster_ready(cluster_obj):
+            return None  # the cluster becoming Ready is a Cluster event
+        manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
+        errors: list[str] = []
+        cached: list[tuple[Informer, str, str, str]] = []
+        async with self._lock(cluster):
+            watch = self._watches.get(cluster)
+            if watch is None:
+                try:
+                    watch, _ = await self._watch_for(cluster_obj)
+                except MemberClientError as e:
+                    raise RuntimeError(f"cluster {cluster}: {e}") from e
+                self.enqueue(f"cluster|{cluster}", CLUSTER_RECHECK)
+            for m in manifests:
+                if not isinstance(m, Mapping):
+                    continue
+                api_version, kind, obj_ns, obj_name = st.object_ref(m)
+                try:
+                    res = await watch.resource(api_version, kind)
+                except ApiException as e:
+                    errors.append(f"{api_version} {kind}: {e}")
+                    continue
+                inf = watch.informers.get((api_version, kind))
+                if inf is None:
+                    inf = Informer(watch.client, res, label_selector=MANAGED_SELECTOR, backoff=(0.2, 10.0))
+                    inf.add_handler(**self._member_handlers(cluster, api_version, kind))
+                    inf.start()
+                    watch.informers[(api_version, kind)] = inf
+                    log.info("work-status: cluster %s: watching %s", cluster, res)
+                cached.append((inf, api_version, kind,
+                               f"{obj_ns}/{obj_name}" if obj_ns and res.namespaced else obj_name))
+        # objects seen before their Work existed (or was applied) are looked at again now
+        for inf, api_version, kind, obj_key in cached:
+            obj = inf.store.get(obj_key)
+            if obj is not None:
+                key = _object_key(cluster, api_version, kind, obj)
+                if key is not None:
+                    self.enqueue(key)
+        if errors:
+            raise RuntimeError(f"work {namespace}/{name}: cannot watch in cluster {cluster}: " + "; ".join(errors))
+        return None
+
+    # ---- member objects
+    async def _sync_object(self, cluster: str, api_version: str, kind: str, obj_ns: str, obj_name: str,
+                           work_ns: str, work_name: str) -> float | None:
+        watch = self._watches.get(cluster)
+        inf = watch.informers.get((api_version, kind)) if watch is not None else None
+        if watch is None or inf is None:
+            return None  # cluster gone or not Ready, or nothing carries this kind any more
+        obj = inf.store.get(f"{obj_ns}/{obj_name}" if obj_ns else obj_name)
+        if obj is None:
+            return await self._object_missing(cluster, api_version, kind, obj_ns, obj_name, work_ns, work_name)
+        ref = st.work_ref_of(obj)
+        if ref is None:
+            return None
+        work = self.works.store.get(f"{ref[0]}/{ref[1]}")
+        if work is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        interpreter = self.interpreters.get()
+        try:
+            status = interpreter.reflect_status(obj)
+        except InterpreterError as e:
+            self.ctx.recorder.event(work, WARNING, "ReflectStatusFailed",
+                                    f"Reflecting the status of {kind} {_display(obj_ns, obj_name)} in cluster "
+                                    f"{cluster} failed: {e}")
+            raise
+        health = str(interpreter.health(obj))
+        await self._record(work, obj, inf.res.plural, status, health)
+        return None
+
+    async def _record(self, work: _Obj, obj: _Obj, plural: str, status: Any, health: str) -> None:
+        md = work.get("metadata") or {}
+        ns, name = str(md.get("namespace")), str(md.get("name"))
+        for _ in range(STATUS_RETRIES):
+            manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
+            identifier = st.build_identifier(manifests, obj, plural)
+            if identifier is None:
+                return  # the Work does not (or no longer) carry this object
+            entry = st.manifest_status_entry(identifier, status, health)
+            current = (work.get("status") or {}).get("manifestStatuses")
+            merged = st.merge_manifest_statuses(current, entry, manifests)
+            if merged == current:
+                return
+            patch = {"metadata": {"resourceVersion": (work.get("metadata") or {}).get("resourceVersion")},
+                     "status": {"manifestStatuses": merged}}
+            try:
+                await self.client.patch(WORKS, name, patch, namespace=ns, subresource="status")
+                return
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    raise
+            try:
+                work = await self.client.get(WORKS, name, ns)
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                raise
+            if (work.get("metadata") or {}).get("deletionTimestamp"):
+                return
+        raise RuntimeError(f"work {ns}/{name}: status kept conflicting after {STATUS_RETRIES} attempts")
+
+    async def _object_missing(self, cluster: str, api_version: str, kind: str, obj_ns: str, obj_name: str,
+                              work_ns: str, work_name: str) -> float | None:
+        """A managed object left the member's cache: ask for the Work to be applied again if it still wants it."""
+        try:  # live, not cached: the Work may have started deleting (which deletes the object) a moment ago
+            work = await self.client.get(WORKS, work_name, work_ns)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+        if (work.get("metadata") or {}).get("deletionTimestamp") or not st.work_applied(work)[0]:
+            return None
+        manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
+        if st.manifest_index(manifests, api_version, kind, obj_ns, obj_name) < 0:
+            return None
+        if not st.cluster_ready(self.clusters.store.get(cluster)):
+            return None
+        await self.client.patch(WORKS, work_name, st.reapply_patch(self.ctx.now()), namespace=work_ns)
+        self.ctx.recorder.event(
+            work, WARNING, "MemberObjectMissing",
+            f"{kind} {_display(obj_ns, obj_name)} is gone from cluster {cluster} (deleted, or its "
+            f"{MANAGED_LABEL} label removed) while this Work still wants it; asked for the Work to be applied again")
+        log.info("work-status: %s %s missing in cluster %s; re-apply of Work %s/%s requested", kind,
+                 _display(obj_ns, obj_name), cluster, work_ns, work_name)
+        return None
+
+
+def _display(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+

@@ -1,0 +1,1 @@
+"""The propagation pipeline's pure decisions: binding specs, Work manifests, applying them to members."""
