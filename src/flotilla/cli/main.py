@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_member_parsers(sub)  # `flotilla member` and `flotilla sim fault`
 
+    from flotilla.cli.cluster_commands import add_cluster_parsers
+
+    add_cluster_parsers(sub)  # `flotilla join` / `flotilla unjoin`
+
     from flotilla.cli.interpret import add_interpret_parser
 
     add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`

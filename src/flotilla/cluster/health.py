@@ -1,0 +1,380 @@
+"""Cluster health as pure functions: probe outcome -> observed Ready condition -> threshold-damped Ready
+condition -> the status fields to write (karmada-core.md §8.1).
+
+The status controller probes a member (``/readyz``, ``/healthz`` when that is 404), turns the answer into an
+:class:`Observation`, asks :class:`ReadyThresholds` which Ready condition to publish, and writes what
+:func:`plan_status` returns. Nothing here does I/O or reads the clock: ``now`` is always passed in.
+
+Observed Ready (Karmada's reasons and messages, which users and tools match on):
+
+========================  ========  ==========================  ====================================================
+observation               status    reason                      message
+========================  ========  ==========================  ====================================================
+request failed (offline)  False     ``ClusterNotReachable``     cluster is not reachable
+answered, not 200         False     ``ClusterNotReady``         cluster is reachable but health endpoint responded
+                                                                without ok
+answered 200              True      ``ClusterReady``            cluster is healthy and ready to accept workloads
+client cannot be built    False     ``StatusCollectionFailed``  failed to create a ClusterClient: <error>
+========================  ========  ==========================  ====================================================
+
+Thresholds (per-process memory ``{last observed status, since}``): the first observation of a cluster since
+the process started, and any observation of a cluster without a Ready condition, is published as is. Otherwise
+a change of the observed status starts a window; while the observation and the current condition disagree on
+True-versus-not-True and the window (``success threshold`` when the observation is True, ``failure threshold``
+otherwise) has not passed, the **current** condition is kept unchanged. A client that cannot be built is a
+failure observation like any other and goes through the same window (Karmada #7426).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "CLIENT_FAILURE_PREFIX",
+    "CONDITION_COMPLETE_API_ENABLEMENTS",
+    "CONDITION_READY",
+    "HEALTH_PATHS",
+    "Collected",
+    "Health",
+    "Observation",
+    "ReadyThresholds",
+    "ThresholdMemory",
+    "api_enablements",
+    "api_enablements_condition",
+    "condition_status",
+    "find_condition",
+    "format_time",
+    "is_ready",
+    "needs_healthz_fallback",
+    "new_condition",
+    "observation_from_probe",
+    "observed_ready_condition",
+    "parse_time",
+    "plan_status",
+    "ready_condition",
+    "ready_transition",
+    "set_condition",
+    "should_collect",
+    "threshold_adjusted_ready",
+]
+
+CONDITION_READY = "Ready"
+CONDITION_COMPLETE_API_ENABLEMENTS = "CompleteAPIEnablements"
+
+TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
+
+REASON_CLUSTER_READY = "ClusterReady"
+MESSAGE_CLUSTER_READY = "cluster is healthy and ready to accept workloads"
+REASON_CLUSTER_NOT_READY = "ClusterNotReady"
+MESSAGE_CLUSTER_NOT_READY = "cluster is reachable but health endpoint responded without ok"
+REASON_CLUSTER_NOT_REACHABLE = "ClusterNotReachable"
+MESSAGE_CLUSTER_NOT_REACHABLE = "cluster is not reachable"
+REASON_STATUS_COLLECTION_FAILED = "StatusCollectionFailed"
+CLIENT_FAILURE_PREFIX = "failed to create a ClusterClient: "
+
+REASON_API_COMPLETE = "Complete"
+MESSAGE_API_COMPLETE = "collected complete APIEnablements from the cluster"
+REASON_API_PARTIAL = "Partial"
+REASON_API_EMPTY = "Empty"
+MESSAGE_API_EMPTY = "collected empty APIEnablements from the cluster"
+
+#: The health endpoints probed, in order: ``/healthz`` only when ``/readyz`` is not served (404).
+HEALTH_PATHS = ("/readyz", "/healthz")
+#: metav1.Condition.message is limited to 32768 characters by the schema.
+MAX_MESSAGE = 32768
+
+
+# ============================================================================================ time
+
+
+def format_time(dt: datetime) -> str:
+    """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# ============================================================================================ observations
+
+
+class Health(StrEnum):
+    HEALTHY = "Healthy"  # the health endpoint answered 200
+    UNHEALTHY = "Unhealthy"  # it answered something else
+    OFFLINE = "Offline"  # no answer: refused, reset, timed out, TLS failure
+    CLIENT_FAILURE = "ClientFailure"  # no client could be built (no endpoint, Secret missing or malformed)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One probe of a member. ``detail`` is the error or the endpoint's answer (for logs and events); for a
+    client failure it is the error that goes into the condition's message."""
+
+    health: Health
+    detail: str = ""
+
+    @property
+    def online(self) -> bool:
+        return self.health in (Health.HEALTHY, Health.UNHEALTHY)
+
+    @classmethod
+    def healthy(cls) -> Observation:
+        return cls(Health.HEALTHY)
+
+    @classmethod
+    def unhealthy(cls, detail: str = "") -> Observation:
+        return cls(Health.UNHEALTHY, detail)
+
+    @classmethod
+    def offline(cls, detail: str = "") -> Observation:
+        return cls(Health.OFFLINE, detail)
+
+    @classmethod
+    def client_failure(cls, error: str) -> Observation:
+        return cls(Health.CLIENT_FAILURE, error)
+
+
+def needs_healthz_fallback(readyz_status: int | None) -> bool:
+    """Probe ``/healthz`` too? Only when ``/readyz`` answered 404 (an API server without it)."""
+    return readyz_status == 404
+
+
+def observation_from_probe(status: int | None, detail: str = "") -> Observation:
+    """HTTP status of the (last) health endpoint probed; None when the request itself failed."""
+    if status is None:
+        return Observation.offline(detail)
+    if status == 200:
+        return Observation.healthy()
+    return Observation.unhealthy(detail or f"health endpoint answered HTTP {status}")
+
+
+def _truncate(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+
+
+def new_condition(type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    """A condition without ``lastTransitionTime`` (:func:`set_condition` stamps it)."""
+    return {"type": type_, "status": status, "reason": reason, "message": _truncate(message)}
+
+
+def observed_ready_condition(obs: Observation) -> dict[str, Any]:
+    """The Ready condition an observation stands for, before thresholds."""
+    if obs.health is Health.CLIENT_FAILURE:
+        return new_condition(CONDITION_READY, FALSE, REASON_STATUS_COLLECTION_FAILED,
+                             CLIENT_FAILURE_PREFIX + obs.detail)
+    if obs.health is Health.OFFLINE:
+        return new_condition(CONDITION_READY, FALSE, REASON_CLUSTER_NOT_REACHABLE, MESSAGE_CLUSTER_NOT_REACHABLE)
+    if obs.health is Health.UNHEALTHY:
+        return new_condition(CONDITION_READY, FALSE, REASON_CLUSTER_NOT_READY, MESSAGE_CLUSTER_NOT_READY)
+    return new_condition(CONDITION_READY, TRUE, REASON_CLUSTER_READY, MESSAGE_CLUSTER_READY)
+
+
+# ============================================================================================ conditions
+
+
+def find_condition(conditions: Any, type_: str) -> dict[str, Any] | None:
+    for c in conditions if isinstance(conditions, list) else ():
+        if isinstance(c, dict) and c.get("type") == type_:
+            return c
+    return None
+
+
+def condition_status(cluster: Mapping[str, Any] | None, type_: str = CONDITION_READY) -> str | None:
+    """Status of a Cluster's condition: "True", "False", "Unknown", or None when it has none."""
+    cond = ready_condition(cluster, type_)
+    return str(cond.get("status")) if cond is not None else None
+
+
+def ready_condition(cluster: Mapping[str, Any] | None, type_: str = CONDITION_READY) -> dict[str, Any] | None:
+    """The Cluster's condition of ``type_`` (Ready by default), or None."""
+    status = (cluster or {}).get("status")
+    return find_condition(status.get("conditions") if isinstance(status, Mapping) else None, type_)
+
+
+def is_ready(cluster: Mapping[str, Any] | None) -> bool:
+    """Karmada's ``IsClusterReady``: the Ready condition is True."""
+    return condition_status(cluster) == TRUE
+
+
+def set_condition(conditions: Sequence[Any] | None, new: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
+    """``meta.SetStatusCondition`` on a copy: add or update the condition of ``new``'s type. The transition
+    time moves (to ``new``'s, else ``now``) only when the status changes; reason, message and
+    observedGeneration always follow ``new``. Other conditions are kept as they are."""
+    out: list[dict[str, Any]] = [copy.deepcopy(c) for c in conditions or () if isinstance(c, dict)]
+    stamp = new.get("lastTransitionTime") or format_time(now)
+    for c in out:
+        if c.get("type") != new.get("type"):
+            continue
+        if c.get("status") != new.get("status"):
+            c["status"] = new.get("status")
+            c["lastTransitionTime"] = stamp
+        c["reason"] = new.get("reason")
+        c["message"] = new.get("message", "")
+        if "observedGeneration" in new:
+            c["observedGeneration"] = new["observedGeneration"]
+        else:
+            c.pop("observedGeneration", None)
+        return out
+    added = dict(new)
+    added["lastTransitionTime"] = stamp
+    out.append(added)
+    return out
+
+
+# ============================================================================================ thresholds
+
+
+@dataclass(frozen=True)
+class ThresholdMemory:
+    """What the status controller remembers of a cluster: the last observed Ready status and since when it has
+    been observed (None: since before the window logic applied, i.e. the first observation)."""
+
+    status: str
+    since: datetime | None = None
+
+
+def threshold_adjusted_ready(
+    current: Mapping[str, Any] | None,
+    observed: Mapping[str, Any],
+    memory: ThresholdMemory | None,
+    now: datetime,
+    success_threshold: float,
+    failure_threshold: float,
+) -> tuple[dict[str, Any], ThresholdMemory | None]:
+    """The Ready condition to publish and the memory to keep (see the module docstring).
+
+    ``current`` is the Cluster's Ready condition now, ``observed`` what the probe says, thresholds in seconds.
+    The condition returned is ``current`` itself while a flip is held back, else ``observed``.
+    """
+    obs_status = str(observed.get("status"))
+    if memory is None:  # the first observation since this process started
+        return dict(observed), ThresholdMemory(obs_status, None)
+    if current is None:  # no Ready condition yet: publish as observed
+        return dict(observed), memory
+    if memory.status != obs_status:
+        memory = ThresholdMemory(obs_status, now)
+    threshold = success_threshold if obs_status == TRUE else failure_threshold
+    flips = (obs_status == TRUE) != (current.get("status") == TRUE)
+    if flips and memory.since is not None and now < memory.since + timedelta(seconds=threshold):
+        return dict(current), memory
+    return dict(observed), memory
+
+
+class ReadyThresholds:
+    """:func:`threshold_adjusted_ready` with the memory of every cluster (per process, as Karmada)."""
+
+    def __init__(self, success_threshold: float, failure_threshold: float) -> None:
+        self.success_threshold = success_threshold
+        self.failure_threshold = failure_threshold
+        self._memory: dict[str, ThresholdMemory] = {}
+
+    def adjust(self, name: str, current: Mapping[str, Any] | None, observed: Mapping[str, Any],
+               now: datetime) -> dict[str, Any]:
+        ready, memory = threshold_adjusted_ready(current, observed, self._memory.get(name), now,
+                                                 self.success_threshold, self.failure_threshold)
+        if memory is not None:
+            self._memory[name] = memory
+        return ready
+
+    def memory(self, name: str) -> ThresholdMemory | None:
+        return self._memory.get(name)
+
+    def forget(self, name: str) -> None:
+        self._memory.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._memory
+
+
+# ============================================================================================ status
+
+
+def api_enablements(resource_lists: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+    """``[{groupVersion, resources: [{name, kind}]}]`` from discovery resource lists: subresources (names with
+    '/') skipped, resources sorted by name (the key left out when there are none), group-versions sorted."""
+    out: list[dict[str, Any]] = []
+    for group_version, resources in resource_lists:
+        items = [{"name": str(r.get("name")), "kind": str(r.get("kind") or "")}
+                 for r in resources if r.get("name") and "/" not in str(r.get("name"))]
+        items.sort(key=lambda r: r["name"])
+        entry: dict[str, Any] = {"groupVersion": group_version}
+        if items:  # omitempty, as Karmada serialises it
+            entry["resources"] = items
+        out.append(entry)
+    out.sort(key=lambda e: e["groupVersion"])
+    return out
+
+
+def api_enablements_condition(enablements: Sequence[Any], error: str | None) -> dict[str, Any]:
+    """``CompleteAPIEnablements``: False/Empty without any, False/Partial when discovery failed in part,
+    else True/Complete."""
+    if not enablements:
+        return new_condition(CONDITION_COMPLETE_API_ENABLEMENTS, FALSE, REASON_API_EMPTY, MESSAGE_API_EMPTY)
+    if error:
+        return new_condition(CONDITION_COMPLETE_API_ENABLEMENTS, FALSE, REASON_API_PARTIAL,
+                             f"might collect partial APIEnablements({len(enablements)}) from the cluster")
+    return new_condition(CONDITION_COMPLETE_API_ENABLEMENTS, TRUE, REASON_API_COMPLETE, MESSAGE_API_COMPLETE)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What was read from a healthy member: ``kubernetes_version`` None when ``/version`` failed (the last
+    known version is kept)."""
+
+    kubernetes_version: str | None
+    api_enablements: list[dict[str, Any]]
+    api_error: str | None = None
+
+
+def should_collect(obs: Observation, ready: Mapping[str, Any]) -> bool:
+    """Collect version and APIs only when the member answered healthy and Ready (as published) is True;
+    otherwise only the Ready condition is written and the rest of the status stays as it was."""
+    return obs.health is Health.HEALTHY and ready.get("status") == TRUE
+
+
+def plan_status(status: Mapping[str, Any] | None, ready: Mapping[str, Any], collected: Collected | None,
+                now: datetime) -> dict[str, Any] | None:
+    """The ``status`` part of a merge patch (only the fields that change), or None when nothing changes.
+
+    ``conditions`` is written as a whole list (merge patches replace lists), with every other condition kept.
+    """
+    status = status or {}
+    old_conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    conditions = set_condition(old_conditions, ready, now)
+    patch: dict[str, Any] = {}
+    if collected is not None:
+        conditions = set_condition(conditions, api_enablements_condition(collected.api_enablements,
+                                                                         collected.api_error), now)
+        version = collected.kubernetes_version
+        if version is not None and version != status.get("kubernetesVersion"):
+            patch["kubernetesVersion"] = version
+        if collected.api_enablements != (status.get("apiEnablements") or []):
+            patch["apiEnablements"] = collected.api_enablements or None  # null removes the field
+    if conditions != old_conditions:
+        patch["conditions"] = conditions
+    return patch or None
+
+
+def ready_transition(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(event type, reason, message)`` when the published Ready status changes (or is first set)."""
+    old_status = old.get("status") if old else None
+    if old_status == new.get("status"):
+        return None
+    event_type = "Normal" if new.get("status") == TRUE else "Warning"
+    before = old_status or "unset"
+    return event_type, str(new.get("reason") or "ClusterReadyChanged"), \
+        f"Ready {before} -> {new.get('status')}: {new.get('message', '')}"

@@ -1,0 +1,297 @@
+"""The cluster controller (karmada-core.md §8.3, §8.4): execution namespace, condition taints, finalizer, removal.
+
+For every Cluster event:
+
+* ensure the execution namespace ``karmada-es-<cluster>`` (label ``karmada.io/system=true``) exists;
+* keep the NoSchedule taints in line with the Ready condition (:mod:`flotilla.cluster.taints`: not-ready for
+  False or no condition yet, unreachable for Unknown, none for True) - never touching any other taint, which
+  ClusterTaintPolicies and people own; and ensure the finalizer ``karmada.io/cluster-controller``. Both go in
+  one merge patch guarded by ``resourceVersion`` (re-read and re-decided on 409).
+
+When the Cluster is being deleted:
+
+1. (Pull clusters that are not Ready: strip ``karmada.io/execution-controller`` from their Works, since no
+   agent will.)
+2. Delete the execution namespace. The API server then deletes the Works in it (and refuses new ones); each
+   Work goes once the execution controller has removed its finalizer - after deleting the member objects when
+   the cluster is reachable, or without contacting a cluster that is terminating.
+3. Wait until the namespace is gone and no ResourceBinding/ClusterResourceBinding lists the cluster in
+   ``spec.clusters`` (the scheduler drops terminating clusters), then remove the finalizer.
+
+Waiting is event driven (namespace deletions) with a fallback re-check every ``CLEANUP_CHECK_INTERVAL``
+(Karmada's 10 s). While it waits, an Event says what it waits for. **If the execution controller is not
+running, Works keep their finalizer and the Cluster stays Terminating** (as in Karmada); the Event names the
+Works and the finalizer holding them.
+
+Pull mode's health monitor (Ready=Unknown after the lease grace period) is not implemented: Flotilla serves
+Push clusters; for them Karmada's monitor does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flotilla.api.labels import (
+    CLUSTER_CONTROLLER_FINALIZER,
+    EXECUTION_CONTROLLER_FINALIZER,
+    SYSTEM_LABEL,
+)
+from flotilla.client import ApiException, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client.resources import NAMESPACES
+from flotilla.cluster.health import is_ready
+from flotilla.cluster.taints import taints_for_condition, taints_message
+from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.controllers.members import CLUSTERS
+from flotilla.policy.naming import (
+    cluster_name_from_execution_space,
+    generate_execution_space_name,
+    is_execution_space,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CLEANUP_CHECK_INTERVAL", "ClusterController"]
+
+WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
+RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
+CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
+                                     "ClusterResourceBinding", False)
+
+CLEANUP_CHECK_INTERVAL = 10.0
+_CONFLICT_RETRIES = 5
+_NAMES_SHOWN = 5
+
+# Karmada's event reasons for clusters
+REASON_CREATE_EXECUTION_SPACE_SUCCEED = "CreateExecutionSpaceSucceed"
+REASON_CREATE_EXECUTION_SPACE_FAILED = "CreateExecutionSpaceFailed"
+REASON_REMOVE_EXECUTION_SPACE_SUCCEED = "RemoveExecutionSpaceSucceed"
+REASON_REMOVE_EXECUTION_SPACE_FAILED = "RemoveExecutionSpaceFailed"
+REASON_TAINT_CLUSTER_SUCCEED = "TaintClusterSucceed"
+REASON_TAINT_CLUSTER_FAILED = "TaintClusterFailed"
+# Flotilla's: what a deletion is waiting for
+REASON_CLEANUP_PENDING = "ClusterCleanupPending"
+
+
+def _md(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _shown(names: list[str]) -> str:
+    more = len(names) - _NAMES_SHOWN
+    return ", ".join(names[:_NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+class ClusterController(Controller):
+    name = "cluster"
+    workers = 5  # Karmada's --concurrent-cluster-syncs
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self.clusters: Any = None
+        self.namespaces: Any = None
+        self.cleanup_check_interval = float(ctx.extras.get("cluster_cleanup_check_interval",
+                                                           CLEANUP_CHECK_INTERVAL))
+        self._pending: dict[str, str] = {}  # cluster -> what its deletion waits for (last Event sent)
+
+    def setup(self) -> None:
+        self.clusters = self.informer(CLUSTERS)
+        self.clusters.add_handler(**self.handlers_enqueue_self())
+        self.namespaces = self.informer(NAMESPACES)
+        self.namespaces.add_handler(on_add=self._on_namespace, on_update=lambda old, new: self._on_namespace(new),
+                                    on_delete=self._on_namespace)
+
+    def _on_namespace(self, ns: dict[str, Any]) -> None:
+        name = _md(ns).get("name") or ""
+        if is_execution_space(name):
+            cluster = cluster_name_from_execution_space(name)
+            if cluster:
+                self.enqueue(cluster)
+
+    async def reconcile(self, key: str) -> float | None:
+        cluster = self.clusters.store.get(key)
+        if cluster is None:
+            self._pending.pop(key, None)
+            return None
+        if _md(cluster).get("deletionTimestamp"):
+            return await self._remove(cluster)
+        self._pending.pop(key, None)
+        await self._ensure_execution_space(cluster)
+        await self._sync_taints_and_finalizer(cluster)
+        return None
+
+    # ------------------------------------------------------------------ normal life
+    async def _ensure_execution_space(self, cluster: dict[str, Any]) -> None:
+        name = _md(cluster)["name"]
+        es = generate_execution_space_name(name)
+        ns = self.namespaces.store.get(es)
+        if ns is not None:
+            if _md(ns).get("deletionTimestamp"):
+                log.info("cluster %s: execution space %s is still terminating; will create it once it is gone",
+                         name, es)  # its deletion event enqueues the cluster again
+            return
+        body = {"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": es, "labels": {SYSTEM_LABEL: "true"}}}
+        try:
+            await self.client.create(NAMESPACES, body)
+        except ApiException as e:
+            if is_already_exists(e):
+                return
+            self.ctx.recorder.event(cluster, "Warning", REASON_CREATE_EXECUTION_SPACE_FAILED, str(e))
+            raise
+        log.info("cluster %s: created execution space %s", name, es)
+        self.ctx.recorder.event(cluster, "Normal", REASON_CREATE_EXECUTION_SPACE_SUCCEED,
+                                f"Created execution space({es}) for cluster({name}).")
+
+    async def _sync_taints_and_finalizer(self, cluster: dict[str, Any]) -> None:
+        name = _md(cluster)["name"]
+        for _ in range(_CONFLICT_RETRIES):
+            now = self.ctx.now()
+            taints = taints_for_condition(cluster, now)
+            finalizers = list(_md(cluster).get("finalizers") or [])
+            missing_finalizer = CLUSTER_CONTROLLER_FINALIZER not in finalizers
+            if taints is None and not missing_finalizer:
+                return
+            patch: dict[str, Any] = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")}}
+            if taints is not None:
+                patch["spec"] = {"taints": taints}
+            if missing_finalizer:
+                patch["metadata"]["finalizers"] = [*finalizers, CLUSTER_CONTROLLER_FINALIZER]
+            try:
+                await self.client.patch(CLUSTERS, name, patch)
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if is_conflict(e):
+                    cluster = await self.client.get(CLUSTERS, name)
+                    if _md(cluster).get("deletionTimestamp"):
+                        return  # the deletion path takes over on its update event
+                    continue
+                if taints is not None:
+                    self.ctx.recorder.event(cluster, "Warning", REASON_TAINT_CLUSTER_FAILED, str(e))
+                raise
+            if taints is not None:
+                message = f"Taint cluster succeed: {taints_message(taints)}."
+                log.info("cluster %s: taints now %s", name, taints_message(taints))
+                self.ctx.recorder.event(cluster, "Normal", REASON_TAINT_CLUSTER_SUCCEED, message)
+            if missing_finalizer:
+                log.info("cluster %s: added finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
+            return
+        raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
+
+    # ------------------------------------------------------------------ removal
+    async def _remove(self, cluster: dict[str, Any]) -> float | None:
+        name = _md(cluster)["name"]
+        if CLUSTER_CONTROLLER_FINALIZER not in (_md(cluster).get("finalizers") or []):
+            return None
+        es = generate_execution_space_name(name)
+        if (cluster.get("spec") or {}).get("syncMode") == "Pull" and not is_ready(cluster):
+            await self._strip_work_finalizers(es)
+
+        ns = await self._get_namespace(es)
+        if ns is not None:
+            if not _md(ns).get("deletionTimestamp"):
+                try:
+                    await self.client.delete(NAMESPACES, es)
+                except ApiException as e:
+                    if not is_not_found(e):
+                        self.ctx.recorder.event(cluster, "Warning", REASON_REMOVE_EXECUTION_SPACE_FAILED, str(e))
+                        raise
+                log.info("cluster %s: deleting execution space %s", name, es)
+                self.ctx.recorder.event(cluster, "Normal", REASON_REMOVE_EXECUTION_SPACE_SUCCEED,
+                                        f"Removed execution space({es}) for cluster({name}).")
+            await self._waiting(cluster, await self._works_note(es))
+            return self.cleanup_check_interval
+
+        bindings = await self._bindings_targeting(name)
+        if bindings:
+            await self._waiting(cluster, f"{len(bindings)} binding(s) still target the cluster in spec.clusters "
+                                         f"({_shown(bindings)}); the scheduler removes terminating clusters")
+            return self.cleanup_check_interval
+
+        await self._remove_finalizer(name)
+        self._pending.pop(name, None)
+        return None
+
+    async def _get_namespace(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(NAMESPACES, name)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    async def _works_note(self, es: str) -> str:
+        works = (await self.client.list(WORKS, es)).get("items") or []
+        if not works:
+            return f"waiting for the execution space {es} to be deleted"
+        held = [w for w in works if EXECUTION_CONTROLLER_FINALIZER in (_md(w).get("finalizers") or [])]
+        names = sorted(_md(w).get("name", "") for w in works)
+        note = f"waiting for {len(works)} Work(s) in {es} to be deleted ({_shown(names)})"
+        if held:
+            note += (f"; {len(held)} held by the finalizer {EXECUTION_CONTROLLER_FINALIZER}, which the execution "
+                     "controller removes once the member objects are deleted (is it running?)")
+        return note
+
+    async def _bindings_targeting(self, cluster: str) -> list[str]:
+        found: list[str] = []
+        for res in (RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDINGS):
+            try:
+                items = (await self.client.list(res)).get("items") or []
+            except ApiException as e:
+                if is_not_found(e):  # the kind is not served: nothing can target the cluster
+                    continue
+                raise
+            for b in items:
+                targets = (b.get("spec") or {}).get("clusters") or []
+                if any(isinstance(t, dict) and t.get("name") == cluster for t in targets):
+                    md = _md(b)
+                    found.append(f"{md['namespace']}/{md['name']}" if md.get("namespace") else str(md.get("name")))
+        return sorted(found)
+
+    async def _strip_work_finalizers(self, es: str) -> None:
+        works = (await self.client.list(WORKS, es)).get("items") or []
+        for w in works:
+            finalizers = list(_md(w).get("finalizers") or [])
+            if EXECUTION_CONTROLLER_FINALIZER not in finalizers:
+                continue
+            rest = [f for f in finalizers if f != EXECUTION_CONTROLLER_FINALIZER]
+            patch = {"metadata": {"finalizers": rest, "resourceVersion": _md(w).get("resourceVersion")}}
+            try:
+                await self.client.patch(WORKS, _md(w)["name"], patch, namespace=es)
+            except ApiException as e:
+                if not (is_not_found(e) or is_conflict(e)):  # a conflict is retried on the next check
+                    raise
+
+    async def _waiting(self, cluster: dict[str, Any], note: str) -> None:
+        name = _md(cluster)["name"]
+        if self._pending.get(name) == note:
+            return
+        self._pending[name] = note
+        log.info("cluster %s: deletion %s", name, note)
+        self.ctx.recorder.event(cluster, "Normal", REASON_CLEANUP_PENDING, f"Cluster deletion is {note}.")
+
+    async def _remove_finalizer(self, name: str) -> None:
+        for _ in range(_CONFLICT_RETRIES):
+            try:
+                cluster = await self.client.get(CLUSTERS, name)
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                raise
+            finalizers = list(_md(cluster).get("finalizers") or [])
+            if CLUSTER_CONTROLLER_FINALIZER not in finalizers:
+                return
+            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion"),
+                                  "finalizers": [f for f in finalizers if f != CLUSTER_CONTROLLER_FINALIZER]}}
+            try:
+                await self.client.patch(CLUSTERS, name, patch)
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if is_conflict(e):
+                    continue
+                raise
+            log.info("cluster %s: cleaned up, removed finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
+            return
+        raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
