@@ -1,0 +1,369 @@
+"""The binding controller: ResourceBindings and ClusterResourceBindings become one Work per target cluster.
+
+Karmada's binding controllers (karmada-core.md §4). Decisions are in :mod:`flotilla.propagation.works`;
+this module reads caches and writes Works.
+
+Triggers: a binding's creation and every change of its generation (the scheduler's ``spec.clusters``,
+eviction tasks, the detector's ``spec.resource.resourceVersion`` ...); a change of an OverridePolicy
+(bindings of its namespace whose template its selectors match) or ClusterOverridePolicy (all
+bindings whose template matches); and, in Flotilla, a change of the template itself (so Works follow
+the template even before the detector has bumped the binding). Cluster health is not looked at:
+Works mirror ``spec.clusters``.
+
+Reconcile: a binding being deleted has all its Works deleted, then loses the finalizer
+``karmada.io/binding-controller`` (``karmada.io/cluster-resource-binding-controller``). Otherwise
+orphan Works are deleted; if a Work still exists in a cluster evicted with ``purgeMode: Directly``
+nothing else happens and the binding is looked at again in 5 s; else every target cluster's Work is
+created or updated (errors of one cluster do not stop the others and requeue the binding), with
+Events ``SyncWorkSucceed`` / ``SyncWorkFailed`` on the binding and the template.
+
+Flotilla also deletes the Works of a binding that disappears without its finalizer (e.g. created by
+hand): Karmada would leave them behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from flotilla.api import labels as L
+from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client.informer import label_indexer
+from flotilla.controllers.base import Controller
+from flotilla.controllers.members import CLUSTERS
+from flotilla.interpreter import prune_irrelevant_fields
+from flotilla.policy.matching import resource_matches_selector
+from flotilla.policy.naming import generate_binding_name
+from flotilla.propagation.works import (
+    CLUSTER_OVERRIDE_POLICIES,
+    CLUSTER_RESOURCE_BINDING_KIND,
+    CLUSTER_RESOURCE_BINDINGS,
+    OVERRIDE_POLICIES,
+    RESOURCE_BINDING_KIND,
+    RESOURCE_BINDINGS,
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+    WORKS,
+    BindingRef,
+    InterpreterCache,
+    WorkIntent,
+    binding_ref,
+    directly_purge_pending,
+    orphan_works,
+    plan_works,
+    render_work,
+    work_update,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BindingController", "BindingSyncError", "binding_key"]
+
+#: Work cache indexes: the binding permanent id a Work carries.
+RB_ID_INDEX = "resourcebinding-permanent-id"
+CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
+DIRECTLY_PURGE_REQUEUE = 5.0
+_WRITE_ATTEMPTS = 5
+
+
+class BindingSyncError(Exception):
+    """Some Works of a binding could not be written; the binding is retried with backoff."""
+
+
+def binding_key(binding: Mapping[str, Any]) -> str:
+    """The queue key of a binding: ``ResourceBinding/<ns>/<name>`` or ``ClusterResourceBinding/<name>``."""
+    ref = binding_ref(binding)
+    return f"{ref.kind}/{ref.key}"
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _add_index(inf: Informer, name: str, label: str) -> None:
+    try:
+        inf.add_indexer(name, label_indexer(label))
+    except ValueError:  # another controller sharing the informer added it already
+        pass
+
+
+class BindingController(Controller):
+    name: ClassVar[str] = "binding"
+    workers: ClassVar[int] = 5
+
+    def setup(self) -> None:
+        self._rbs = self.informer(RESOURCE_BINDINGS)
+        self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        self._works = self.informer(WORKS)
+        _add_index(self._works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        _add_index(self._works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        self._ops = self.informer(OVERRIDE_POLICIES)
+        self._cops = self.informer(CLUSTER_OVERRIDE_POLICIES)
+        self._clusters = self.informer(CLUSTERS)
+        self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
+        self._interpreters = InterpreterCache()
+        self._templates: dict[tuple[str, str], Informer] = {}
+        self._deleted: dict[str, BindingRef] = {}
+        for inf in (self._rbs, self._crbs):
+            inf.add_handler(on_add=self._binding_added, on_update=self._binding_updated,
+                            on_delete=self._binding_deleted)
+        for inf in (self._ops, self._cops):
+            inf.add_handler(on_add=self._override_changed,
+                            on_update=lambda old, new: (self._override_changed(old), self._override_changed(new)),
+                            on_delete=self._override_changed)
+
+    # ------------------------------------------------------------------ event handlers
+    def _binding_added(self, obj: dict[str, Any]) -> None:
+        self.enqueue(binding_key(obj))
+
+    def _binding_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        o, n = _meta(old), _meta(new)
+        if o.get("generation") != n.get("generation") or o.get("deletionTimestamp") != n.get("deletionTimestamp"):
+            self.enqueue(binding_key(new))
+
+    def _binding_deleted(self, obj: dict[str, Any]) -> None:
+        ref = binding_ref(obj)
+        if ref.permanent_id:
+            self._deleted[binding_key(obj)] = ref
+        self.enqueue(binding_key(obj))
+
+    def _override_changed(self, policy: dict[str, Any]) -> None:
+        namespace = _meta(policy).get("namespace")
+        selectors = [s for s in _spec(policy).get("resourceSelectors") or [] if isinstance(s, dict)]
+        bindings = self._rbs.store.by_index("namespace", namespace) if namespace else self._rbs.store.list()
+        if not namespace:
+            bindings = bindings + self._crbs.store.list()
+        for binding in bindings:
+            template = self._cached_template(binding) if selectors else None
+            if not selectors or template is None or any(resource_matches_selector(template, s) for s in selectors):
+                self.enqueue(binding_key(binding))
+
+    def _template_changed(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = _meta(obj)
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if not isinstance(name, str):
+            return
+        binding_name = generate_binding_name(kind, name)
+        if namespace:
+            if self._rbs.store.get(f"{namespace}/{binding_name}") is not None:
+                self.enqueue(f"{RESOURCE_BINDING_KIND}/{namespace}/{binding_name}")
+        elif self._crbs.store.get(binding_name) is not None:
+            self.enqueue(f"{CLUSTER_RESOURCE_BINDING_KIND}/{binding_name}")
+
+    def _template_updated(self, kind: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        try:
+            changed = prune_irrelevant_fields(old) != prune_irrelevant_fields(new)
+        except Exception:  # noqa: BLE001 - a malformed object: look at it anyway
+            changed = True
+        if changed:
+            self._template_changed(kind, new)
+
+    # ------------------------------------------------------------------ templates
+    def _template_informer(self, res: Resource) -> Informer:
+        inf = self._templates.get((res.api_version, res.kind))
+        if inf is None:
+            inf = self.informer(res)
+            kind = res.kind
+            inf.add_handler(on_add=lambda obj: self._template_changed(kind, obj),
+                            on_update=lambda old, new: self._template_updated(kind, old, new))
+            self._templates[(res.api_version, res.kind)] = inf
+        return inf
+
+    def _cached_template(self, binding: Mapping[str, Any]) -> dict[str, Any] | None:
+        resource = _spec(binding).get("resource") or {}
+        inf = self._templates.get((resource.get("apiVersion"), resource.get("kind")))
+        if inf is None:
+            return None
+        ns, name = resource.get("namespace"), resource.get("name", "")
+        return inf.store.get(f"{ns}/{name}" if ns else name)
+
+    async def _fetch_template(self, binding: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The template (cache, else a live GET); None when it does not exist."""
+        resource = _spec(binding).get("resource") or {}
+        res = await self.client.resource_for(str(resource.get("apiVersion") or ""), str(resource.get("kind") or ""))
+        inf = self._template_informer(res)
+        ns = (resource.get("namespace") or None) if res.namespaced else None
+        name = str(resource.get("name") or "")
+        if inf.has_synced:
+            cached = inf.store.get(f"{ns}/{name}" if ns else name)
+            if cached is not None:
+                return cached
+        try:
+            return await self.client.get(res, name, ns)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    # ------------------------------------------------------------------ reconcile
+    def _binding_informer(self, kind: str) -> Informer:
+        return self._crbs if kind == CLUSTER_RESOURCE_BINDING_KIND else self._rbs
+
+    def _works_of(self, ref: BindingRef) -> list[dict[str, Any]]:
+        index = CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX
+        return self._works.store.by_index(index, ref.permanent_id) if ref.permanent_id else []
+
+    async def reconcile(self, key: str) -> float | None:
+        kind, _, rest = key.partition("/")
+        binding = self._binding_informer(kind).store.get(rest)
+        if binding is None:
+            gone = self._deleted.pop(key, None)
+            if gone is not None:
+                await self._delete_works(gone)
+            return None
+        self._deleted.pop(key, None)
+        ref = binding_ref(binding)
+        if _meta(binding).get("deletionTimestamp"):
+            await self._delete_works(ref)
+            await self._remove_finalizer(binding)
+            return None
+        if not ref.permanent_id:
+            raise BindingSyncError(f"{kind} {rest} has no {ref.id_label} label yet")
+        spec = _spec(binding)
+        works = self._works_of(ref)
+        orphans = orphan_works(works, spec)
+        if orphans:
+            await self._delete_orphans(binding, orphans)
+        if directly_purge_pending(works, spec):
+            log.debug("%s %s: Works in clusters purged Directly still exist; not syncing Works yet", kind, rest)
+            return DIRECTLY_PURGE_REQUEUE
+        template = await self._fetch_template(binding)
+        if template is None:
+            return None
+        await self._ensure_works(binding, template)
+        return None
+
+    async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any]) -> None:
+        clusters = {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
+        intents, build_errors = plan_works(
+            template, binding,
+            interpreter=self._interpreters.get(self._rics.store.list()),
+            clusters=clusters,
+            override_policies=self._ops.store.list(),
+            cluster_override_policies=self._cops.store.list(),
+            inject_preserved_labels=self.options.gate("StatefulFailoverInjection"),
+        )
+        errors = [e.message for e in build_errors]
+        for intent in intents:
+            try:
+                await self._write_work(intent)
+            except Exception as e:  # noqa: BLE001 - one cluster's failure does not stop the others
+                errors.append(f"failed to write Work {intent.key}: {e}")
+        meta = _meta(binding)
+        who = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+        if errors:
+            message = "; ".join(errors)
+            self.ctx.recorder.event(binding, "Warning", "SyncWorkFailed", message)
+            self.ctx.recorder.event(template, "Warning", "SyncWorkFailed", message)
+            raise BindingSyncError(f"{binding.get('kind')} {who}: {message}")
+        message = f"Sync work of {binding.get('kind')}({who}) successful."
+        self.ctx.recorder.event(binding, "Normal", "SyncWorkSucceed", message)
+        self.ctx.recorder.event(template, "Normal", "SyncWorkSucceed", message)
+
+    async def _write_work(self, intent: WorkIntent) -> None:
+        """Create or update one Work (optimistic lock on its resourceVersion, retried on conflict)."""
+        existing = self._works.store.get(intent.key)
+        for _ in range(_WRITE_ATTEMPTS):
+            if existing is None:
+                try:
+                    await self.client.create(WORKS, render_work(intent, None, str(uuid.uuid4())))
+                    return
+                except ApiException as e:
+                    if not is_already_exists(e):
+                        raise
+                existing = await self._get_work(intent)
+                continue
+            if _meta(existing).get("deletionTimestamp"):
+                raise BindingSyncError(f"work {intent.key} is being deleted")
+            body = work_update(existing, render_work(intent, existing, str(uuid.uuid4())))
+            if body is None:
+                return
+            try:
+                await self.client.update(WORKS, body)
+                return
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+            existing = await self._get_work(intent)
+        raise BindingSyncError(f"work {intent.key}: gave up after {_WRITE_ATTEMPTS} conflicting writes")
+
+    async def _get_work(self, intent: WorkIntent) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(WORKS, intent.name, intent.namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    async def _delete_work(self, work: Mapping[str, Any]) -> None:
+        meta = _meta(work)
+        try:
+            await self.client.delete(WORKS, str(meta.get("name")), str(meta.get("namespace")))
+        except ApiException as e:
+            if not is_not_found(e):
+                raise
+
+    async def _delete_orphans(self, binding: dict[str, Any], works: list[Mapping[str, Any]]) -> None:
+        errors = []
+        for work in works:
+            if _meta(work).get("deletionTimestamp"):
+                continue
+            try:
+                await self._delete_work(work)
+                log.info("deleted orphan Work %s/%s", _meta(work).get("namespace"), _meta(work).get("name"))
+            except ApiException as e:
+                errors.append(f"{_meta(work).get('namespace')}/{_meta(work).get('name')}: {e}")
+        if errors:
+            message = "failed to delete orphan Works: " + "; ".join(errors)
+            self.ctx.recorder.event(binding, "Warning", "CleanupWorkFailed", message)
+            raise BindingSyncError(message)
+
+    async def _delete_works(self, ref: BindingRef) -> None:
+        errors = []
+        for work in self._works_of(ref):
+            if _meta(work).get("deletionTimestamp"):
+                continue
+            try:
+                await self._delete_work(work)
+            except ApiException as e:
+                errors.append(f"{_meta(work).get('namespace')}/{_meta(work).get('name')}: {e}")
+        if errors:
+            raise BindingSyncError(f"{ref.kind} {ref.key}: failed to delete Works: " + "; ".join(errors))
+
+    async def _remove_finalizer(self, binding: dict[str, Any]) -> None:
+        kind = binding.get("kind")
+        res = CLUSTER_RESOURCE_BINDINGS if kind == CLUSTER_RESOURCE_BINDING_KIND else RESOURCE_BINDINGS
+        finalizer = (L.CLUSTER_RESOURCE_BINDING_CONTROLLER_FINALIZER if kind == CLUSTER_RESOURCE_BINDING_KIND
+                     else L.BINDING_CONTROLLER_FINALIZER)
+        current: dict[str, Any] | None = binding
+        for _ in range(_WRITE_ATTEMPTS):
+            if current is None:
+                return
+            finalizers = list(_meta(current).get("finalizers") or [])
+            if finalizer not in finalizers:
+                return
+            body = dict(current)
+            body["metadata"] = {**_meta(current), "finalizers": [f for f in finalizers if f != finalizer]}
+            try:
+                await self.client.update(res, body)
+                return
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    raise
+            meta = _meta(current)
+            try:
+                current = await self.client.get(res, str(meta.get("name")), meta.get("namespace"))
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                raise
+        raise BindingSyncError(f"{kind} {binding_ref(binding).key}: could not remove finalizer {finalizer}")

@@ -1,0 +1,476 @@
+"""The execution controller: a Work's manifests are created, updated or deleted in its member cluster.
+
+Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters. Decisions are
+in :mod:`flotilla.propagation.apply`; this module talks to the control plane and the members.
+
+Triggers: a Work's creation and every change of its generation (its spec, or its deletion), plus
+drift: every member object carrying ``karmada.io/managed=true`` and the ``work.karmada.io/namespace``
+/ ``name`` annotations is watched once a Work put it there, and its Work is synced again when it is
+re-created with another resourceVersion than the one Flotilla wrote, changed (pruned content) by
+someone else, or deleted. A cluster becoming Ready does not wake anything (as in Karmada, retries are
+backoff-driven).
+
+Reconcile (Work in ``karmada-es-<cluster>``):
+
+* being deleted: :func:`~flotilla.propagation.apply.work_deletion_action` says whether to keep the
+  member objects (``preserveResourcesOnDeletion``: only Karmada's metadata is removed from them),
+  delete them (Ready cluster), wait (not Ready: the Work and its finalizer stay, retried with
+  backoff), or release the Work without contacting the member (cluster terminating or gone; BEHAVIOR.md
+  D2's fenced clusters plug in here through :meth:`ExecutionController.fenced`); then the finalizer
+  ``karmada.io/execution-controller`` is removed;
+* otherwise: the finalizer is added if missing, the ``Dispatching`` condition follows
+  ``spec.suspendDispatching`` (suspended Works are not applied), a cluster that is not Ready fails
+  the attempt ("cluster(<name>) not ready", retried with backoff), and each manifest is applied
+  (the namespace is created in the member when missing); the ``Applied`` condition (True
+  ``AppliedSuccessful`` / False ``AppliedFailed`` "Failed to apply all manifests (k/n): ...") is
+  written through the status subresource. ``manifestStatuses`` belong to the work-status controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from flotilla.api import labels as L
+from flotilla.client import (
+    ApiException,
+    Client,
+    Resource,
+    SharedInformerFactory,
+    is_already_exists,
+    is_conflict,
+    is_not_found,
+)
+from flotilla.client.resources import NAMESPACES
+from flotilla.controllers.base import Controller
+from flotilla.controllers.members import CLUSTERS
+from flotilla.interpreter import prune_irrelevant_fields
+from flotilla.propagation.apply import (
+    AppliedRecord,
+    ApplyAction,
+    DeleteAction,
+    WorkDeletion,
+    applied_condition,
+    cluster_ready,
+    decide_apply,
+    decide_delete,
+    dispatching_condition,
+    object_key,
+    preserved_manifest,
+    record_after_write,
+    set_condition,
+    work_deletion_action,
+)
+from flotilla.propagation.works import (
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+    WORKS,
+    InterpreterCache,
+    work_cluster,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ApplyError", "ClusterNotReady", "ExecutionController"]
+
+_ATTEMPTS = 5
+_MANAGED_SELECTOR = f"{L.MANAGED_LABEL}={L.MANAGED_LABEL_VALUE}"
+
+
+class ClusterNotReady(Exception):
+    """The Work's cluster is not Ready (or unknown): retried with backoff."""
+
+
+class ApplyError(Exception):
+    """Some manifests of a Work could not be applied (or removed)."""
+
+
+@dataclass
+class _MemberWatch:
+    """Drift informers on one member (objects labelled ``karmada.io/managed=true``), per resource."""
+
+    client: Client
+    factory: SharedInformerFactory
+    resources: set[Resource] = field(default_factory=set)
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _manifests(work: Mapping[str, Any]) -> list[dict[str, Any]]:
+    spec = work.get("spec")
+    workload = spec.get("workload") if isinstance(spec, dict) else None
+    manifests = workload.get("manifests") if isinstance(workload, dict) else None
+    return [m for m in manifests if isinstance(m, dict)] if isinstance(manifests, list) else []
+
+
+def _describe(manifest: Mapping[str, Any]) -> str:
+    meta = _meta(manifest)
+    ns = meta.get("namespace")
+    return f"{manifest.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
+
+
+def _work_of(obj: Mapping[str, Any]) -> str | None:
+    """The key of the Work that manages a member object, from its annotations."""
+    labels = _meta(obj).get("labels")
+    if not isinstance(labels, dict) or labels.get(L.MANAGED_LABEL) != L.MANAGED_LABEL_VALUE:
+        return None
+    annotations = _meta(obj).get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    ns, name = annotations.get(L.WORK_NAMESPACE_ANNOTATION), annotations.get(L.WORK_NAME_ANNOTATION)
+    return f"{ns}/{name}" if ns and name else None
+
+
+class ExecutionController(Controller):
+    name: ClassVar[str] = "execution"
+    workers: ClassVar[int] = 5
+
+    def setup(self) -> None:
+        self._works = self.informer(WORKS)
+        self._clusters = self.informer(CLUSTERS)
+        self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
+        self._interpreters = InterpreterCache()
+        #: (cluster, object key) -> resourceVersion Flotilla last wrote or saw unchanged (drift filter)
+        self._versions: dict[tuple[str, str], str] = {}
+        #: (cluster, object key) -> digests of the last write (spares no-op PUTs)
+        self._records: dict[tuple[str, str], AppliedRecord] = {}
+        self._watches: dict[str, _MemberWatch] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._works.add_handler(on_add=self._work_added, on_update=self._work_updated)
+        self._clusters.add_handler(on_delete=self._cluster_deleted)
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self._tasks):
+            task.cancel()
+        watches, self._watches = list(self._watches.values()), {}
+        await asyncio.gather(*(w.factory.stop() for w in watches), return_exceptions=True)
+
+    # ------------------------------------------------------------------ control-plane events
+    def _work_added(self, work: dict[str, Any]) -> None:
+        if work_cluster(work) is not None:
+            self.enqueue_object(work)
+
+    def _work_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        o, n = _meta(old), _meta(new)
+        if work_cluster(new) is not None and (o.get("generation") != n.get("generation")
+                                              or o.get("deletionTimestamp") != n.get("deletionTimestamp")):
+            self.enqueue_object(new)
+
+    def _cluster_deleted(self, cluster: dict[str, Any]) -> None:
+        name = str(_meta(cluster).get("name") or "")
+        watch = self._watches.pop(name, None)
+        if watch is not None:
+            self._spawn(watch.factory.stop())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ member events (drift)
+    def _member_added(self, cluster: str, obj: dict[str, Any]) -> None:
+        work = _work_of(obj)
+        recorded = self._versions.get((cluster, object_key(obj)))
+        if work is None or recorded is None:  # no sync of ours yet: the Work's own reconcile comes
+            return
+        if _meta(obj).get("resourceVersion") != recorded:
+            self.enqueue(work)
+
+    def _member_updated(self, cluster: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        work = _work_of(old) or _work_of(new)
+        recorded = self._versions.get((cluster, object_key(new)))
+        if work is None or recorded is None or _meta(new).get("resourceVersion") == recorded:
+            return
+        try:
+            changed = prune_irrelevant_fields(old) != prune_irrelevant_fields(new)
+        except Exception:  # noqa: BLE001
+            changed = True
+        if changed:
+            self.enqueue(work)
+
+    def _member_deleted(self, cluster: str, obj: dict[str, Any]) -> None:
+        work = _work_of(obj)
+        if work is not None:
+            self.enqueue(work)
+
+    def _watch(self, cluster: str, member: Client, res: Resource) -> None:
+        watch = self._watches.get(cluster)
+        if watch is None or watch.client is not member:
+            if watch is not None:  # the member's client was rebuilt (new endpoint or credentials)
+                self._spawn(watch.factory.stop())
+            factory = SharedInformerFactory(member, backoff=(0.5, 30.0))
+            factory.start()
+            watch = self._watches[cluster] = _MemberWatch(member, factory)
+        if res in watch.resources:
+            return
+        inf = watch.factory.informer(res, label_selector=_MANAGED_SELECTOR)
+        inf.add_handler(on_add=lambda obj: self._member_added(cluster, obj),
+                        on_update=lambda old, new: self._member_updated(cluster, old, new),
+                        on_delete=lambda obj: self._member_deleted(cluster, obj))
+        watch.resources.add(res)
+
+    # ------------------------------------------------------------------ reconcile
+    def fenced(self, cluster: Mapping[str, Any] | None) -> bool:
+        """Whether the cluster is fenced (BEHAVIOR.md D2): its Works are then released without contacting it.
+
+        Always False until D2 is implemented; the deletion path already handles the answer.
+        """
+        return False
+
+    async def reconcile(self, key: str) -> float | None:
+        work = self._works.store.get(key)
+        if work is None:
+            return None
+        cluster_name = work_cluster(work)
+        if cluster_name is None:
+            return None
+        cluster = self._clusters.store.get(cluster_name)
+        if _meta(work).get("deletionTimestamp"):
+            await self._finish_deletion(work, cluster_name, cluster)
+            return None
+        if L.EXECUTION_CONTROLLER_FINALIZER not in (_meta(work).get("finalizers") or []):
+            updated = await self._add_finalizer(work)
+            if updated is None:
+                return None
+            work = updated
+        spec = work.get("spec") if isinstance(work.get("spec"), dict) else {}
+        suspended = spec.get("suspendDispatching") is True
+        work = await self._set_condition(work, dispatching_condition(suspended))
+        if work is None or suspended:
+            return None
+        if cluster is None:
+            raise ClusterNotReady(f"cluster({cluster_name}) not found")
+        if not cluster_ready(cluster):
+            raise ClusterNotReady(f"cluster({cluster_name}) not ready")
+        member = await self.ctx.members.client_for(cluster)
+        succeeded, errors = 0, []
+        for manifest in _manifests(work):
+            try:
+                await self._apply(cluster_name, member, manifest)
+                succeeded += 1
+            except Exception as e:  # noqa: BLE001 - reported in the Applied condition and retried
+                errors.append(str(e) or type(e).__name__)
+        condition = applied_condition(succeeded, errors)
+        await self._set_condition(work, condition)
+        where = f"work({key}) to cluster({cluster_name})"
+        if errors:
+            self.ctx.recorder.event(work, "Warning", "SyncFailed", f"Failed to sync {where}: {condition['message']}")
+            raise ApplyError(f"Failed to sync {where}: {condition['message']}")
+        self.ctx.recorder.event(work, "Normal", "SyncSucceed", f"Sync {where} successful.")
+        return None
+
+    # ------------------------------------------------------------------ applying one manifest
+    async def _resource(self, member: Client, manifest: Mapping[str, Any]) -> tuple[Resource, str | None, str]:
+        res = await member.resource_for(str(manifest.get("apiVersion") or ""), str(manifest.get("kind") or ""))
+        meta = _meta(manifest)
+        namespace = (meta.get("namespace") or None) if res.namespaced else None
+        return res, namespace, str(meta.get("name") or "")
+
+    @staticmethod
+    async def _observe(member: Client, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return await member.get(res, name, namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    async def _apply(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
+        res, namespace, name = await self._resource(member, manifest)
+        self._watch(cluster, member, res)
+        okey = (cluster, object_key(manifest))
+        interpreter = self._interpreters.get(self._rics.store.list())
+        for _ in range(_ATTEMPTS):
+            observed = await self._observe(member, res, name, namespace)
+            decision = decide_apply(manifest, observed, cluster=cluster, interpreter=interpreter,
+                                    last_applied=self._records.get(okey))
+            if decision.action is ApplyAction.REFUSE:
+                raise ApplyError(decision.message)
+            assert decision.obj is not None
+            if decision.action is ApplyAction.UNCHANGED:
+                assert observed is not None
+                self._remember(okey, decision.obj, observed)
+                return
+            try:
+                if decision.action is ApplyAction.CREATE:
+                    answer = await self._create(member, res, decision.obj, namespace)
+                    log.info("created %s in cluster %s", _describe(manifest), cluster)
+                else:
+                    answer = await member.update(res, decision.obj)
+                    log.info("updated %s in cluster %s", _describe(manifest), cluster)
+            except ApiException as e:
+                if is_conflict(e) or is_already_exists(e) or (is_not_found(e) and observed is not None):
+                    continue  # someone else wrote in between: look again
+                raise
+            self._remember(okey, decision.obj, answer)
+            return
+        raise ApplyError(f"{_describe(manifest)} in cluster {cluster}: gave up after {_ATTEMPTS} conflicting writes")
+
+    def _remember(self, okey: tuple[str, str], sent: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        self._versions[okey] = str(_meta(answer).get("resourceVersion") or "")
+        self._records[okey] = record_after_write(sent, answer)
+
+    def _forget(self, okey: tuple[str, str]) -> None:
+        self._versions.pop(okey, None)
+        self._records.pop(okey, None)
+
+    @staticmethod
+    async def _create(member: Client, res: Resource, obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        """Create ``obj``; a missing namespace is created first (then the create is tried once more)."""
+        try:
+            return await member.create(res, obj, namespace)
+        except ApiException as e:
+            if not (namespace and is_not_found(e)):
+                raise
+        # Labelled managed so that a namespace Work propagated later may take it over.
+        ns_obj = {"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": namespace, "labels": {L.MANAGED_LABEL: L.MANAGED_LABEL_VALUE}}}
+        try:
+            await member.create(NAMESPACES, ns_obj)
+            log.info("created namespace %s in a member for %s", namespace, obj.get("kind"))
+        except ApiException as e:
+            if not is_already_exists(e):
+                raise
+        return await member.create(res, obj, namespace)
+
+    # ------------------------------------------------------------------ Work deletion
+    async def _finish_deletion(self, work: dict[str, Any], cluster_name: str,
+                               cluster: Mapping[str, Any] | None) -> None:
+        if L.EXECUTION_CONTROLLER_FINALIZER not in (_meta(work).get("finalizers") or []):
+            return
+        action = work_deletion_action(work, cluster, fenced=self.fenced(cluster))
+        if action is WorkDeletion.WAIT:
+            raise ClusterNotReady(f"cluster({cluster_name}) not ready")
+        if action in (WorkDeletion.PRESERVE, WorkDeletion.DELETE):
+            assert cluster is not None
+            member = await self.ctx.members.client_for(cluster)
+            for manifest in _manifests(work):
+                if action is WorkDeletion.PRESERVE:
+                    await self._release(cluster_name, member, manifest)
+                else:
+                    await self._delete(cluster_name, member, manifest)
+        elif action is WorkDeletion.ABANDON:
+            self.ctx.recorder.event(work, "Warning", "WorkAbandoned",
+                                    f"cluster({cluster_name}) is fenced: its objects were not deleted there")
+        else:
+            log.info("work %s/%s: cluster %s is going away and not ready; not deleting its objects",
+                     _meta(work).get("namespace"), _meta(work).get("name"), cluster_name)
+        for manifest in _manifests(work):
+            self._forget((cluster_name, object_key(manifest)))
+        await self._remove_finalizer(work)
+
+    async def _delete(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
+        res, namespace, name = await self._resource(member, manifest)
+        observed = await self._observe(member, res, name, namespace)
+        action = decide_delete(observed)
+        if action is DeleteAction.DELETE:
+            try:
+                await member.delete(res, name, namespace, propagation_policy="Background")
+                log.info("deleted %s in cluster %s", _describe(manifest), cluster)
+            except ApiException as e:
+                if not is_not_found(e):
+                    raise
+        elif action is DeleteAction.NOT_MANAGED:
+            log.info("not deleting %s in cluster %s: it is not managed by the control plane",
+                     _describe(manifest), cluster)
+
+    async def _release(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
+        """Keep the member object but remove the claim and Karmada's managed metadata from it."""
+        res, namespace, name = await self._resource(member, manifest)
+        desired = preserved_manifest(manifest)
+        for _ in range(_ATTEMPTS):
+            observed = await self._observe(member, res, name, namespace)
+            decision = decide_apply(desired, observed, cluster=cluster,
+                                    interpreter=self._interpreters.get(self._rics.store.list()))
+            if decision.action is not ApplyAction.UPDATE:  # gone, someone else's, or already clean
+                break
+            assert decision.obj is not None
+            try:
+                await member.update(res, decision.obj)
+                break
+            except ApiException as e:
+                if is_not_found(e):
+                    break
+                if not is_conflict(e):
+                    raise
+        else:
+            raise ApplyError(f"{_describe(manifest)} in cluster {cluster}: gave up after {_ATTEMPTS} conflicting writes")
+
+    # ------------------------------------------------------------------ writing the Work
+    async def _refetch(self, work: Mapping[str, Any]) -> dict[str, Any] | None:
+        meta = _meta(work)
+        try:
+            return await self.client.get(WORKS, str(meta.get("name")), str(meta.get("namespace")))
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    async def _add_finalizer(self, work: dict[str, Any]) -> dict[str, Any] | None:
+        current: dict[str, Any] | None = work
+        for _ in range(_ATTEMPTS):
+            if current is None or _meta(current).get("deletionTimestamp"):
+                return None
+            finalizers = list(_meta(current).get("finalizers") or [])
+            if L.EXECUTION_CONTROLLER_FINALIZER in finalizers:
+                return current
+            body = copy.deepcopy(current)
+            body["metadata"]["finalizers"] = [*finalizers, L.EXECUTION_CONTROLLER_FINALIZER]
+            try:
+                return await self.client.update(WORKS, body)
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+            current = await self._refetch(current)
+        raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not add finalizer")
+
+    async def _remove_finalizer(self, work: dict[str, Any]) -> None:
+        current: dict[str, Any] | None = work
+        for _ in range(_ATTEMPTS):
+            if current is None:
+                return
+            finalizers = list(_meta(current).get("finalizers") or [])
+            if L.EXECUTION_CONTROLLER_FINALIZER not in finalizers:
+                return
+            body = copy.deepcopy(current)
+            body["metadata"]["finalizers"] = [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER]
+            try:
+                await self.client.update(WORKS, body)
+                return
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    raise
+            current = await self._refetch(current)
+        raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not remove finalizer")
+
+    async def _set_condition(self, work: dict[str, Any], condition: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Write one status condition (status subresource, optimistic lock); the Work as stored after."""
+        current: dict[str, Any] | None = work
+        now = self.ctx.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        for _ in range(_ATTEMPTS):
+            if current is None:
+                return None
+            status = current.get("status") if isinstance(current.get("status"), dict) else {}
+            conditions, changed = set_condition(status.get("conditions"), condition, now)
+            if not changed:
+                return current
+            body = copy.deepcopy(current)
+            body["status"] = {**status, "conditions": conditions}
+            try:
+                result: dict[str, Any] = await self.client.update(WORKS, body, subresource="status")
+                return result
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+            current = await self._refetch(current)
+        log.warning("work %s/%s: could not write condition %s after %d conflicts",
+                    _meta(work).get("namespace"), _meta(work).get("name"), condition.get("type"), _ATTEMPTS)
+        return current

@@ -1,0 +1,575 @@
+"""The Works a binding asks for: one per target cluster, as Karmada's binding controller writes them.
+
+Pure functions, no I/O; inputs are never mutated. The binding controller
+(:mod:`flotilla.controllers.binding`) reads the binding, its template, the override policies and the
+clusters from its caches, calls :func:`plan_works` and :func:`orphan_works`, then writes what
+:func:`render_work` returns (karmada-core.md §4, §1.5, §12).
+
+For each target cluster (``spec.clusters``, plus the clusters of ``spec.requiredBy`` not already
+there), on a copy of the template:
+
+1. workloads (``replicas > 0``, ``replicaRequirements`` or ``components``) get ``ReviseReplica`` with
+   the cluster's replicas when the interpreter has that hook (for Divided placements these are the
+   per-cluster shares; for Duplicated they equal ``spec.replicas``);
+2. a Job of a Divided workload binding gets its share of ``spec.completions`` (Webster, weighted by
+   each target's replicas), only when the template sets ``completions``;
+3. ClusterOverridePolicies then OverridePolicies (:func:`flotilla.policy.overrides.apply_overrides`):
+   overrides come last and win;
+4. the binding's permanent-id label and the binding/template-generation annotations go on the
+   object, the binding's on the Work; the Work gets ``work.karmada.io/conflict-resolution`` (the
+   template's own ``overwrite``/``abort``, else ``overwrite`` for a binding with
+   ``conflictResolution: Overwrite``, else ``abort``) and the applied-overrides annotations;
+5. with ``StatefulFailoverInjection``: a single target cluster, the *last* graceful-eviction task
+   purged ``Directly`` and a target that is not in its ``clustersBeforeFailover`` get the task's
+   ``preservedLabelState`` as labels;
+6. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
+   conflict-resolution annotations, is pruned of server-set fields, and finally records
+   ``resourcetemplate.karmada.io/managed-annotations``, the Work's permanent id as a label, and
+   ``resourcetemplate.karmada.io/managed-labels`` (:func:`render_work`).
+
+Works are found by the binding's permanent-id label. A Work is an orphan when its cluster is not in
+``spec.clusters``, ``spec.requiredBy[*].clusters`` or a graceful-eviction task whose purge mode is
+not ``Directly`` (those old copies stay until the eviction task goes). While a Work of the binding
+still exists in a cluster evicted with ``purgeMode: Directly`` no Work is written
+(:func:`directly_purge_pending`), so the old copy is gone before a new one is made.
+
+Differences from Karmada (deliberate, small): an existing Work keeps its other finalizers (Karmada
+replaces the list), and applied-overrides annotations that no longer apply are removed (Karmada
+leaves the stale ones on the Work).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flotilla.api import labels as L
+from flotilla.client.resources import Resource
+from flotilla.interpreter import (
+    InterpreterError,
+    Operation,
+    ResourceInterpreter,
+    parse_customization,
+    prune_irrelevant_fields,
+)
+from flotilla.policy.naming import (
+    cluster_name_from_execution_space,
+    generate_execution_space_name,
+    generate_work_name,
+    is_execution_space,
+)
+from flotilla.policy.overrides import OverrideError, applied_override_annotations, apply_overrides
+from flotilla.scheduler.division import spread_by_weights
+from flotilla.scheduler.model import TargetCluster
+
+__all__ = [
+    "CLUSTER_OVERRIDE_POLICIES",
+    "CLUSTER_RESOURCE_BINDINGS",
+    "CLUSTER_RESOURCE_BINDING_KIND",
+    "OVERRIDE_POLICIES",
+    "RESOURCE_BINDINGS",
+    "RESOURCE_BINDING_KIND",
+    "RESOURCE_INTERPRETER_CUSTOMIZATIONS",
+    "WORKS",
+    "WORK_API_VERSION",
+    "BindingRef",
+    "InterpreterCache",
+    "WorkBuildError",
+    "WorkIntent",
+    "binding_ref",
+    "build_work_intent",
+    "conflict_resolution",
+    "directly_purge_pending",
+    "directly_purged_clusters",
+    "expected_clusters",
+    "inject_preserved_label_state",
+    "is_workload",
+    "job_completions",
+    "orphan_works",
+    "plan_works",
+    "record_managed_annotations",
+    "record_managed_labels",
+    "render_work",
+    "should_suspend_dispatching",
+    "target_clusters",
+    "work_cluster",
+    "work_update",
+]
+
+RESOURCE_BINDING_KIND = "ResourceBinding"
+CLUSTER_RESOURCE_BINDING_KIND = "ClusterResourceBinding"
+WORK_API_VERSION = "work.karmada.io/v1alpha1"
+
+RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", RESOURCE_BINDING_KIND, True)
+CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
+                                     CLUSTER_RESOURCE_BINDING_KIND, False)
+WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
+OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "overridepolicies", "OverridePolicy", True)
+CLUSTER_OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusteroverridepolicies",
+                                     "ClusterOverridePolicy", False)
+RESOURCE_INTERPRETER_CUSTOMIZATIONS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
+                                               "ResourceInterpreterCustomization", False)
+
+PURGE_MODE_DIRECTLY = "Directly"
+CONFLICT_OVERWRITE = "Overwrite"  # the binding's spec.conflictResolution value
+JOB_KIND = "Job"
+
+
+# ---------------------------------------------------------------------------------------------
+# small readers
+# ---------------------------------------------------------------------------------------------
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return _map(obj.get("metadata"))
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+
+
+def work_cluster(work: Mapping[str, Any]) -> str | None:
+    """The member cluster a Work is for (from its ``karmada-es-<cluster>`` namespace), or None."""
+    namespace = _str(_meta(work).get("namespace"))
+    if not is_execution_space(namespace):
+        return None
+    return cluster_name_from_execution_space(namespace) or None
+
+
+# ---------------------------------------------------------------------------------------------
+# the binding
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BindingRef:
+    """Who a Work belongs to: the (Cluster)ResourceBinding's kind, namespace, name and permanent id."""
+
+    kind: str
+    namespace: str
+    name: str
+    permanent_id: str
+
+    @property
+    def cluster_scoped(self) -> bool:
+        return self.kind == CLUSTER_RESOURCE_BINDING_KIND
+
+    @property
+    def id_label(self) -> str:
+        """The label key carrying the binding's permanent id on its Works and member objects."""
+        return (L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if self.cluster_scoped
+                else L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
+
+    @property
+    def key(self) -> str:
+        return self.name if self.cluster_scoped else f"{self.namespace}/{self.name}"
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations naming the binding (on the Work and on the member object)."""
+        if self.cluster_scoped:
+            return {L.CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION: self.name}
+        return {L.RESOURCE_BINDING_NAMESPACE_ANNOTATION: self.namespace, L.RESOURCE_BINDING_NAME_ANNOTATION: self.name}
+
+
+def binding_ref(binding: Mapping[str, Any]) -> BindingRef:
+    meta = _meta(binding)
+    kind = _str(binding.get("kind")) or (RESOURCE_BINDING_KIND if meta.get("namespace") else
+                                         CLUSTER_RESOURCE_BINDING_KIND)
+    labels = _string_map(meta.get("labels"))
+    key = (L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if kind == CLUSTER_RESOURCE_BINDING_KIND
+           else L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
+    return BindingRef(kind, _str(meta.get("namespace")), _str(meta.get("name")), labels.get(key, ""))
+
+
+def is_workload(spec: Mapping[str, Any]) -> bool:
+    """``IsWorkload``: replicas > 0, per-replica requirements, or components."""
+    return (_int(spec.get("replicas")) > 0 or spec.get("replicaRequirements") is not None
+            or len(_list(spec.get("components"))) >= 1)
+
+
+def target_clusters(spec: Mapping[str, Any]) -> list[TargetCluster]:
+    """``spec.clusters`` then the ``spec.requiredBy`` clusters not already listed (first entry wins)."""
+    out: list[TargetCluster] = []
+    seen: set[str] = set()
+    sources = [_list(spec.get("clusters"))]
+    sources += [_list(_map(b).get("clusters")) for b in _list(spec.get("requiredBy"))]
+    for entries in sources:
+        for entry in entries:
+            name = _str(_map(entry).get("name"))
+            if name and name not in seen:
+                seen.add(name)
+                out.append(TargetCluster(name, _int(_map(entry).get("replicas"))))
+    return out
+
+
+def _eviction_tasks(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, dict)]
+
+
+def expected_clusters(spec: Mapping[str, Any]) -> set[str]:
+    """Clusters whose Works the binding keeps: its targets plus clusters being evicted not ``Directly``."""
+    names = {t.name for t in target_clusters(spec)}
+    for task in _eviction_tasks(spec):
+        if task.get("purgeMode") != PURGE_MODE_DIRECTLY and _str(task.get("fromCluster")):
+            names.add(task["fromCluster"])
+    return names
+
+
+def directly_purged_clusters(spec: Mapping[str, Any]) -> set[str]:
+    """Clusters named by a graceful-eviction task with ``purgeMode: Directly``."""
+    return {_str(t.get("fromCluster")) for t in _eviction_tasks(spec)
+            if t.get("purgeMode") == PURGE_MODE_DIRECTLY and _str(t.get("fromCluster"))}
+
+
+def orphan_works(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The binding's Works (``works`` are those carrying its id) whose cluster it no longer expects."""
+    expected = expected_clusters(spec)
+    return [w for w in works if work_cluster(w) not in expected]
+
+
+def directly_purge_pending(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Works (even terminating ones) still present in a cluster evicted with ``purgeMode: Directly``.
+
+    While any exist the binding controller writes no Work and looks again 5 s later.
+    """
+    purged = directly_purged_clusters(spec)
+    if not purged:
+        return []
+    return [w for w in works if work_cluster(w) in purged]
+
+
+def conflict_resolution(template: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """The Work's ``work.karmada.io/conflict-resolution``: the template's valid value, else the binding's."""
+    own = _string_map(_meta(template).get("annotations")).get(L.CONFLICT_RESOLUTION_ANNOTATION, "")
+    if own in (L.CONFLICT_RESOLUTION_OVERWRITE, L.CONFLICT_RESOLUTION_ABORT):
+        return own
+    if spec.get("conflictResolution") == CONFLICT_OVERWRITE:
+        return L.CONFLICT_RESOLUTION_OVERWRITE
+    return L.CONFLICT_RESOLUTION_ABORT
+
+
+def should_suspend_dispatching(spec: Mapping[str, Any], cluster: str) -> bool:
+    suspension = _map(spec.get("suspension"))
+    if suspension.get("dispatching") is True:
+        return True
+    on_clusters = _map(suspension.get("dispatchingOnClusters"))
+    return cluster in [c for c in _list(on_clusters.get("clusterNames")) if isinstance(c, str)]
+
+
+def _divided(spec: Mapping[str, Any]) -> bool:
+    rs = _map(_map(spec.get("placement")).get("replicaScheduling"))
+    return rs.get("replicaSchedulingType") == "Divided"
+
+
+def job_completions(template: Mapping[str, Any], spec: Mapping[str, Any],
+                    targets: Sequence[TargetCluster]) -> dict[str, int] | None:
+    """Each cluster's share of a divided Job's ``spec.completions`` (None: not split)."""
+    if template.get("kind") != JOB_KIND or _int(spec.get("replicas")) <= 0 or not _divided(spec):
+        return None
+    completions = _map(template.get("spec")).get("completions")
+    if not isinstance(completions, int) or isinstance(completions, bool):
+        return None
+    uid = _str(_map(spec.get("resource")).get("uid")) or _str(_meta(template).get("uid"))
+    shares = spread_by_weights(completions, list(targets), uid)
+    return {s.name: s.replicas for s in shares} or None
+
+
+def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest: dict[str, Any],
+                                 targets: int) -> dict[str, Any]:
+    """``manifest`` with the last ``Directly`` eviction task's preserved labels, when they apply."""
+    tasks = _eviction_tasks(spec)
+    if targets > 1 or not tasks:
+        return manifest
+    task = tasks[-1]
+    if task.get("purgeMode") != PURGE_MODE_DIRECTLY:
+        return manifest
+    if target in [c for c in _list(task.get("clustersBeforeFailover")) if isinstance(c, str)]:
+        return manifest
+    state = _string_map(task.get("preservedLabelState"))
+    if not state:
+        return manifest
+    out = copy.deepcopy(manifest)
+    meta = out.setdefault("metadata", {})
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta["labels"] = {**labels, **state}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# building one Work
+# ---------------------------------------------------------------------------------------------
+
+
+class WorkBuildError(Exception):
+    """The Work for one cluster could not be built (the others still are)."""
+
+    def __init__(self, cluster: str, message: str) -> None:
+        super().__init__(message)
+        self.cluster = cluster
+        self.message = message
+
+
+@dataclass
+class WorkIntent:
+    """What the binding wants in one cluster's execution namespace, before merging with the stored Work.
+
+    ``manifest`` is final except for the keys :func:`render_work` adds last (managed-annotations, the
+    Work's permanent-id label, managed-labels).
+    """
+
+    cluster: str
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    manifest: dict[str, Any]
+    suspend_dispatching: bool = False
+    preserve_resources_on_deletion: bool = False
+    finalizers: list[str] = field(default_factory=lambda: [L.EXECUTION_CONTROLLER_FINALIZER])
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _set_label(obj: dict[str, Any], key: str, value: str) -> None:
+    meta = obj.setdefault("metadata", {})
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = meta["labels"] = {}
+    labels[key] = value
+
+
+def _set_annotation(obj: dict[str, Any], key: str, value: str) -> None:
+    meta = obj.setdefault("metadata", {})
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
+    annotations[key] = value
+
+
+def build_work_intent(
+    template: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    target: TargetCluster,
+    *,
+    interpreter: ResourceInterpreter,
+    cluster: Mapping[str, Any] | None = None,
+    override_policies: Iterable[Mapping[str, Any]] = (),
+    cluster_override_policies: Iterable[Mapping[str, Any]] = (),
+    completions: Mapping[str, int] | None = None,
+    targets: int = 1,
+    inject_preserved_labels: bool = True,
+) -> WorkIntent:
+    """The Work for ``target`` (karmada-core.md §4 step 5). Raises :class:`WorkBuildError`.
+
+    ``cluster`` is the Cluster object (for override rules' cluster affinity; a bare name is used when
+    it is unknown); ``completions`` is :func:`job_completions`; ``targets`` the number of target
+    clusters (injection only happens for a single one).
+    """
+    spec = _map(binding.get("spec"))
+    ref = binding_ref(binding)
+    name = target.name
+    manifest: dict[str, Any] = copy.deepcopy(dict(template))
+    try:
+        if is_workload(spec) and interpreter.hook_enabled(manifest, Operation.REVISE_REPLICA):
+            manifest = interpreter.revise_replica(manifest, target.replicas)
+    except InterpreterError as e:
+        raise WorkBuildError(name, f"failed to revise replicas for cluster {name}: {e}") from None
+    if completions is not None:
+        if name not in completions:
+            raise WorkBuildError(name, f"no completions found for cluster {name}")
+        job_spec = manifest.get("spec")
+        if isinstance(job_spec, dict) and "completions" in job_spec:
+            job_spec["completions"] = completions[name]
+    cluster_obj = cluster if cluster is not None else {"metadata": {"name": name}}
+    try:
+        manifest, applied = apply_overrides(manifest, cluster_obj, override_policies, cluster_override_policies)
+    except OverrideError as e:
+        raise WorkBuildError(name, e.message) from None
+
+    work_labels = {ref.id_label: ref.permanent_id}
+    _set_label(manifest, ref.id_label, ref.permanent_id)
+    generation = _int(_meta(manifest).get("generation"))
+    if generation > 0:
+        _set_annotation(manifest, L.RESOURCE_TEMPLATE_GENERATION_ANNOTATION, str(generation))
+    work_annotations = ref.annotations()
+    for k, v in work_annotations.items():
+        _set_annotation(manifest, k, v)
+    work_annotations[L.CONFLICT_RESOLUTION_ANNOTATION] = conflict_resolution(manifest, spec)
+    work_annotations.update(applied_override_annotations(applied))
+    if inject_preserved_labels:
+        manifest = inject_preserved_label_state(spec, name, manifest, targets)
+
+    meta = _meta(manifest)
+    work_name = generate_work_name(_str(manifest.get("kind")), _str(meta.get("name")), _str(meta.get("namespace")))
+    work_namespace = generate_execution_space_name(name)
+    # ctrlutil.CreateOrUpdateWork: the managed label and the Work references on the object, then prune.
+    _set_label(manifest, L.MANAGED_LABEL, L.MANAGED_LABEL_VALUE)
+    _set_annotation(manifest, L.RESOURCE_TEMPLATE_UID_ANNOTATION, _str(meta.get("uid")))
+    _set_annotation(manifest, L.WORK_NAME_ANNOTATION, work_name)
+    _set_annotation(manifest, L.WORK_NAMESPACE_ANNOTATION, work_namespace)
+    _set_annotation(manifest, L.CONFLICT_RESOLUTION_ANNOTATION, work_annotations[L.CONFLICT_RESOLUTION_ANNOTATION])
+    try:
+        manifest = prune_irrelevant_fields(manifest, remove_job_ttl=True)
+    except InterpreterError as e:
+        raise WorkBuildError(name, f"failed to prune the manifest for cluster {name}: {e}") from None
+    return WorkIntent(
+        cluster=name,
+        namespace=work_namespace,
+        name=work_name,
+        labels=work_labels,
+        annotations=work_annotations,
+        manifest=manifest,
+        suspend_dispatching=should_suspend_dispatching(spec, name),
+        preserve_resources_on_deletion=spec.get("preserveResourcesOnDeletion") is True,
+    )
+
+
+def plan_works(
+    template: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    *,
+    interpreter: ResourceInterpreter,
+    clusters: Mapping[str, Mapping[str, Any]] | None = None,
+    override_policies: Iterable[Mapping[str, Any]] = (),
+    cluster_override_policies: Iterable[Mapping[str, Any]] = (),
+    inject_preserved_labels: bool = True,
+) -> tuple[list[WorkIntent], list[WorkBuildError]]:
+    """Every target cluster's Work; errors for one cluster do not stop the others.
+
+    ``clusters``: Cluster objects by name; ``inject_preserved_labels``: gate ``StatefulFailoverInjection``.
+    """
+    spec = _map(binding.get("spec"))
+    targets = target_clusters(spec)
+    ops, cops = list(override_policies), list(cluster_override_policies)
+    try:
+        completions = job_completions(template, spec, targets)
+    except Exception as e:  # noqa: BLE001 - a malformed template fails every cluster alike
+        return [], [WorkBuildError(t.name, f"failed to divide the Job's completions: {e}") for t in targets]
+    intents: list[WorkIntent] = []
+    errors: list[WorkBuildError] = []
+    for target in targets:
+        try:
+            intents.append(build_work_intent(
+                template, binding, target, interpreter=interpreter, cluster=(clusters or {}).get(target.name),
+                override_policies=ops, cluster_override_policies=cops, completions=completions,
+                targets=len(targets), inject_preserved_labels=inject_preserved_labels))
+        except WorkBuildError as e:
+            errors.append(e)
+    return intents, errors
+
+
+# ---------------------------------------------------------------------------------------------
+# the Work as written
+# ---------------------------------------------------------------------------------------------
+
+
+def record_managed_annotations(obj: dict[str, Any]) -> None:
+    """Set ``resourcetemplate.karmada.io/managed-annotations`` to the sorted keys of all annotations."""
+    keys = {L.MANAGED_ANNOTATIONS_ANNOTATION, L.MANAGED_LABELS_ANNOTATION}
+    keys.update(_string_map(_meta(obj).get("annotations")))
+    _set_annotation(obj, L.MANAGED_ANNOTATIONS_ANNOTATION, ",".join(sorted(keys)))
+
+
+def record_managed_labels(obj: dict[str, Any]) -> None:
+    """Set ``resourcetemplate.karmada.io/managed-labels`` to the sorted keys of all labels."""
+    keys = sorted(_string_map(_meta(obj).get("labels")))
+    _set_annotation(obj, L.MANAGED_LABELS_ANNOTATION, ",".join(keys))
+
+
+_OWNED_WORK_ANNOTATIONS = (L.APPLIED_OVERRIDES_ANNOTATION, L.APPLIED_CLUSTER_OVERRIDES_ANNOTATION)
+
+
+def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_permanent_id: str) -> dict[str, Any]:
+    """The whole Work to store: ``intent`` merged into ``existing`` (its labels, annotations, finalizers).
+
+    The Work's permanent id is the existing one, else ``new_permanent_id`` (Karmada's Work webhook
+    assigns one; Flotilla's binding controller does it itself). For an existing Work the result keeps
+    its ``metadata`` (resourceVersion included, the optimistic lock) and ``status``.
+    """
+    old_meta = _meta(existing) if existing is not None else {}
+    labels = {**_string_map(old_meta.get("labels")), **intent.labels}
+    annotations = _string_map(old_meta.get("annotations"))
+    for key in _OWNED_WORK_ANNOTATIONS:
+        annotations.pop(key, None)
+    annotations.update(intent.annotations)
+    permanent_id = labels.get(L.WORK_PERMANENT_ID_LABEL) or new_permanent_id
+    labels[L.WORK_PERMANENT_ID_LABEL] = permanent_id
+    finalizers = [f for f in _list(old_meta.get("finalizers")) if isinstance(f, str)]
+    finalizers += [f for f in intent.finalizers if f not in finalizers]
+
+    manifest = copy.deepcopy(intent.manifest)
+    record_managed_annotations(manifest)
+    _set_label(manifest, L.WORK_PERMANENT_ID_LABEL, permanent_id)
+    record_managed_labels(manifest)
+
+    work: dict[str, Any] = copy.deepcopy(dict(existing)) if existing is not None else {}
+    work["apiVersion"] = WORK_API_VERSION
+    work["kind"] = "Work"
+    meta = work.setdefault("metadata", {})
+    meta.update(name=intent.name, namespace=intent.namespace, labels=labels, annotations=annotations,
+                finalizers=finalizers)
+    work["spec"] = {
+        "workload": {"manifests": [manifest]},
+        "suspendDispatching": intent.suspend_dispatching,
+        "preserveResourcesOnDeletion": intent.preserve_resources_on_deletion,
+    }
+    return work
+
+
+def work_update(existing: Mapping[str, Any], rendered: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``rendered`` when it differs from ``existing`` in labels, annotations, finalizers or spec; else None."""
+    old, new = _meta(existing), _meta(rendered)
+    same = (
+        _string_map(old.get("labels")) == _string_map(new.get("labels"))
+        and _string_map(old.get("annotations")) == _string_map(new.get("annotations"))
+        and _list(old.get("finalizers")) == _list(new.get("finalizers"))
+        and existing.get("spec") == rendered.get("spec")
+    )
+    return None if same else dict(rendered)
+
+
+# ---------------------------------------------------------------------------------------------
+# the interpreter of the current customizations
+# ---------------------------------------------------------------------------------------------
+
+
+class InterpreterCache:
+    """A :class:`ResourceInterpreter` for a set of ResourceInterpreterCustomizations, rebuilt on change."""
+
+    def __init__(self) -> None:
+        self._key: tuple[tuple[str, str], ...] | None = None
+        self._interpreter = ResourceInterpreter()
+
+    def get(self, customizations: Iterable[Mapping[str, Any]]) -> ResourceInterpreter:
+        rics = sorted(customizations, key=lambda r: _str(_meta(r).get("name")))
+        key = tuple((_str(_meta(r).get("name")), _str(_meta(r).get("resourceVersion"))) for r in rics)
+        if key != self._key:
+            parsed = []
+            for ric in rics:  # admission validates RICs; one that still does not parse is left out
+                try:
+                    parsed.append(parse_customization(ric))
+                except Exception:  # noqa: BLE001
+                    continue
+            self._interpreter = ResourceInterpreter(parsed)
+            self._key = key
+        return self._interpreter
