@@ -287,3 +287,13 @@ def test_delete_cascades_through_owner_references(kubectl: Kubectl, ns: str) -> 
     kubectl.run("delete", "cm", "or-owner", "-n", ns, "--cascade=orphan", "--timeout=20s")
     refs = kubectl.run("get", "cm", "or-dep", "-n", ns, "-o", "jsonpath={.metadata.ownerReferences}").stdout
     assert refs == ""
+
+
+def test_large_bodies_arrive_whole(kubectl: Kubectl, ns: str) -> None:
+    """kubectl writes big bodies in 4 kB pieces; the server must read to the end of each one."""
+    value = "x" * 200_000
+    for i in range(5):
+        kubectl.run("apply", "-f", "-", input=(
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big{i}\n  namespace: {ns}\ndata:\n  v: {value}\n"))
+    got = kubectl.run("get", "cm", "big4", "-n", ns, "-o", "jsonpath={.data.v}").stdout
+    assert len(got) == 200_000

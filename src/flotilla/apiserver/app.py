@@ -261,9 +261,16 @@ class ApiHandler:
         ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             raise errors.too_large(MAX_BODY_BYTES)
-        raw = await request.content.read(MAX_BODY_BYTES + 1)
-        if len(raw) > MAX_BODY_BYTES:
-            raise errors.too_large(MAX_BODY_BYTES)
+        # read to the end of the body (a single read returns only what has arrived so far), with the limit
+        buf = bytearray()
+        while True:
+            chunk = await request.content.read(MAX_BODY_BYTES + 1 - len(buf))
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > MAX_BODY_BYTES:
+                raise errors.too_large(MAX_BODY_BYTES)
+        raw = bytes(buf)
         if not raw.strip():
             if allow_empty:
                 return None

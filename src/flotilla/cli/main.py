@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_cluster_parsers(sub)  # `flotilla join` / `flotilla unjoin`
 
+    from flotilla.cli.controller_manager import add_controller_manager_parser
+
+    add_controller_manager_parser(sub)  # `flotilla controller-manager`
+
     from flotilla.cli.interpret import add_interpret_parser
 
     add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`
