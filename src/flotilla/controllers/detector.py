@@ -1,0 +1,699 @@
+"""The resource detector: binds resource templates to (Cluster)PropagationPolicies (karmada-core.md §2).
+
+It watches PropagationPolicies, ClusterPropagationPolicies, (Cluster)ResourceBindings and, for every
+``apiVersion``/``kind`` a policy selects (or a claimed binding names), the templates of that type
+(an informer per type, started on demand). For each template it picks the policy (the one already
+claiming it, else :func:`flotilla.policy.matching.best_policy`), claims the template (labels and
+annotations, :mod:`flotilla.policy.claims`) and creates or updates its binding
+(:mod:`flotilla.propagation.binding_spec`). Policy changes re-reconcile the templates they concern
+(:mod:`flotilla.propagation.policy_changes`); a deleted policy releases its templates and bindings
+(the claim metadata is removed; bindings and their Works stay until the template goes) and, with
+Karmada's policy finalizer, removes the finalizer afterwards. Preemption needs the ``PolicyPreemption``
+gate.
+
+Queue keys: ``t|<apiVersion>|<kind>|<namespace>|<name>`` (a template), ``pp|<namespace>|<name>``,
+``cpp|<name>`` (policies), ``type|<apiVersion>|<kind>`` (start watching a template type).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flotilla.api import labels as L
+from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client.informer import label_indexer
+from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.interpreter import Operation, ResourceInterpreter
+from flotilla.interpreter.customization import parse_customization
+from flotilla.interpreter.operations import GVK, InterpreterError
+from flotilla.observability.events import NORMAL, WARNING
+from flotilla.policy.claims import (
+    ClaimRef,
+    claim_of,
+    claim_patch,
+    claimed_by_other_controller,
+    resource_change_by_karmada,
+    specification_changed,
+    unclaim_patch,
+)
+from flotilla.policy.matching import (
+    PREEMPT_ALWAYS,
+    best_policy,
+    detector_handles,
+    is_cluster_policy,
+    is_deleting,
+    is_lazy_activation,
+    policies_to_requeue_on_deprioritize,
+    policy_matches,
+    skips_binding_refresh,
+)
+from flotilla.propagation.binding_spec import (
+    OwnerConflict,
+    binding_kind_for,
+    binding_name_for,
+    binding_update_patch,
+    build_binding,
+)
+from flotilla.propagation.jsondiff import with_precondition
+from flotilla.propagation.policy_changes import (
+    TemplateKey,
+    bound_template_keys,
+    detector_watches,
+    missing_dependent_overrides,
+    policy_claim_label,
+    preemption_targets,
+    selector_scopes,
+    template_key,
+    template_key_of_binding,
+    unclaimed_matching,
+    unmatched_bindings,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CLUSTER_PROPAGATION_POLICIES",
+    "CLUSTER_RESOURCE_BINDINGS",
+    "DetectorController",
+    "InterpreterCache",
+    "PROPAGATION_POLICIES",
+    "RESOURCE_BINDINGS",
+    "RESOURCE_INTERPRETER_CUSTOMIZATIONS",
+    "interpreter_cache",
+    "patch_with_retry",
+]
+
+PROPAGATION_POLICIES = Resource("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy", True)
+CLUSTER_PROPAGATION_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies",
+                                        "ClusterPropagationPolicy", False)
+OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "overridepolicies", "OverridePolicy", True)
+CLUSTER_OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusteroverridepolicies",
+                                     "ClusterOverridePolicy", False)
+RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
+CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
+                                     "ClusterResourceBinding", False)
+RESOURCE_INTERPRETER_CUSTOMIZATIONS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
+                                               "ResourceInterpreterCustomization", False)
+
+# Karmada's event reasons
+APPLY_POLICY_SUCCEED = "ApplyPolicySucceed"
+APPLY_POLICY_FAILED = "ApplyPolicyFailed"
+GET_REPLICAS_FAILED = "GetReplicasFailed"
+PREEMPT_POLICY_SUCCEED = "PreemptPolicySucceed"
+PREEMPT_POLICY_FAILED = "PreemptPolicyFailed"
+
+_PP_ID_INDEX = "detector/pp-id"
+_CPP_ID_INDEX = "detector/cpp-id"
+_RETRY_DISCOVERY = 30.0  # seconds: a selected kind the server does not serve (yet) is looked up again
+_PATCH_ATTEMPTS = 5
+_SYNC_TIMEOUT = 30.0  # seconds to wait for the first list of a template type
+
+
+class WaitingForDependentOverrides(Exception):
+    """The policy names ``dependentOverrides`` that do not exist yet (retried with backoff)."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _obj_key(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _add_indexer(inf: Informer, name: str, fn: Callable[[dict[str, Any]], list[str]]) -> None:
+    try:
+        inf.add_indexer(name, fn)
+    except ValueError:  # shared informer: the index exists already
+        pass
+
+
+# ============================================================================ shared helpers
+
+
+async def patch_with_retry(
+    client: Any,
+    res: Resource,
+    current: Mapping[str, Any] | None,
+    name: str,
+    namespace: str | None,
+    make_patch: Callable[[Mapping[str, Any]], dict[str, Any] | None],
+    *,
+    subresource: str | None = None,
+) -> dict[str, Any] | None:
+    """Patch an object with a resourceVersion precondition, re-reading it after each 409.
+
+    ``make_patch(obj)`` computes the merge patch (with the precondition) from the object as known, or
+    None when nothing is to be done. ``current`` is the cached object (None: read it). Returns the
+    patched object, the unchanged one, or None when the object does not exist.
+    """
+    obj = current
+    for attempt in range(_PATCH_ATTEMPTS):
+        if obj is None:
+            try:
+                obj = await client.get(res, name, namespace)
+            except ApiException as e:
+                if is_not_found(e):
+                    return None
+                raise
+        patch = make_patch(obj)
+        if patch is None:
+            return dict(obj)
+        try:
+            return dict(await client.patch(res, name, patch, namespace=namespace, subresource=subresource))
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            if not is_conflict(e) or attempt == _PATCH_ATTEMPTS - 1:
+                raise
+            obj = None
+    raise RuntimeError("unreachable")
+
+
+class InterpreterCache:
+    """A :class:`ResourceInterpreter` over the ResourceInterpreterCustomizations in an informer,
+    rebuilt when they change. A customization that does not parse is left out (and logged)."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+        self._fingerprint: tuple[tuple[str, str], ...] | None = None
+        self._interpreter = ResourceInterpreter()
+
+    def get(self) -> ResourceInterpreter:
+        rics = self.informer.store.list()
+        fingerprint = tuple(sorted((str(_meta(r).get("name")), str(_meta(r).get("resourceVersion"))) for r in rics))
+        if fingerprint != self._fingerprint:
+            parsed = []
+            for r in rics:
+                try:
+                    parsed.append(parse_customization(r))
+                except Exception as e:  # a bad RIC must not stop every other kind
+                    log.warning("ResourceInterpreterCustomization %s ignored: %s", _meta(r).get("name"), e)
+            self._interpreter = ResourceInterpreter(parsed)
+            self._fingerprint = fingerprint
+        return self._interpreter
+
+
+def interpreter_cache(ctx: ControllerContext) -> InterpreterCache:
+    """The controller-manager's shared :class:`InterpreterCache` (made on first use, during setup)."""
+    cache = ctx.extras.get("resource-interpreter")
+    if cache is None:
+        cache = InterpreterCache(ctx.informers.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS))
+        ctx.extras["resource-interpreter"] = cache
+    return cache  # type: ignore[no-any-return]
+
+
+# ============================================================================ the controller
+
+
+class DetectorController(Controller):
+    name = "detector"
+    workers = 4
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self._template_informers: dict[tuple[str, str], Informer] = {}
+        self._template_resources: dict[tuple[str, str], Resource] = {}
+        self._type_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._karmada_change: dict[str, bool] = {}
+        self._deleted_policies: dict[str, dict[str, Any]] = {}
+        self._warned_preemption: set[str] = set()
+
+    # ------------------------------------------------------------------ setup and event handlers
+
+    def setup(self) -> None:
+        self.pps = self.informer(PROPAGATION_POLICIES)
+        self.cpps = self.informer(CLUSTER_PROPAGATION_POLICIES)
+        for inf in (self.pps, self.cpps):
+            inf.add_handler(on_add=self._enqueue_policy, on_update=self._on_policy_update,
+                            on_delete=self._on_policy_delete)
+        self.rbs = self.informer(RESOURCE_BINDINGS)
+        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        for inf in (self.rbs, self.crbs):
+            _add_indexer(inf, _PP_ID_INDEX, label_indexer(L.PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            _add_indexer(inf, _CPP_ID_INDEX, label_indexer(L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            inf.add_handler(on_add=self._on_binding_add, on_delete=self._on_binding_delete)
+        self.interpreters = interpreter_cache(self.ctx)
+
+    @staticmethod
+    def _policy_key(policy: Mapping[str, Any]) -> str:
+        meta = _meta(policy)
+        if is_cluster_policy(policy):
+            return f"cpp|{meta.get('name', '')}"
+        return f"pp|{meta.get('namespace', '')}|{meta.get('name', '')}"
+
+    def _enqueue_policy(self, policy: Mapping[str, Any]) -> None:
+        self.enqueue(self._policy_key(policy))
+
+    def _on_policy_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if _meta(old).get("generation") == _meta(new).get("generation"):
+            return
+        self._enqueue_policy(new)
+        if self.options.gate("PolicyPreemption"):
+            same_scope = (self.cpps.store.list() if is_cluster_policy(new)
+                          else self.pps.store.by_index("namespace", str(_meta(new).get("namespace") or "")))
+            for p in policies_to_requeue_on_deprioritize(old, new, same_scope):
+                self._enqueue_policy(p)
+
+    def _on_policy_delete(self, policy: Mapping[str, Any]) -> None:
+        key = self._policy_key(policy)
+        self._deleted_policies[key] = dict(policy)
+        self.enqueue(key)
+
+    def _on_binding_add(self, binding: Mapping[str, Any]) -> None:
+        if claim_of(binding) is None:
+            return
+        key = template_key_of_binding(binding)
+        if key is not None and (key.api_version, key.kind) not in self._template_informers:
+            self.enqueue(f"type|{key.api_version}|{key.kind}")
+
+    def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
+        # a binding that stood in the way (owned by an older template of the same name) is gone
+        if claim_of(binding) is None:
+            return
+        key = template_key_of_binding(binding)
+        if key is not None:
+            self._enqueue_template(key)
+
+    def _enqueue_template(self, key: TemplateKey, *, karmada_change: bool | None = None) -> None:
+        qkey = f"t|{key.api_version}|{key.kind}|{key.namespace}|{key.name}"
+        if karmada_change is not None:
+            # several changes before one reconcile: it counts as Karmada's only if all of them were
+            self._karmada_change[qkey] = self._karmada_change.get(qkey, karmada_change) and karmada_change
+        self.enqueue(qkey)
+
+    def _handles(self, obj: Mapping[str, Any]) -> bool:
+        return detector_handles(obj, self.options.skipped_propagating_namespaces)
+
+    def _on_template_add(self, obj: Mapping[str, Any]) -> None:
+        if self._handles(obj):
+            self._enqueue_template(template_key(obj), karmada_change=False)
+
+    def _on_template_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if self._handles(new) and specification_changed(old, new):
+            self._enqueue_template(template_key(new), karmada_change=resource_change_by_karmada(old, new))
+
+    def _on_template_delete(self, obj: Mapping[str, Any]) -> None:
+        if self._handles(obj):
+            self._enqueue_template(template_key(obj))
+
+    # ------------------------------------------------------------------ template informers
+
+    async def _template_informer(self, api_version: str, kind: str) -> Informer | None:
+        """The informer of templates of this type, started on first use; None when the type is not
+        served (or not a template type)."""
+        tkey = (api_version, kind)
+        inf = self._template_informers.get(tkey)
+        if inf is not None:
+            return inf
+        if not detector_watches(api_version, kind):
+            return None
+        lock = self._type_locks.setdefault(tkey, asyncio.Lock())
+        async with lock:
+            inf = self._template_informers.get(tkey)
+            if inf is not None:
+                return inf
+            try:
+                res = await self.client.resource_for(api_version, kind)
+            except ApiException as e:
+                if is_not_found(e):
+                    log.info("detector: %s %s is not served; templates of it are not watched yet", api_version, kind)
+                    return None
+                raise
+            inf = self.ctx.informers.informer(res)
+            _add_indexer(inf, _PP_ID_INDEX, label_indexer(L.PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            _add_indexer(inf, _CPP_ID_INDEX, label_indexer(L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            inf.add_handler(on_add=self._on_template_add, on_update=self._on_template_update,
+                            on_delete=self._on_template_delete)
+            inf.start()  # no-op when the factory started it already
+            if not await inf.wait_synced(_SYNC_TIMEOUT):
+                log.warning("detector: %s templates not listed within %.0fs", res, _SYNC_TIMEOUT)
+            self._template_resources[tkey] = res
+            self._template_informers[tkey] = inf
+            log.info("detector: watching %s templates", res)
+        return inf
+
+    def _cached_template(self, key: TemplateKey) -> Mapping[str, Any] | None:
+        inf = self._template_informers.get((key.api_version, key.kind))
+        if inf is None:
+            return None
+        return inf.store.get(_obj_key(key.namespace or None, key.name))
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> float | None:
+        kind, _, rest = key.partition("|")
+        if kind == "t":
+            api_version, k, namespace, name = rest.split("|", 3)
+            karmada_change = self._karmada_change.pop(key, False)
+            return await self._reconcile_template(TemplateKey(api_version, k, namespace, name), karmada_change)
+        if kind == "pp":
+            namespace, _, name = rest.partition("|")
+            return await self._reconcile_policy(key, PROPAGATION_POLICIES, namespace, name)
+        if kind == "cpp":
+            return await self._reconcile_policy(key, CLUSTER_PROPAGATION_POLICIES, None, rest)
+        if kind == "type":
+            api_version, _, k = rest.partition("|")
+            inf = await self._template_informer(api_version, k)
+            return None if inf is not None or not detector_watches(api_version, k) else _RETRY_DISCOVERY
+        log.warning("detector: unknown key %r", key)
+        return None
+
+    # ------------------------------------------------------------------ templates
+
+    async def _get_template(self, key: TemplateKey) -> tuple[Resource | None, Mapping[str, Any] | None]:
+        inf = await self._template_informer(key.api_version, key.kind)
+        if inf is None:
+            return None, None
+        res = self._template_resources[(key.api_version, key.kind)]
+        obj = inf.store.get(_obj_key(key.namespace or None, key.name) if res.namespaced else key.name)
+        if obj is None and not inf.has_synced:
+            try:
+                obj = await self.client.get(res, key.name, key.namespace or None)
+            except ApiException as e:
+                if not is_not_found(e):
+                    raise
+        return res, obj
+
+    async def _reconcile_template(self, key: TemplateKey, karmada_change: bool) -> float | None:
+        res, template = await self._get_template(key)
+        if res is None or template is None:
+            return None  # gone: the garbage collector deletes its binding (owner reference)
+        if not self._handles(template) or claimed_by_other_controller(template):
+            return None
+        claim = claim_of(template)
+        if claim is not None:
+            policy = self._claiming_policy(claim)
+            if policy is None:
+                # the policy is gone but its claim is still here (its deletion was handled before the
+                # claim reached our cache): release the binding, then the template
+                await self._release(res, template, claim.cluster_scoped, claim.claim_labels())
+                return None
+            if is_deleting(policy):
+                return None  # the policy's deletion releases the template, which brings it back here
+            if not policy_matches(template, policy):
+                return None
+        else:
+            namespace = str(_meta(template).get("namespace") or "")
+            pps = self.pps.store.by_index("namespace", namespace) if namespace else []
+            policy, _ = best_policy(template, pps, self.cpps.store.list())
+            if policy is None:
+                return None
+        await self._check_dependent_overrides(policy)
+        await self._apply_policy(res, template, policy, karmada_change)
+        return None
+
+    def _claiming_policy(self, claim: ClaimRef) -> Mapping[str, Any] | None:
+        if claim.cluster_scoped:
+            return self.cpps.store.get(claim.name)
+        return self.pps.store.get(_obj_key(claim.namespace, claim.name))
+
+    async def _check_dependent_overrides(self, policy: Mapping[str, Any]) -> None:
+        names = _spec(policy).get("dependentOverrides")
+        if not isinstance(names, list) or not names:
+            return
+        cluster_scoped = is_cluster_policy(policy)
+        res = CLUSTER_OVERRIDE_POLICIES if cluster_scoped else OVERRIDE_POLICIES
+        namespace = None if cluster_scoped else str(_meta(policy).get("namespace") or "")
+        present = []
+        for name in names:
+            if not isinstance(name, str):
+                continue
+            try:
+                await self.client.get(res, name, namespace)
+            except ApiException as e:
+                if is_not_found(e):
+                    continue
+                raise
+            present.append(name)
+        missing = missing_dependent_overrides(policy, present)
+        if missing:
+            raise WaitingForDependentOverrides(
+                f"policy {_obj_key(namespace, str(_meta(policy).get('name')))} waits for its dependent "
+                f"overrides {', '.join(missing)}")
+
+    async def _apply_policy(self, res: Resource, template: Mapping[str, Any], policy: Mapping[str, Any],
+                            karmada_change: bool) -> None:
+        meta = _meta(template)
+        pmeta = _meta(policy)
+        policy_name = _obj_key(None if is_cluster_policy(policy) else str(pmeta.get("namespace")),
+                               str(pmeta.get("name")))
+        kind = "ClusterPropagationPolicy" if is_cluster_policy(policy) else "PropagationPolicy"
+        try:
+            claimed = await patch_with_retry(
+                self.client, res, template, str(meta.get("name")), meta.get("namespace") or None,
+                lambda t: self._with_rv(claim_patch(t, policy), t))
+            if claimed is None:
+                return  # the template was deleted meanwhile
+            template = claimed
+            if claim_of(template) is None:
+                return
+            if skips_binding_refresh(policy, karmada_change):
+                return  # Lazy activation: only a user's change to the template publishes the policy
+            desired = await self._desired_binding(template, policy)
+            outcome = await self._create_or_update_binding(desired)
+        except (ApiException, OwnerConflict, InterpreterError) as e:
+            if not (isinstance(e, ApiException) and is_conflict(e)):
+                self.ctx.recorder.event(template, WARNING, APPLY_POLICY_FAILED,
+                                        f"Applying {kind} {policy_name} failed: {e}")
+            raise
+        if outcome != "unchanged":
+            self.ctx.recorder.event(template, NORMAL, APPLY_POLICY_SUCCEED,
+                                    f"{kind} {policy_name} applied: {binding_kind_for(template)} "
+                                    f"{binding_name_for(template)} {outcome}")
+
+    @staticmethod
+    def _with_rv(patch: dict[str, Any] | None, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        return None if patch is None else with_precondition(patch, obj)
+
+    async def _desired_binding(self, template: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+        interpreter = self.interpreters.get()
+        replicas, requirements = 0, None
+        if interpreter.hook_enabled(GVK.of(template), Operation.INTERPRET_REPLICA):
+            try:
+                result = interpreter.get_replicas(template)
+            except InterpreterError as e:
+                self.ctx.recorder.event(template, WARNING, GET_REPLICAS_FAILED, str(e))
+                raise
+            replicas, requirements = result.replicas, result.requirements
+        return build_binding(template, policy, replicas=replicas, replica_requirements=requirements,
+                             schedule_priority=await self._schedule_priority(policy))
+
+    async def _schedule_priority(self, policy: Mapping[str, Any]) -> int | None:
+        sp = _spec(policy).get("schedulePriority")
+        if not isinstance(sp, Mapping) or not self.options.gate("PriorityBasedScheduling"):
+            return None
+        source = sp.get("priorityClassSource")
+        if source != "KubePriorityClass":
+            raise ApiException(422, "Invalid", f"schedulePriority: priority class source {source!r} is not supported")
+        res = await self.client.resource_for("scheduling.k8s.io/v1", "PriorityClass")
+        pc = await self.client.get(res, str(sp.get("priorityClassName") or ""))
+        value = pc.get("value")
+        return int(value) if isinstance(value, int) else 0
+
+    async def _create_or_update_binding(self, desired: dict[str, Any]) -> str:
+        """Create the binding or patch the detector's fields of it; ``created``/``updated``/``unchanged``."""
+        cluster_scoped = desired["kind"] == "ClusterResourceBinding"
+        res = CLUSTER_RESOURCE_BINDINGS if cluster_scoped else RESOURCE_BINDINGS
+        cache = self.crbs if cluster_scoped else self.rbs
+        name = desired["metadata"]["name"]
+        namespace = None if cluster_scoped else desired["metadata"]["namespace"]
+        existing = cache.store.get(_obj_key(namespace, name))
+        for _ in range(_PATCH_ATTEMPTS):
+            if existing is None:
+                try:
+                    await self.client.create(res, desired, namespace)
+                    return "created"
+                except ApiException as e:
+                    if not is_already_exists(e):
+                        raise
+                existing = await self._live(res, name, namespace)
+                continue
+            patch = binding_update_patch(existing, desired)
+            if patch is None:
+                return "unchanged"
+            try:
+                await self.client.patch(res, name, patch, namespace=namespace)
+                return "updated"
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+            existing = await self._live(res, name, namespace)
+        raise ApiException(409, "Conflict", f"binding {_obj_key(namespace, name)} keeps changing; will retry")
+
+    async def _live(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(res, name, namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    def _unclaimer(self, cluster_scoped_claim: bool,
+                   claim_labels: Mapping[str, str]) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+        """``make_patch`` removing a policy's claim from an object still carrying that policy's id."""
+        def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            return self._with_rv(unclaim_patch(obj, cluster_scoped_claim, only_if=claim_labels), obj)
+
+        return make
+
+    async def _release(self, res: Resource, template: Mapping[str, Any], cluster_scoped_claim: bool,
+                       claim_labels: Mapping[str, str]) -> None:
+        """Remove a policy's claim from the template's binding first, then from the template (both only
+        if they still carry that policy's id), so a failure half-way is retried from the binding."""
+        meta = _meta(template)
+        namespace = meta.get("namespace") or None
+        bres = RESOURCE_BINDINGS if binding_kind_for(template) == "ResourceBinding" else CLUSTER_RESOURCE_BINDINGS
+        bcache = self.rbs if bres is RESOURCE_BINDINGS else self.crbs
+        bname = binding_name_for(template)
+        unclaim = self._unclaimer(cluster_scoped_claim, claim_labels)
+        await patch_with_retry(self.client, bres, bcache.store.get(_obj_key(namespace, bname)), bname, namespace,
+                               unclaim)
+        await patch_with_retry(self.client, res, template, str(meta.get("name")), namespace, unclaim)
+
+    # ------------------------------------------------------------------ policies
+
+    async def _reconcile_policy(self, key: str, res: Resource, namespace: str | None, name: str) -> float | None:
+        cache = self.pps if res is PROPAGATION_POLICIES else self.cpps
+        policy = cache.store.get(_obj_key(namespace, name))
+        if policy is None:
+            gone = self._deleted_policies.pop(key, None)
+            if gone is not None:
+                await self._handle_policy_deletion(gone)
+            return None
+        self._deleted_policies.pop(key, None)
+        retry: float | None = None
+        scopes = selector_scopes(policy)
+        for api_version, kind, _ in scopes:
+            if detector_watches(api_version, kind) and await self._template_informer(api_version, kind) is None:
+                retry = _RETRY_DISCOVERY
+        if is_deleting(policy):
+            await self._handle_policy_deletion(policy)
+            finalizer = (L.CLUSTER_PROPAGATION_POLICY_CONTROLLER_FINALIZER if res is CLUSTER_PROPAGATION_POLICIES
+                         else L.PROPAGATION_POLICY_CONTROLLER_FINALIZER)
+            await patch_with_retry(self.client, res, policy, name, namespace,
+                                   lambda p: self._remove_finalizer(p, finalizer))
+            return None
+        await self._handle_policy_change(policy)
+        return retry
+
+    @staticmethod
+    def _remove_finalizer(obj: Mapping[str, Any], finalizer: str) -> dict[str, Any] | None:
+        finalizers = _meta(obj).get("finalizers") or []
+        if finalizer not in finalizers:
+            return None
+        kept = [f for f in finalizers if f != finalizer]
+        return with_precondition({"metadata": {"finalizers": kept or None}}, obj)
+
+    def _policy_bindings(self, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
+        labels = policy_claim_label(policy)
+        if not labels:
+            return []
+        ((label, value),) = labels.items()
+        index = _CPP_ID_INDEX if label == L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL else _PP_ID_INDEX
+        out = self.rbs.store.by_index(index, value)
+        if is_cluster_policy(policy):
+            out += self.crbs.store.by_index(index, value)
+        return out
+
+    def _templates_in_scope(self, api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+        inf = self._template_informers.get((api_version, kind))
+        if inf is None:
+            return []
+        return inf.store.by_index("namespace", namespace) if namespace else inf.store.list()
+
+    async def _handle_policy_change(self, policy: Mapping[str, Any]) -> None:
+        bindings = self._policy_bindings(policy)
+        unclaim = self._unclaimer(is_cluster_policy(policy), policy_claim_label(policy))
+        # 1. templates the policy no longer selects are released (template first, then binding)
+        for binding, template in unmatched_bindings(policy, bindings, self._cached_template):
+            tkey = template_key(template)
+            res = self._template_resources.get((tkey.api_version, tkey.kind))
+            if res is None:
+                continue
+            bmeta = _meta(binding)
+            await patch_with_retry(self.client, res, template, tkey.name, tkey.namespace or None, unclaim)
+            bres = RESOURCE_BINDINGS if bmeta.get("namespace") else CLUSTER_RESOURCE_BINDINGS
+            await patch_with_retry(self.client, bres, binding, str(bmeta.get("name")),
+                                   bmeta.get("namespace") or None, unclaim)
+        # 2. templates still bound to it pick up the policy's new content
+        lazy = is_lazy_activation(policy)
+        for tkey in bound_template_keys(policy, bindings):
+            self._enqueue_template(tkey, karmada_change=True if lazy else None)
+        # 3. templates nobody claimed yet that it matches
+        matched = []
+        for api_version, kind, namespace in selector_scopes(policy):
+            matched += unclaimed_matching(policy, self._templates_in_scope(api_version, kind, namespace))
+        if matched:
+            await self._check_dependent_overrides(policy)
+        for t in matched:
+            self._enqueue_template(template_key(t), karmada_change=True if lazy else None)
+        # 4. preemption
+        if _spec(policy).get("preemption") == PREEMPT_ALWAYS:
+            await self._preempt(policy)
+
+    async def _preempt(self, policy: Mapping[str, Any]) -> None:
+        gate = self.options.gate("PolicyPreemption")
+        if not gate:
+            pkey = self._policy_key(policy)
+            if pkey not in self._warned_preemption:
+                self._warned_preemption.add(pkey)
+                log.warning("detector: %s asks for preemption, but the PolicyPreemption feature gate is off", pkey)
+            return
+        candidates: list[dict[str, Any]] = []
+        for api_version, kind, namespace in selector_scopes(policy):
+            candidates += self._templates_in_scope(api_version, kind, namespace)
+        pmeta = _meta(policy)
+        me = _obj_key(None if is_cluster_policy(policy) else str(pmeta.get("namespace")), str(pmeta.get("name")))
+        for template in preemption_targets(policy, candidates, self._claimer, feature_gate_enabled=gate):
+            claim = claim_of(template)
+            before = "" if claim is None else _obj_key(claim.namespace or None, claim.name)
+            tkey = template_key(template)
+            res = self._template_resources[(tkey.api_version, tkey.kind)]
+            try:
+                await patch_with_retry(self.client, res, template, tkey.name, tkey.namespace or None,
+                                       lambda t: self._with_rv(claim_patch(t, policy), t))
+            except ApiException as e:
+                self.ctx.recorder.event(template, WARNING, PREEMPT_POLICY_FAILED,
+                                        f"Policy {me} failed to preempt policy {before}: {e}")
+                raise
+            self.ctx.recorder.event(template, NORMAL, PREEMPT_POLICY_SUCCEED,
+                                    f"Policy {me} preempted policy {before}")
+
+    def _claimer(self, template: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        claim = claim_of(template)
+        return None if claim is None else self._claiming_policy(claim)
+
+    async def _handle_policy_deletion(self, policy: Mapping[str, Any]) -> None:
+        """Release every template the policy claims and its binding (§2.5); the bindings and Works stay."""
+        labels = policy_claim_label(policy)
+        if not labels:
+            return
+        cluster_scoped = is_cluster_policy(policy)
+        ((label, value),) = labels.items()
+        index = _CPP_ID_INDEX if cluster_scoped else _PP_ID_INDEX
+        for api_version, kind, namespace in selector_scopes(policy):
+            inf = await self._template_informer(api_version, kind)
+            if inf is None:
+                continue
+            res = self._template_resources[(api_version, kind)]
+            for template in inf.store.by_index(index, value):
+                if namespace and _meta(template).get("namespace") != namespace:
+                    continue
+                await self._release(res, template, cluster_scoped, labels)
+        # bindings still labelled with the policy (their template is gone or was released already)
+        unclaim = self._unclaimer(cluster_scoped, labels)
+        for binding in self._policy_bindings(policy):
+            bmeta = _meta(binding)
+            bres = RESOURCE_BINDINGS if bmeta.get("namespace") else CLUSTER_RESOURCE_BINDINGS
+            await patch_with_retry(self.client, bres, binding, str(bmeta.get("name")),
+                                   bmeta.get("namespace") or None, unclaim)

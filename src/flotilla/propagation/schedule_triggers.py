@@ -1,0 +1,364 @@
+"""When the scheduler controller schedules a binding, and what it writes back (karmada-core.md §3.1-§3.3).
+
+Pure functions, no I/O, inputs never mutated. The placement decision itself is
+:func:`flotilla.scheduler.schedule`; this module decides *whether* to call it and shapes the result:
+
+* :func:`considered` - the bindings this scheduler looks at (scheduler name, not suspended, claimed
+  by a policy or labelled ``binding.karmada.io/managed-by``, with a placement);
+* :func:`schedule_reason` - §3.2's ordered checks (placement changed, replicas changed, explicit
+  reschedule, Duplicated/non-workload, a target cluster terminating); ``None`` = nothing to do
+  beyond confirming ``schedulerObservedGeneration``;
+* :func:`cluster_update_matters` / :func:`affected_by_cluster` - which Cluster updates re-enqueue
+  which bindings;
+* :func:`clusters_patch` / :func:`scheduled_status` - the spec and status writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from flotilla.api import labels as L
+from flotilla.policy.matching import cluster_matches
+from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
+from flotilla.scheduler.model import parse_time
+from flotilla.scheduler.schedule import reschedule_required
+
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "REASON_CLUSTER_TERMINATING",
+    "REASON_DUPLICATED",
+    "REASON_PLACEMENT_CHANGED",
+    "REASON_REPLICAS_CHANGED",
+    "REASON_RESCHEDULE_TRIGGERED",
+    "SCHEDULED_CONDITION",
+    "affected_by_cluster",
+    "applied_placement",
+    "cluster_update_matters",
+    "clusters_patch",
+    "considered",
+    "format_time",
+    "observed_generation_patch",
+    "placement_changed",
+    "replicas_changed",
+    "schedule_reason",
+    "scheduled_status",
+    "set_condition",
+    "status_patch",
+    "target_clusters_dicts",
+]
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+SCHEDULED_CONDITION = "Scheduled"
+
+REASON_PLACEMENT_CHANGED = "placement changed"
+REASON_REPLICAS_CHANGED = "replicas changed"
+REASON_RESCHEDULE_TRIGGERED = "reschedule triggered"
+REASON_DUPLICATED = "duplicated or not a workload"
+REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    labels = _meta(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def format_time(t: datetime) -> str:
+    """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Which bindings
+# ---------------------------------------------------------------------------------------------
+
+
+def considered(binding: Mapping[str, Any], scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> bool:
+    """Whether this scheduler looks at ``binding`` at all.
+
+    Its ``spec.schedulerName`` (empty = ``default-scheduler``) must be ours, ``spec.suspension.scheduling``
+    not true, it must carry a policy's permanent-id label or ``binding.karmada.io/managed-by`` (so
+    bindings whose policy is gone and attached dependency bindings are left alone) and have a placement.
+    """
+    spec = _spec(binding)
+    if (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) != scheduler_name:
+        return False
+    suspension = spec.get("suspension")
+    if isinstance(suspension, Mapping) and suspension.get("scheduling") is True:
+        return False
+    if not isinstance(spec.get("placement"), Mapping):
+        return False
+    labels = _labels(binding)
+    return any(labels.get(k) for k in (L.PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+                                       L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+                                       L.BINDING_MANAGED_BY_LABEL))
+
+
+# ---------------------------------------------------------------------------------------------
+# Whether to schedule (doScheduleBinding)
+# ---------------------------------------------------------------------------------------------
+
+
+def _term(terms: Any, name: str) -> Mapping[str, Any] | None:
+    for t in _list(terms):
+        if isinstance(t, Mapping) and t.get("affinityName") == name:
+            return t
+    return None
+
+
+def placement_changed(placement: Mapping[str, Any], applied: str | None, observing_affinity_name: str = "") -> bool:
+    """Whether ``placement`` differs from the one last scheduled with (the applied-placement annotation).
+
+    No annotation: changed. Unreadable annotation: not changed (as Karmada). Otherwise a difference in
+    ``clusterAffinity``, ``clusterTolerations``, ``spreadConstraints`` or ``replicaScheduling`` counts;
+    any other difference counts when no ``clusterAffinities`` term is observed yet; otherwise only
+    a missing or different observed term counts (other terms, ``workloadAffinity``... do not).
+    """
+    if not applied:
+        return True
+    try:
+        old = json.loads(applied)
+    except ValueError:
+        return False
+    if not isinstance(old, Mapping):
+        return False
+    if dict(old) == dict(placement):
+        return False
+    for key in ("clusterAffinity", "clusterTolerations", "spreadConstraints", "replicaScheduling"):
+        if old.get(key) != placement.get(key):
+            return True
+    if not observing_affinity_name:
+        return True
+    new_term = _term(placement.get("clusterAffinities"), observing_affinity_name)
+    old_term = _term(old.get("clusterAffinities"), observing_affinity_name)
+    if new_term is None or old_term is None:
+        return True
+    return dict(new_term) != dict(old_term)
+
+
+def replicas_changed(spec: Mapping[str, Any]) -> bool:
+    """Karmada's ``IsBindingReplicasChanged``: Duplicated -> some target's replicas differ from
+    ``spec.replicas``; Divided -> the targets' sum differs; no ``replicaScheduling`` -> False."""
+    placement = spec.get("placement")
+    rs = placement.get("replicaScheduling") if isinstance(placement, Mapping) else None
+    if not isinstance(rs, Mapping):
+        return False
+    replicas = _int(spec.get("replicas"))
+    clusters = [c for c in _list(spec.get("clusters")) if isinstance(c, Mapping)]
+    kind = rs.get("replicaSchedulingType") or "Divided"
+    if kind == "Duplicated":
+        return any(_int(c.get("replicas")) != replicas for c in clusters)
+    if kind == "Divided":
+        return sum(_int(c.get("replicas")) for c in clusters) != replicas
+    return False
+
+
+def _is_workload(spec: Mapping[str, Any]) -> bool:
+    return (_int(spec.get("replicas")) > 0 or spec.get("replicaRequirements") is not None
+            or len(_list(spec.get("components"))) >= 1)
+
+
+def _duplicated(placement: Mapping[str, Any]) -> bool:
+    rs = placement.get("replicaScheduling")
+    return not isinstance(rs, Mapping) or rs.get("replicaSchedulingType") == "Duplicated"
+
+
+def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why ``binding`` must be scheduled now (the first of §3.2's checks that holds), or None.
+
+    ``clusters``: every Cluster object (only their deletion state is looked at here).
+    """
+    spec = _spec(binding)
+    placement = spec.get("placement")
+    placement = placement if isinstance(placement, Mapping) else {}
+    annotations = _meta(binding).get("annotations")
+    applied = annotations.get(L.POLICY_PLACEMENT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    status = _status(binding)
+    if placement_changed(placement, applied, str(status.get("schedulerObservingAffinityName") or "")):
+        return REASON_PLACEMENT_CHANGED
+    if replicas_changed(spec):
+        return REASON_REPLICAS_CHANGED
+    if reschedule_required(parse_time(spec.get("rescheduleTriggeredAt")), parse_time(status.get("lastScheduledTime"))):
+        return REASON_RESCHEDULE_TRIGGERED
+    if not _is_workload(spec) or _duplicated(placement):
+        return REASON_DUPLICATED
+    targets = {c.get("name") for c in _list(spec.get("clusters")) if isinstance(c, Mapping)}
+    for c in clusters:
+        if _meta(c).get("deletionTimestamp") and _meta(c).get("name") in targets:
+            return REASON_CLUSTER_TERMINATING
+    return None
+
+
+def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | None:
+    """When nothing is scheduled: the status merge patch confirming the current generation, or None."""
+    generation = _int(_meta(binding).get("generation"))
+    if _int(_status(binding).get("schedulerObservedGeneration")) == generation:
+        return None
+    return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster events
+# ---------------------------------------------------------------------------------------------
+
+
+def cluster_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A Cluster update re-enqueues bindings when deletion starts, labels change, or the spec
+    (``generation``: taints, region, zones...) changes; status changes (Ready flips) do not."""
+    if not _meta(old).get("deletionTimestamp") and _meta(new).get("deletionTimestamp"):
+        return True
+    if dict(_labels(old)) != dict(_labels(new)):
+        return True
+    return _meta(old).get("generation") != _meta(new).get("generation")
+
+
+def affected_by_cluster(binding: Mapping[str, Any], cluster: Mapping[str, Any]) -> bool:
+    """Whether a change of ``cluster`` (old or new version) concerns ``binding``: the affinity it is
+    scheduled against is absent or matches the cluster. With ``clusterAffinities`` a binding whose
+    ``schedulerObservedGeneration`` lags its generation is always affected."""
+    spec = _spec(binding)
+    placement = spec.get("placement")
+    if not isinstance(placement, Mapping):
+        return False
+    terms = placement.get("clusterAffinities")
+    affinity: Any
+    if terms:
+        status = _status(binding)
+        if _int(status.get("schedulerObservedGeneration")) != _int(_meta(binding).get("generation")):
+            return True
+        observed = str(status.get("schedulerObservingAffinityName") or "")
+        term = _term(terms, observed) if observed else None
+        if term is None:
+            term = terms[0] if isinstance(terms[0], Mapping) else {}
+        affinity = {k: v for k, v in term.items() if k not in ("affinityName", "overflowAffinities")}
+    else:
+        affinity = placement.get("clusterAffinity")
+    if affinity is None:
+        return True
+    return cluster_matches(cluster, affinity)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the result
+# ---------------------------------------------------------------------------------------------
+
+
+def applied_placement(placement: Mapping[str, Any]) -> str:
+    """The ``policy.karmada.io/applied-placement`` annotation value: the placement as compact JSON."""
+    return json.dumps(placement, separators=(",", ":"))
+
+
+def target_clusters_dicts(targets: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``spec.clusters`` entries as Karmada serializes them (``replicas`` omitted when 0)."""
+    out = []
+    for t in targets:
+        entry: dict[str, Any] = {"name": t["name"]}
+        if _int(t.get("replicas")):
+            entry["replicas"] = t["replicas"]
+        out.append(entry)
+    return out
+
+
+def clusters_patch(binding: Mapping[str, Any], targets: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Merge patch writing ``spec.clusters`` and the applied-placement annotation (precondition:
+    the binding's resourceVersion); None when both are already so."""
+    spec = _spec(binding)
+    placement = spec.get("placement") if isinstance(spec.get("placement"), Mapping) else {}
+    annotations = _meta(binding).get("annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
+    new_clusters = target_clusters_dicts(targets)
+    patch: dict[str, Any] = {}
+    value = applied_placement(placement)
+    if annotations.get(L.POLICY_PLACEMENT_ANNOTATION) != value:
+        patch["metadata"] = {"annotations": {L.POLICY_PLACEMENT_ANNOTATION: value}}
+    old_clusters = [c for c in _list(spec.get("clusters")) if isinstance(c, Mapping)]
+    if target_clusters_dicts(old_clusters) != new_clusters or len(old_clusters) != len(_list(spec.get("clusters"))):
+        patch["spec"] = {"clusters": new_clusters if new_clusters else None}
+    if not patch:
+        return None
+    return with_precondition(patch, binding)
+
+
+def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any], now: str) -> list[dict[str, Any]]:
+    """``meta.SetStatusCondition``: replace the condition of ``new['type']``; its
+    ``lastTransitionTime`` moves to ``now`` only when the status changes (or it is new)."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in conditions:
+        if not isinstance(c, Mapping):
+            continue
+        if c.get("type") != new.get("type"):
+            out.append(copy.deepcopy(dict(c)))
+            continue
+        found = True
+        merged = copy.deepcopy(dict(c))
+        if merged.get("status") != new.get("status") or not merged.get("lastTransitionTime"):
+            merged["lastTransitionTime"] = now
+        for key, value in new.items():
+            if key != "lastTransitionTime":
+                merged[key] = value
+        out.append(merged)
+    if not found:
+        cond = dict(new)
+        cond.setdefault("lastTransitionTime", now)
+        out.append(cond)
+    return out
+
+
+def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,
+                     *, affinity_name: str | None = None, generation: int | None = None) -> dict[str, Any]:
+    """The binding's status after a scheduling pass.
+
+    ``condition``: the ``Scheduled`` condition (``ScheduleResult.condition()``). On success
+    (status True) ``schedulerObservedGeneration`` becomes ``generation`` (the generation read at the
+    start of the pass; default: the binding's) and ``lastScheduledTime`` becomes ``now``.
+    ``affinity_name``: the ``clusterAffinities`` term used (None: leave it).
+    """
+    status = copy.deepcopy(dict(_status(binding)))
+    stamp = format_time(now)
+    status["conditions"] = set_condition(_list(status.get("conditions")), condition, stamp)
+    if condition.get("status") == "True":
+        status["schedulerObservedGeneration"] = (
+            generation if generation is not None else _int(_meta(binding).get("generation")))
+        status["lastScheduledTime"] = stamp
+    if affinity_name is not None:
+        status["schedulerObservingAffinityName"] = affinity_name
+    return status
+
+
+def status_patch(binding: Mapping[str, Any], new_status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Merge patch of ``status`` (for the status subresource) with the resourceVersion precondition,
+    or None when unchanged. ``conditions`` is a list, so it is sent whole (others' conditions kept:
+    that is why the precondition matters)."""
+    diff = merge_patch_diff(_status(binding), new_status)
+    if not diff:
+        return None
+    return with_precondition({"status": diff}, binding)

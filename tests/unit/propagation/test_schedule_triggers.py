@@ -1,0 +1,234 @@
+"""When the scheduler schedules a binding, and what it writes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from flotilla.api import labels as L
+from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.propagation.schedule_triggers import (
+    REASON_CLUSTER_TERMINATING,
+    REASON_DUPLICATED,
+    REASON_PLACEMENT_CHANGED,
+    REASON_REPLICAS_CHANGED,
+    REASON_RESCHEDULE_TRIGGERED,
+    affected_by_cluster,
+    applied_placement,
+    cluster_update_matters,
+    clusters_patch,
+    considered,
+    format_time,
+    observed_generation_patch,
+    placement_changed,
+    replicas_changed,
+    schedule_reason,
+    scheduled_status,
+    set_condition,
+    status_patch,
+)
+
+DIVIDED = {"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+
+
+def binding(placement: dict[str, Any] | None = None, *, replicas: int = 3, clusters: list[dict[str, Any]] | None = None,
+            applied: dict[str, Any] | str | None = None, generation: int = 2, observed: int = 1,
+            status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    placement = DIVIDED if placement is None else placement
+    annotations = {}
+    if applied is not None:
+        annotations[L.POLICY_PLACEMENT_ANNOTATION] = applied if isinstance(applied, str) else json.dumps(applied)
+    body: dict[str, Any] = {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                                         "name": "web"}, "placement": placement, **spec}
+    if replicas:
+        body["replicas"] = replicas
+    if clusters is not None:
+        body["clusters"] = clusters
+    st = {"schedulerObservedGeneration": observed, **(status or {})}
+    return {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "web-deployment", "namespace": "default", "generation": generation,
+                         "resourceVersion": "9", "labels": {L.PROPAGATION_POLICY_PERMANENT_ID_LABEL: "id"},
+                         "annotations": annotations},
+            "spec": body, "status": st}
+
+
+def cluster(name: str, labels: dict[str, str] | None = None, *, generation: int = 1,
+            deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels or {}, "generation": generation}
+    if deleting:
+        meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    return {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": meta, "spec": {}}
+
+
+# ----------------------------------------------------------------------------------- considered
+
+
+def test_considered_bindings() -> None:
+    b = binding()
+    assert considered(b)
+    assert not considered(b, "other-scheduler")
+    other = copy.deepcopy(b)
+    other["spec"]["schedulerName"] = "other-scheduler"
+    assert considered(other, "other-scheduler") and not considered(other)
+    suspended = copy.deepcopy(b)
+    suspended["spec"]["suspension"] = {"scheduling": True}
+    assert not considered(suspended)
+    released = copy.deepcopy(b)
+    released["metadata"]["labels"] = {}
+    assert not considered(released)  # its policy was deleted
+    released["metadata"]["labels"] = {L.BINDING_MANAGED_BY_LABEL: "some-tool"}
+    assert considered(released)
+    attached = copy.deepcopy(b)
+    del attached["spec"]["placement"]
+    assert not considered(attached)  # a dependency's binding: follows requiredBy, never scheduled
+
+
+# ----------------------------------------------------------------------------------- placement
+
+
+def test_placement_changed() -> None:
+    p = {"clusterAffinity": {"clusterNames": ["m1"]}, **DIVIDED}
+    assert placement_changed(p, None)
+    assert placement_changed(p, "")
+    assert not placement_changed(p, "not json")
+    assert not placement_changed(p, json.dumps(p))
+    assert placement_changed(p, json.dumps({**p, "clusterAffinity": {"clusterNames": ["m2"]}}))
+    assert placement_changed(p, json.dumps(DIVIDED))
+    assert placement_changed({**p, "clusterTolerations": [{"key": "k", "operator": "Exists"}]}, json.dumps(p))
+    # without an observed clusterAffinities term any difference counts
+    assert placement_changed({**p, "workloadAffinity": {}}, json.dumps(p))
+
+
+def test_cluster_affinities_change_counts_only_for_the_observed_term() -> None:
+    terms = [{"affinityName": "a", "clusterNames": ["m1"]}, {"affinityName": "b", "clusterNames": ["m2"]}]
+    p = {"clusterAffinities": terms}
+    other_term_changed = {"clusterAffinities": [terms[0], {"affinityName": "b", "clusterNames": ["m3"]}]}
+    assert not placement_changed(other_term_changed, json.dumps(p), "a")
+    assert placement_changed(other_term_changed, json.dumps(p), "b")
+    assert placement_changed(other_term_changed, json.dumps(p), "")
+    assert placement_changed({"clusterAffinities": [terms[1]]}, json.dumps(p), "a")
+    assert not placement_changed({**p, "workloadAffinity": {}}, json.dumps(p), "a")
+
+
+def test_replicas_changed() -> None:
+    assert not replicas_changed(binding({}, clusters=[{"name": "m1", "replicas": 1}])["spec"])  # no replicaScheduling
+    dup = {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
+    assert not replicas_changed(binding(dup, clusters=[{"name": "m1", "replicas": 3}])["spec"])
+    assert replicas_changed(binding(dup, clusters=[{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": 2}])["spec"])
+    assert not replicas_changed(binding(clusters=[{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}])["spec"])
+    assert replicas_changed(binding(clusters=[{"name": "m2", "replicas": 2}])["spec"])  # m1 was evicted
+    assert replicas_changed(binding(replicas=4, clusters=[{"name": "m1", "replicas": 3}])["spec"])
+
+
+def test_schedule_reasons_in_order() -> None:
+    clusters = [cluster("m1"), cluster("m2")]
+    targets = [{"name": "m1", "replicas": 3}]
+    assert schedule_reason(binding(), clusters) == REASON_PLACEMENT_CHANGED
+    assert schedule_reason(binding(applied=DIVIDED, clusters=targets, replicas=5), clusters) == REASON_REPLICAS_CHANGED
+    triggered = binding(applied=DIVIDED, clusters=targets, rescheduleTriggeredAt="2024-01-02T00:00:00Z",
+                        status={"lastScheduledTime": "2024-01-01T00:00:00Z"})
+    assert schedule_reason(triggered, clusters) == REASON_RESCHEDULE_TRIGGERED
+    old_trigger = binding(applied=DIVIDED, clusters=targets, rescheduleTriggeredAt="2023-01-01T00:00:00Z",
+                          status={"lastScheduledTime": "2024-01-01T00:00:00Z"})
+    assert schedule_reason(old_trigger, clusters) is None
+    assert schedule_reason(binding({}, applied={}, clusters=targets), clusters) == REASON_DUPLICATED
+    assert schedule_reason(binding(applied=DIVIDED, replicas=0, clusters=[{"name": "m1"}]), clusters) == \
+        REASON_DUPLICATED  # not a workload
+    assert schedule_reason(binding(applied=DIVIDED, clusters=targets), clusters) is None
+    assert schedule_reason(binding(applied=DIVIDED, clusters=targets),
+                           [cluster("m1", deleting=True)]) == REASON_CLUSTER_TERMINATING
+    assert schedule_reason(binding(applied=DIVIDED, clusters=targets), [cluster("m2", deleting=True)]) is None
+
+
+def test_observed_generation_is_confirmed_when_nothing_is_scheduled() -> None:
+    assert observed_generation_patch(binding(generation=4, observed=3)) == {
+        "status": {"schedulerObservedGeneration": 4}, "metadata": {"resourceVersion": "9"}}
+    assert observed_generation_patch(binding(generation=3, observed=3)) is None
+
+
+# ----------------------------------------------------------------------------------- clusters
+
+
+def test_which_cluster_updates_matter() -> None:
+    assert not cluster_update_matters(cluster("m1"), cluster("m1"))  # status only (Ready flips)
+    assert cluster_update_matters(cluster("m1"), cluster("m1", {"region": "eu"}))
+    assert cluster_update_matters(cluster("m1"), cluster("m1", generation=2))  # a taint
+    assert cluster_update_matters(cluster("m1"), cluster("m1", deleting=True))
+    assert not cluster_update_matters(cluster("m1", deleting=True), cluster("m1", deleting=True))
+
+
+def test_affected_bindings() -> None:
+    m1 = cluster("m1", {"env": "prod"})
+    assert affected_by_cluster(binding({}), m1)  # no affinity: every cluster matters
+    by_label = binding({"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "prod"}}}})
+    assert affected_by_cluster(by_label, m1)
+    assert not affected_by_cluster(by_label, cluster("m1", {"env": "dev"}))
+    terms = {"clusterAffinities": [{"affinityName": "a", "clusterNames": ["m2"]},
+                                   {"affinityName": "b", "clusterNames": ["m1"]}]}
+    assert affected_by_cluster(binding(terms, generation=2, observed=1), m1)  # not caught up yet
+    assert not affected_by_cluster(binding(terms, generation=1, observed=1), m1)  # term "a" (first) used
+    assert affected_by_cluster(binding(terms, generation=1, observed=1,
+                                       status={"schedulerObservingAffinityName": "b"}), m1)
+    assert not affected_by_cluster({"spec": {}}, m1)
+
+
+# ----------------------------------------------------------------------------------- writes
+
+
+def test_clusters_patch() -> None:
+    b = binding({})
+    patch = clusters_patch(b, [{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": 0}])
+    assert patch == {"metadata": {"annotations": {L.POLICY_PLACEMENT_ANNOTATION: "{}"}, "resourceVersion": "9"},
+                     "spec": {"clusters": [{"name": "m1", "replicas": 3}, {"name": "m2"}]}}
+    done = apply_merge_patch(b, patch)
+    assert clusters_patch(done, [{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": 0}]) is None
+    cleared = clusters_patch(done, [])
+    assert cleared == {"spec": {"clusters": None}, "metadata": {"resourceVersion": "9"}}
+    assert "clusters" not in apply_merge_patch(done, cleared)["spec"]
+    assert applied_placement({"a": [1]}) == '{"a":[1]}'
+
+
+def test_set_condition_keeps_the_transition_time_while_the_status_holds() -> None:
+    first = set_condition([], {"type": "Scheduled", "status": "False", "reason": "NoClusterFit", "message": "x"}, "t1")
+    assert first == [{"type": "Scheduled", "status": "False", "reason": "NoClusterFit", "message": "x",
+                      "lastTransitionTime": "t1"}]
+    again = set_condition(first, {"type": "Scheduled", "status": "False", "reason": "SchedulerError", "message": "y"},
+                          "t2")
+    assert again[0]["lastTransitionTime"] == "t1" and again[0]["reason"] == "SchedulerError"
+    flipped = set_condition(again + [{"type": "FullyApplied", "status": "True"}],
+                            {"type": "Scheduled", "status": "True", "reason": "Success", "message": "ok"}, "t3")
+    assert flipped[0]["lastTransitionTime"] == "t3"
+    assert flipped[1] == {"type": "FullyApplied", "status": "True"}
+
+
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+SUCCESS = {"type": "Scheduled", "status": "True", "reason": "Success", "message": "ok"}
+FAILED = {"type": "Scheduled", "status": "False", "reason": "NoClusterFit", "message": "0/2 clusters"}
+
+
+def test_status_after_success_and_failure() -> None:
+    b = binding(generation=5, observed=3, status={"conditions": [{"type": "FullyApplied", "status": "True"}],
+                                                  "aggregatedStatus": [{"clusterName": "m1"}]})
+    ok = scheduled_status(b, SUCCESS, NOW, affinity_name="a", generation=4)
+    assert ok["schedulerObservedGeneration"] == 4
+    assert ok["lastScheduledTime"] == "2024-05-06T07:08:09Z"
+    assert ok["schedulerObservingAffinityName"] == "a"
+    assert ok["aggregatedStatus"] == [{"clusterName": "m1"}]
+    assert [c["type"] for c in ok["conditions"]] == ["FullyApplied", "Scheduled"]
+    failed = scheduled_status(b, FAILED, NOW)
+    assert failed["schedulerObservedGeneration"] == 3 and "lastScheduledTime" not in failed
+    assert "schedulerObservingAffinityName" not in failed
+    patch = status_patch(b, failed)
+    assert patch is not None and patch["metadata"] == {"resourceVersion": "9"}
+    assert set(patch["status"]) == {"conditions"}
+    assert status_patch(b, b["status"]) is None
+    assert scheduled_status(b, SUCCESS, NOW)["schedulerObservedGeneration"] == 5
+
+
+@pytest.mark.parametrize("value", [datetime(2024, 5, 6, 7, 8, 9), datetime(2024, 5, 6, 7, 8, 9, 500, tzinfo=UTC)])
+def test_format_time(value: datetime) -> None:
+    assert format_time(value) == "2024-05-06T07:08:09Z"
