@@ -30,6 +30,7 @@ from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.members import CLUSTERS
@@ -42,9 +43,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController"]
 
-RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
-CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
-                                     "ClusterResourceBinding", False)
 RETRIES = 5
 
 _Obj = dict[str, Any]

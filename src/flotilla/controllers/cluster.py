@@ -37,7 +37,8 @@ from flotilla.api.labels import (
     EXECUTION_CONTROLLER_FINALIZER,
     SYSTEM_LABEL,
 )
-from flotilla.client import ApiException, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
+from flotilla.client import ApiException, is_already_exists, is_conflict, is_not_found
 from flotilla.client.resources import NAMESPACES
 from flotilla.cluster.health import is_ready
 from flotilla.cluster.taints import taints_for_condition, taints_message
@@ -53,10 +54,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CLEANUP_CHECK_INTERVAL", "ClusterController"]
 
-WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
-RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
-CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
-                                     "ClusterResourceBinding", False)
 
 CLEANUP_CHECK_INTERVAL = 10.0
 _CONFLICT_RETRIES = 5

@@ -23,6 +23,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.api.resources import (
+    CLUSTER_OVERRIDE_POLICIES,
+    CLUSTER_PROPAGATION_POLICIES,
+    CLUSTER_RESOURCE_BINDINGS,
+    OVERRIDE_POLICIES,
+    PROPAGATION_POLICIES,
+    RESOURCE_BINDINGS,
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+)
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller, ControllerContext
@@ -86,17 +95,6 @@ __all__ = [
     "patch_with_retry",
 ]
 
-PROPAGATION_POLICIES = Resource("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy", True)
-CLUSTER_PROPAGATION_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies",
-                                        "ClusterPropagationPolicy", False)
-OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "overridepolicies", "OverridePolicy", True)
-CLUSTER_OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusteroverridepolicies",
-                                     "ClusterOverridePolicy", False)
-RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", True)
-CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
-                                     "ClusterResourceBinding", False)
-RESOURCE_INTERPRETER_CUSTOMIZATIONS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
-                                               "ResourceInterpreterCustomization", False)
 
 # Karmada's event reasons
 APPLY_POLICY_SUCCEED = "ApplyPolicySucceed"

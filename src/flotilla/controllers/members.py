@@ -11,10 +11,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client, Resource
 from flotilla.client.kubeconfig import ClusterCredentials
 
-CLUSTERS = Resource("cluster.karmada.io", "v1alpha1", "clusters", "Cluster", False)
+__all__ = ["CLUSTERS", "CLUSTER_SECRET_NAMESPACE", "SECRETS", "MemberClientError", "MemberClients", "credentials_for"]
+
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
 

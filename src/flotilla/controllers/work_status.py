@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
+from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS as RICS
+from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS, MemberClientError
@@ -44,9 +46,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared_interpreter"]
 
-WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
-RICS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
-                "ResourceInterpreterCustomization", False)
 MANAGED_SELECTOR = f"{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
 CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
 STATUS_RETRIES = 5

@@ -46,7 +46,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.client.resources import Resource
+from flotilla.api.resources import (
+    CLUSTER_OVERRIDE_POLICIES,
+    CLUSTER_RESOURCE_BINDINGS,
+    OVERRIDE_POLICIES,
+    RESOURCE_BINDINGS,
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+    WORKS,
+)
 from flotilla.interpreter import (
     InterpreterError,
     Operation,
@@ -102,15 +109,6 @@ RESOURCE_BINDING_KIND = "ResourceBinding"
 CLUSTER_RESOURCE_BINDING_KIND = "ClusterResourceBinding"
 WORK_API_VERSION = "work.karmada.io/v1alpha1"
 
-RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "resourcebindings", RESOURCE_BINDING_KIND, True)
-CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterresourcebindings",
-                                     CLUSTER_RESOURCE_BINDING_KIND, False)
-WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
-OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "overridepolicies", "OverridePolicy", True)
-CLUSTER_OVERRIDE_POLICIES = Resource("policy.karmada.io", "v1alpha1", "clusteroverridepolicies",
-                                     "ClusterOverridePolicy", False)
-RESOURCE_INTERPRETER_CUSTOMIZATIONS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
-                                               "ResourceInterpreterCustomization", False)
 
 PURGE_MODE_DIRECTLY = "Directly"
 CONFLICT_OVERWRITE = "Overwrite"  # the binding's spec.conflictResolution value
