@@ -263,7 +263,7 @@ def test_controllers_errors(spec: str, needle: str) -> None:
 
 def test_controller_names_are_karmada_style_and_registry_ordered() -> None:
     names = known_controllers()
-    assert names[:3] == ["cluster", "cluster-status", "detector"]
+    assert names[:4] == ["cluster", "cluster-status", "taint-policy", "detector"]
     for n in ["scheduler", "binding", "execution", "work-status", "binding-status", "dependencies-distributor"]:
         assert n in names
     cfg = config_from_args(parse("--controllers", "*,-scheduler"))

@@ -10,6 +10,7 @@ from flotilla.controllers.base import Controller
 _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("cluster", "flotilla.controllers.cluster", "ClusterController"),
     ("cluster-status", "flotilla.controllers.cluster_status", "ClusterStatusController"),
+    ("taint-policy", "flotilla.controllers.taint_policy", "TaintPolicyController"),
     ("detector", "flotilla.controllers.detector", "DetectorController"),
     ("dependencies-distributor", "flotilla.controllers.dependencies", "DependenciesDistributor"),
     ("scheduler", "flotilla.controllers.scheduler", "SchedulerController"),

@@ -1,0 +1,1 @@
+"""Failover: cluster taint policies, taint-based eviction, graceful eviction and state preservation."""
