@@ -45,6 +45,7 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
+from flotilla.failover.purge import kept_clusters
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -359,21 +360,8 @@ def stale_clusters(items: Iterable[Mapping[str, Any]],
 
 
 def expected_clusters(spec: Mapping[str, Any]) -> set[str]:
-    """Clusters a binding wants a copy in (§4 step 2): ``spec.clusters``, the clusters of ``spec.requiredBy``,
-    and the ``fromCluster`` of every graceful eviction task whose purge mode is not ``Directly``."""
-    out: set[str] = set()
-    for t in spec.get("clusters") or ():
-        if isinstance(t, Mapping) and t.get("name"):
-            out.add(str(t["name"]))
-    for snap in spec.get("requiredBy") or ():
-        if isinstance(snap, Mapping):
-            for t in snap.get("clusters") or ():
-                if isinstance(t, Mapping) and t.get("name"):
-                    out.add(str(t["name"]))
-    for task in spec.get("gracefulEvictionTasks") or ():
-        if isinstance(task, Mapping) and task.get("fromCluster") and task.get("purgeMode") != "Directly":
-            out.add(str(task["fromCluster"]))
-    return out
+    """Clusters a binding wants a copy in (§4 step 2): the purge rule's kept clusters."""
+    return kept_clusters(spec)
 
 
 def works_fully_applied(items: Sequence[Mapping[str, Any]], expected: set[str]) -> bool:

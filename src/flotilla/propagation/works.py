@@ -54,6 +54,12 @@ from flotilla.api.resources import (
     RESOURCE_INTERPRETER_CUSTOMIZATIONS,
     WORKS,
 )
+from flotilla.failover.purge import (
+    directly_purge_pending,
+    directly_purged_clusters,
+    kept_clusters,
+    orphan_works,
+)
 from flotilla.interpreter import (
     InterpreterError,
     Operation,
@@ -222,36 +228,8 @@ def _eviction_tasks(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [t for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, dict)]
 
 
-def expected_clusters(spec: Mapping[str, Any]) -> set[str]:
-    """Clusters whose Works the binding keeps: its targets plus clusters being evicted not ``Directly``."""
-    names = {t.name for t in target_clusters(spec)}
-    for task in _eviction_tasks(spec):
-        if task.get("purgeMode") != PURGE_MODE_DIRECTLY and _str(task.get("fromCluster")):
-            names.add(task["fromCluster"])
-    return names
-
-
-def directly_purged_clusters(spec: Mapping[str, Any]) -> set[str]:
-    """Clusters named by a graceful-eviction task with ``purgeMode: Directly``."""
-    return {_str(t.get("fromCluster")) for t in _eviction_tasks(spec)
-            if t.get("purgeMode") == PURGE_MODE_DIRECTLY and _str(t.get("fromCluster"))}
-
-
-def orphan_works(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The binding's Works (``works`` are those carrying its id) whose cluster it no longer expects."""
-    expected = expected_clusters(spec)
-    return [w for w in works if work_cluster(w) not in expected]
-
-
-def directly_purge_pending(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Works (even terminating ones) still present in a cluster evicted with ``purgeMode: Directly``.
-
-    While any exist the binding controller writes no Work and looks again 5 s later.
-    """
-    purged = directly_purged_clusters(spec)
-    if not purged:
-        return []
-    return [w for w in works if work_cluster(w) in purged]
+# Which clusters keep the binding's Works, and the Directly barrier: one rule, in flotilla.failover.purge
+expected_clusters = kept_clusters
 
 
 def conflict_resolution(template: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
