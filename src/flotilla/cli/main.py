@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_controller_manager_parser(sub)  # `flotilla controller-manager`
 
+    from flotilla.cli.jsonpath_cmd import add_jsonpath_parser
+
+    add_jsonpath_parser(sub)  # `flotilla jsonpath TEMPLATE -f OBJ`
+
     from flotilla.cli.interpret import add_interpret_parser
 
     add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`
