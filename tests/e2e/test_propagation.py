@@ -174,13 +174,15 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------- manifests
 
 
-def deployment(name: str, replicas: int, image: str = "nginx:1.27") -> dict[str, Any]:
+def deployment(name: str, replicas: int, image: str = "nginx:1.27", cpu: str | None = None) -> dict[str, Any]:
+    web: dict[str, Any] = {"name": "web", "image": image}
+    if cpu is not None:
+        web["resources"] = {"requests": {"cpu": cpu}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "web", "image": image}]}}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [web]}}},
     }
 
 
@@ -196,6 +198,12 @@ def policy(name: str, kind: str, api_version: str, placement: dict[str, Any]) ->
 def docs(*objs: dict[str, Any]) -> str:
     return yaml.safe_dump_all(objs, sort_keys=False)
 
+
+# load on member1 that the control plane does not manage (as other workloads of a real member cluster): the
+# member's resourceSummary counts it, so member1 offers fewer replicas to the dynamic-weight scenario
+BALLAST = deployment("ballast", 3, cpu="4")
+NODE_CPU = 8  # `flotilla member` defaults: 3 nodes of 8 CPU, 32Gi, 110 pods each
+NODES_PER_MEMBER = 3
 
 SCENARIOS: dict[str, str] = {
     # Duplicated to member1 and member2: full replicas in each
@@ -214,14 +222,15 @@ SCENARIOS: dict[str, str] = {
                     {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
                     {"targetCluster": {"clusterNames": ["member2"]}, "weight": 2}]}}}),
         deployment("static", 3)),
-    # Divided, dynamic weights by available replicas (members report no capacity: see the test)
+    # Divided, dynamic weights by available replicas: 4 CPU a replica; every member has 3 nodes x 8 CPU, and
+    # member1 runs BALLAST (3 x 4 CPU, created in the member directly), so 3:6:6 replicas are available
     "dynamic": docs(
         policy("dynamic", "Deployment", "apps/v1", {
             "clusterAffinity": {"clusterNames": list(MEMBERS)},
             "replicaScheduling": {
                 "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
                 "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}),
-        deployment("dynamic", 3)),
+        deployment("dynamic", 5, cpu="4")),
     # one cluster out of three
     "spread": docs(
         policy("spread", "Deployment", "apps/v1", {
@@ -320,6 +329,11 @@ def cluster_ready(p: Pipeline, name: str) -> None:
     assert not taints, f"{name}: still tainted {taints}"
 
 
+def allocated_cpu(p: Pipeline, name: str, cpu: str) -> None:
+    summary = (p.cp_get("clusters", name, namespace=None).get("status") or {}).get("resourceSummary") or {}
+    assert (summary.get("allocated") or {}).get("cpu") == cpu, f"{name}: resourceSummary {summary}"
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     root = tmp_path_factory.mktemp("propagation")
@@ -381,6 +395,11 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
             p.eventually(lambda m=m: cluster_ready(p, m), f"cluster {m} to be Ready", f"cluster {m}",
                          timeout=STARTUP_TIMEOUT)
 
+        # for the same reason, member1's summary must count its ballast before the dynamic scenario is applied
+        p.members["member1"].run("apply", "-f", "-", input=json.dumps(BALLAST))
+        p.eventually(lambda: allocated_cpu(p, "member1", "12"), "member1's resourceSummary to count the ballast",
+                     "cluster member1", timeout=STARTUP_TIMEOUT)
+
         for scenario, manifest in SCENARIOS.items():
             p.apply(scenario, manifest)
         yield p
@@ -440,52 +459,42 @@ def test_static_weights_divide_one_to_two(pipeline: Pipeline) -> None:
 
 
 def test_dynamic_weights_follow_available_replicas(pipeline: Pipeline) -> None:
-    """Karmada divides by each cluster's AvailableReplicas, which its general estimator computes from
-    Cluster.status.resourceSummary (allocatable minus allocated pods/CPU/memory). Members that report capacity get
-    replicas in proportion to it; members that report none (Flotilla's simulated members have no Nodes, so the
-    cluster-status controller posts no resourceSummary) estimate 0, and then Karmada places nothing: the binding
-    stays without clusters, Scheduled=False "... Clusters available replicas 0 are not enough to schedule."."""
+    """Karmada divides by each cluster's available replicas, which its general estimator computes from
+    Cluster.status.resourceSummary: floor((allocatable - allocated - allocating) / request) per requested resource
+    (karmada-core.md §3.7). Every simulated member serves 3 Ready nodes of 8 CPU (allocatable 24 CPU); member1
+    also runs the ballast (3 x 4 CPU, allocated 12 CPU: no Pods in a simulated member, so the cluster status
+    controller counts its workloads). At 4 CPU a replica that leaves 3 : 6 : 6 available replicas, and Webster
+    divides the 5 replicas in that proportion: 1 : 2 : 2."""
     p = pipeline
     p.applied("dynamic")
-    clusters = {m: p.cp_get("clusters", m, namespace=None) for m in MEMBERS}
-    summaries = {m: (c.get("status") or {}).get("resourceSummary") for m, c in clusters.items()}
+    allocatable = {"cpu": str(NODE_CPU * NODES_PER_MEMBER), "ephemeral-storage": "300Gi", "memory": "96Gi",
+                   "pods": "330"}
+    for m in MEMBERS:
+        status = p.cp_get("clusters", m, namespace=None)["status"]
+        assert status["nodeSummary"] == {"totalNum": NODES_PER_MEMBER, "readyNum": NODES_PER_MEMBER}, m
+        assert status["resourceSummary"]["allocatable"] == allocatable, m
+    per_replica = 4
+    before = {"member1": 12, "member2": 0, "member3": 0}  # allocated CPU when the binding was scheduled
+    available = {m: (NODE_CPU * NODES_PER_MEMBER - used) // per_replica for m, used in before.items()}
+    assert available == {"member1": 3, "member2": 6, "member3": 6}
+    expected = {"member1": 1, "member2": 2, "member3": 2}  # 5 replicas in proportion 3:6:6
 
-    def pods_left(summary: dict[str, Any] | None) -> int:
-        if not summary:
-            return 0
-        def pods(key: str) -> int:
-            return int(str(((summary.get(key) or {}).get("pods")) or 0))
-        return max(0, pods("allocatable") - pods("allocated") - pods("allocating"))
+    def divided() -> None:
+        found = p.placement("deployments", "dynamic")
+        replicas = {m: obj["spec"]["replicas"] for m, obj in found.items()}
+        assert replicas == expected, f"dynamic replicas by member: {replicas} (available {available})"
 
-    capacity = {m: pods_left(s) for m, s in summaries.items()}
-    if sum(capacity.values()) >= 3:
-        def divided() -> dict[str, int]:
-            found = p.placement("deployments", "dynamic")
-            replicas = {m: obj["spec"]["replicas"] for m, obj in found.items()}
-            assert sum(replicas.values()) == 3, f"dynamic replicas by member: {replicas}"
-            return replicas
+    p.eventually(divided, "deployment dynamic divided 1:2:2 over the members", "rb dynamic-deployment -n default",
+                 "clusters")
+    rb = p.cp_get("rb", "dynamic-deployment")
+    assert {c["name"]: c["replicas"] for c in rb["spec"]["clusters"]} == expected
+    assert rb["spec"]["replicaRequirements"]["resourceRequest"] == {"cpu": "4"}
+    assert condition(rb, "Scheduled")["status"] == "True"
 
-        replicas = p.eventually(divided, "deployment dynamic divided over the members",
-                                "rb dynamic-deployment -n default")
-        assert all(capacity[m] > 0 for m in replicas), (replicas, capacity)
-    else:
-        def unschedulable() -> dict[str, Any]:
-            rb = p.cp_get("rb", "dynamic-deployment")
-            cond = condition(rb, "Scheduled")
-            assert cond["status"] == "False", cond
-            return cond
-
-        cond = p.eventually(unschedulable, "binding dynamic-deployment to be Unschedulable",
-                            "rb dynamic-deployment -n default")
-        total = sum(capacity.values())
-        # Karmada's message, wrapped as its generic scheduler and assignByDynamicStrategy wrap it. The reason is the
-        # one karmada-core.md §3.3 gives for an UnschedulableError; upstream's assignByDynamicStrategy wraps with %v,
-        # which hides the error type from errors.As, so a real karmada-scheduler says SchedulerError here.
-        assert cond["reason"] == "Unschedulable", cond
-        assert cond["message"] == ("failed to assign replicas: failed to scale up: "
-                                   f"Clusters available replicas {total} are not enough to schedule."), cond
-        assert not p.cp_get("rb", "dynamic-deployment")["spec"].get("clusters")
-        assert p.placement("deployments", "dynamic") == {}
+    # the member copies now count in the members' summaries too: allocated CPU = before + 4 x replicas
+    for m, n in expected.items():
+        cpu = str(before[m] + per_replica * n)
+        p.eventually(lambda m=m, cpu=cpu: allocated_cpu(p, m, cpu), f"{m}: allocated cpu {cpu}", f"cluster {m}")
 
 
 def test_spread_constraint_picks_exactly_one_member(pipeline: Pipeline) -> None:

@@ -48,7 +48,7 @@ def by_kind(kind: str) -> ResourceType:
 def test_expected_kinds_are_served() -> None:
     served = {(t.group, t.version, t.kind) for t in BUILTIN_TYPES}
     assert served == set(SCHEMA_BUILDERS)
-    assert len(BUILTIN_TYPES) == 25
+    assert len(BUILTIN_TYPES) == 26
 
 
 def test_group_kind_and_plural_are_unique() -> None:

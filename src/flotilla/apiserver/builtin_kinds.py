@@ -234,6 +234,44 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             "status.nominatedNodeName",
         ),
     ),
+    ResourceType(
+        group="",
+        version="v1",
+        kind="Node",
+        plural="nodes",
+        namespaced=False,
+        short_names=("no",),
+        has_status=True,
+        generation="",
+        printer_columns=(
+            _condition_col("STATUS", "Ready", "Status of the Ready condition."),
+            _col("ROLES", r".metadata.labels.kubernetes\.io/role", "Role of the node (kubernetes.io/role)."),
+            _age(),
+            _col("VERSION", ".status.nodeInfo.kubeletVersion", "Kubelet version of the node."),
+            _col(
+                "INTERNAL-IP",
+                '.status.addresses[?(@.type=="InternalIP")].address',
+                "Internal IP of the node.",
+                priority=1,
+            ),
+            _col(
+                "EXTERNAL-IP",
+                '.status.addresses[?(@.type=="ExternalIP")].address',
+                "External IP of the node.",
+                priority=1,
+            ),
+            _col("OS-IMAGE", ".status.nodeInfo.osImage", "Operating system image of the node.", priority=1),
+            _col("KERNEL-VERSION", ".status.nodeInfo.kernelVersion", "Kernel version of the node.", priority=1),
+            _col(
+                "CONTAINER-RUNTIME",
+                ".status.nodeInfo.containerRuntimeVersion",
+                "Container runtime of the node.",
+                priority=1,
+            ),
+        ),
+        schema=schema_for("", "v1", "Node"),
+        selectable_fields=("spec.unschedulable",),
+    ),
     # ---- apps/v1 -------------------------------------------------------------------------------
     ResourceType(
         group="apps",
@@ -990,6 +1028,48 @@ def pod_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     ]
 
 
+_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+_NODE_ROLE_LABEL = "kubernetes.io/role"
+
+
+def _node_roles(obj: Mapping[str, Any]) -> str:
+    """Roles from ``node-role.kubernetes.io/<role>`` label keys and the ``kubernetes.io/role`` value, sorted."""
+    roles: set[str] = set()
+    for key, value in (_get(obj, "metadata", "labels", default={}) or {}).items():
+        if key.startswith(_NODE_ROLE_PREFIX) and key[len(_NODE_ROLE_PREFIX):]:
+            roles.add(key[len(_NODE_ROLE_PREFIX):])
+        elif key == _NODE_ROLE_LABEL and value:
+            roles.add(str(value))
+    return ",".join(sorted(roles)) if roles else "<none>"
+
+
+def _node_address(obj: Mapping[str, Any], address_type: str) -> str:
+    for address in _get(obj, "status", "addresses", default=[]) or []:
+        if isinstance(address, Mapping) and address.get("type") == address_type:
+            return str(address.get("address") or "")
+    return "<none>"
+
+
+def node_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
+    ready = _condition_status(obj, "Ready")
+    states = ["Unknown" if ready is None else "Ready" if ready == "True" else "NotReady"]
+    if _get(obj, "spec", "unschedulable"):
+        states.append("SchedulingDisabled")
+    info = _get(obj, "status", "nodeInfo", default={}) or {}
+    return [
+        _name(obj),
+        ",".join(states),
+        _node_roles(obj),
+        _age_of(obj, now),
+        info.get("kubeletVersion") or "",
+        _node_address(obj, "InternalIP"),
+        _node_address(obj, "ExternalIP"),
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
 def namespace_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     return [_name(obj), _get(obj, "status", "phase", default=""), _age_of(obj, now)]
 
@@ -1194,6 +1274,21 @@ CUSTOM_TABLES: dict[tuple[str, str], CustomTable] = {
             TableColumn("Readiness Gates", "string", "Readiness gates that pass out of all gates.", 1),
         ],
         pod_cells,
+    ),
+    ("", "Node"): _table(
+        [
+            _NAME,
+            TableColumn("Status", "string", "Ready, NotReady or Unknown (+SchedulingDisabled when cordoned)."),
+            TableColumn("Roles", "string", "Roles of the node, from its node-role.kubernetes.io/* labels."),
+            _AGE,
+            TableColumn("Version", "string", "Kubelet version of the node."),
+            TableColumn("Internal-IP", "string", "First InternalIP address of the node.", 1),
+            TableColumn("External-IP", "string", "First ExternalIP address of the node.", 1),
+            TableColumn("OS-Image", "string", "Operating system image of the node.", 1),
+            TableColumn("Kernel-Version", "string", "Kernel version of the node.", 1),
+            TableColumn("Container-Runtime", "string", "Container runtime and version of the node.", 1),
+        ],
+        node_cells,
     ),
     ("", "Namespace"): _table(
         [_NAME, TableColumn("Status", "string", "Phase of the namespace."), _AGE], namespace_cells

@@ -15,7 +15,9 @@ MEMBER_EPILOG = """\
 files: D/<name>/kubeconfig (context named after the member), D/<name>/admin.json (admin endpoint),
 D/history.jsonl (running intervals of stateful workloads), D/checkpoints/ (shared checkpoint store).
 
-simulation: Deployments, ReplicaSets, StatefulSets and DaemonSets become ready --ready-delay seconds after a
+simulation: each member serves --nodes Ready Nodes <member>-node-<i> with --node-cpu, --node-memory and
+--node-pods as capacity (what the control plane's resourceSummary and replica estimates are made of).
+Deployments, ReplicaSets, StatefulSets and DaemonSets become ready --ready-delay seconds after a
 change; Jobs complete after it. A workload with an image matching --broken-image-pattern never becomes ready
 (Deployments fail their progress deadline, Jobs fail after their backoff limit). Per object, the annotations
 sim.flotilla.io/ready-delay: "<seconds>" and sim.flotilla.io/broken: "true" override the settings.
@@ -49,7 +51,13 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     m.add_argument("--progress-deadline", type=float, default=None,
                    help="seconds until a stuck Deployment reports ProgressDeadlineExceeded "
                         "(default: its spec.progressDeadlineSeconds, 600)")
-    m.add_argument("--daemonset-nodes", type=int, default=3, help="simulated nodes per member for DaemonSets")
+    m.add_argument("--nodes", type=int, default=3,
+                   help="simulated Nodes per member, named <member>-node-0..N-1 (default 3)")
+    m.add_argument("--node-cpu", default="8", help="CPU capacity (and allocatable) of each node (default 8)")
+    m.add_argument("--node-memory", default="32Gi", help="memory of each node (default 32Gi)")
+    m.add_argument("--node-pods", default="110", help="pod capacity of each node (default 110)")
+    m.add_argument("--daemonset-nodes", type=int, default=None,
+                   help="nodes a DaemonSet runs one pod on (default: --nodes)")
     m.add_argument("--latency", type=float, default=2.0, help="default delay of the slow fault (seconds)")
     m.add_argument("--checkpoint-dir", default=None, help="shared checkpoint directory (default D/checkpoints)")
     m.add_argument("--history-file", default=None,
@@ -106,14 +114,18 @@ def run_member_command(args: argparse.Namespace) -> int:
     if args.simulators is not None:
         sims = [] if args.simulators.strip() == "none" else [s for s in args.simulators.split(",") if s.strip()]
     checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else data_dir / "checkpoints"
-    configs = [
-        MemberConfig(name=name, data_dir=data_dir, host=args.host, port=args.port + i if args.port else 0,
-                     storage_url=args.storage, ready_delay=args.ready_delay,
-                     broken_image_pattern=args.broken_image_pattern, progress_deadline=args.progress_deadline,
-                     daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,
-                     checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options))
-        for i, name in enumerate(names)
-    ]
+    try:
+        configs = [
+            MemberConfig(name=name, data_dir=data_dir, host=args.host, port=args.port + i if args.port else 0,
+                         storage_url=args.storage, ready_delay=args.ready_delay,
+                         broken_image_pattern=args.broken_image_pattern, progress_deadline=args.progress_deadline,
+                         nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
+                         node_pods=args.node_pods, daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,
+                         checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options))
+            for i, name in enumerate(names)
+        ]
+    except ValueError as e:  # --nodes or a node quantity out of range
+        raise SystemExit(f"flotilla member: {e}") from None
     history = Path(args.history_file) if args.history_file else data_dir / "history.jsonl"
     try:
         asyncio.run(run_members(configs, history_file=history, admin_port=args.admin_port,

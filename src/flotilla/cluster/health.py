@@ -34,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
+
 __all__ = [
     "CLIENT_FAILURE_PREFIX",
     "CONDITION_COMPLETE_API_ENABLEMENTS",
@@ -333,16 +335,19 @@ def api_enablements_condition(enablements: Sequence[Any], error: str | None) -> 
 @dataclass(frozen=True)
 class Collected:
     """What was read from a healthy member: ``kubernetes_version`` None when ``/version`` failed (the last
-    known version is kept)."""
+    known version is kept); ``summaries`` None when the member's Nodes and Pods could not be listed (the last
+    known ``nodeSummary`` and ``resourceSummary`` are kept)."""
 
     kubernetes_version: str | None
     api_enablements: list[dict[str, Any]]
     api_error: str | None = None
+    summaries: Summaries | None = None
 
 
 def should_collect(obs: Observation, ready: Mapping[str, Any]) -> bool:
-    """Collect version and APIs only when the member answered healthy and Ready (as published) is True;
-    otherwise only the Ready condition is written and the rest of the status stays as it was."""
+    """Collect version, APIs and the node/resource summaries only when the member answered healthy and Ready
+    (as published) is True; otherwise only the Ready condition is written and the rest of the status stays as
+    it was."""
     return obs.health is Health.HEALTHY and ready.get("status") == TRUE
 
 
@@ -351,6 +356,8 @@ def plan_status(status: Mapping[str, Any] | None, ready: Mapping[str, Any], coll
     """The ``status`` part of a merge patch (only the fields that change), or None when nothing changes.
 
     ``conditions`` is written as a whole list (merge patches replace lists), with every other condition kept.
+    ``nodeSummary`` and the ``allocatable``/``allocated``/``allocating`` lists of ``resourceSummary`` are
+    patched key by key (``null`` for a resource that went away); ``allocatableModelings`` is never touched.
     """
     status = status or {}
     old_conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
@@ -364,9 +371,27 @@ def plan_status(status: Mapping[str, Any] | None, ready: Mapping[str, Any], coll
             patch["kubernetesVersion"] = version
         if collected.api_enablements != (status.get("apiEnablements") or []):
             patch["apiEnablements"] = collected.api_enablements or None  # null removes the field
+        if collected.summaries is not None:
+            patch.update(_summary_patch(status, collected.summaries))
     if conditions != old_conditions:
         patch["conditions"] = conditions
     return patch or None
+
+
+def _summary_patch(status: Mapping[str, Any], summaries: Summaries) -> dict[str, Any]:
+    patch: dict[str, Any] = {}
+    nodes = merge_patch_diff(status.get("nodeSummary"), summaries.node_summary)
+    if nodes is not None:
+        patch["nodeSummary"] = nodes
+    old = status.get("resourceSummary")
+    if not isinstance(old, Mapping):
+        patch["resourceSummary"] = dict(summaries.resource_summary)
+        return patch
+    owned = {k: old[k] for k in OWNED_SUMMARY_KEYS if k in old}
+    resources = merge_patch_diff(owned, summaries.resource_summary)
+    if resources is not None:
+        patch["resourceSummary"] = resources
+    return patch
 
 
 def ready_transition(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:

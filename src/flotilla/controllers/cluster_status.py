@@ -5,7 +5,9 @@ Per Cluster, every ``--cluster-status-update-frequency`` (options; 10 s): build 
 is a failure observation, subject to the failure threshold, Karmada #7426), ``GET /readyz`` (``/healthz`` when
 that is 404), let :class:`flotilla.cluster.health.ReadyThresholds` decide the Ready condition, and when the
 member answered healthy and Ready is True also read ``/version`` and discovery for ``status.kubernetesVersion``,
-``status.apiEnablements`` and the ``CompleteAPIEnablements`` condition. The result is merge-patched on the
+``status.apiEnablements`` and the ``CompleteAPIEnablements`` condition, and list the member's Nodes and Pods
+(its workloads too when it has no Pod at all, as Flotilla's simulated members) for ``status.nodeSummary`` and
+``status.resourceSummary`` (:mod:`flotilla.cluster.resources`). The result is merge-patched on the
 ``/status`` subresource with a ``resourceVersion`` precondition (re-read and re-decided on 409), only when
 something changed. A change of the published Ready status emits an Event.
 
@@ -16,8 +18,9 @@ starts, as Karmada does, and ignores Pull clusters and Push clusters without ``s
 
 Small deliberate deviations: when ``/version`` cannot be read, the last known ``kubernetesVersion`` is kept
 instead of being blanked; when discovery fails entirely right after a healthy probe (the member went away in
-between), version and APIs are left as they were instead of being written empty. ``status.nodeSummary`` and
-``status.resourceSummary`` (resource modeling) are not collected.
+between), version and APIs are left as they were instead of being written empty; likewise the summaries when
+the Nodes or Pods cannot be listed. The summaries come from paginated lists on every sync rather than from
+member informers as in Karmada; ``resourceSummary.allocatableModelings`` (resource models) is not collected.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import aiohttp
 from flotilla.api.labels import CLUSTER_CONTROLLER_FINALIZER
 from flotilla.client import ApiException, Client, ConnectionFailed, is_conflict, is_not_found
 from flotilla.client.http import HttpTransport
+from flotilla.client.resources import NODES, PODS, Resource
 from flotilla.cluster.health import (
     HEALTH_PATHS,
     Collected,
@@ -46,15 +50,22 @@ from flotilla.cluster.health import (
     ready_transition,
     should_collect,
 )
+from flotilla.cluster.resources import WORKLOAD_KINDS, Summaries, summarize
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS, MemberClientError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClusterStatusController", "discover_api_enablements", "fetch_version", "probe_health"]
+__all__ = ["ClusterStatusController", "collect_summaries", "discover_api_enablements", "fetch_version",
+           "probe_health"]
 
 _CONFLICT_RETRIES = 5
 _DETAIL_LIMIT = 300
+_PAGE_SIZE = 500
+
+_WORKLOAD_PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets",
+                     "DaemonSet": "daemonsets", "Job": "jobs"}
+_WORKLOADS = tuple(Resource(group, "v1", _WORKLOAD_PLURALS[kind], kind, True) for group, kind in WORKLOAD_KINDS)
 
 
 # ============================================================================================ member I/O
@@ -149,6 +160,39 @@ async def discover_api_enablements(client: Client) -> tuple[list[dict[str, Any]]
     return api_enablements(f for f in found if f is not None), "; ".join(errors) or None
 
 
+async def _list_all(client: Client, res: Resource) -> list[dict[str, Any]]:
+    """Every object of ``res`` in the member (all namespaces), page by page; [] when the kind is not served."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        try:
+            page = await client.list(res, None, limit=_PAGE_SIZE, continue_=token)
+        except ApiException as e:
+            if is_not_found(e) and not token:
+                return []
+            raise
+        items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
+async def collect_summaries(client: Client) -> Summaries | None:
+    """``nodeSummary`` and ``resourceSummary`` of the member (Nodes, Pods; workloads only without any Pod),
+    or None when listing failed (the status keeps the last known summaries)."""
+    try:
+        nodes, pods = await asyncio.gather(_list_all(client, NODES), _list_all(client, PODS))
+        workloads: list[tuple[str, str, dict[str, Any]]] = []
+        if not pods:
+            lists = await asyncio.gather(*(_list_all(client, res) for res in _WORKLOADS))
+            workloads = [(res.group, res.kind, obj) for res, objs in zip(_WORKLOADS, lists, strict=True)
+                         for obj in objs]
+    except ApiException as e:
+        log.warning("listing the nodes and pods of %s failed: %s", client.server, e)
+        return None
+    return summarize(nodes, pods, workloads)
+
+
 # ============================================================================================ controller
 
 
@@ -210,12 +254,12 @@ class ClusterStatusController(Controller):
                      observed["reason"], obs.detail or observed["message"], ready.get("status"))
         collected: Collected | None = None
         if client is not None and should_collect(obs, ready):
-            version, (enablements, api_error) = await asyncio.gather(fetch_version(client),
-                                                                     discover_api_enablements(client))
+            version, (enablements, api_error), summaries = await asyncio.gather(
+                fetch_version(client), discover_api_enablements(client), collect_summaries(client))
             if api_error:
                 log.warning("cluster %s: discovery incomplete: %s", name, api_error)
             if enablements or not api_error:
-                collected = Collected(version, enablements, api_error)
+                collected = Collected(version, enablements, api_error, summaries)
             # else: the member stopped answering between the probe and discovery; keep what the status says
             # rather than blanking the APIs (the next probe sees the failure)
         await self._write(cluster, obs, observed, ready, collected, now)

@@ -4,6 +4,7 @@
 * :mod:`flotilla.member.simulator` - the simulator framework (:class:`Simulator`, :class:`ResourceSimulator`,
   :func:`register_simulator`) that the workload and FlinkDeployment simulators build on;
 * :mod:`flotilla.member.workloads` - Deployment, ReplicaSet, StatefulSet, DaemonSet and Job simulators;
+* :mod:`flotilla.member.nodes` - simulated Nodes (capacity for the cluster status controller's summaries);
 * :mod:`flotilla.member.faults` - fault injection (``down``, ``unready``, ``slow``, ``recover``);
 * :mod:`flotilla.member.runner` - N members in one process and their admin HTTP endpoint;
 * :mod:`flotilla.member.history` - running-interval recorder and the ``overlaps`` check.

@@ -13,6 +13,7 @@ from typing import Any
 
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.interpreter.quantity import QuantityError, parse_quantity
 from flotilla.member.faults import FaultInjector
 from flotilla.member.history import HistoryRecorder
 from flotilla.member.simulator import Simulator, SimulatorFactory, registered_simulators
@@ -50,7 +51,11 @@ class MemberConfig:
     ready_delay: float = 1.0  # seconds from a simulated pod's creation to Ready
     broken_image_pattern: str = DEFAULT_BROKEN_IMAGE_PATTERN  # regex searched in every image of a workload
     progress_deadline: float | None = None  # seconds; None: each Deployment's spec.progressDeadlineSeconds
-    daemonset_nodes: int = 3  # simulated nodes a DaemonSet runs one pod on
+    nodes: int = 3  # simulated Nodes <name>-node-0..N-1 (flotilla.member.nodes)
+    node_cpu: str = "8"  # capacity and allocatable of each simulated node (quantities)
+    node_memory: str = "32Gi"
+    node_pods: str = "110"
+    daemonset_nodes: int | None = None  # nodes a DaemonSet runs one pod on; None: ``nodes``
     slow_latency: float = 2.0  # the delay of the "slow" fault unless given with it
     checkpoint_dir: Path | None = None  # shared by all members; default D/checkpoints (Flink simulator)
     simulators: Sequence[str] | None = None  # names of registered simulators to run; None: all
@@ -59,6 +64,19 @@ class MemberConfig:
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        if self.nodes < 0:
+            raise ValueError(f"member {self.name}: nodes must not be negative, got {self.nodes}")
+        for what in ("node_cpu", "node_memory", "node_pods"):
+            value = getattr(self, what)
+            try:
+                negative = parse_quantity(value).value < 0
+            except (QuantityError, TypeError) as e:
+                raise ValueError(f"member {self.name}: {what} {e}") from None
+            if negative:
+                raise ValueError(f"member {self.name}: {what} must not be negative, got {value!r}")
+            setattr(self, what, str(value))
+        if self.daemonset_nodes is None:
+            self.daemonset_nodes = self.nodes
         if self.checkpoint_dir is None:
             self.checkpoint_dir = self.data_dir / "checkpoints"
         self.checkpoint_dir = Path(self.checkpoint_dir)
@@ -135,6 +153,7 @@ def load_plugins() -> None:
 
 def simulator_factories(names: Sequence[str] | None = None) -> list[SimulatorFactory]:
     """The registered simulators (built-in workloads and plug-ins), all or those named."""
+    import flotilla.member.nodes  # noqa: F401  (registers the node simulator)
     import flotilla.member.workloads  # noqa: F401  (registers the built-in simulators)
 
     load_plugins()

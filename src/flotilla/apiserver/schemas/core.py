@@ -1,4 +1,4 @@
-"""core/v1 kinds: Namespace, ConfigMap, Secret, Service, ServiceAccount, PersistentVolumeClaim, Event, Pod.
+"""core/v1 kinds: Namespace, ConfigMap, Secret, Service, ServiceAccount, PersistentVolumeClaim, Event, Pod, Node.
 
 These schemas document the commonly used fields. Objects whose fields are not all listed carry
 ``x-kubernetes-preserve-unknown-fields: true`` so that any valid Kubernetes manifest passes validation.
@@ -24,6 +24,7 @@ from flotilla.apiserver.schemas._build import (
     string,
     string_list,
     string_map,
+    string_set,
     timestamp,
 )
 from flotilla.apiserver.schemas.meta import (
@@ -31,6 +32,7 @@ from flotilla.apiserver.schemas.meta import (
     local_object_reference,
     object_meta,
     object_reference,
+    taint,
     toleration,
     workload_conditions,
 )
@@ -542,4 +544,99 @@ def pod_schema() -> Schema:
         "Pod",
         "A group of containers scheduled together on one node.",
         {"spec": pod_spec(), "status": pod_status()},
+    )
+
+
+def node_schema() -> Schema:
+    node_condition = obj(
+        "An observation about the node, reported by its kubelet (or a node problem detector).",
+        {
+            "type": string("Ready, MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable..."),
+            "status": string("True, False or Unknown."),
+            "reason": string("CamelCase reason for the last transition, e.g. KubeletReady."),
+            "message": string("Human-readable details."),
+            "lastHeartbeatTime": timestamp("When the condition was last reported.", nullable=True),
+            "lastTransitionTime": timestamp("When status last changed.", nullable=True),
+        },
+        ["type", "status"],
+        open=True,
+    )
+    address = obj(
+        "An address of the node.",
+        {
+            "type": string("Hostname, InternalIP, ExternalIP, InternalDNS or ExternalDNS."),
+            "address": string("The address."),
+        },
+        ["type", "address"],
+        open=True,
+    )
+    info_fields = {
+        "machineID": "Machine id reported by the node (/etc/machine-id).",
+        "systemUUID": "System UUID reported by the node (SMBIOS).",
+        "bootID": "Boot id; changes when the node reboots.",
+        "kernelVersion": "Kernel version (uname -r).",
+        "osImage": "Operating system image, e.g. 'Ubuntu 24.04 LTS'.",
+        "containerRuntimeVersion": "Container runtime and its version, e.g. 'containerd://2.0.0'.",
+        "kubeletVersion": "Kubelet version.",
+        "kubeProxyVersion": "Deprecated: kube-proxy version (may be empty).",
+        "operatingSystem": "Operating system, e.g. linux.",
+        "architecture": "CPU architecture, e.g. amd64.",
+    }
+    node_info = obj(
+        "Identity and versions of the node's software (all ten string fields are required).",
+        {name: string(description) for name, description in info_fields.items()},
+        list(info_fields),
+        open=True,
+    )
+    return kind_schema(
+        "",
+        "v1",
+        "Node",
+        "A worker machine of the cluster; its kubelet reports capacity and health in the status.",
+        {
+            "spec": obj(
+                "How the node is configured.",
+                {
+                    "podCIDR": string("Pod IP range assigned to the node."),
+                    "podCIDRs": string_set("Pod IP ranges assigned to the node, one per IP family."),
+                    "providerID": string("Id of the node in its cloud provider: <provider>://<id>."),
+                    "unschedulable": boolean("Cordoned: no new pods are scheduled onto the node."),
+                    "taints": atomic_list("Taints of the node; pods must tolerate them.", taint()),
+                    "externalID": string("Deprecated."),
+                    "configSource": free_object("Deprecated: dynamic kubelet configuration source."),
+                },
+                open=True,
+            ),
+            "status": obj(
+                "Most recently observed state of the node.",
+                {
+                    "capacity": quantity_map("Total resources of the node: cpu, memory, pods, ephemeral-storage..."),
+                    "allocatable": quantity_map("Resources available to pods (capacity minus reservations)."),
+                    "phase": string("Deprecated: Pending, Running or Terminated."),
+                    "conditions": keyed_list("Observations about the node, one per type.", node_condition, "type"),
+                    "addresses": keyed_list("Addresses of the node.", address, "type"),
+                    "daemonEndpoints": obj(
+                        "Endpoints of daemons running on the node.",
+                        {
+                            "kubeletEndpoint": obj(
+                                "The kubelet's endpoint.",
+                                {"Port": integer("Port number.")},
+                                ["Port"],
+                            )
+                        },
+                        open=True,
+                    ),
+                    "nodeInfo": node_info,
+                    "images": atomic_list("Container images on the node.", free_object("An image and its names.")),
+                    "volumesInUse": string_list("Attachable volumes in use (mounted) on the node."),
+                    "volumesAttached": atomic_list("Volumes attached to the node.", free_object("A volume.")),
+                    "config": free_object("Status of the dynamic kubelet configuration (deprecated)."),
+                    "runtimeHandlers": atomic_list(
+                        "Runtime handlers the node offers.", free_object("A runtime handler.")
+                    ),
+                    "features": free_object("Features the node supports."),
+                },
+                open=True,
+            ),
+        },
     )

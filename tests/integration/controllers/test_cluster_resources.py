@@ -1,0 +1,134 @@
+"""The cluster status controller publishes a joined member's nodeSummary and resourceSummary (karmada-core.md
+§1.1, §8.1): simulated nodes make the allocatable, workloads (no Pods) or Pods the allocated/allocating, and the
+summary follows changes in the member without rewriting an unchanged status."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.client import Client
+from flotilla.client.resources import DEPLOYMENTS, NODES, PODS
+from flotilla.controllers.manager import ControllerManager
+from flotilla.controllers.members import CLUSTERS
+from flotilla.controllers.options import ControllerOptions
+from flotilla.member.cluster import MemberConfig
+from flotilla.member.runner import MemberGroup
+from tests.integration.controllers.test_cluster_lifecycle import eventually, join_in_process
+
+FREQUENCY = 0.2
+ZERO = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "pods": "0"}
+
+
+@dataclass
+class Env:
+    client: Client
+    members: MemberGroup
+
+    async def status(self, name: str) -> dict[str, Any]:
+        return (await self.client.get(CLUSTERS, name)).get("status") or {}
+
+    def member_client(self, name: str) -> Client:
+        return Client.from_kubeconfig(self.members.members[name].kubeconfig_path)
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
+                                             compaction_interval=0)).start()
+    members = MemberGroup([MemberConfig(name="member1", data_dir=tmp_path / "members", simulators=["node"]),
+                           MemberConfig(name="bare", data_dir=tmp_path / "members", simulators=[])],
+                          write_admin_files=False)
+    try:
+        await members.start()
+        assert server.kubeconfig_path is not None
+        client = Client.from_kubeconfig(server.kubeconfig_path)
+        options = ControllerOptions(cluster_status_update_frequency=FREQUENCY, cluster_success_threshold=0.6,
+                                    cluster_failure_threshold=0.6)
+        manager = ControllerManager(client, options, controllers=["cluster", "cluster-status"])
+        await manager.start()
+        try:
+            for name in members.members:
+                await join_in_process(client, name, members.members[name].kubeconfig_path)
+            yield Env(client, members)
+        finally:
+            await manager.stop()
+            await client.close()
+    finally:
+        await members.stop()
+        await server.stop()
+
+
+def deployment(name: str, replicas: int, cpu: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx",
+                                                           "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+def pod(name: str, cpu: str, node: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+async def test_joined_members_get_node_and_resource_summaries(env: Env) -> None:
+    async def summarized(name: str) -> dict[str, Any] | None:
+        status = await env.status(name)
+        return status if "resourceSummary" in status else None
+
+    status = await eventually(lambda: summarized("member1"))
+    assert status["nodeSummary"] == {"totalNum": 3, "readyNum": 3}
+    assert status["resourceSummary"] == {
+        "allocatable": {"cpu": "24", "ephemeral-storage": "300Gi", "memory": "96Gi", "pods": "330"},
+        "allocated": ZERO,
+        "allocating": ZERO,
+    }
+    bare = await eventually(lambda: summarized("bare"))  # no node simulator: no capacity at all
+    assert bare["nodeSummary"] == {}
+    assert bare["resourceSummary"] == {"allocated": ZERO, "allocating": ZERO}
+
+    # unchanged member: no status writes
+    rv = (await env.client.get(CLUSTERS, "member1"))["metadata"]["resourceVersion"]
+    await asyncio.sleep(FREQUENCY * 3)
+    assert (await env.client.get(CLUSTERS, "member1"))["metadata"]["resourceVersion"] == rv
+
+    async with env.member_client("member1") as member:
+        # no Pods in the member: its workloads are counted (4 x 500m)
+        await member.create(DEPLOYMENTS, deployment("web", 4, "500m"))
+
+        async def allocated(expected: dict[str, str], key: str = "allocated") -> bool:
+            return (await env.status("member1"))["resourceSummary"].get(key) == expected
+
+        await eventually(lambda: allocated({"cpu": "2", "ephemeral-storage": "0", "memory": "0", "pods": "4"}))
+
+        # as soon as the member has Pods, they are what counts (bound: allocated; unbound: allocating)
+        await member.create(PODS, pod("bound", "1", "member1-node-0"))
+        await member.create(PODS, pod("pending", "250m", None))
+        await eventually(lambda: allocated({"cpu": "1", "ephemeral-storage": "0", "memory": "0", "pods": "1"}))
+        await eventually(lambda: allocated({"cpu": "250m", "ephemeral-storage": "0", "memory": "0", "pods": "1"},
+                                           "allocating"))
+
+        # a node going NotReady no longer offers its capacity
+        node = await member.get(NODES, "member1-node-2")
+        for cond in node["status"]["conditions"]:
+            if cond["type"] == "Ready":
+                cond["status"] = "False"
+        await member.update(NODES, node, subresource="status")
+
+        async def degraded() -> dict[str, Any] | None:
+            status = await env.status("member1")
+            return status if status["nodeSummary"].get("readyNum") == 2 else None
+
+        status = await eventually(degraded)
+        assert status["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
+        assert status["resourceSummary"]["allocatable"] == {"cpu": "16", "ephemeral-storage": "200Gi",
+                                                            "memory": "64Gi", "pods": "220"}
