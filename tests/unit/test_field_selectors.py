@@ -167,3 +167,13 @@ def test_unschedulable_nodes_selected_by_boolean_string() -> None:
 def test_field_selector_is_hashable_and_comparable() -> None:
     assert parse_field_selector("a=b") == FieldSelector((("a", "=", "b"),))
     assert len({parse_field_selector("a=b"), parse_field_selector("a==b")}) == 1
+
+
+def test_absent_node_unschedulable_reads_as_false() -> None:
+    from flotilla.apiserver.selectors import object_field_value, parse_field_selector
+
+    node = {"kind": "Node", "metadata": {"name": "n"}, "spec": {}}
+    assert object_field_value(node, "spec.unschedulable") == "false"
+    assert parse_field_selector("spec.unschedulable=false").matches(lambda f: object_field_value(node, f))
+    cordoned = {"kind": "Node", "metadata": {"name": "c"}, "spec": {"unschedulable": True}}
+    assert not parse_field_selector("spec.unschedulable=false").matches(lambda f: object_field_value(cordoned, f))

@@ -620,9 +620,13 @@ def object_field_value(obj: Mapping[str, Any], field: str) -> str | None:
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping) or part not in current:
-            return ""
+            return _FIELD_DEFAULTS.get((str(obj.get("kind", "")), field), "")
         current = current[part]
     return _scalar_to_field_string(current)
+
+
+# Field-set values Kubernetes gives absent boolean fields (a Node without spec.unschedulable is "false")
+_FIELD_DEFAULTS: dict[tuple[str, str], str] = {("Node", "spec.unschedulable"): "false"}
 
 
 def check_supported(selector: FieldSelector, supported: Iterable[str]) -> None:
