@@ -14,10 +14,13 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("detector", "flotilla.controllers.detector", "DetectorController"),
     ("dependencies-distributor", "flotilla.controllers.dependencies", "DependenciesDistributor"),
     ("scheduler", "flotilla.controllers.scheduler", "SchedulerController"),
+    ("taint-manager", "flotilla.controllers.taint_manager", "TaintManager"),
     ("binding", "flotilla.controllers.binding", "BindingController"),
     ("execution", "flotilla.controllers.execution", "ExecutionController"),
     ("work-status", "flotilla.controllers.work_status", "WorkStatusController"),
     ("binding-status", "flotilla.controllers.binding_status", "BindingStatusController"),
+    ("graceful-eviction", "flotilla.controllers.graceful_eviction", "GracefulEvictionController"),
+    ("application-failover", "flotilla.controllers.application_failover", "ApplicationFailoverController"),
 )
 
 

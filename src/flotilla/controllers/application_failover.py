@@ -1,0 +1,305 @@
+"""The application-failover controller: evicts a workload from a cluster where it stays Unhealthy.
+
+One controller for both ResourceBindings and ClusterResourceBindings (keys ``rb|<ns>|<name>`` and
+``crb|<name>``). The decision is :func:`flotilla.failover.application.decide_for_binding`
+(karmada-failover.md §3; BEHAVIOR.md D8): a binding whose ``spec.failover.application`` is set (the
+detector copies it from the policy), with ``propagateDeps: true``, a non-empty ``aggregatedStatus``
+and a resource kind the interpreter has an ``InterpretHealth`` hook for.
+
+D8: the time a cluster was first seen Unhealthy is persisted on the binding (annotation
+``failover.flotilla.io/unhealthy-since``), so a controller restart or a leader change keeps every
+timer; ``tolerationSeconds: 0`` evicts at the first look. A cluster Unhealthy for
+``tolerationSeconds`` is evicted with :func:`flotilla.failover.eviction.graceful_evict_clusters` and
+:func:`~flotilla.failover.eviction.application_failover_task_options` (purge mode ``Directly``,
+``Gracefully`` with ``gracePeriodSeconds``, ``Never`` with ``suppressDeletion``). The new
+``spec.clusters``, ``spec.gracefulEvictionTasks`` and the record go in one merge patch guarded by the
+binding's resourceVersion (decided again after a 409).
+
+State preservation (``failover.application.statePreservation``): the rules run on the status the
+evicted cluster last reported; the state and ``clustersBeforeFailover`` go on the task. A failed
+extraction blocks that cluster's eviction (D6): a Warning ``StatePreservationFailed`` event every
+attempt, the first failure persisted (``failover.flotilla.io/state-preservation-failing-since``) and,
+with ``--state-preservation-timeout`` > 0, the eviction proceeds without state once that old
+(``StatePreservationTimedOut``).
+
+Events: ``EvictWorkloadFromClusterFailed`` (Warning) on the binding and its template per cluster when
+writing the eviction fails, or when its task cannot be built (``purgeMode: Gracefully`` with the
+``GracefulEviction`` gate off; the record is then still written, so the timers keep running). A
+successful eviction emits no event here; the graceful-eviction controller reports the task's removal.
+Runs only while the ``Failover`` feature gate is on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from flotilla.client import ApiException, Resource
+from flotilla.controllers.base import Controller
+from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.graceful_eviction import binding_key, template_ref
+from flotilla.controllers.work_status import shared_interpreter
+from flotilla.failover.application import (
+    UNHEALTHY_SINCE_ANNOTATION,
+    ApplicationFailoverDecision,
+    decide_for_binding,
+    record_patch,
+)
+from flotilla.failover.eviction import (
+    CLUSTER_RESOURCE_BINDING_KIND,
+    EVENT_EVICT_FAILED,
+    RESOURCE_BINDING_KIND,
+    TaskBuildError,
+    TaskOptions,
+    application_failover_task_options,
+    cluster_names,
+    evict_failed_message,
+    graceful_evict_clusters,
+)
+from flotilla.failover.state import (
+    STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
+    EventSpec,
+    StateExtractionError,
+    extract_state,
+    failing_since,
+    format_time,
+    on_extraction_failure,
+    reflected_status,
+    rules_of,
+)
+from flotilla.interpreter import Operation
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ApplicationFailoverController", "Plan", "plan_binding"]
+
+_Obj = dict[str, Any]
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass
+class Plan:
+    """One pass for one binding: the merge patch (``None``: nothing to write), what it evicts, the
+    events to record once it is written, why nothing was evicted (``build_error``; ``blocked`` by a failed
+    state extraction) and when to look again (``retry_after``; ``backoff``: retry with the queue's backoff)."""
+
+    patch: dict[str, Any] | None
+    decision: ApplicationFailoverDecision
+    evicted: list[str] = field(default_factory=list)
+    events: list[EventSpec] = field(default_factory=list)
+    build_error: TaskBuildError | None = None
+    retry_after: float | None = None
+    blocked: bool = False
+    backoff: bool = False
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def plan_binding(
+    binding: Mapping[str, Any],
+    now: datetime,
+    *,
+    binding_kind: str,
+    health_interpretable: bool,
+    graceful_eviction_enabled: bool = True,
+    state_preservation_timeout: float = 0.0,
+) -> Plan:
+    """Everything :class:`ApplicationFailoverController` writes for ``binding`` (pure; no I/O)."""
+    md = _map(binding.get("metadata"))
+    spec = _map(binding.get("spec"))
+    annotations = _map(md.get("annotations"))
+    decision = decide_for_binding(binding, now, health_interpretable=health_interpretable)
+    plan = Plan(patch=None, decision=decision, retry_after=decision.requeue_after(now))
+    failover = _map(spec.get("failover"))
+    application = _map(failover.get("application"))
+    rules = rules_of(failover, "application")
+    before = cluster_names(spec)  # once, before any cluster of this batch is removed
+    failing = failing_since(annotations)
+    failing_after = dict(failing)
+    evictions: list[tuple[str, TaskOptions]] = []
+    for cluster in decision.evict:
+        state: dict[str, str] | None = None
+        if rules:
+            try:
+                state = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
+            except StateExtractionError as e:
+                outcome = on_extraction_failure(e, cluster=cluster, first_failure_at=failing.get(cluster), now=now,
+                                                timeout=state_preservation_timeout)
+                plan.events.append(outcome.event)
+                if not outcome.proceed_without_state:
+                    # as Karmada: a failed extraction fails the whole pass, nothing is evicted
+                    failing_after.setdefault(cluster, now)
+                    plan.blocked = True
+                    plan.retry_after = _min(plan.retry_after, outcome.retry_after)
+                    plan.backoff = plan.backoff or outcome.retry_after is None
+                    continue
+        try:
+            options = application_failover_task_options(
+                application, binding_kind=binding_kind, preserved_label_state=state,
+                clusters_before_failover=before, graceful_eviction_enabled=graceful_eviction_enabled)
+        except TaskBuildError as e:
+            # Karmada: no eviction at all when any task cannot be built; the timers keep running
+            plan.build_error = e
+            plan.backoff = True
+            continue
+        evictions.append((cluster, options))
+    if plan.blocked or plan.build_error is not None:
+        evictions = []
+    evicted: list[str] = []
+    patch: dict[str, Any] = {}
+    if evictions:
+        result = graceful_evict_clusters(spec, evictions)
+        if result.changed:
+            patch = result.spec_patch()
+            evicted = list(result.removed)
+    remaining = decision.record_after(evicted)
+    record = record_patch(annotations, remaining)
+    if record is not None:
+        patch.setdefault("metadata", {}).setdefault("annotations", {}).update(record["metadata"]["annotations"])
+    # first extraction failures are kept only for clusters still waiting to be evicted
+    failing_after = {c: t for c, t in failing_after.items() if c in remaining}
+    encoded = _encode(failing_after)
+    if encoded != annotations.get(STATE_PRESERVATION_FAILING_SINCE_ANNOTATION) and (
+            encoded is not None or STATE_PRESERVATION_FAILING_SINCE_ANNOTATION in annotations):
+        patch.setdefault("metadata", {}).setdefault("annotations", {})[
+            STATE_PRESERVATION_FAILING_SINCE_ANNOTATION] = encoded
+    if patch:
+        patch.setdefault("metadata", {})["resourceVersion"] = md.get("resourceVersion")
+        plan.patch = patch
+    plan.evicted = evicted
+    return plan
+
+
+def _encode(entries: Mapping[str, datetime]) -> str | None:
+    if not entries:
+        return None
+    return json.dumps({k: format_time(v) for k, v in sorted(entries.items())}, separators=(",", ":"))
+
+
+def binding_wants_failover(binding: Mapping[str, Any]) -> bool:
+    """The binding has ``spec.failover.application``, or still carries a record to clean up."""
+    spec = _map(binding.get("spec"))
+    if isinstance(_map(spec.get("failover")).get("application"), Mapping):
+        return True
+    annotations = _map(_map(binding.get("metadata")).get("annotations"))
+    return UNHEALTHY_SINCE_ANNOTATION in annotations or STATE_PRESERVATION_FAILING_SINCE_ANNOTATION in annotations
+
+
+class ApplicationFailoverController(Controller):
+    name: ClassVar[str] = "application-failover"
+    workers: ClassVar[int] = 5
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.enabled = self.options.gate("Failover")
+        self.rbs: Any = None
+        self.crbs: Any = None
+        self.interpreters: Any = None
+
+    def setup(self) -> None:
+        if not self.enabled:
+            log.info("application-failover controller: feature gate Failover is off")
+            return
+        self.rbs = self.informer(RESOURCE_BINDINGS)
+        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        self.interpreters = shared_interpreter(self.ctx)
+        for inf, scoped in ((self.rbs, False), (self.crbs, True)):
+            inf.add_handler(on_add=lambda b, s=scoped: self._on_binding(s, None, b),
+                            on_update=lambda old, new, s=scoped: self._on_binding(s, old, new))
+
+    def _on_binding(self, cluster_scoped: bool, old: _Obj | None, new: _Obj) -> None:
+        if not binding_wants_failover(new):
+            return
+        if old is not None and _map(old.get("metadata")).get("resourceVersion") == _map(
+                new.get("metadata")).get("resourceVersion"):
+            return  # a resync: timed rechecks are queued already
+        key = binding_key(new, cluster_scoped)
+        if key:
+            self.enqueue(key)
+
+    def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
+        parts = key.split("|")
+        if parts[0] == "rb" and len(parts) == 3:
+            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS, RESOURCE_BINDING_KIND
+        if parts[0] == "crb" and len(parts) == 2:
+            return self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_KIND
+        raise ValueError(f"malformed key {key!r}")
+
+    def health_interpretable(self, binding: Mapping[str, Any]) -> bool:
+        ref = _map(_map(binding.get("spec")).get("resource"))
+        gvk = {"apiVersion": str(ref.get("apiVersion") or ""), "kind": str(ref.get("kind") or "")}
+        try:
+            return bool(self.interpreters.get().hook_enabled(gvk, Operation.INTERPRET_HEALTH))
+        except Exception:  # an interpreter that cannot answer must not stop the others
+            log.exception("application-failover: cannot tell whether %s has a health hook", gvk)
+            return False
+
+    async def reconcile(self, key: str) -> float | None:
+        if not self.enabled:
+            return None
+        try:
+            binding, res, kind = self._lookup(key)
+        except ValueError:
+            log.warning("application-failover: ignoring malformed key %r", key)
+            return None
+        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp"):
+            return None
+        md = _map(binding.get("metadata"))
+        name, namespace = str(md.get("name")), md.get("namespace") or None
+        plans: list[Plan] = []
+
+        def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            plans.clear()
+            if _map(obj.get("metadata")).get("deletionTimestamp"):
+                return None
+            plan = plan_binding(obj, self.ctx.now(), binding_kind=kind,
+                                health_interpretable=self.health_interpretable(obj),
+                                graceful_eviction_enabled=self.options.gate("GracefulEviction"),
+                                state_preservation_timeout=self.options.state_preservation_timeout)
+            plans.append(plan)
+            return plan.patch
+
+        target = {"apiVersion": res.api_version, "kind": res.kind, **binding}
+        try:
+            patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
+        except ApiException as e:
+            for cluster in (plans[0].evicted if plans else []):
+                self._event(target, "Warning", EVENT_EVICT_FAILED, f"{evict_failed_message(cluster)} {e}".strip())
+            raise
+        if patched is None or not plans:
+            return None
+        plan = plans[0]
+        target = {"apiVersion": res.api_version, "kind": res.kind, **patched}
+        for ev in plan.events:
+            self._event(target, ev.type, ev.reason, ev.message)
+        if plan.evicted:
+            log.info("%s %s: evicted from %s (application failure)", res.kind, key, ", ".join(plan.evicted))
+        if plan.build_error is not None:
+            for cluster in plan.decision.evict:
+                if cluster not in plan.evicted:
+                    self._event(target, "Warning", EVENT_EVICT_FAILED,
+                                f"{evict_failed_message(cluster)} {plan.build_error}")
+            raise plan.build_error
+        if plan.backoff:
+            raise RuntimeError(f"{res.kind} {key}: state preservation failed, eviction retried with backoff")
+        return plan.retry_after
+
+    def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.ctx.recorder.event(binding, type_, reason, message)
+        template = template_ref(binding)
+        if template is not None:
+            self.ctx.recorder.event(template, type_, reason, message)

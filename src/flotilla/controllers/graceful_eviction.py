@@ -1,0 +1,205 @@
+"""The graceful-eviction controller: removes a binding's graceful-eviction tasks once they are done.
+
+One controller for both ResourceBindings and ClusterResourceBindings (keys ``rb|<ns>|<name>`` and
+``crb|<name>``). The decision is :func:`flotilla.failover.graceful.assess_binding` (karmada-failover.md
+§4, Appendix B; BEHAVIOR.md): stamp ``creationTimestamp`` on new tasks, keep ``suppressDeletion: true``
+tasks, remove a task on timeout (its ``gracePeriodSeconds``, else ``--graceful-eviction-timeout``) or
+once the scheduler caught up and every target cluster reports ``Healthy``.
+
+D2: a ``Directly`` task is held while a Work of the binding is still in the task's cluster (any Work
+in ``karmada-es-<cluster>`` carrying the binding's permanent-id label, terminating ones included), so
+the binding controller's barrier is never lifted while the old copy may still run. The deletion of
+such a Work wakes the binding.
+
+``spec.gracefulEvictionTasks`` is patched with the binding's resourceVersion as precondition (re-read
+and decided again on 409). After a successful patch, each removed task gives a Normal
+``EvictWorkloadFromClusterSucceed`` event on the binding and on its resource template. The binding is
+looked at again after :attr:`~flotilla.failover.graceful.Assessment.requeue_after`.
+
+Triggers: binding created with tasks; binding updated while it has tasks and its generation,
+``schedulerObservedGeneration`` or ``aggregatedStatus`` changed; a Work of the binding deleted.
+Runs only while the ``GracefulEviction`` feature gate is on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from flotilla.api.labels import (
+    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL,
+)
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
+from flotilla.client import Informer, Resource, label_indexer
+from flotilla.controllers.base import Controller
+from flotilla.controllers.detector import patch_with_retry
+from flotilla.failover.graceful import Assessment, assess_binding
+from flotilla.failover.purge import (
+    EXECUTION_SPACE_PREFIX,
+    directly_pending_clusters,
+    directly_purged_clusters,
+)
+from flotilla.propagation.status import binding_key_for_work
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GracefulEvictionController", "binding_key", "binding_needs_assessment", "template_ref"]
+
+_Obj = dict[str, Any]
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _label_index(label: str) -> str:
+    return f"label:{label}"
+
+
+def ensure_label_index(inf: Informer, label: str) -> str:
+    """Index ``inf`` by ``label`` (shared with other controllers under the same name); the index name."""
+    try:
+        inf.add_indexer(_label_index(label), label_indexer(label))
+    except ValueError:
+        pass  # another controller indexes the same label under the same name
+    return _label_index(label)
+
+
+def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
+    md = _map(binding.get("metadata"))
+    name = md.get("name")
+    if not name:
+        return None
+    return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
+
+
+def _tasks(binding: Mapping[str, Any] | None) -> list[Any]:
+    tasks = _map(_map(binding).get("spec")).get("gracefulEvictionTasks") if binding else None
+    return tasks if isinstance(tasks, list) else []
+
+
+def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a binding event can change what the assessment decides (Karmada's predicate)."""
+    if not _tasks(new):
+        return False
+    if old is None:
+        return True
+    if _map(old.get("metadata")).get("generation") != _map(new.get("metadata")).get("generation"):
+        return True
+    old_status, new_status = _map(old.get("status")), _map(new.get("status"))
+    return (old_status.get("schedulerObservedGeneration") != new_status.get("schedulerObservedGeneration")
+            or old_status.get("aggregatedStatus") != new_status.get("aggregatedStatus"))
+
+
+def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The binding's resource template as an object the event recorder accepts (``None``: no name)."""
+    ref = _map(_map(binding.get("spec")).get("resource"))
+    if not ref.get("name"):
+        return None
+    md = {k: ref[k] for k in ("name", "namespace", "uid") if ref.get(k)}
+    return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"), "metadata": md}
+
+
+class GracefulEvictionController(Controller):
+    name: ClassVar[str] = "graceful-eviction"
+    workers: ClassVar[int] = 5
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.enabled = self.options.gate("GracefulEviction")
+        self.rbs: Any = None
+        self.crbs: Any = None
+        self.works: Any = None
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        if not self.enabled:
+            log.info("graceful-eviction controller: feature gate GracefulEviction is off")
+            return
+        self.rbs = self.informer(RESOURCE_BINDINGS)
+        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        self.works = self.informer(WORKS)
+        ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        for inf, scoped in ((self.rbs, False), (self.crbs, True)):
+            inf.add_handler(on_add=lambda b, s=scoped: self._on_binding(s, None, b),
+                            on_update=lambda old, new, s=scoped: self._on_binding(s, old, new))
+        self.works.add_handler(on_delete=self._on_work_delete)
+
+    def _on_binding(self, cluster_scoped: bool, old: _Obj | None, new: _Obj) -> None:
+        if binding_needs_assessment(old, new):
+            key = binding_key(new, cluster_scoped)
+            if key:
+                self.enqueue(key)
+
+    def _on_work_delete(self, work: _Obj) -> None:
+        # only matters for a Directly task held on this Work (D2); the reconcile checks the rest
+        key = binding_key_for_work(work)
+        if key is not None:
+            self.enqueue(key)
+
+    # ------------------------------------------------------------------ reconcile
+    def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
+        parts = key.split("|")
+        if parts[0] == "rb" and len(parts) == 3:
+            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
+        if parts[0] == "crb" and len(parts) == 2:
+            return (self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS,
+                    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        raise ValueError(f"malformed key {key!r}")
+
+    def directly_pending(self, binding: Mapping[str, Any], label: str) -> set[str]:
+        """Clusters of the binding's ``Directly`` tasks that still hold a Work of the binding (D2)."""
+        spec = _map(binding.get("spec"))
+        if not directly_purged_clusters(spec):
+            return set()
+        permanent_id = _map(_map(binding.get("metadata")).get("labels")).get(label)
+        if not permanent_id:
+            # no permanent id: its Works cannot be told apart, assume the old copy may still be there
+            return directly_purged_clusters(spec)
+        works = [w for w in self.works.store.by_index(_label_index(label), permanent_id)
+                 if str(_map(w.get("metadata")).get("namespace") or "").startswith(EXECUTION_SPACE_PREFIX)]
+        return directly_pending_clusters(works, spec)
+
+    async def reconcile(self, key: str) -> float | None:
+        if not self.enabled:
+            return None
+        try:
+            binding, res, label = self._lookup(key)
+        except ValueError:
+            log.warning("graceful-eviction: ignoring malformed key %r", key)
+            return None
+        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp") or not _tasks(binding):
+            return None
+        md = _map(binding.get("metadata"))
+        name, namespace = str(md.get("name")), md.get("namespace") or None
+        outcome: dict[str, Assessment] = {}
+
+        def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            if _map(obj.get("metadata")).get("deletionTimestamp"):
+                outcome.pop("a", None)
+                return None
+            assessment = assess_binding(obj, self.ctx.now(), default_timeout=self.options.graceful_eviction_timeout,
+                                        directly_pending=self.directly_pending(obj, label))
+            outcome["a"] = assessment
+            return assessment.spec_patch(_map(obj.get("metadata")).get("resourceVersion"))
+
+        patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
+        assessment = outcome.get("a")
+        if patched is None or assessment is None:
+            return None
+        if assessment.changed:
+            target = {"apiVersion": res.api_version, "kind": res.kind, **patched}
+            template = template_ref(patched)
+            for ev in assessment.events:
+                self.ctx.recorder.event(target, ev.type, ev.reason, ev.message)
+                if template is not None:
+                    self.ctx.recorder.event(template, ev.type, ev.reason, ev.message)
+            if assessment.removed:
+                log.info("%s %s: removed graceful-eviction tasks %s", res.kind, key,
+                         ", ".join(f"{r.cluster} ({r.reason})" for r in assessment.removed))
+        if assessment.held:
+            log.debug("%s %s: Directly tasks held while their Works remain: %s", res.kind, key, assessment.held)
+        return assessment.requeue_after
