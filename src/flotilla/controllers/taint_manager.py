@@ -1,0 +1,424 @@
+"""The taint manager: evicts workloads from clusters with an untolerated NoExecute taint (karmada-failover.md
+§2.3, §2.4, §6, §11; BEHAVIOR.md D1, D5, D6, D9, D10).
+
+**Wake-up and enqueue** (§2.3). Handlers only: a Cluster added or whose NoExecute taints change, and a
+(Cluster)ResourceBinding added or whose ``spec.clusters`` or ``policy.karmada.io/applied-placement`` annotation
+changes, queue the keys ``<cluster>|<binding key>`` (binding key ``namespace/name`` for a ResourceBinding,
+``name`` for a ClusterResourceBinding) for every binding placed on such a cluster. When a key is due is
+:func:`flotilla.failover.tolerations.enqueue_decision`: now (untolerated, expired, or an unreadable applied
+placement), at the toleration deadline (``add_after``), or **never** (D10: a binding tolerating every NoExecute
+taint forever is not queued at all; :attr:`TaintManager.queued` counts what was queued, per key).
+
+**The eviction worker** (§2.4), per key, on fresh data (the binding is read from the API server):
+
+1. :func:`~flotilla.failover.tolerations.binding_eviction_decision`: not due yet -> requeued at the deadline;
+   never (taint removed, toleration added, cluster gone, binding deleted or no longer on the cluster) -> done;
+   an applied placement that cannot be read -> error, retried with backoff.
+2. State (gate ``StatefulFailoverInjection``, rules in ``spec.failover.cluster.statePreservation``): extracted
+   from the failed cluster's reflected status in ``status.aggregatedStatus``; D5 carries the previous state
+   forward when the failed copy never became Healthy after an injection. On failure (D6): a Warning Event
+   ``StatePreservationFailed``, the condition ``StatePreserved=False``, the first failure time recorded in the
+   annotation ``failover.flotilla.io/state-preservation-failing-since`` and a retry (backoff capped at the
+   ``--state-preservation-timeout`` deadline); once that timeout (> 0) has passed the eviction proceeds without
+   state, with a Warning Event ``StatePreservationTimedOut``.
+3. Pacing (D10): one :class:`~flotilla.failover.ratelimit.EvictionRateLimiter` token per eviction; the mode
+   (primary / secondary / halted) follows the fraction of Clusters whose ``Ready`` condition is not ``True``.
+   Halted or out of tokens: the key is requeued (after the token wait, or :data:`HALTED_RECHECK` seconds).
+4. The task (:func:`~flotilla.failover.eviction.cluster_failover_task_options`: ``producer: TaintManager``,
+   ``reason: TaintUntolerated``, purge mode from ``failover.cluster.purgeMode`` else the flag; with state, D9
+   ``clustersBeforeFailover``) is applied by :func:`~flotilla.failover.eviction.graceful_evict_cluster` as a
+   merge patch guarded by ``resourceVersion`` (409: read again, decide again). A failed write emits Warning
+   ``EvictWorkloadFromClusterFailed`` ("Evict from cluster C failed.") on the binding and its template and is
+   retried. As in Karmada, success emits no Event here (``EvictWorkloadFromClusterSucceed`` is the
+   graceful-eviction controller's, when the task is removed).
+
+Runs only with ``--enable-no-execute-taint-eviction`` and the feature gate ``Failover`` (both on, D1).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
+from flotilla.client import ApiException, Resource, is_not_found
+from flotilla.controllers.base import Controller, ControllerContext, split_key
+from flotilla.controllers.detector import patch_with_retry
+from flotilla.failover.eviction import (
+    EVENT_EVICT_FAILED,
+    cluster_failover_task_options,
+    evict_failed_message,
+    graceful_evict_cluster,
+)
+from flotilla.failover.ratelimit import EvictionMode, EvictionRateLimiter
+from flotilla.failover.state import (
+    STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
+    STATEFUL_FAILOVER_INJECTION_GATE,
+    StateExtractionError,
+    carry_forward,
+    clear_failing_since,
+    clusters_before_failover,
+    extract_state,
+    failing_since,
+    on_extraction_failure,
+    on_extraction_success,
+    parse_injected_state_record,
+    previous_injection,
+    record_failing_since,
+    reflected_status,
+    rules_of,
+)
+from flotilla.failover.tolerations import (
+    APPLIED_PLACEMENT_ANNOTATION,
+    AppliedPlacementError,
+    Eviction,
+    binding_eviction_decision,
+    enqueue_decision,
+    parse_taints,
+    should_queue,
+)
+from flotilla.propagation.status import set_condition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["HALTED_RECHECK", "KEY_SEPARATOR", "TaintManager", "binding_key_of", "eviction_key", "parse_eviction_key"]
+
+#: Separates the cluster from the binding key in a queue key (``|`` is valid in neither).
+KEY_SEPARATOR = "|"
+#: Seconds before a key is looked at again while evictions are halted (every cluster unhealthy, or rate 0).
+HALTED_RECHECK = 10.0
+#: Retry backoff of a blocked state extraction (D6): initial and maximum seconds.
+STATE_RETRY_INITIAL = 0.5
+STATE_RETRY_MAX = 30.0
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _map(obj.get("metadata"))
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _map(obj.get("spec"))
+
+
+def binding_key_of(binding: Mapping[str, Any]) -> str | None:
+    md = _meta(binding)
+    name, ns = md.get("name"), md.get("namespace")
+    if not name:
+        return None
+    return f"{ns}/{name}" if ns else str(name)
+
+
+def eviction_key(cluster: str, binding_key: str) -> str:
+    return f"{cluster}{KEY_SEPARATOR}{binding_key}"
+
+
+def parse_eviction_key(key: str) -> tuple[str, str | None, str]:
+    """``(cluster, namespace or None, name)`` of a queue key."""
+    cluster, _, binding = key.partition(KEY_SEPARATOR)
+    ns, name = split_key(binding)
+    return cluster, ns, name
+
+
+def _target_names(binding: Mapping[str, Any]) -> list[str]:
+    out = []
+    for c in _spec(binding).get("clusters") or ():
+        name = _map(c).get("name")
+        if isinstance(name, str) and name:
+            out.append(name)
+    return out
+
+
+def _no_execute(cluster: Mapping[str, Any]) -> list[Any]:
+    return [t for t in _spec(cluster).get("taints") or () if _map(t).get("effect") == "NoExecute"]
+
+
+def _ready(cluster: Mapping[str, Any]) -> bool:
+    for c in _map(cluster.get("status")).get("conditions") or ():
+        if _map(c).get("type") == "Ready":
+            return _map(c).get("status") == "True"
+    return False
+
+
+def _template_of(binding: Mapping[str, Any]) -> dict[str, Any] | None:
+    ref = _spec(binding).get("resource")
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        return None
+    return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
+            "metadata": {"name": ref.get("name"), "namespace": ref.get("namespace"), "uid": ref.get("uid")}}
+
+
+class _Blocked(Exception):
+    """State extraction failed and the eviction waits (D6); carries the retry delay."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"retry after {retry_after:.3g}s")
+        self.retry_after = retry_after
+
+
+class TaintManager(Controller):
+    name = "taint-manager"
+    workers = 4
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx)
+        self.enabled = bool(self.options.enable_no_execute_taint_eviction) and self.options.gate("Failover")
+        self.limiter = EvictionRateLimiter(self.options.resource_eviction_rate,
+                                           self.options.secondary_resource_eviction_rate,
+                                           self.options.unhealthy_cluster_threshold)
+        #: How many times each eviction key was queued by the handlers (D10: a forever-tolerated pair never is).
+        self.queued: Counter[str] = Counter()
+        #: Evictions written, per key.
+        self.evicted: Counter[str] = Counter()
+        self._state_failures: dict[str, int] = {}
+        self.clusters: Any = None
+        self.rbs: Any = None
+        self.crbs: Any = None
+
+    # ------------------------------------------------------------------ setup and event handlers
+
+    def setup(self) -> None:
+        if not self.enabled:
+            log.info("taint-manager: NoExecute taint eviction is disabled (--enable-no-execute-taint-eviction "
+                     "or feature gate Failover off)")
+            return
+        self.clusters = self.informer(CLUSTERS)
+        self.rbs = self.informer(RESOURCE_BINDINGS)
+        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
+        self.clusters.add_handler(on_add=self._on_cluster, on_update=self._on_cluster_update)
+        for inf in (self.rbs, self.crbs):
+            inf.add_handler(on_add=self._on_binding, on_update=self._on_binding_update)
+
+    def _on_cluster(self, cluster: Mapping[str, Any]) -> None:
+        name = _meta(cluster).get("name")
+        if not name or not _no_execute(cluster):
+            return
+        for binding in self.rbs.store.list() + self.crbs.store.list():
+            if name in _target_names(binding):
+                self._enqueue_pair(binding, cluster)
+
+    def _on_cluster_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if _no_execute(old) != _no_execute(new):
+            self._on_cluster(new)
+
+    def _on_binding(self, binding: Mapping[str, Any]) -> None:
+        for name in _target_names(binding):
+            cluster = self.clusters.store.get(name)
+            if cluster is not None and _no_execute(cluster):
+                self._enqueue_pair(binding, cluster)
+
+    def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        old_ann = _map(_meta(old).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
+        new_ann = _map(_meta(new).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
+        if _target_names(old) != _target_names(new) or old_ann != new_ann:
+            self._on_binding(new)
+
+    def _enqueue_pair(self, binding: Mapping[str, Any], cluster: Mapping[str, Any]) -> None:
+        bkey = binding_key_of(binding)
+        cname = _meta(cluster).get("name")
+        if bkey is None or not cname:
+            return
+        try:
+            taints = parse_taints(cluster)
+        except ValueError as e:
+            log.warning("taint-manager: cluster %s has unreadable taints: %s", cname, e)
+            return
+        now = self.ctx.now()
+        annotations = _meta(binding).get("annotations")
+        decision = enqueue_decision(annotations if isinstance(annotations, Mapping) else None, taints, now)
+        if not should_queue(decision):  # D10: tolerated forever
+            return
+        key = eviction_key(cname, bkey)
+        self.queued[key] += 1
+        self.enqueue(key, decision.delay(now) or 0.0)
+
+    # ------------------------------------------------------------------ the eviction worker
+
+    async def reconcile(self, key: str) -> float | None:
+        if not self.enabled:
+            return None
+        try:
+            return await self._sync(key)
+        except _Blocked as b:
+            return b.retry_after
+
+    async def _sync(self, key: str) -> float | None:
+        cluster_name, namespace, name = parse_eviction_key(key)
+        res = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
+        binding = await self._get(res, name, namespace)
+        if binding is None:
+            self._state_failures.pop(key, None)
+            return None
+        cluster = self.clusters.store.get(cluster_name)
+        now = self.ctx.now()
+        decision = self._decide(binding, cluster_name, cluster, now)
+        if decision.action is Eviction.NEVER:
+            self._state_failures.pop(key, None)
+            return None
+        if decision.action is Eviction.AT:
+            return decision.delay(now)
+
+        # state (D5, D6); raises _Blocked while the eviction waits for it
+        state, extra_conditions = await self._preserve_state(key, res, binding, cluster_name, now)
+
+        # pacing (D10)
+        clusters = self.clusters.store.list()
+        unhealthy = sum(1 for c in clusters if not _ready(c))
+        wait = self.limiter.decide(time.monotonic(), unhealthy, len(clusters))
+        if wait is None:
+            log.warning("taint-manager: %s: %s", key, self.limiter.message(unhealthy, len(clusters)))
+            return HALTED_RECHECK
+        if wait > 0:
+            return wait
+        if self.limiter.mode is EvictionMode.SECONDARY:
+            log.info("taint-manager: %s", self.limiter.message(unhealthy, len(clusters)))
+        self.limiter.take(time.monotonic())
+
+        evicted = await self._evict(key, res, binding, cluster_name, state)
+        if evicted is None:
+            return None
+        for condition in extra_conditions:
+            await self._set_condition(res, evicted, condition)
+        self._state_failures.pop(key, None)
+        self.evicted[key] += 1
+        log.info("taint-manager: evicted %s from cluster %s (%s)", binding_key_of(binding), cluster_name,
+                 "with state" if state is not None else "without state")
+        return None
+
+    async def _get(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return dict(await self.client.get(res, name, namespace))
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    def _decide(self, binding: Mapping[str, Any], cluster_name: str, cluster: Mapping[str, Any] | None,
+                now: datetime) -> Any:
+        taints = None if cluster is None else parse_taints(cluster)
+        try:
+            return binding_eviction_decision(binding, cluster_name, taints, now, enabled=self.enabled)
+        except AppliedPlacementError as e:
+            log.warning("taint-manager: binding %s on cluster %s: %s", binding_key_of(binding), cluster_name, e)
+            raise
+
+    # ------------------------------------------------------------------ state preservation
+
+    async def _preserve_state(self, key: str, res: Resource, binding: dict[str, Any], cluster: str,
+                              now: datetime) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
+        """The state to record on the task (``None``: none) and the conditions to set after the eviction."""
+        if not self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE):
+            return None, []
+        failover = _spec(binding).get("failover")
+        if not isinstance(failover, Mapping) or not isinstance(failover.get("cluster"), Mapping):
+            return None, []
+        rules = rules_of(failover, "cluster")
+        if not rules:
+            return None, []
+        extracted: dict[str, str] | StateExtractionError
+        try:
+            extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
+        except StateExtractionError as e:
+            extracted = e
+        previous, healthy = previous_injection(_spec(binding), parse_injected_state_record(binding), cluster)
+        outcome = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
+        if outcome.error is None:
+            if outcome.event is not None:
+                self._event(binding, outcome.event.type, outcome.event.reason, outcome.event.message)
+            state = dict(outcome.state or {})
+            return state, [on_extraction_success(state, cluster=cluster, carried_forward=outcome.carried_forward)]
+
+        annotations = _map(_meta(binding).get("annotations"))
+        first = failing_since(annotations).get(cluster)
+        result = on_extraction_failure(outcome.error, cluster=cluster, first_failure_at=first, now=now,
+                                       timeout=self.options.state_preservation_timeout)
+        self._event(binding, result.event.type, result.event.reason, result.event.message)
+        log.warning("taint-manager: %s: %s", key, result.event.message)
+        if result.proceed_without_state:
+            return None, [result.condition]
+        current: Mapping[str, Any] = binding
+        if first is None:
+            value = record_failing_since(annotations, cluster, now)
+            patched = await patch_with_retry(
+                self.client, res, binding, _meta(binding)["name"], _meta(binding).get("namespace"),
+                lambda obj: {"metadata": {"annotations": {STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: value},
+                                          "resourceVersion": _meta(obj).get("resourceVersion")}})
+            current = patched or binding
+        await self._set_condition(res, current, result.condition)
+        failures = self._state_failures.get(key, 0)
+        self._state_failures[key] = failures + 1
+        backoff = min(STATE_RETRY_MAX, STATE_RETRY_INITIAL * (2 ** failures))
+        raise _Blocked(backoff if result.retry_after is None else max(min(backoff, result.retry_after), 0.05))
+
+    async def _set_condition(self, res: Resource, binding: Mapping[str, Any], condition: Mapping[str, Any]) -> None:
+        now = self.ctx.now()
+
+        def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            conditions = _map(obj.get("status")).get("conditions") or []
+            new = set_condition(conditions, condition, now)
+            if new == conditions:
+                return None
+            return {"metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
+                    "status": {"conditions": new}}
+
+        md = _meta(binding)
+        await patch_with_retry(self.client, res, binding, md["name"], md.get("namespace"), make,
+                               subresource="status")
+
+    # ------------------------------------------------------------------ the eviction
+
+    async def _evict(self, key: str, res: Resource, binding: dict[str, Any], cluster: str,
+                     state: dict[str, str] | None) -> dict[str, Any] | None:
+        """Write the eviction; the updated binding, or ``None`` when nothing was to be done."""
+        flag = self.options.no_execute_taint_eviction_purge_mode
+        done = False
+
+        def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            nonlocal done
+            done = False
+            spec = _spec(obj)
+            if cluster not in _target_names(obj) or _meta(obj).get("deletionTimestamp"):
+                return None
+            failover = spec.get("failover")
+            options = cluster_failover_task_options(
+                failover if isinstance(failover, Mapping) else None, default_purge_mode=flag,
+                preserved_label_state=state, clusters_before_failover=clusters_before_failover(spec))
+            result = graceful_evict_cluster(spec, cluster, options)
+            if not result.changed:
+                return None
+            patch = result.spec_patch(_meta(obj).get("resourceVersion"))
+            annotations = _map(_meta(obj).get("annotations"))
+            if cluster in failing_since(annotations):
+                patch["metadata"]["annotations"] = {
+                    STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: clear_failing_since(annotations, cluster)}
+            done = True
+            return patch
+
+        md = _meta(binding)
+        try:
+            updated = await patch_with_retry(self.client, res, binding, md["name"], md.get("namespace"), make)
+        except ApiException as e:
+            self._event(binding, "Warning", EVENT_EVICT_FAILED, evict_failed_message(cluster))
+            log.warning("taint-manager: %s: evicting failed: %s", key, e)
+            raise
+        if updated is None or not done:
+            return None
+        return updated
+
+    def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        obj = dict(binding)
+        if not obj.get("kind"):
+            ns = _meta(binding).get("namespace")
+            res = RESOURCE_BINDINGS if ns else CLUSTER_RESOURCE_BINDINGS
+            obj = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        self.ctx.recorder.event(obj, type_, reason, message)
+        template = _template_of(binding)
+        if template is not None:
+            self.ctx.recorder.event(template, type_, reason, message)

@@ -1,0 +1,290 @@
+"""The taint manager on a real control plane (karmada-failover.md §2.3, §2.4, §6; BEHAVIOR.md D5, D6, D9, D10).
+
+Clusters are created directly with a written Ready condition; a ResourceBinding for a FlinkDeployment is created
+directly, as the scheduler would leave it (``spec.clusters`` and the applied-placement annotation), with a
+reflected FlinkDeployment status for its cluster in ``status.aggregatedStatus``. Only the taint manager runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
+from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.client import Client
+from flotilla.client.resources import EVENTS
+from flotilla.controllers.manager import ControllerManager
+from flotilla.controllers.options import ControllerOptions
+from flotilla.controllers.taint_manager import TaintManager, eviction_key
+from flotilla.failover.ratelimit import EvictionMode
+
+NS = "default"
+RB = "flink-job-flinkdeployment"
+ALIAS = "flink.apache.org/job-id"
+STAMP = "2024-01-01T00:00:00Z"
+NOT_READY = {"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}
+
+
+def stamp(t: datetime | None = None) -> str:
+    return (t or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def reflected_flink_status(job_id: str | None = "c0ffee42") -> dict[str, Any]:
+    job: dict[str, Any] = {"state": "RUNNING", "checkpointInfo": {"lastCheckpoint": {"timeStamp": 1734462491693}}}
+    if job_id is not None:
+        job["jobId"] = job_id
+    return {"jobStatus": job, "lifecycleState": "STABLE"}
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.03) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+
+
+@dataclass
+class Plane:
+    server: ApiServer
+    client: Client
+    managers: list[ControllerManager] = field(default_factory=list)
+
+    async def taint_manager(self, **options: Any) -> TaintManager:
+        m = await ControllerManager(self.client, ControllerOptions(**options), controllers=["taint-manager"]).start()
+        self.managers.append(m)
+        tm = m.controllers[0]
+        assert isinstance(tm, TaintManager)
+        return tm
+
+    async def cluster(self, name: str, ready: str = "True") -> None:
+        await self.client.create(CLUSTERS, {
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}})
+        condition = {"type": "Ready", "status": ready, "reason": "Test", "message": "", "lastTransitionTime": STAMP}
+        await self.client.patch(CLUSTERS, name, {"status": {"conditions": [condition]}}, subresource="status")
+
+    async def taint(self, name: str, *taints: dict[str, Any]) -> None:
+        await self.client.patch(CLUSTERS, name, {"spec": {"taints": list(taints)}})
+
+    async def binding(self, *, tolerations: list[dict[str, Any]] | None = None,
+                      status: dict[str, Any] | None = None, rules: bool = True) -> dict[str, Any]:
+        placement: dict[str, Any] = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                                     "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1,
+                                                            "minGroups": 1}]}
+        if tolerations:
+            placement["clusterTolerations"] = tolerations
+        cluster_failover: dict[str, Any] = {"purgeMode": "Directly"}
+        if rules:
+            cluster_failover["statePreservation"] = {"rules": [{"aliasLabelName": ALIAS,
+                                                                "jsonPath": "{ .jobStatus.jobId }"}]}
+        await self.client.create(RESOURCE_BINDINGS, {
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": RB, "namespace": NS,
+                         "annotations": {"policy.karmada.io/applied-placement": json.dumps(placement)}},
+            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+                                  "namespace": NS, "name": "flink-job", "uid": "0f1e2d3c"},
+                     "replicas": 1, "clusters": [{"name": "m1", "replicas": 1}],
+                     "placement": placement,
+                     "failover": {"cluster": cluster_failover}},
+        })
+        item = {"clusterName": "m1", "applied": True, "health": "Healthy",
+                "status": reflected_flink_status() if status is None else status}
+        return dict(await self.client.patch(RESOURCE_BINDINGS, RB, {"status": {"aggregatedStatus": [item]}},
+                                            namespace=NS, subresource="status"))
+
+    async def get_binding(self) -> dict[str, Any]:
+        return dict(await self.client.get(RESOURCE_BINDINGS, RB, NS))
+
+    async def evicted(self) -> dict[str, Any]:
+        async def check() -> dict[str, Any] | None:
+            rb = await self.get_binding()
+            return rb if rb["spec"].get("gracefulEvictionTasks") else None
+
+        result: dict[str, Any] = await eventually(check)
+        return result
+
+    async def stays_on_m1(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            rb = await self.get_binding()
+            assert [c["name"] for c in rb["spec"].get("clusters") or []] == ["m1"]
+            assert not rb["spec"].get("gracefulEvictionTasks")
+            await asyncio.sleep(0.05)
+
+    async def events(self, name: str, reason: str) -> list[dict[str, Any]]:
+        items = (await self.client.list(EVENTS, NS)).get("items") or []
+        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+
+
+@pytest.fixture
+async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
+    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
+                                             compaction_interval=0)).start()
+    client = Client.in_process(server.storage)
+    p = Plane(server, client)
+    try:
+        await p.cluster("m1")
+        await p.cluster("m2")
+        yield p
+    finally:
+        for m in p.managers:
+            await m.stop()
+        await client.close()
+        await server.stop()
+
+
+def condition(rb: dict[str, Any], type_: str = "StatePreserved") -> dict[str, Any] | None:
+    return next((c for c in (rb.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+# ---------------------------------------------------------------------------------------------- evictions
+
+
+async def test_untolerated_noexecute_taint_evicts_with_preserved_state(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding()
+    await plane.stays_on_m1(0.2)  # no NoExecute taint: nothing happens
+
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    rb = await plane.evicted()
+    assert not rb["spec"].get("clusters")
+    assert rb["spec"]["gracefulEvictionTasks"] == [{
+        "fromCluster": "m1", "purgeMode": "Directly", "replicas": 1, "reason": "TaintUntolerated",
+        "producer": "TaintManager", "preservedLabelState": {ALIAS: "c0ffee42"},
+        "clustersBeforeFailover": ["m1"],  # D9
+    }]
+    cond = await eventually(lambda: _condition_of(plane))
+    assert cond["status"] == "True" and cond["reason"] == "StatePreserved"
+    assert tm.evicted[eviction_key("m1", f"{NS}/{RB}")] == 1
+    # Karmada emits no success Event at eviction time (the graceful-eviction controller does when done)
+    assert await plane.events(RB, "EvictWorkloadFromClusterFailed") == []
+
+
+async def _condition_of(plane: Plane) -> dict[str, Any] | None:
+    return condition(await plane.get_binding())
+
+
+async def test_purge_mode_comes_from_the_flag_without_failover_cluster(plane: Plane) -> None:
+    await plane.taint_manager(no_execute_taint_eviction_purge_mode="Directly")
+    await plane.binding()
+    await plane.client.patch(RESOURCE_BINDINGS, RB, {"spec": {"failover": None}}, namespace=NS)
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    rb = await plane.evicted()
+    assert rb["spec"]["gracefulEvictionTasks"] == [{
+        "fromCluster": "m1", "purgeMode": "Directly", "replicas": 1, "reason": "TaintUntolerated",
+        "producer": "TaintManager"}]
+
+
+async def test_toleration_seconds_delay_the_eviction(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding(tolerations=[{"key": NOT_READY["key"], "operator": "Exists", "effect": "NoExecute",
+                                      "tolerationSeconds": 2}])
+    # timeAdded has whole seconds: start just after a second boundary so that the deadline is ~2 s away
+    await asyncio.sleep(1.02 - (time.time() % 1.0))
+    start = time.monotonic()
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.stays_on_m1(1.5)
+    rb = await plane.evicted()
+    assert 1.5 <= time.monotonic() - start <= 4.0
+    assert rb["spec"]["gracefulEvictionTasks"][0]["fromCluster"] == "m1"
+    assert tm.queued[eviction_key("m1", f"{NS}/{RB}")] >= 1
+
+
+async def test_removing_the_taint_before_expiry_cancels_the_eviction(plane: Plane) -> None:
+    await plane.taint_manager()
+    await plane.binding(tolerations=[{"operator": "Exists", "tolerationSeconds": 1}])
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.taint("m1")
+    await plane.stays_on_m1(2.2)
+
+
+async def test_d10_toleration_without_seconds_never_evicts_and_is_never_queued(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding(tolerations=[{"key": NOT_READY["key"], "operator": "Exists", "effect": "NoExecute"}])
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.stays_on_m1(0.5)
+    assert sum(tm.queued.values()) == 0
+    assert tm.queue.depth == 0 and tm.queue.waiting == 0 and tm.queue.adds == 0
+
+
+async def test_disabled_flag_never_evicts(plane: Plane) -> None:
+    tm = await plane.taint_manager(enable_no_execute_taint_eviction=False)
+    await plane.binding()
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.stays_on_m1(0.3)
+    assert tm.queue.adds == 0
+
+
+async def test_every_cluster_unhealthy_halts_evictions(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding()
+    for name in ("m1", "m2"):
+        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
+            subresource="status")
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.stays_on_m1(0.4)
+    assert tm.limiter.mode is EvictionMode.HALTED
+
+
+# ---------------------------------------------------------------------------------------------- D6
+
+
+async def test_d6_missing_key_blocks_the_eviction_with_a_warning(plane: Plane) -> None:
+    await plane.taint_manager()
+    await plane.binding(status=reflected_flink_status(job_id=None))
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+
+    async def warned() -> list[dict[str, Any]]:
+        return await plane.events(RB, "StatePreservationFailed")
+
+    events = await eventually(warned)
+    assert events[0]["type"] == "Warning"
+    assert ALIAS in events[0]["message"] and "jobId is not found" in events[0]["message"]
+    await eventually(lambda: plane.events("flink-job", "StatePreservationFailed"))  # and on the template
+    await plane.stays_on_m1(0.6)
+    rb = await plane.get_binding()
+    cond = condition(rb)
+    assert cond is not None and cond["status"] == "False" and cond["reason"] == "StatePreservationFailed"
+    assert "m1" in json.loads(rb["metadata"]["annotations"]["failover.flotilla.io/state-preservation-failing-since"])
+
+    # the status gets the key: the retry extracts it and evicts
+    item = {"clusterName": "m1", "applied": True, "health": "Healthy", "status": reflected_flink_status("b0b")}
+    await plane.client.patch(RESOURCE_BINDINGS, RB, {"status": {"aggregatedStatus": [item]}}, namespace=NS,
+                             subresource="status")
+    rb = await plane.evicted()
+    assert rb["spec"]["gracefulEvictionTasks"][0]["preservedLabelState"] == {ALIAS: "b0b"}
+    assert "failover.flotilla.io/state-preservation-failing-since" not in (rb["metadata"].get("annotations") or {})
+
+
+async def test_d6_state_preservation_timeout_evicts_without_state(plane: Plane) -> None:
+    await plane.taint_manager(state_preservation_timeout=1.0)
+    await plane.binding(status=reflected_flink_status(job_id=None))
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await eventually(lambda: plane.events(RB, "StatePreservationFailed"))
+    rb = await plane.evicted()
+    assert rb["spec"]["gracefulEvictionTasks"] == [{
+        "fromCluster": "m1", "purgeMode": "Directly", "replicas": 1, "reason": "TaintUntolerated",
+        "producer": "TaintManager"}]
+    timed_out = await eventually(lambda: plane.events(RB, "StatePreservationTimedOut"))
+    assert timed_out[0]["type"] == "Warning" and "without preserved state" in timed_out[0]["message"]
+
+    async def timed_out_condition() -> dict[str, Any] | None:
+        cond = await _condition_of(plane)
+        return cond if cond and cond["reason"] == "StatePreservationTimedOut" else None
+
+    cond = await eventually(timed_out_condition)
+    assert cond["status"] == "False"
