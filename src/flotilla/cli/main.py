@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_cluster_parsers(sub)  # `flotilla join` / `flotilla unjoin`
 
+    from flotilla.cli.fence_commands import add_fence_parsers
+
+    add_fence_parsers(sub)  # `flotilla fence` / `flotilla unfence` (BEHAVIOR.md D2)
+
     from flotilla.cli.controller_manager import add_controller_manager_parser
 
     add_controller_manager_parser(sub)  # `flotilla controller-manager`

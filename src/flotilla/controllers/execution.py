@@ -24,6 +24,17 @@ Reconcile (Work in ``karmada-es-<cluster>``):
   (the namespace is created in the member when missing); the ``Applied`` condition (True
   ``AppliedSuccessful`` / False ``AppliedFailed`` "Failed to apply all manifests (k/n): ...") is
   written through the status subresource. ``manifestStatuses`` belong to the work-status controller.
+
+Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
+``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
+contacting the member; the Work gets the ``work.flotilla.io/abandoned-on-fenced-cluster`` annotation and
+the ``Abandoned`` condition before its finalizer goes, and a Warning Event ``WorkAbandoned``. Nothing is
+applied to a fenced cluster. A cluster seen not Ready or fenced is remembered; once it is Ready and not
+fenced again, its recovery purge runs before any Work is applied there: the member objects labelled
+``karmada.io/managed=true`` of the kinds Flotilla placed there (those of its Works, and of the Works
+abandoned there) that no current Work wants are deleted (:func:`~flotilla.failover.fencing.
+stale_objects_on_recovery`). The purge is queued as ``purge-cluster:<name>`` as soon as the cluster
+comes back, and every Work of that cluster waits for it (retried with backoff while it fails).
 """
 
 from __future__ import annotations
@@ -48,6 +59,13 @@ from flotilla.client import (
 from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.base import Controller
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.fencing import (
+    ObjectIdentity,
+    is_fenced,
+    stale_objects_on_recovery,
+    wanted_identities,
+    work_deletion_decision,
+)
 from flotilla.interpreter import prune_irrelevant_fields
 from flotilla.propagation.apply import (
     AppliedRecord,
@@ -74,10 +92,12 @@ from flotilla.propagation.works import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ApplyError", "ClusterNotReady", "ExecutionController"]
+__all__ = ["PURGE_KEY_PREFIX", "ApplyError", "ClusterNotReady", "ExecutionController"]
 
 _ATTEMPTS = 5
 _MANAGED_SELECTOR = f"{L.MANAGED_LABEL}={L.MANAGED_LABEL_VALUE}"
+#: Queue key of a cluster's recovery purge (Work keys always have a slash; this prefix has none).
+PURGE_KEY_PREFIX = "purge-cluster:"
 
 
 class ClusterNotReady(Exception):
@@ -141,8 +161,15 @@ class ExecutionController(Controller):
         self._records: dict[tuple[str, str], AppliedRecord] = {}
         self._watches: dict[str, _MemberWatch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: clusters seen not Ready or fenced whose recovery purge has not run yet (D2)
+        self._recovering: set[str] = set()
+        #: cluster -> (apiVersion, kind) of every manifest Flotilla placed or abandoned there (purge listing)
+        self._kinds: dict[str, set[tuple[str, str]]] = {}
+        self._purge_locks: dict[str, asyncio.Lock] = {}
         self._works.add_handler(on_add=self._work_added, on_update=self._work_updated)
-        self._clusters.add_handler(on_delete=self._cluster_deleted)
+        self._clusters.add_handler(on_add=self._cluster_changed,
+                                   on_update=lambda old, new: self._cluster_changed(new),
+                                   on_delete=self._cluster_deleted)
 
     async def stop(self) -> None:
         await super().stop()
@@ -162,8 +189,19 @@ class ExecutionController(Controller):
                                               or o.get("deletionTimestamp") != n.get("deletionTimestamp")):
             self.enqueue_object(new)
 
+    def _cluster_changed(self, cluster: dict[str, Any]) -> None:
+        name = str(_meta(cluster).get("name") or "")
+        if not name:
+            return
+        if not cluster_ready(cluster) or is_fenced(cluster):
+            self._recovering.add(name)
+        elif name in self._recovering:  # back: purge before anything else is applied there
+            self.enqueue(PURGE_KEY_PREFIX + name)
+
     def _cluster_deleted(self, cluster: dict[str, Any]) -> None:
         name = str(_meta(cluster).get("name") or "")
+        self._recovering.discard(name)
+        self._kinds.pop(name, None)
         watch = self._watches.pop(name, None)
         if watch is not None:
             self._spawn(watch.factory.stop())
@@ -217,13 +255,14 @@ class ExecutionController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def fenced(self, cluster: Mapping[str, Any] | None) -> bool:
-        """Whether the cluster is fenced (BEHAVIOR.md D2): its Works are then released without contacting it.
-
-        Always False until D2 is implemented; the deletion path already handles the answer.
-        """
-        return False
+        """Whether a deleted Work of the cluster is released without contacting it (BEHAVIOR.md D2): the
+        cluster carries the out-of-service taint. (Applying and the recovery purge look at the taint itself.)"""
+        return is_fenced(cluster)
 
     async def reconcile(self, key: str) -> float | None:
+        if key.startswith(PURGE_KEY_PREFIX):
+            await self._purge_if_recovered(key.removeprefix(PURGE_KEY_PREFIX))
+            return None
         work = self._works.store.get(key)
         if work is None:
             return None
@@ -247,6 +286,11 @@ class ExecutionController(Controller):
         if cluster is None:
             raise ClusterNotReady(f"cluster({cluster_name}) not found")
         if not cluster_ready(cluster):
+            raise ClusterNotReady(f"cluster({cluster_name}) not ready")
+        if is_fenced(cluster):
+            raise ClusterNotReady(f"cluster({cluster_name}) is fenced")
+        self._note_kinds(cluster_name, work)
+        if cluster_name in self._recovering and not await self._purge_if_recovered(cluster_name):
             raise ClusterNotReady(f"cluster({cluster_name}) not ready")
         member = await self.ctx.members.client_for(cluster)
         succeeded, errors = 0, []
@@ -356,14 +400,109 @@ class ExecutionController(Controller):
                 else:
                     await self._delete(cluster_name, member, manifest)
         elif action is WorkDeletion.ABANDON:
-            self.ctx.recorder.event(work, "Warning", "WorkAbandoned",
-                                    f"cluster({cluster_name}) is fenced: its objects were not deleted there")
+            work = await self._record_abandoned(work, cluster_name, cluster)
         else:
             log.info("work %s/%s: cluster %s is going away and not ready; not deleting its objects",
                      _meta(work).get("namespace"), _meta(work).get("name"), cluster_name)
         for manifest in _manifests(work):
             self._forget((cluster_name, object_key(manifest)))
         await self._remove_finalizer(work)
+
+    async def _record_abandoned(self, work: dict[str, Any], cluster_name: str,
+                                cluster: Mapping[str, Any] | None) -> dict[str, Any]:
+        """D2: the Work records (annotation, condition, Event) that its objects were left on a fenced cluster;
+        the kinds are remembered for the recovery purge. Returns the Work as stored after."""
+        self._note_kinds(cluster_name, work)
+        self._recovering.add(cluster_name)
+        decision = work_deletion_decision(cluster if cluster is not None else cluster_name, True, work=work,
+                                          now=self.ctx.now())
+        meta = _meta(work)
+        current: dict[str, Any] = work
+        if decision.annotations:
+            try:
+                current = await self.client.patch(WORKS, str(meta.get("name")),
+                                                  {"metadata": {"annotations": dict(decision.annotations)}},
+                                                  namespace=str(meta.get("namespace")))
+            except ApiException as e:
+                if not is_not_found(e):
+                    raise
+        if decision.condition is not None:
+            current = await self._set_condition(current, decision.condition) or current
+        if decision.event is not None:
+            self.ctx.recorder.event(current, decision.event.type, decision.event.reason, decision.event.message)
+        log.warning("work %s/%s: %s", meta.get("namespace"), meta.get("name"), decision.reason)
+        return current
+
+    # ------------------------------------------------------------------ recovery purge (D2)
+    def _note_kinds(self, cluster: str, work: Mapping[str, Any]) -> None:
+        kinds = self._kinds.setdefault(cluster, set())
+        for manifest in _manifests(work):
+            if manifest.get("apiVersion") and manifest.get("kind"):
+                kinds.add((str(manifest["apiVersion"]), str(manifest["kind"])))
+
+    async def _purge_if_recovered(self, cluster_name: str) -> bool:
+        """Run the recovery purge of a cluster that came back (Ready, not fenced) if it is pending.
+
+        True when nothing is pending any more (done now or before); False while the cluster is still not
+        Ready or fenced. Raises when the purge could not finish (retried with backoff)."""
+        lock = self._purge_locks.setdefault(cluster_name, asyncio.Lock())
+        async with lock:
+            if cluster_name not in self._recovering:
+                return True
+            cluster = self._clusters.store.get(cluster_name)
+            if cluster is None:
+                self._recovering.discard(cluster_name)
+                return True
+            if not cluster_ready(cluster) or is_fenced(cluster):
+                return False
+            await self._purge(cluster_name, cluster)
+            self._recovering.discard(cluster_name)
+            return True
+
+    async def _purge(self, cluster_name: str, cluster: Mapping[str, Any]) -> None:
+        works = [w for w in self._works.store.list() if work_cluster(w) == cluster_name]
+        for work in works:
+            self._note_kinds(cluster_name, work)
+        wanted = wanted_identities(works)
+        for work in works:  # objects a deleted Work releases (preserveResourcesOnDeletion) are not stale
+            spec = work.get("spec") if isinstance(work.get("spec"), dict) else {}
+            if _meta(work).get("deletionTimestamp") and spec.get("preserveResourcesOnDeletion") is True:
+                wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
+        member = await self.ctx.members.client_for(cluster)
+        objects: list[dict[str, Any]] = []
+        listed: set[Resource] = set()
+        resources: dict[tuple[str, str], Resource] = {}
+        for api_version, kind in sorted(self._kinds.get(cluster_name, ())):
+            try:
+                res = await member.resource_for(api_version, kind)
+            except ApiException as e:
+                if is_not_found(e):  # the kind is not served there (any more): nothing of it to delete
+                    continue
+                raise
+            resources[(api_version, kind)] = res
+            if res in listed:
+                continue
+            listed.add(res)
+            found = await member.list(res, None, label_selector=_MANAGED_SELECTOR)
+            objects += [{**item, "apiVersion": api_version, "kind": kind} for item in found.get("items") or []
+                        if isinstance(item, dict)]
+        stale = stale_objects_on_recovery(objects, wanted)
+        for obj in stale:
+            res = resources[(str(obj["apiVersion"]), str(obj["kind"]))]
+            meta = _meta(obj)
+            namespace = (meta.get("namespace") or None) if res.namespaced else None
+            try:
+                await member.delete(res, str(meta.get("name")), namespace, propagation_policy="Background")
+            except ApiException as e:
+                if not is_not_found(e):
+                    raise
+            self._forget((cluster_name, object_key(obj)))
+            log.info("deleted stale %s in recovered cluster %s", ObjectIdentity.of(obj), cluster_name)
+        if stale:
+            names = ", ".join(str(ObjectIdentity.of(o)) for o in stale)
+            self.ctx.recorder.event(dict(cluster), "Normal", "StaleObjectsDeleted",
+                                    f"cluster({cluster_name}) is back: deleted {len(stale)} object(s) no Work "
+                                    f"wants any more before applying anything: {names}")
 
     async def _delete(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
         res, namespace, name = await self._resource(member, manifest)

@@ -1,0 +1,171 @@
+"""``flotilla fence`` and ``flotilla unfence``: mark a member cluster as known down (BEHAVIOR.md D2).
+
+``fence NAME`` adds the taint ``cluster.flotilla.io/out-of-service:NoExecute`` to the Cluster (as
+``node.kubernetes.io/out-of-service`` does for nodes): the control plane then treats the member's workloads as
+gone. Works deleted there complete without contacting the member, and a NoExecute taint evicts what does not
+tolerate it. Run it only when the cluster is really down (powered off, isolated from its storage and clients).
+``unfence NAME`` removes the taint; once the cluster is Ready again, the execution controller first deletes what
+Flotilla had left there that no Work wants any more, then resumes applying.
+
+Both write a JSON merge patch guarded by the Cluster's ``resourceVersion`` (retried on conflict) and keep every
+other taint; both are idempotent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flotilla.client import ApiException, Client, is_conflict, is_not_found
+from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.fencing import (
+    OUT_OF_SERVICE_TAINT_EFFECT,
+    OUT_OF_SERVICE_TAINT_KEY,
+    fence_patch,
+    unfence_patch,
+)
+
+__all__ = [
+    "FenceCommandError",
+    "add_fence_parsers",
+    "fence_cluster",
+    "run_fence_command",
+    "run_unfence_command",
+    "unfence_cluster",
+]
+
+Out = Callable[[str], None]
+TAINT = f"{OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT}"
+_ATTEMPTS = 5
+
+
+class FenceCommandError(Exception):
+    """The command cannot do what was asked; the message says why."""
+
+
+def add_fence_parsers(subparsers: Any) -> None:
+    """Add ``fence`` and ``unfence`` to the ``flotilla`` command's sub-parsers."""
+    f = subparsers.add_parser(
+        "fence", help=f"mark a member cluster as known down (taint {TAINT})",
+        description=f"Add the taint {TAINT} to the Cluster: its workloads are treated as gone, Works deleted "
+                    "there complete without contacting it, and workloads that do not tolerate the taint are "
+                    "evicted. Only for a cluster that is really down (powered off or isolated).")
+    f.add_argument("name", help="the member cluster's name in the control plane")
+    _control_plane_args(f)
+    f.set_defaults(fn=run_fence_command)
+
+    u = subparsers.add_parser(
+        "unfence", help=f"remove the taint {TAINT} from a member cluster",
+        description=f"Remove the taint {TAINT} from the Cluster. Once it is Ready, the objects Flotilla left "
+                    "there that no Work wants any more are deleted before anything is applied to it.")
+    u.add_argument("name", help="the member cluster's name in the control plane")
+    _control_plane_args(u)
+    u.set_defaults(fn=run_unfence_command)
+
+
+def _control_plane_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
+                   help="context in --kubeconfig (default: current)")
+
+
+# ============================================================================================ operations
+
+
+async def _patch_cluster(cp: Client, name: str, make_patch: Callable[[dict[str, Any]], dict[str, Any] | None]
+                         ) -> bool:
+    """Apply ``make_patch(cluster)`` (None: nothing to do); True when the Cluster was changed."""
+    for _ in range(_ATTEMPTS):
+        try:
+            cluster = await cp.get(CLUSTERS, name)
+        except ApiException as e:
+            if is_not_found(e):
+                raise FenceCommandError(f"cluster {name} not found") from None
+            raise
+        patch = make_patch(cluster)
+        if patch is None:
+            return False
+        try:
+            await cp.patch(CLUSTERS, name, patch)
+            return True
+        except ApiException as e:
+            if is_not_found(e):
+                raise FenceCommandError(f"cluster {name} not found") from None
+            if not is_conflict(e):
+                raise
+    raise FenceCommandError(f"cluster {name} kept changing while its taints were being updated; try again")
+
+
+async def fence_cluster(cp: Client, name: str, *, now: datetime | None = None, out: Out = print,
+                        warn: Out | None = None) -> bool:
+    """Add the out-of-service taint to Cluster ``name``; False when it was already fenced."""
+    warn = warn or (lambda m: print(m, file=sys.stderr))
+    stamp = now or datetime.now(UTC)
+    changed = await _patch_cluster(cp, name, lambda c: fence_patch(c, stamp))
+    if not changed:
+        out(f"cluster({name}) is already fenced (taint {TAINT})")
+        return False
+    out(f"cluster({name}) fenced: taint {TAINT} added")
+    warn(f"warning: the workloads of cluster {name} are now treated as gone: Works deleted there complete "
+         "without contacting it, and workloads that do not tolerate the taint are moved elsewhere. Make sure the "
+         f"cluster is really down (powered off or isolated); `flotilla unfence {name}` undoes this")
+    return True
+
+
+async def unfence_cluster(cp: Client, name: str, *, out: Out = print) -> bool:
+    """Remove the out-of-service taint from Cluster ``name``; False when it was not fenced."""
+    changed = await _patch_cluster(cp, name, unfence_patch)
+    if not changed:
+        out(f"cluster({name}) is not fenced")
+        return False
+    out(f"cluster({name}) unfenced: taint {TAINT} removed; once it is Ready, the objects no Work wants any more "
+        "are deleted there before anything else is applied")
+    return True
+
+
+# ============================================================================================ commands
+
+
+def _control_plane(args: argparse.Namespace) -> Client:
+    try:
+        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
+    except KubeconfigError as e:
+        raise FenceCommandError(f"control plane: {e} (use --kubeconfig)") from None
+
+
+async def _fence_main(args: argparse.Namespace) -> int:
+    async with _control_plane(args) as cp:
+        await fence_cluster(cp, args.name)
+    return 0
+
+
+async def _unfence_main(args: argparse.Namespace) -> int:
+    async with _control_plane(args) as cp:
+        await unfence_cluster(cp, args.name)
+    return 0
+
+
+def _run(coro_fn: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
+    try:
+        return int(asyncio.run(coro_fn(args)))
+    except FenceCommandError as e:
+        print(f"error: {e}", file=sys.stderr)
+    except ApiException as e:
+        print(f"error: the control plane answered: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    return 1
+
+
+def run_fence_command(args: argparse.Namespace) -> int:
+    return _run(_fence_main, args)
+
+
+def run_unfence_command(args: argparse.Namespace) -> int:
+    return _run(_unfence_main, args)
