@@ -23,7 +23,11 @@ from what a script returns, numbers that are whole become integers).
   the larger CPU and the larger memory of the two; node selector, tolerations and priority class
   come from ``spec.podTemplate.spec``; the namespace is set.
 * **InterpretComponent**: ``jobmanager`` and ``taskmanager`` components with their own replicas and
-  resources. No ReviseReplica, Retain or InterpretDependency rule: the object moves whole.
+  resources. No ReviseReplica or InterpretDependency rule: the object moves whole.
+* **Retain** (Flotilla's addition): when the member set ``spec.job.initialSavepointPath`` (the member-side
+  restore step, Kyverno in Karmada's proposal, Flotilla's savepoint rule) and the control plane's copy sets
+  none, the member's path and ``upgradeMode`` are kept; otherwise re-applying the Work would drop the path the
+  job restored from, and a later restart of the job would start from nothing.
 """
 
 from __future__ import annotations
@@ -308,6 +312,21 @@ def _flink_components(obj: JSON) -> list[dict[str, Any]]:
             _flink_component(obj, "taskmanager", "taskManager", _task_manager_replicas(obj))]
 
 
+def _flink_retain(desired: JSON, observed: JSON) -> JSON:
+    out = copy.deepcopy(desired)
+    observed_job = _get(observed, "spec", "job")
+    if not isinstance(observed_job, Mapping) or not observed_job.get("initialSavepointPath"):
+        return out
+    spec = out.setdefault("spec", {})
+    job = spec.setdefault("job", {}) if isinstance(spec, dict) else None
+    if not isinstance(job, dict) or job.get("initialSavepointPath"):
+        return out
+    job["initialSavepointPath"] = observed_job["initialSavepointPath"]
+    if observed_job.get("upgradeMode"):
+        job["upgradeMode"] = observed_job["upgradeMode"]
+    return out
+
+
 # ------------------------------------------------------------------------------------- the API
 
 _RULES: dict[GVK, dict[Operation, Callable[..., Any]]] = {
@@ -317,6 +336,7 @@ _RULES: dict[GVK, dict[Operation, Callable[..., Any]]] = {
         Operation.AGGREGATE_STATUS: _flink_aggregate,
         Operation.INTERPRET_REPLICA: _flink_replicas,
         Operation.INTERPRET_COMPONENT: _flink_components,
+        Operation.RETAIN: _flink_retain,
     },
 }
 

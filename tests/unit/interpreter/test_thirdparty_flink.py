@@ -41,7 +41,7 @@ def test_hooks() -> None:
     gvk = GVK("flink.apache.org/v1beta1", "FlinkDeployment")
     enabled = {op for op in Operation if thirdparty.has_hook(gvk, op)}
     assert enabled == {Operation.INTERPRET_HEALTH, Operation.INTERPRET_STATUS, Operation.AGGREGATE_STATUS,
-                       Operation.INTERPRET_REPLICA, Operation.INTERPRET_COMPONENT}
+                       Operation.INTERPRET_REPLICA, Operation.INTERPRET_COMPONENT, Operation.RETAIN}
     assert not thirdparty.has_hook(GVK("flink.apache.org/v1beta2", "FlinkDeployment"), Operation.INTERPRET_HEALTH)
 
 
@@ -175,9 +175,7 @@ def test_bad_memory_is_an_error() -> None:
         thirdparty.get_replicas(flink(spec))
 
 
-def test_no_revise_retain_or_dependency_rules() -> None:
-    with pytest.raises(InterpreterError):
-        thirdparty.retain(flink(), flink())
+def test_no_revise_or_dependency_rules() -> None:
     with pytest.raises(InterpreterError):
         thirdparty.revise_replica(flink(), 3)
     with pytest.raises(InterpreterError):
