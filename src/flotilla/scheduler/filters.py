@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from flotilla.apiserver.selectors import LabelSelector, Operator, Requirement, SelectorError
+from flotilla.failover.tolerations import matching_tolerations, no_execute_taints
 
 from .errors import FilterFailure
 from .model import (
@@ -202,15 +203,12 @@ def expired_no_execute_taint(
     deadline, or ``None`` when nothing has expired (or some taint is not tolerated at all, which
     :func:`find_untolerated_taint` reports).
     """
-    no_execute = [t for t in taints if t.effect == NO_EXECUTE]
+    no_execute = no_execute_taints(taints)
     if not no_execute:
         return None
-    used: list[Toleration] = []
-    for taint in no_execute:
-        first = next((tol for tol in tolerations if tol.tolerates(taint)), None)
-        if first is None:
-            return None
-        used.append(first)
+    all_tolerated, used = matching_tolerations(no_execute, tolerations)
+    if not all_tolerated:
+        return None
     earliest: tuple[datetime, Taint] | None = None
     for tol in used:
         if tol.toleration_seconds is None:

@@ -260,14 +260,13 @@ class Toleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
-        """``corev1.Toleration.ToleratesTaint`` with the comparison operators disabled (as in Karmada)."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator in ("", "Equal"):
-            return self.value == taint.value
-        return self.operator == "Exists"
+        """``corev1.Toleration.ToleratesTaint`` with the comparison operators disabled (as in Karmada).
+
+        The one rule, shared with the taint manager: :func:`flotilla.failover.tolerations.tolerates`.
+        """
+        from flotilla.failover.tolerations import tolerates
+
+        return tolerates(self, taint)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "toleration") -> Toleration:
