@@ -65,6 +65,24 @@ def test_apply_creates_then_patches_a_deployment(kubectl: Kubectl, ns: str, tmp_
     assert "unchanged" in out
 
 
+def test_apply_of_a_list_round_trips_what_get_printed(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
+    """``kubectl get -o yaml`` prints a ``kind: List``; applying it back works (kubectl checks a List against
+    OpenAPI v2, so /openapi/v2 must answer)."""
+    items = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns}, "data": {"k": n}}
+             for n in ("l1", "l2")]
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    out = kubectl.run("apply", "-f", "-", input=doc).stdout
+    assert "configmap/l1 created" in out and "configmap/l2 created" in out
+    printed = kubectl.run("get", "configmaps", "l1", "l2", "-n", ns, "-o", "yaml").stdout
+    assert "kind: List" in printed
+    f = write(tmp_path, "list.yaml", printed.replace("k: l1", "k: changed"))
+    out = kubectl.run("apply", "-f", str(f)).stdout
+    assert "configmap/l1 configured" in out and "configmap/l2" in out
+    got = json.loads(kubectl.run("get", "configmaps", "-n", ns, "-o", "json").stdout)
+    assert {i["metadata"]["name"]: i["data"] for i in got["items"] if i["metadata"]["name"] in ("l1", "l2")} == \
+        {"l1": {"k": "changed"}, "l2": {"k": "l2"}}
+
+
 def test_server_side_apply_creates_and_merges(kubectl: Kubectl, ns: str, tmp_path: Path) -> None:
     f = write(tmp_path, "cm.yaml", CM.format(name="ssa", ns=ns, app="x"))
     assert "serverside-applied" in kubectl.run("apply", "--server-side", "-f", str(f)).stdout

@@ -182,6 +182,8 @@ class ApiHandler:
             else:
                 headers["Cache-Control"] = "no-cache, private"
             return web.Response(body=raw, content_type="application/json", headers=headers)
+        if len(segs) == 2 and segs[1] == "v2":
+            return _openapi_v2(request)
         raise errors.path_not_found()
 
     # --------------------------------------------------------------- resources
@@ -604,3 +606,18 @@ def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.
                           handler_args={"max_line_size": 1024 * 1024, "max_field_size": 1024 * 1024})
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     return app
+
+
+# A Swagger 2.0 document without definitions. kubectl reads /openapi/v2 only for what OpenAPI v3 cannot answer
+# (client-side validation of a ``kind: List`` before its items go to the server one by one, with server-side
+# validation); without a definition for a kind it skips the client-side check. Protobuf (gnostic's
+# openapi_v2.Document, field 1 ``swagger``) when asked for it, as kube-apiserver answers; JSON otherwise.
+_OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+_OPENAPI_V2_PB = b"\x0a\x032.0"
+_OPENAPI_V2_JSON = {"swagger": "2.0", "info": {"title": "Flotilla", "version": "v2"}, "paths": {}, "definitions": {}}
+
+
+def _openapi_v2(request: web.Request) -> web.Response:
+    if "protobuf" in request.headers.get("Accept", ""):
+        return web.Response(body=_OPENAPI_V2_PB, headers={"Content-Type": _OPENAPI_V2_PROTOBUF})
+    return _json(_OPENAPI_V2_JSON)

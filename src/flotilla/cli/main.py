@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.interpret import add_interpret_parser
 
     add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`
+
+    from flotilla.cli.up import add_up_parsers
+
+    add_up_parsers(sub)  # `flotilla up` / `flotilla down`
     return p
 
 

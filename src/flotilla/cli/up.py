@@ -1,0 +1,255 @@
+"""``flotilla up`` and ``flotilla down``: the whole of Flotilla on this machine (:mod:`flotilla.local.stack`).
+
+``up`` runs in the foreground until Ctrl-C (or SIGTERM), then stops every part cleanly. ``up --detach`` starts the
+same thing as a background process (log in ``D/up.log``), waits until it is ready and returns; ``down`` stops it.
+Running ``up`` again on the same data directory resumes the same state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from flotilla.local.layout import DataDirError, Layout
+from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
+
+__all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
+
+DEFAULT_DATA_DIR = ".flotilla"
+DETACH_TIMEOUT = 90.0
+DOWN_TIMEOUT = 30.0
+
+UP_EPILOG = f"""\
+what runs: the control plane API server (SQLite in D/controlplane), every controller, and --members simulated
+member clusters (member1..N) joined to it, all in this one process. A ClusterTaintPolicy "not-ready" turns a
+member's Ready condition False/Unknown into the taint {NOT_READY_TAINT}:NoExecute (--no-default-taint-policy
+skips it). Health timings suited to a laptop: members are probed every
+{LAPTOP_TIMINGS['cluster_status_update_frequency']:g}s, a failure counts after
+{LAPTOP_TIMINGS['cluster_failure_threshold']:g}s, recovery after {LAPTOP_TIMINGS['cluster_success_threshold']:g}s,
+and graceful-eviction tasks time out after {LAPTOP_TIMINGS['graceful_eviction_timeout']:g}s (override them with
+--cluster-status-update-frequency, --cluster-failure-threshold, --cluster-success-threshold and
+--graceful-eviction-timeout, in seconds).
+
+files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
+D/members/ (the members' data, checkpoints/, history.jsonl).
+
+examples:
+  flotilla up                      # foreground; Ctrl-C stops it
+  flotilla up --detach --members 2 # background; `flotilla down` stops it
+  KUBECONFIG=.flotilla/kubeconfig kubectl get clusters
+  KUBECONFIG=.flotilla/kubeconfig kubectl --context member1 get deployments -A
+"""
+
+
+def add_up_parsers(sub: Any) -> None:
+    u = sub.add_parser("up", help="run the control plane, every controller and simulated members on this machine",
+                       description="Start Flotilla on this machine: the control plane, every controller and "
+                                   "--members simulated member clusters joined to it.",
+                       epilog=UP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    u.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"where everything is kept (default {DEFAULT_DATA_DIR})")
+    u.add_argument("--members", type=int, default=3, help="simulated member clusters (default 3)")
+    u.add_argument("--port", type=int, default=6443, help="the control plane API server's port (default 6443; "
+                                                           "0 = any free port)")
+    u.add_argument("--host", default="127.0.0.1", help="address everything listens on (default 127.0.0.1)")
+    u.add_argument("--no-default-taint-policy", action="store_true",
+                   help=f"do not install the ClusterTaintPolicy turning Ready False/Unknown into {NOT_READY_TAINT}")
+    u.add_argument("--detach", action="store_true", help="run in the background; stop with `flotilla down`")
+    u.add_argument("--feature-gates", default="", help="Name=true|false,... as the controller-manager's flag")
+    for name, value in LAPTOP_TIMINGS.items():
+        u.add_argument("--" + name.replace("_", "-"), type=_seconds, default=value, metavar="SECONDS",
+                       help=f"(default {value:g})")
+    u.set_defaults(fn=run_up_command, _up_parser=u)
+
+    d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",
+                       description="Stop the `flotilla up` running on --data-dir (SIGTERM, then SIGKILL after "
+                                   f"{DOWN_TIMEOUT:g}s). The data stays; `flotilla up` resumes it.",
+                       epilog="example:\n  flotilla down --data-dir .flotilla",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"the data directory (default {DEFAULT_DATA_DIR})")
+    d.set_defaults(fn=run_down_command)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, e.g. 2 or 2.5s, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+    return value
+
+
+def _err(message: str) -> None:
+    print(f"flotilla up: {message}", file=sys.stderr, flush=True)
+
+
+def config_from_args(args: argparse.Namespace) -> StackConfig:
+    if args.members < 1:
+        raise ValueError("--members must be at least 1")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.feature_gates:
+        from flotilla.controllers.options import ControllerOptions
+
+        ControllerOptions().set_gates(args.feature_gates)  # ValueError names the bad gate
+    timings = {name: float(getattr(args, name)) for name in LAPTOP_TIMINGS}
+    return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
+                       default_taint_policy=not args.no_default_taint_policy, timings=timings,
+                       feature_gates=args.feature_gates)
+
+
+def _check_dependencies() -> str | None:
+    """A missing runtime dependency, said in one line with how to fix it (None: all there)."""
+    for module, package in (("aiohttp", "aiohttp"), ("orjson", "orjson"), ("yaml", "PyYAML"),
+                            ("cryptography", "cryptography"), ("lupa", "lupa"), ("sqlite3", "Python's sqlite3")):
+        try:
+            __import__(module)
+        except ImportError as e:
+            return (f"missing dependency {package} ({e}); install Flotilla with its dependencies: "
+                    f"`make venv` or `pip install -e .`")
+    return None
+
+
+def run_up_command(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser | None = getattr(args, "_up_parser", None)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as e:
+        if parser is not None:
+            parser.error(str(e))
+        _err(str(e))
+        return 2
+    missing = _check_dependencies()
+    if missing:
+        _err(missing)
+        return 1
+    layout = Layout(cfg.data_dir)
+    pid = layout.running_pid()
+    if pid is not None:
+        _err(f"Flotilla is already running on {cfg.data_dir} (pid {pid}); stop it with "
+             f"`flotilla down --data-dir {cfg.data_dir}` or use another --data-dir")
+        return 1
+    try:
+        layout.load_record()  # refuses another version's data directory before anything starts
+    except DataDirError as e:
+        _err(str(e))
+        return 1
+    if args.detach:
+        return _detach(args, layout)
+    return _foreground(cfg, layout)
+
+
+def _foreground(cfg: StackConfig, layout: Layout) -> int:
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        stack = LocalStack(cfg, say=lambda m: print(f"flotilla up: {m}", flush=True))
+        try:
+            await stack.start()
+        except DataDirError as e:
+            _err(str(e))
+            return 1
+        except OSError as e:
+            _err(f"cannot start: {e}")
+            return 1
+        layout.write_pid(os.getpid())
+        try:
+            print(f"flotilla up: ready. export KUBECONFIG={layout.kubeconfig.resolve()}  "
+                  f"(contexts: flotilla, {', '.join(cfg.member_names())}); Ctrl-C stops", flush=True)
+            await stop.wait()
+            print("flotilla up: stopping", flush=True)
+        finally:
+            layout.remove_pid(os.getpid())
+            await stack.stop()
+        print("flotilla up: stopped", flush=True)
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    argv = [sys.executable, "-m", "flotilla.cli.main", "up", "--data-dir", str(args.data_dir),
+            "--members", str(args.members), "--port", str(args.port), "--host", args.host]
+    if args.no_default_taint_policy:
+        argv.append("--no-default-taint-policy")
+    if args.feature_gates:
+        argv += ["--feature-gates", args.feature_gates]
+    for name in LAPTOP_TIMINGS:
+        argv += ["--" + name.replace("_", "-"), repr(float(getattr(args, name)))]
+    return argv
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _detach(args: argparse.Namespace, layout: Layout) -> int:
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.log_file, "ab") as log:
+        proc = subprocess.Popen(_child_argv(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=os.getcwd())
+    deadline = time.monotonic() + DETACH_TIMEOUT
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            _err(f"the background process exited with {code} before it was ready; {layout.log_file} ends with:\n"
+                 f"{_tail(layout.log_file)}")
+            return 1
+        if layout.running_pid() == proc.pid:
+            print(f"flotilla up: running in the background (pid {proc.pid}, log {layout.log_file})")
+            print(f"flotilla up: export KUBECONFIG={layout.kubeconfig.resolve()}; stop with "
+                  f"`flotilla down --data-dir {args.data_dir}`")
+            return 0
+        time.sleep(0.2)
+    proc.terminate()
+    _err(f"not ready after {DETACH_TIMEOUT:g}s; stopped it. {layout.log_file} ends with:\n{_tail(layout.log_file)}")
+    return 1
+
+
+def run_down_command(args: argparse.Namespace) -> int:
+    layout = Layout(Path(args.data_dir))
+    pid = layout.running_pid()
+    if pid is None:
+        print(f"flotilla down: nothing is running on {args.data_dir}")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + DOWN_TIMEOUT
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            print(f"flotilla down: stopped (pid {pid}); the data stays in {args.data_dir}")
+            return 0
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    layout.remove_pid(pid)
+    print(f"flotilla down: pid {pid} did not stop within {DOWN_TIMEOUT:g}s and was killed", file=sys.stderr)
+    return 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    from flotilla.local.layout import pid_alive
+
+    return pid_alive(pid)

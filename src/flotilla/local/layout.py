@@ -1,0 +1,161 @@
+"""The data directory of ``flotilla up``: where everything goes, and the record that makes a restart resume.
+
+``D`` is ``--data-dir`` (default ``.flotilla``)::
+
+    D/flotilla-up.json     format, Flotilla version, ports, member names (written once, updated on change)
+    D/kubeconfig           contexts ``flotilla`` (control plane) and ``member1``... (one per member)
+    D/controlplane/        the control plane API server's SQLite database and its own kubeconfig
+    D/members/             the members' databases, kubeconfigs, admin.json, checkpoints/, history.jsonl
+    D/up.pid               the pid of a running ``flotilla up`` (removed when it stops)
+    D/up.log               the log of a detached ``flotilla up``
+
+Everything here is pure: reading, checking and writing the record; the stack itself is in
+:mod:`flotilla.local.stack`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from flotilla.files import atomic_write
+
+__all__ = ["DATA_FORMAT", "DataDirError", "Layout", "StackRecord", "pid_alive"]
+
+#: Bumped whenever the layout of the data directory changes incompatibly.
+DATA_FORMAT: Final = 1
+RECORD_FILE: Final = "flotilla-up.json"
+
+
+class DataDirError(Exception):
+    """The data directory cannot be used (another version's, damaged, or in use); the message says what to do."""
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("flotilla")
+    except Exception:  # noqa: BLE001 - not installed as a distribution (a source checkout on sys.path)
+        return "unknown"
+
+
+@dataclass
+class StackRecord:
+    """What ``flotilla up`` remembers between runs (``D/flotilla-up.json``)."""
+
+    format: int = DATA_FORMAT
+    version: str = field(default_factory=_version)
+    api_port: int = 0
+    member_ports: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        doc = {"format": self.format, "version": self.version, "apiPort": self.api_port,
+               "members": dict(self.member_ports)}
+        return (json.dumps(doc, indent=2) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | str, where: Path) -> StackRecord:
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:
+            raise DataDirError(f"{where} is damaged ({e}); move the data directory away or pass another "
+                               f"--data-dir") from None
+        if not isinstance(doc, dict):
+            raise DataDirError(f"{where} is not a flotilla up record; pass another --data-dir")
+        fmt = doc.get("format")
+        if fmt != DATA_FORMAT:
+            made_by = doc.get("version") or "an unknown version"
+            raise DataDirError(
+                f"{where.parent} was created by Flotilla {made_by} (data format {fmt!r}); this Flotilla "
+                f"({_version()}) uses data format {DATA_FORMAT} and cannot resume it: pass another --data-dir, "
+                f"or remove {where.parent} to start afresh")
+        members = doc.get("members") if isinstance(doc.get("members"), dict) else {}
+        ports = {str(k): int(v) for k, v in members.items() if isinstance(v, int) and not isinstance(v, bool)}
+        api_port = doc.get("apiPort")
+        return cls(format=DATA_FORMAT, version=str(doc.get("version") or "unknown"),
+                   api_port=api_port if isinstance(api_port, int) and not isinstance(api_port, bool) else 0,
+                   member_ports=ports)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def record_path(self) -> Path:
+        return self.root / RECORD_FILE
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def controlplane(self) -> Path:
+        return self.root / "controlplane"
+
+    @property
+    def members(self) -> Path:
+        return self.root / "members"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "up.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "up.log"
+
+    def load_record(self) -> StackRecord | None:
+        """The record, or None for a new (or empty) directory; DataDirError for another version's."""
+        try:
+            raw = self.record_path.read_bytes()
+        except FileNotFoundError:
+            if self.root.is_dir() and (self.controlplane / "flotilla.db").exists():
+                raise DataDirError(f"{self.root} holds a control plane database but no {RECORD_FILE}: it was not "
+                                   f"made by `flotilla up` (or by an older version); pass another --data-dir") from None
+            return None
+        except OSError as e:
+            raise DataDirError(f"cannot read {self.record_path}: {e.strerror}") from None
+        return StackRecord.from_json(raw, self.record_path)
+
+    def save_record(self, record: StackRecord) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.record_path, record.to_json())
+
+    def running_pid(self) -> int | None:
+        """The pid of a live ``flotilla up`` on this directory, else None (a stale pid file is ignored)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
+
+    def write_pid(self, pid: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.pid_file, f"{pid}\n".encode())
+
+    def remove_pid(self, pid: int) -> None:
+        try:
+            if int(self.pid_file.read_text().strip()) == pid:
+                self.pid_file.unlink()
+        except (OSError, ValueError):
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"dataDir": str(self.root), "kubeconfig": str(self.kubeconfig), "log": str(self.log_file)}
