@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.up import add_up_parsers
 
     add_up_parsers(sub)  # `flotilla up` / `flotilla down`
+
+    from flotilla.cli.taint_commands import add_taint_parsers
+
+    add_taint_parsers(sub)  # `flotilla taint clusters`, `cordon`, `uncordon`, as karmadactl's
+
+    from flotilla.cli.get_command import add_get_parser
+
+    add_get_parser(sub)  # `flotilla get clusters|bindings|works`
     return p
 
 

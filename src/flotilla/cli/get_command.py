@@ -1,0 +1,254 @@
+"""``flotilla get clusters|bindings|works [NAME]``: the failover-relevant view of Flotilla's own objects.
+
+``clusters``: readiness, taints (fenced, cordoned, not-ready...) and what runs there. ``bindings`` (ResourceBindings
+and, without a namespace filter, ClusterResourceBindings): the workload, where it is placed, its graceful-eviction
+tasks (from which cluster, purge mode, preserved state) and its scheduling/apply conditions. ``works``: one row per
+Work, with its cluster, workload and Applied condition. ``-o wide`` adds columns; ``-o yaml|json`` prints the objects
+as kubectl does (a ``List`` when there are several).
+
+The rows are computed by pure functions (:func:`cluster_row`, :func:`binding_row`, :func:`work_row`) so that tests and
+``flotilla demo`` can use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from flotilla.api import resources as R
+from flotilla.apiserver.builtin_kinds import human_age
+from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.client.kubeconfig import KubeconfigError
+
+__all__ = ["add_get_parser", "binding_row", "cluster_row", "render_table", "work_row"]
+
+KINDS: dict[str, str] = {
+    "cluster": "clusters", "clusters": "clusters",
+    "binding": "bindings", "bindings": "bindings", "rb": "bindings", "resourcebinding": "bindings",
+    "resourcebindings": "bindings", "crb": "bindings", "clusterresourcebinding": "bindings",
+    "clusterresourcebindings": "bindings",
+    "work": "works", "works": "works",
+}
+
+GET_EPILOG = """\
+examples:
+  flotilla get clusters                       # readiness and taints of every member
+  flotilla get bindings -A                    # where every workload runs, eviction tasks in progress
+  flotilla get bindings web-deployment -n default -o yaml
+  flotilla get works -A -o wide               # one row per Work, with its cluster and applied state
+"""
+
+
+def add_get_parser(sub: Any) -> None:
+    g = sub.add_parser("get", help="show clusters, bindings (placement and eviction tasks) or works",
+                       description="Show Flotilla's clusters, bindings or works, with what matters for failover.",
+                       epilog=GET_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("kind", help="clusters, bindings (rb, crb) or works")
+    g.add_argument("name", nargs="?", default=None, help="only this object")
+    g.add_argument("-n", "--namespace", default=None, help="namespace of bindings/works (default: the context's)")
+    g.add_argument("-A", "--all-namespaces", action="store_true", help="bindings/works of every namespace")
+    g.add_argument("-o", "--output", default="", choices=["", "wide", "yaml", "json"], help="wide, yaml or json")
+    g.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
+    g.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
+                   help="context in --kubeconfig (default: current)")
+    g.set_defaults(fn=run_get_command)
+
+
+# ============================================================================================ rows (pure)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _condition(obj: Mapping[str, Any], type_: str) -> str:
+    for c in _list(_map(obj.get("status")).get("conditions")):
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return str(c.get("status") or "Unknown")
+    return "Unknown"
+
+
+def _taint(t: Mapping[str, Any]) -> str:
+    value = t.get("value")
+    return f"{t.get('key')}{'=' + str(value) if value else ''}:{t.get('effect')}"
+
+
+def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
+    meta, spec, status = _map(cluster.get("metadata")), _map(cluster.get("spec")), _map(cluster.get("status"))
+    taints = [_taint(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)]
+    row = [str(meta.get("name") or ""), str(status.get("kubernetesVersion") or ""),
+           str(spec.get("syncMode") or "Push"), _condition(cluster, "Ready"), ",".join(taints) or "<none>",
+           human_age(meta.get("creationTimestamp"), now)]
+    if wide:
+        row.insert(5, str(spec.get("apiEndpoint") or ""))
+    return row
+
+
+CLUSTER_HEADERS = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "AGE"]
+CLUSTER_WIDE = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "ENDPOINT", "AGE"]
+
+
+def _task(t: Mapping[str, Any], wide: bool) -> str:
+    out = f"{t.get('fromCluster')}({t.get('purgeMode') or 'Gracefully'})"
+    if wide:
+        state = _map(t.get("preservedLabelState"))
+        if state:
+            out += "{" + ",".join(f"{k}={v}" for k, v in sorted(state.items())) + "}"
+    return out
+
+
+def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False,
+                namespaced: bool = False) -> list[str]:
+    meta, spec = _map(binding.get("metadata")), _map(binding.get("spec"))
+    resource = _map(spec.get("resource"))
+    target = f"{resource.get('kind')}/{resource.get('name')}"
+    clusters = []
+    for c in _list(spec.get("clusters")):
+        if isinstance(c, Mapping):
+            replicas = c.get("replicas")
+            clusters.append(f"{c.get('name')}" + (f":{replicas}" if replicas else ""))
+    tasks = [_task(t, wide) for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
+    row = [str(meta.get("name") or ""), target, ",".join(clusters) or "<none>", ",".join(tasks) or "<none>",
+           _condition(binding, "Scheduled"), _condition(binding, "FullyApplied"),
+           human_age(meta.get("creationTimestamp"), now)]
+    if wide:
+        health = [f"{i.get('clusterName')}={i.get('health') or 'Unknown'}"
+                  for i in _list(_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
+        row.insert(6, ",".join(health) or "<none>")
+    if namespaced:
+        row.insert(0, str(meta.get("namespace") or ""))
+    return row
+
+
+BINDING_HEADERS = ["NAME", "RESOURCE", "CLUSTERS", "EVICTING", "SCHEDULED", "FULLYAPPLIED", "AGE"]
+BINDING_WIDE = ["NAME", "RESOURCE", "CLUSTERS", "EVICTING", "SCHEDULED", "FULLYAPPLIED", "HEALTH", "AGE"]
+
+
+def work_row(work: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
+    meta, spec = _map(work.get("metadata")), _map(work.get("spec"))
+    namespace = str(meta.get("namespace") or "")
+    cluster = namespace.removeprefix("karmada-es-")
+    manifests = [m for m in _list(_map(spec.get("workload")).get("manifests")) if isinstance(m, Mapping)]
+    workloads = ",".join(f"{m.get('kind')}/{_map(m.get('metadata')).get('name')}" for m in manifests) or "<none>"
+    row = [namespace, str(meta.get("name") or ""), cluster, workloads, _condition(work, "Applied"),
+           human_age(meta.get("creationTimestamp"), now)]
+    if wide:
+        row.insert(5, "true" if meta.get("deletionTimestamp") else "false")
+    return row
+
+
+WORK_HEADERS = ["NAMESPACE", "NAME", "CLUSTER", "WORKLOAD", "APPLIED", "AGE"]
+WORK_WIDE = ["NAMESPACE", "NAME", "CLUSTER", "WORKLOAD", "APPLIED", "DELETING", "AGE"]
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns separated by three spaces, as kubectl prints them."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in [list(headers), *rows]]
+    return "\n".join(lines)
+
+
+# ============================================================================================ command
+
+
+class GetError(Exception):
+    pass
+
+
+def _as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+
+
+async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | None) -> list[dict[str, Any]]:
+    if name is not None:
+        try:
+            return [await cp.get(res, name, namespace)]
+        except ApiException as e:
+            if is_not_found(e):
+                return []
+            raise
+    return list((await cp.list(res, namespace)).get("items") or [])
+
+
+async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    kind = KINDS.get(args.kind.lower())
+    if kind is None:
+        raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb) or works')
+    try:
+        cp = Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
+    except KubeconfigError as e:
+        raise GetError(f"control plane: {e} (use --kubeconfig)") from None
+    wide = args.output == "wide"
+    namespace = None if args.all_namespaces else (args.namespace or cp.namespace or "default")
+    async with cp:
+        if kind == "clusters":
+            items = await _fetch(cp, R.CLUSTERS, args.name, None)
+            headers = CLUSTER_WIDE if wide else CLUSTER_HEADERS
+            rows = [cluster_row(c, wide=wide) for c in items]
+            missing = f'clusters.cluster.karmada.io "{args.name}" not found'
+        elif kind == "bindings":
+            items = await _fetch(cp, R.RESOURCE_BINDINGS, args.name, namespace)
+            if args.all_namespaces or args.kind.lower() in ("crb", "clusterresourcebinding",
+                                                            "clusterresourcebindings") or not items:
+                crbs = await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, args.name, None)
+                if args.kind.lower().startswith(("crb", "cluster")):
+                    items = crbs
+                else:
+                    items += crbs
+            headers = BINDING_WIDE if wide else BINDING_HEADERS
+            headers = ["NAMESPACE", *headers] if args.all_namespaces else headers
+            rows = [binding_row(b, wide=wide, namespaced=args.all_namespaces) for b in items]
+            missing = f'bindings "{args.name}" not found in namespace {namespace}'
+        else:
+            # Works live in the execution spaces karmada-es-<cluster>: every one unless -n names one
+            if args.name is not None and not args.namespace:
+                raise GetError(f"a Work is named within its execution space: add -n karmada-es-<cluster> to "
+                               f"get work {args.name}")
+            items = await _fetch(cp, R.WORKS, args.name, None if args.all_namespaces else args.namespace)
+            headers = WORK_WIDE if wide else WORK_HEADERS
+            rows = [work_row(w, wide=wide) for w in items]
+            missing = f'works.work.karmada.io "{args.name}" not found'
+    if args.name is not None and not items:
+        raise GetError(missing)
+    if args.output in ("yaml", "json"):
+        doc: Any = items[0] if args.name is not None else _as_list(items)
+        out(json.dumps(doc, indent=4) if args.output == "json"
+            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip())
+        return 0
+    if not items:
+        print("No resources found" + (f" in {namespace} namespace." if kind == "bindings" and namespace else "."),
+              file=sys.stderr)
+        return 0
+    out(render_table(headers, rows))
+    return 0
+
+
+def run_get_command(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_get(args, print))
+    except GetError as e:
+        print(f"error: {e}", file=sys.stderr)
+    except ApiException as e:
+        print(f"error: the control plane answered: {e}", file=sys.stderr)
+    except BrokenPipeError:  # the reader went away (`| head`)
+        return 0
+    except OSError as e:
+        print(f"error: cannot reach the control plane: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    return 1

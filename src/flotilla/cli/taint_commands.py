@@ -1,0 +1,210 @@
+"""``flotilla taint clusters``, ``flotilla cordon`` and ``flotilla uncordon``, as karmadactl's.
+
+``taint clusters NAME... key[=value]:Effect ... [--overwrite] [--dry-run]`` updates ``spec.taints`` of each named
+Cluster (:mod:`flotilla.cluster.taint_spec` decides); ``cordon NAME`` adds ``cluster.karmada.io/unschedulable:
+NoSchedule`` (new placements keep away; nothing is evicted), ``uncordon NAME`` removes it. Writes are JSON merge
+patches guarded by the Cluster's ``resourceVersion`` (decided again on a conflict). Messages and outputs are
+karmadactl's: ``cluster/NAME tainted|untainted|modified``, ``NAME cluster cordoned|already cordoned``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from flotilla.client import ApiException, Client, is_conflict, is_not_found
+from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.cluster.taint_spec import (
+    UNSCHEDULABLE_TAINT_KEY,
+    TaintSpecError,
+    TaintUpdate,
+    apply_update,
+    parse_taint_args,
+    split_resources_and_taints,
+)
+from flotilla.controllers.members import CLUSTERS
+
+__all__ = ["add_taint_parsers", "cordon_cluster", "taint_clusters"]
+
+_ATTEMPTS = 5
+Out = Callable[[str], None]
+
+TAINT_EPILOG = """\
+A taint is key[=value]:Effect. The key is a qualified name (optionally prefixed, like example.com/my-app); the value
+is optional and must be a valid label value; the effect is NoSchedule, PreferNoSchedule or NoExecute (a Cluster
+accepts NoSchedule and NoExecute). NoSchedule keeps new placements away; NoExecute evicts the workloads that do not
+tolerate it (the taint manager).
+
+examples:
+  # taint member1 so that workloads not tolerating dedicated=special-user:NoSchedule are not placed there
+  flotilla taint clusters member1 dedicated=special-user:NoSchedule
+  # replace the value of an existing taint
+  flotilla taint clusters member1 dedicated=other:NoSchedule --overwrite
+  # remove the taint with key dedicated and effect NoSchedule; remove every taint with key dedicated
+  flotilla taint clusters member1 dedicated:NoSchedule-
+  flotilla taint clusters member1 dedicated-
+  # evict what does not tolerate it (karmada-failover.md §2)
+  flotilla taint clusters member1 fail-test:NoExecute
+"""
+
+
+class TaintCommandError(Exception):
+    """The command cannot do what was asked; the message says why."""
+
+
+def _control_plane_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
+                   help="context in --kubeconfig (default: current)")
+
+
+def add_taint_parsers(sub: Any) -> None:
+    t = sub.add_parser("taint", help="update the taints on one or more clusters (as karmadactl taint)",
+                       description="Update the taints on one or more clusters: "
+                                   "taint clusters NAME... KEY_1=VAL_1:EFFECT_1 ... KEY_N=VAL_N:EFFECT_N",
+                       epilog=TAINT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("args", nargs="+", metavar="clusters NAME... TAINT...",
+                   help="the resource type (cluster or clusters), one or more names, then the taint changes")
+    t.add_argument("--overwrite", action="store_true",
+                   help="allow taints to be overwritten, otherwise reject updates that overwrite existing taints")
+    t.add_argument("--dry-run", action="store_true",
+                   help="only print what would change, without writing it")
+    _control_plane_args(t)
+    t.set_defaults(fn=run_taint_command)
+
+    for verb, doing in (("cordon", "mark a cluster unschedulable (taint "
+                                   f"{UNSCHEDULABLE_TAINT_KEY}:NoSchedule); nothing is evicted"),
+                        ("uncordon", f"mark a cluster schedulable again (remove {UNSCHEDULABLE_TAINT_KEY}:"
+                                     "NoSchedule)")):
+        c = sub.add_parser(verb, help=doing, description=doing[0].upper() + doing[1:] + ".",
+                           epilog=f"example:\n  flotilla {verb} member1",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        c.add_argument("name", help="the cluster's name")
+        c.add_argument("--dry-run", action="store_true", help="only print what would change")
+        _control_plane_args(c)
+        c.set_defaults(fn=run_cordon_command, _cordon=verb == "cordon")
+
+
+# ============================================================================================ operations
+
+
+async def _update_taints(cp: Client, name: str, decide: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
+                         dry_run: bool) -> bool:
+    """Apply ``decide(cluster)`` (the new taints, or None: nothing to write); True when it wrote (or would)."""
+    for _ in range(_ATTEMPTS):
+        try:
+            cluster = await cp.get(CLUSTERS, name)
+        except ApiException as e:
+            if is_not_found(e):
+                raise TaintCommandError(f'clusters.cluster.karmada.io "{name}" not found') from None
+            raise
+        taints = decide(cluster)
+        if taints is None:
+            return False
+        if dry_run:
+            return True
+        patch = {"metadata": {"resourceVersion": cluster["metadata"].get("resourceVersion")},
+                 "spec": {"taints": taints}}
+        try:
+            await cp.patch(CLUSTERS, name, patch)
+            return True
+        except ApiException as e:
+            if is_not_found(e):
+                raise TaintCommandError(f'clusters.cluster.karmada.io "{name}" not found') from None
+            if not is_conflict(e):
+                raise
+    raise TaintCommandError(f"cluster {name} kept changing while its taints were being updated; try again")
+
+
+async def taint_clusters(cp: Client, names: list[str], update: TaintUpdate, *, overwrite: bool, dry_run: bool,
+                         out: Out = print) -> None:
+    for name in names:
+        operation = ""
+
+        def decide(cluster: dict[str, Any], name: str = name) -> list[dict[str, Any]]:
+            nonlocal operation
+            operation, taints = apply_update(name, (cluster.get("spec") or {}).get("taints"), update,
+                                             overwrite=overwrite)
+            return taints
+
+        await _update_taints(cp, name, decide, dry_run)
+        out(f"cluster/{name} {operation}" + (" (dry run)" if dry_run else ""))
+
+
+async def cordon_cluster(cp: Client, name: str, *, cordon: bool, dry_run: bool, out: Out = print) -> bool:
+    verb = "cordon" if cordon else "uncordon"
+
+    def decide(cluster: dict[str, Any]) -> list[dict[str, Any]] | None:
+        taints = [t for t in (cluster.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        has = any(t.get("key") == UNSCHEDULABLE_TAINT_KEY and t.get("effect") == "NoSchedule" for t in taints)
+        if has == cordon:
+            return None
+        if cordon:
+            return [*taints, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}]
+        return [t for t in taints if not (t.get("key") == UNSCHEDULABLE_TAINT_KEY and t.get("effect") == "NoSchedule")]
+
+    changed = await _update_taints(cp, name, decide, dry_run)
+    if not changed:
+        out(f"{name} cluster already {verb}ed")
+        return False
+    out(f"{name} cluster {verb}ed" + (" (dry run)" if dry_run else ""))
+    return True
+
+
+# ============================================================================================ commands
+
+
+def _err(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def _control_plane(args: argparse.Namespace) -> Client:
+    try:
+        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
+    except KubeconfigError as e:
+        raise TaintCommandError(f"control plane: {e} (use --kubeconfig)") from None
+
+
+def _run(main: Callable[[], Any]) -> int:
+    try:
+        return int(asyncio.run(main()) or 0)
+    except (TaintCommandError, TaintSpecError) as e:
+        _err(str(e))
+    except ApiException as e:
+        _err(f"the control plane answered: {e}")
+    except OSError as e:
+        _err(f"cannot reach the control plane: {e}")
+    except KeyboardInterrupt:
+        return 130
+    return 1
+
+
+def run_taint_command(args: argparse.Namespace) -> int:
+    async def main() -> int:
+        resources, specs = split_resources_and_taints(args.args)
+        if not resources:
+            raise TaintCommandError("one or more resources must be specified as <resource> <name>")
+        update = parse_taint_args(specs)
+        kind = resources[0].lower()
+        if kind not in ("cluster", "clusters"):
+            raise TaintCommandError(f'invalid resource type {kind}, only ["cluster" "clusters"] are supported')
+        if len(resources) < 2:
+            raise TaintCommandError("at least one resource name must be specified")
+        async with _control_plane(args) as cp:
+            await taint_clusters(cp, resources[1:], update, overwrite=args.overwrite, dry_run=args.dry_run)
+        return 0
+
+    return _run(main)
+
+
+def run_cordon_command(args: argparse.Namespace) -> int:
+    async def main() -> int:
+        async with _control_plane(args) as cp:
+            await cordon_cluster(cp, args.name, cordon=args._cordon, dry_run=args.dry_run)
+        return 0
+
+    return _run(main)
