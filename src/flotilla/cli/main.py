@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_interpret_parser(sub)  # `flotilla interpret`, as `karmadactl interpret`
 
+    from flotilla.cli.failover_cmd import add_failover_parsers
+
+    add_failover_parsers(sub)  # `flotilla failover preview KIND/NAME` (BEHAVIOR.md "Failover preview")
+
     from flotilla.cli.up import add_up_parsers
 
     add_up_parsers(sub)  # `flotilla up` / `flotilla down`

@@ -74,6 +74,16 @@ class RulePreview:
     def ok(self) -> bool:
         return self.error is None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The machine-readable form (``flotilla failover preview -o json``): every key is always present."""
+        error: dict[str, Any] | None = None
+        if self.error is not None:
+            error = {"failure": self.error.failure.value, "reason": self.error.reason,
+                     "message": self.error.message, "missingKey": self.error.missing_key,
+                     "value": self.error.value}
+        return {"aliasLabelName": self.alias, "jsonPath": self.json_path, "ok": self.ok, "value": self.value,
+                "error": error, "hint": self.hint or None}
+
 
 @dataclass(frozen=True)
 class BlockPreview:
@@ -102,6 +112,13 @@ class BlockPreview:
     def ok(self) -> bool:
         return self.state is not None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The machine-readable form: ``state`` is ``null`` when a rule fails (the eviction would wait)."""
+        return {"trigger": self.trigger, "configured": self.configured, "purgeMode": self.purge_mode or None,
+                "ok": self.ok, "rules": [r.to_dict() for r in self.rules], "state": self.state,
+                "injection": {"inject": self.inject, "reason": self.inject_reason},
+                "warnings": list(self.warnings)}
+
 
 @dataclass(frozen=True)
 class PreviewReport:
@@ -116,6 +133,22 @@ class PreviewReport:
     def ok(self) -> bool:
         """Every configured block would preserve its state."""
         return all(b.ok for b in self.blocks if b.configured)
+
+    @property
+    def failing_rules(self) -> tuple[RulePreview, ...]:
+        """The rules of configured blocks that fail now (each would block an eviction, D6)."""
+        return tuple(r for b in self.blocks if b.configured for r in b.rules if not r.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The machine-readable form of the report (``-o json`` / ``-o yaml``), with stable keys.
+
+        ``targetCluster`` is ``null`` when no target was given (the scheduler's pick); ``ok`` is
+        :attr:`ok`; ``triggers`` holds one entry per trigger, ``cluster`` then ``application``.
+        """
+        target = None if self.target_cluster == UNKNOWN_TARGET else self.target_cluster
+        return {"fromCluster": self.from_cluster, "targetCluster": target, "statusCollected": self.status_collected,
+                "featureGates": {STATEFUL_FAILOVER_INJECTION_GATE: self.gate}, "ok": self.ok,
+                "notes": list(self.notes), "triggers": [b.to_dict() for b in self.blocks]}
 
 
 # ------------------------------------------------------------------------------------------------ hints
