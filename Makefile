@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/flotilla demo-api
+	$(VENV)/bin/flotilla demo
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests

@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.get_command import add_get_parser
 
     add_get_parser(sub)  # `flotilla get clusters|bindings|works`
+
+    from flotilla.cli.demo import add_demo_parser
+
+    add_demo_parser(sub)  # `flotilla demo` (what `make demo` runs)
     return p
 
 

@@ -16,8 +16,9 @@ from what a script returns, numbers that are whole become integers).
 * **InterpretStatus**: keeps ``clusterInfo error jobManagerDeploymentStatus jobStatus
   observedGeneration lifecycleState reconciliationStatus taskManager`` (``{}`` without a status).
 * **AggregateStatus**: the last item (in the given order) that has a status supplies those eight
-  fields, each replaced whole; with items but no status at all they are reset to empty values; with
-  no items the template is returned as it is.
+  fields, each replaced whole; with items but no status at all they are reset to empty values (the two
+  enum fields ``jobManagerDeploymentStatus`` and ``lifecycleState`` are removed rather than set to ``""``,
+  which the operator's CRD refuses); with no items the template is returned as it is.
 * **InterpretReplica**: job manager replicas (default 1) + task manager replicas (``taskManager.replicas``,
   else ``ceil(job.parallelism / taskmanager.numberOfTaskSlots)``, else 1); the per-replica request is
   the larger CPU and the larger memory of the two; node selector, tolerations and priority class
@@ -67,8 +68,10 @@ FLINK_DEPLOYMENT = GVK("flink.apache.org/v1beta1", "FlinkDeployment")
 
 FLINK_STATUS_FIELDS = ("clusterInfo", "error", "jobManagerDeploymentStatus", "jobStatus", "observedGeneration",
                        "lifecycleState", "reconciliationStatus", "taskManager")
-_FLINK_STATUS_RESET: dict[str, Any] = {"clusterInfo": {}, "error": "", "jobManagerDeploymentStatus": "",
-                                       "jobStatus": {}, "lifecycleState": "", "observedGeneration": 0,
+# Karmada's script resets jobManagerDeploymentStatus and lifecycleState to "", which the operator's CRD refuses
+# (both are enums): the template's status write would fail until a member reports. Flotilla removes them instead.
+_FLINK_STATUS_RESET: dict[str, Any] = {"clusterInfo": {}, "error": "", "jobManagerDeploymentStatus": None,
+                                       "jobStatus": {}, "lifecycleState": None, "observedGeneration": 0,
                                        "reconciliationStatus": {}, "taskManager": {}}
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
 SHORT_LIVED_STATES = frozenset({"CANCELLING", "FAILING", "RESTARTING"})

@@ -1,0 +1,432 @@
+"""``flotilla demo``: the proposal's Flink story, for real, on one machine.
+
+A FlinkDeployment ``wordcount`` runs on member1 (placement: member1 first, member2/member3 as the fallback group)
+with a PropagationPolicy that moves it with ``purgeMode: Directly`` and preserves ``{ .jobStatus.jobId }`` as the
+label ``failover.flink.io/job-id``. Then member1 loses power (the simulator's ``off`` fault: its API goes away and
+its workloads stop). The demo narrates what the control plane does, with the time since the power went off:
+detection (Ready False), the ClusterTaintPolicy's ``not-ready:NoExecute`` taint, the eviction task with the
+preserved job id; ``Directly`` waits until member1 is known to be down, which a person confirms with
+``flotilla fence member1``; the job is re-created on another member with the job id as a label, the member-side
+restore rule turns it into ``initialSavepointPath``, and the job resumes from its newest checkpoint. Finally
+member1 comes back (its API first, its workloads a few seconds later, as a rebooting cluster), it is unfenced, and
+its stale copy is deleted before it could run again. The summary table and the checks come from
+:mod:`flotilla.local.demo_report`; the exit code is 0 only when every check held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+from flotilla.api import resources as R
+from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.local.demo_report import DemoFacts, checks, render_summary
+from flotilla.local.layout import RECORD_FILE
+from flotilla.local.stack import NOT_READY_TAINT, LocalStack, StackConfig
+
+__all__ = ["DemoError", "copies_at_most", "run_demo"]
+
+T = TypeVar("T")
+
+NAMESPACE = "default"
+NAME = "wordcount"
+BINDING = f"{NAME}-flinkdeployment"
+JOB_LABEL = "failover.flink.io/job-id"
+FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+BOOT_DELAY = 6.0  # seconds from member1's power-on to its workloads restarting (its API answers at once)
+ANN = "sim.flotilla.io/"
+
+
+def policy() -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+                                   "name": NAME}],
+            "placement": {
+                "clusterAffinities": [{"affinityName": "primary", "clusterNames": ["member1"]},
+                                      {"affinityName": "fallback", "clusterNames": ["member2", "member3"]}],
+                "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]},
+            "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {
+                "rules": [{"aliasLabelName": JOB_LABEL, "jsonPath": "{ .jobStatus.jobId }"}]}}},
+        },
+    }
+
+
+def flink_deployment() -> dict[str, Any]:
+    return {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            "spec": {"image": "flink:1.20", "flinkVersion": "v1_20", "serviceAccount": "flink",
+                     "jobManager": {"resource": {"memory": "2048m", "cpu": 1}},
+                     "taskManager": {"resource": {"memory": "2048m", "cpu": 1}},
+                     "job": {"jarURI": "local:///opt/flink/examples/streaming/WordCount.jar", "parallelism": 2,
+                             "upgradeMode": "last-state"}}}
+
+
+class DemoError(Exception):
+    """The demo could not go on; the message says where it stopped."""
+
+
+def copies_at_most(intervals: list[Any]) -> int:
+    """The most intervals running at one instant (touching ends do not count)."""
+    events: list[tuple[float, int]] = []
+    for iv in intervals:
+        events.append((iv.start, 1))
+        events.append((iv.end if iv.end is not None else float("inf"), -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    most = current = 0
+    for _, delta in events:
+        current += delta
+        most = max(most, current)
+    return most
+
+
+class Narrator:
+    """Prints each step with the elapsed time; while waiting, a live line on a terminal."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.start = time.monotonic()
+        self.live = out.isatty()
+        self.t0: float | None = None  # the power-off instant, once it happened
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def since_fault(self) -> float | None:
+        return None if self.t0 is None else time.monotonic() - self.t0
+
+    def say(self, message: str) -> None:
+        stamp = f"[{self.elapsed():6.1f}s]"
+        if self.t0 is not None:
+            stamp += f" (T+{time.monotonic() - self.t0:5.1f}s)"
+        self.out.write(f"{stamp} {message}\n")
+        self.out.flush()
+
+    async def wait(self, check: Callable[[], Awaitable[T | None]], what: str, limit: float = 60.0) -> T:
+        began = time.monotonic()
+        spinner = "|/-\\"
+        i = 0
+        last_error = ""
+        while True:
+            try:
+                result = await check()
+            except (ApiException, OSError) as e:
+                result, last_error = None, str(e)
+            if result is not None:
+                if self.live:
+                    self.out.write("\r\033[K")
+                return result
+            waited = time.monotonic() - began
+            if waited > limit:
+                if self.live:
+                    self.out.write("\r\033[K")
+                raise DemoError(f"timed out after {limit:.0f}s waiting for {what}"
+                                + (f" (last error: {last_error})" if last_error else ""))
+            if self.live:
+                self.out.write(f"\r\033[K    {spinner[i % 4]} waiting for {what} ({waited:4.1f}s)")
+                self.out.flush()
+                i += 1
+            await asyncio.sleep(0.25)
+
+
+async def _get(client: Client, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    try:
+        return await client.get(res, name, namespace)
+    except ApiException as e:
+        if is_not_found(e):
+            return None
+        raise
+
+
+def _ann(obj: dict[str, Any], key: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(ANN + key) or "")
+
+
+def _job(obj: dict[str, Any]) -> dict[str, Any]:
+    return (obj.get("status") or {}).get("jobStatus") or {}
+
+
+def _prepare_data_dir(data_dir: Path) -> None:
+    """The demo starts afresh: an old demo directory (one ``flotilla up`` made) is removed; anything else is
+    refused rather than deleted."""
+    if not data_dir.exists():
+        return
+    if not data_dir.is_dir():
+        raise DemoError(f"{data_dir} is not a directory; pass another --data-dir")
+    entries = list(data_dir.iterdir())
+    if entries and not (data_dir / RECORD_FILE).exists():
+        raise DemoError(f"{data_dir} is not empty and was not made by flotilla; pass another --data-dir")
+    shutil.rmtree(data_dir)
+
+
+class Demo:
+    def __init__(self, data_dir: Path, out: TextIO, *, keep: bool) -> None:
+        self.data_dir = data_dir
+        self.keep = keep
+        self.n = Narrator(out)
+        self.facts = DemoFacts(old_member="member1")
+        self.stack: LocalStack | None = None
+        self.members: dict[str, Client] = {}
+
+    @property
+    def cp(self) -> Client:
+        assert self.stack is not None
+        return self.stack.client
+
+    async def run(self) -> int:
+        _prepare_data_dir(self.data_dir)
+        self.data_dir.mkdir(parents=True)
+        log_file = self.data_dir / "demo.log"
+        root = logging.getLogger()
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        saved = (root.handlers[:], root.level)
+        root.handlers = [handler]
+        root.setLevel(logging.INFO)
+        try:
+            return await self._run(log_file)
+        finally:
+            root.handlers, level = saved
+            root.setLevel(level)
+            handler.close()
+
+    async def _run(self, log_file: Path) -> int:
+        n = self.n
+        n.say("starting Flotilla: control plane, every controller and 3 simulated members (flotilla up)")
+        self.stack = LocalStack(StackConfig(data_dir=self.data_dir, members=3, port=0), say=lambda m: None)
+        try:
+            await self.stack.start()
+            for name, m in self.stack.group.members.items():
+                self.members[name] = Client.from_kubeconfig(str(m.kubeconfig_path))
+            await self._story()
+        finally:
+            if self.keep and self.stack.api is not None:
+                await self._keep_running()
+            for c in self.members.values():
+                with contextlib.suppress(Exception):
+                    await c.close()
+            await self.stack.stop()
+        results = checks(self.facts)
+        n.out.write("\nsummary\n" + render_summary(self.facts) + "\n")
+        ok = all(c.ok for c in results)
+        n.out.write(("\nevery check held" if ok else "\nsome checks FAILED") + f" (the components' log: {log_file})\n")
+        n.out.flush()
+        return 0 if ok else 1
+
+    async def _keep_running(self) -> None:
+        assert self.stack is not None
+        self.n.out.write(f"\n--keep: Flotilla keeps running. export KUBECONFIG={self.stack.kubeconfig.resolve()}"
+                         " and explore with kubectl (contexts flotilla, member1..3); Ctrl-C stops it\n")
+        self.n.out.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+    async def _story(self) -> None:
+        n, f = self.n, self.facts
+        assert self.stack is not None
+        await n.wait(self._clusters_ready, "the 3 members to be Ready", 60)
+        n.say("members ready; a ClusterTaintPolicy turns Ready=False/Unknown into "
+              f"{NOT_READY_TAINT}:NoExecute")
+
+        from flotilla.member.flink_crd import flink_deployment_crd
+
+        with contextlib.suppress(ApiException):
+            await self.cp.create(CRDS, flink_deployment_crd())
+        await n.wait(self._crd_served, "the FlinkDeployment CRD to be served", 30)
+        await self.cp.create(R.PROPAGATION_POLICIES, policy(), NAMESPACE)
+        await self.cp.create(FLINK, flink_deployment(), NAMESPACE)
+        n.say(f"applied PropagationPolicy {NAME} (member1 first; failover.cluster: purgeMode Directly, "
+              f"preserve {{ .jobStatus.jobId }} as {JOB_LABEL}) and FlinkDeployment {NAME}")
+
+        obj = await n.wait(lambda: self._running_in("member1"), f"{NAME} to run on member1", 60)
+        f.job_id = str(_job(obj).get("jobId") or "")
+        n.say(f"job {f.job_id} RUNNING on member1")
+        await n.wait(self._job_id_on_binding, "the binding to hold the job's status", 30)
+        obj = await n.wait(self._checkpointed, "a completed checkpoint", 30)
+        n.say(f"checkpoint {_ann(obj, 'last-checkpoint')} completed; records processed: {_ann(obj, 'records-processed')}")
+        await asyncio.sleep(1.0)
+        last = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
+        f.records_at_fault = int(_ann(last or obj, "records-processed") or 0)
+
+        member1 = self.stack.member("member1")
+        await member1.set_fault("off")
+        n.t0 = time.monotonic()
+        n.say("member1 loses power: its API server is gone and its workloads stopped (flotilla sim fault member1 "
+              "--mode off)")
+        await asyncio.sleep(0.2)
+        self._read_newest_checkpoint()
+        n.say(f"the job's newest checkpoint: {Path(f.newest_checkpoint).name} (records [0, "
+              f"{f.newest_checkpoint_offset}))")
+
+        await n.wait(self._not_ready, "member1 to be detected as not Ready", 60)
+        f.detection_seconds = n.since_fault()
+        n.say("member1 is not Ready (the cluster-status controller's probes failed)")
+        await n.wait(self._tainted, f"the {NOT_READY_TAINT}:NoExecute taint", 30)
+        f.taint_seconds = n.since_fault()
+        n.say(f"the ClusterTaintPolicy tainted member1 {NOT_READY_TAINT}:NoExecute")
+        task = await n.wait(self._evicted, "the taint manager to evict the job from member1", 30)
+        f.eviction_seconds = n.since_fault()
+        n.say(f"evicted: graceful eviction task from member1, purgeMode {task.get('purgeMode')}, preserved state "
+              f"{task.get('preservedLabelState')}")
+        placed = await n.wait(self._rescheduled, "the scheduler to place the job elsewhere", 30)
+        n.say(f"the scheduler placed it on {placed} (the fallback cluster group)")
+        n.say("purgeMode Directly: the new copy is created only once the old one is known to be gone, and member1 "
+              "cannot be asked. An operator confirms member1 is powered off: flotilla fence member1")
+        from flotilla.cli.fence_commands import fence_cluster
+
+        await fence_cluster(self.cp, "member1", out=lambda m: None, warn=lambda m: None)
+
+        obj = await n.wait(self._moved, "the job to run on another member", 60)
+        f.failover_seconds = n.since_fault()
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        n.say(f"{NAME} RUNNING on {f.new_member}, created with label {JOB_LABEL}={f.injected_label}; restored from "
+              f"{Path(f.restored_from).name or 'nothing'} at record {f.restored_offset}")
+        if labels.get(JOB_LABEL) != f.injected_label:
+            n.say(f"(the label on {f.new_member} now reads {labels.get(JOB_LABEL)!r})")
+
+        n.say(f"member1 powers on: its API answers at once, its workloads restart {BOOT_DELAY:g}s later")
+        member1.faults.boot_delay = BOOT_DELAY
+        await member1.set_fault("recover")
+        from flotilla.cli.fence_commands import unfence_cluster
+
+        await n.wait(self._ready_again, "member1 to be Ready again", 60)
+        await unfence_cluster(self.cp, "member1", out=lambda m: None)
+        n.say("member1 is Ready; unfenced (flotilla unfence member1): its stale copy is deleted before anything else")
+        await n.wait(self._stale_gone, "the stale copy on member1 to be deleted", 60)
+        f.stale_copy_removed = True
+        n.say("member1 holds no copy of the job any more")
+        await asyncio.sleep(max(0.0, BOOT_DELAY + 1.0))  # past member1's workload restart: nothing may run there
+        obj = await n.wait(lambda: self._running_in(f.new_member), f"{NAME} still RUNNING on {f.new_member}", 30)
+        f.records_at_end = int(_ann(obj, "records-processed") or 0)
+        f.stale_copy_removed = await _get(self.members["member1"], FLINK, NAME, NAMESPACE) is None
+        ivs = self.stack.group.history.intervals(kind="FlinkDeployment", namespace=NAMESPACE, name=NAME)
+        from flotilla.member.history import overlaps
+
+        f.overlaps = overlaps(ivs)
+        f.copies_max = copies_at_most(ivs)
+
+    # ------------------------------------------------------------------ observations
+    async def _clusters_ready(self) -> bool | None:
+        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
+        ready = [c for c in items if any(x.get("type") == "Ready" and x.get("status") == "True"
+                                         for x in (c.get("status") or {}).get("conditions") or [])]
+        return True if len(ready) == 3 else None
+
+    async def _crd_served(self) -> bool | None:
+        try:
+            await self.cp.list(FLINK, NAMESPACE)
+            return True
+        except ApiException:
+            return None
+
+    async def _running_in(self, member: str) -> dict[str, Any] | None:
+        obj = await _get(self.members[member], FLINK, NAME, NAMESPACE)
+        if obj is None or _job(obj).get("state") != "RUNNING" or not _job(obj).get("jobId"):
+            return None
+        return obj
+
+    async def _job_id_on_binding(self) -> bool | None:
+        rb = await _get(self.cp, R.RESOURCE_BINDINGS, BINDING, NAMESPACE)
+        for item in ((rb or {}).get("status") or {}).get("aggregatedStatus") or []:
+            if item.get("clusterName") == "member1" and \
+                    ((item.get("status") or {}).get("jobStatus") or {}).get("jobId") == self.facts.job_id:
+                return True
+        return None
+
+    async def _checkpointed(self) -> dict[str, Any] | None:
+        obj = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
+        if obj is None or _ann(obj, "last-checkpoint") in ("", "none"):
+            return None
+        return obj
+
+    def _read_newest_checkpoint(self) -> None:
+        from flotilla.member.checkpoints import CheckpointStore
+
+        assert self.stack is not None
+        store = CheckpointStore(self.stack.members_dir / "checkpoints")
+        snap = store.latest_checkpoint(self.facts.job_id)
+        if snap is not None:
+            self.facts.newest_checkpoint = snap.path
+            self.facts.newest_checkpoint_offset = snap.offset
+
+    async def _cluster(self, name: str) -> dict[str, Any]:
+        return await self.cp.get(R.CLUSTERS, name)
+
+    async def _not_ready(self) -> bool | None:
+        c = await self._cluster("member1")
+        for cond in (c.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") in ("False", "Unknown"):
+                return True
+        return None
+
+    async def _ready_again(self) -> bool | None:
+        c = await self._cluster("member1")
+        for cond in (c.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                return True
+        return None
+
+    async def _tainted(self) -> bool | None:
+        c = await self._cluster("member1")
+        taints = (c.get("spec") or {}).get("taints") or []
+        return True if any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoExecute" for t in taints) \
+            else None
+
+    async def _evicted(self) -> dict[str, Any] | None:
+        rb = await _get(self.cp, R.RESOURCE_BINDINGS, BINDING, NAMESPACE)
+        for task in ((rb or {}).get("spec") or {}).get("gracefulEvictionTasks") or []:
+            if task.get("fromCluster") == "member1" and (task.get("preservedLabelState") or {}).get(JOB_LABEL):
+                return dict(task)
+        return None
+
+    async def _rescheduled(self) -> str | None:
+        rb = await _get(self.cp, R.RESOURCE_BINDINGS, BINDING, NAMESPACE)
+        names = [c.get("name", "") for c in ((rb or {}).get("spec") or {}).get("clusters") or []]
+        return ", ".join(names) if names and "member1" not in names else None
+
+    async def _moved(self) -> dict[str, Any] | None:
+        f = self.facts
+        for member in ("member2", "member3"):
+            obj = await _get(self.members[member], FLINK, NAME, NAMESPACE)
+            if obj is None:
+                continue
+            label = ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+            if label is not None and f.injected_label is None:
+                f.injected_label = str(label)
+            if _job(obj).get("state") == "RUNNING" and _ann(obj, "restored-offset"):
+                f.new_member = member
+                f.restored_from = _ann(obj, "restored-from")
+                f.restored_offset = int(_ann(obj, "restored-offset") or 0)
+                return obj
+        return None
+
+    async def _stale_gone(self) -> bool | None:
+        return True if await _get(self.members["member1"], FLINK, NAME, NAMESPACE) is None else None
+
+
+def run_demo(data_dir: Path, *, keep: bool = False, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    demo = Demo(data_dir, out, keep=keep)
+    try:
+        return asyncio.run(demo.run())
+    except DemoError as e:
+        out.write(f"\nflotilla demo: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
