@@ -385,3 +385,189 @@ def test_cluster_propagation_policy_and_override_policy(kubectl: Kubectl) -> Non
         'spec.resourceSelectors[0].namespace: Invalid value: "other": namespace of resource selector must be the '
         "same as the namespace of the policy" in bad.stderr
     )
+
+
+# ---------------------------------------------------------------------------------------------- failover rules
+# (the full table of karmada-failover.md §8 is tests/unit/api/test_failover_admission_rules.py; these rows go
+# through the real server and kubectl, which prints the 422 causes and the Warning headers)
+
+
+def test_failover_rules_print_karmadas_messages(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "karmada-messages",
+            """
+            placement:
+              clusterTolerations:
+                - key: cluster.karmada.io/not-ready
+                  operator: Lt
+                  value: "5"
+              spreadConstraints:
+                - spreadByField: cluster
+                  maxGroups: 1
+                - spreadByField: cluster
+                  maxGroups: 2
+            failover:
+              application:
+                decisionConditions:
+                  tolerationSeconds: 60
+                purgeMode: Directly
+                gracePeriodSeconds: 30
+              cluster:
+                purgeMode: Directly
+                statePreservation:
+                  rules:
+                    - aliasLabelName: -job-id
+                      jsonPath: "{.jobStatus.jobId}"
+            """,
+        ),
+        check=False,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert 'The PropagationPolicy "karmada-messages" is invalid' in err
+    for line in (  # V11, V17, V4, V6, V10: Karmada's field paths, values and details
+        'spec.placement.clusterTolerations[0].operator: Unsupported value: "Lt": supported values: "", "Exists", '
+        '"Equal"',
+        'spec.placement.spreadConstraints: Invalid value: [{"spreadByField":"cluster","maxGroups":1,"minGroups":1},'
+        '{"spreadByField":"cluster","maxGroups":2,"minGroups":1}]: multiple cluster spread constraints are not allowed',
+        "spec.propagateDeps: Invalid value: false: application failover is set, propagateDeps must be true",
+        "spec.failover.application.gracePeriodSeconds: Invalid value: 30: only takes effect when purgeMode is "
+        "gracefully",
+        'spec.failover.cluster.statePreservation.rules[0].aliasLabelName: Invalid value: "-job-id": name part must '
+        "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+        "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+    ):
+        assert line in err, line
+    assert kubectl.run("get", "pp", "karmada-messages", "-n", "default", check=False).returncode != 0
+
+
+def test_removed_purge_modes_rejected_by_the_schema(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "immediately",
+            """
+            propagateDeps: true
+            failover:
+              application:
+                decisionConditions: {}
+                purgeMode: Immediately
+              cluster:
+                purgeMode: Never
+            """,
+        ),
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert ('spec.failover.application.purgeMode: Unsupported value: "Immediately": supported values: "Directly", '
+            '"Gracefully", "Never"') in proc.stderr
+    assert 'spec.failover.cluster.purgeMode: Unsupported value: "Never": supported values: "Directly", "Gracefully"' \
+        in proc.stderr
+
+
+def test_d3_warnings_name_the_purge_mode_and_the_placement(kubectl: Kubectl) -> None:
+    proc = apply(
+        kubectl,
+        pp(
+            "stateful-app",
+            """
+            propagateDeps: true
+            placement:
+              spreadConstraints:
+                - spreadByField: cluster
+                  maxGroups: 2
+            failover:
+              application:
+                decisionConditions:
+                  tolerationSeconds: 60
+                purgeMode: Never
+                statePreservation:
+                  rules:
+                    - aliasLabelName: flink.apache.org/job-id
+                      jsonPath: "{.jobStatus.jobId}"
+            """,
+        ),
+    )
+    assert "propagationpolicy.policy.karmada.io/stateful-app created" in proc.stdout
+    assert (
+        "Warning: spec.failover.application.statePreservation: the preserved state is injected only with purgeMode "
+        "Directly; with purgeMode Never it is extracted but never reaches the new workload (set "
+        "spec.failover.application.purgeMode: Directly)" in proc.stderr
+    )
+    assert (
+        "Warning: spec.failover.application.statePreservation: the preserved state is injected only when the "
+        "workload runs in exactly one cluster, but its cluster spread constraint allows up to 2 clusters (add the "
+        "spread constraint {spreadByField: cluster, maxGroups: 1})" in proc.stderr
+    )
+
+
+def test_eviction_task_constraints_of_the_binding_crd(kubectl: Kubectl) -> None:
+    def binding(reason: str, purge_mode: str = "Gracefully") -> str:
+        return f"""
+        apiVersion: work.karmada.io/v1alpha2
+        kind: ResourceBinding
+        metadata:
+          name: flink-flinkdeployment
+          namespace: default
+        spec:
+          resource:
+            apiVersion: flink.apache.org/v1beta1
+            kind: FlinkDeployment
+            name: flink
+          gracefulEvictionTasks:
+            - fromCluster: member1
+              producer: TaintManager
+              reason: "{reason}"
+              purgeMode: {purge_mode}
+        """
+
+    bad = apply(kubectl, binding("Taint Untolerated", "Immediately"), check=False)
+    assert bad.returncode != 0
+    task = "spec.gracefulEvictionTasks[0]"
+    assert (f'{task}.reason: Invalid value: "Taint Untolerated": {task}.reason in body should match '
+            "'^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$'") in bad.stderr
+    assert (f'{task}.purgeMode: Unsupported value: "Immediately": supported values: "Directly", "Gracefully", '
+            '"Never"') in bad.stderr
+    long = apply(kubectl, binding("R" * 33), check=False)
+    assert f"{task}.reason: Too long: may not be more than 32 bytes" in long.stderr
+    ok = apply(kubectl, binding("TaintUntolerated"))
+    assert "resourcebinding.work.karmada.io/flink-flinkdeployment created" in ok.stdout
+
+
+def test_t1_no_execute_policy_refused_when_the_server_disallows_it(tmp_path_factory: pytest.TempPathFactory,
+                                                                 tmp_path: Path) -> None:
+    """D1/T1: with ``allow_no_execute_taint_policy=False`` the server answers as Karmada's default webhook does."""
+    srv = ServerThread(tmp_path_factory.mktemp("no-execute-refused"), allow_no_execute_taint_policy=False).start()
+    try:
+        kubectl = Kubectl(srv.kubeconfig, tmp_path)
+
+        def policy(name: str, effect: str) -> str:
+            return f"""
+            apiVersion: policy.karmada.io/v1alpha1
+            kind: ClusterTaintPolicy
+            metadata:
+              name: {name}
+            spec:
+              addOnConditions:
+                - conditionType: Ready
+                  operator: In
+                  statusValues: ["False", "Unknown"]
+              taints:
+                - key: cluster.karmada.io/not-ready
+                  effect: {effect}
+            """
+
+        refused = apply(kubectl, policy("evict", "NoExecute"), check=False)
+        assert refused.returncode != 0
+        assert (
+            'The ClusterTaintPolicy "evict" is invalid: spec.taints[0]: Forbidden: Configuring taint with NoExecute '
+            "effect is not allowed, this capability must be explicitly enabled by administrators through "
+            "command-line flags" in refused.stderr
+        )
+        ok = apply(kubectl, policy("keep-away", "NoSchedule"))
+        assert "clustertaintpolicy.policy.karmada.io/keep-away created" in ok.stdout
+    finally:
+        srv.stop()

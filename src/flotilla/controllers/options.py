@@ -1,8 +1,19 @@
-"""Controller-manager flags (Karmada's names and defaults unless BEHAVIOR.md says otherwise) and feature gates."""
+"""Controller-manager flags (Karmada's names and defaults unless BEHAVIOR.md says otherwise) and feature gates.
+
+:meth:`ControllerOptions.validate` checks the values as karmada-controller-manager does before it starts
+(reference karmada-failover.md §8.5), with Karmada's messages, plus the same kind of checks for the flags only
+Flotilla has (D6, D10).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from flotilla.jsonpath.formatting import go_float_v
+
+#: Values of ``--no-execute-taint-eviction-purge-mode`` (Karmada's ``ClusterFailoverOptions.Validate``).
+NO_EXECUTE_TAINT_EVICTION_PURGE_MODES = ("Gracefully", "Directly")
 
 # D1: the failover machinery is on by default; each gate can still be switched off.
 DEFAULT_FEATURE_GATES: dict[str, bool] = {
@@ -35,6 +46,40 @@ class ControllerOptions:
                                                       "karmada-system", "karmada-cluster")
     feature_gates: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
 
+    def validate(self) -> list[str]:
+        """Every invalid value, as ``field.Error`` strings (empty when the options are usable).
+
+        Karmada's checks (``Options.Validate``, ``ClusterFailoverOptions.Validate``): the cluster status
+        update frequency must be > 0; the taint-eviction purge mode must be Gracefully or Directly, checked
+        only when NoExecute taint eviction is enabled; the resource eviction rate must be >= 0. Flotilla's own
+        flags: the secondary eviction rate must be >= 0, the unhealthy-cluster threshold between 0 and 1, the
+        state-preservation timeout >= 0. As in Karmada, the graceful-eviction timeout is not checked.
+        NaN never passes a check.
+        """
+        from flotilla.api.admission.common import go_quote  # Go's %q; imported here to keep this module light
+
+        errs: list[str] = []
+        if not self.cluster_status_update_frequency > 0:
+            errs.append("Options.ClusterStatusUpdateFrequency: Invalid value: "
+                        f"{_go_duration_json(self.cluster_status_update_frequency)}: must be greater than 0")
+        if (self.enable_no_execute_taint_eviction
+                and self.no_execute_taint_eviction_purge_mode not in NO_EXECUTE_TAINT_EVICTION_PURGE_MODES):
+            errs.append("ClusterFailoverOptions.NoExecuteTaintEvictionPurgeMode: Invalid value: "
+                        f"{go_quote(self.no_execute_taint_eviction_purge_mode)}: Invalid mode")
+        if not self.resource_eviction_rate >= 0:
+            errs.append("ClusterFailoverOptions.ResourceEvictionRate: Invalid value: "
+                        f"{go_float_v(float(self.resource_eviction_rate))}: must be non-negative")
+        if not self.secondary_resource_eviction_rate >= 0:
+            errs.append("ClusterFailoverOptions.SecondaryResourceEvictionRate: Invalid value: "
+                        f"{go_float_v(float(self.secondary_resource_eviction_rate))}: must be non-negative")
+        if not 0 <= self.unhealthy_cluster_threshold <= 1:
+            errs.append("ClusterFailoverOptions.UnhealthyClusterThreshold: Invalid value: "
+                        f"{go_float_v(float(self.unhealthy_cluster_threshold))}: must be between 0 and 1")
+        if not self.state_preservation_timeout >= 0:
+            errs.append("Options.StatePreservationTimeout: Invalid value: "
+                        f"{_go_duration_json(self.state_preservation_timeout)}: must be greater than or equal to 0")
+        return errs
+
     def gate(self, name: str) -> bool:
         return self.feature_gates.get(name, DEFAULT_FEATURE_GATES.get(name, False))
 
@@ -48,3 +93,40 @@ class ControllerOptions:
                 known = ", ".join(sorted(DEFAULT_FEATURE_GATES))
                 raise ValueError(f"--feature-gates: unknown gate {name!r} (known: {known})")
             self.feature_gates[name] = value.lower() == "true"
+
+
+def _go_duration_json(seconds: float) -> str:
+    """A ``metav1.Duration`` as ``field.Error`` prints it: its JSON, Go's ``Duration.String()`` quoted."""
+    return f'"{go_duration(seconds)}"'
+
+
+def go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String()`` of ``seconds`` (rounded to nanoseconds): ``1h2m3.5s``, ``-1.5ms``, ``0s``."""
+    if math.isnan(seconds):
+        return "NaN"
+    if math.isinf(seconds):
+        return "-Inf" if seconds < 0 else "+Inf"
+    ns = round(seconds * 1_000_000_000)
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000_000_000:
+        for unit, scale in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= scale:
+                return sign + _fraction(ns, scale) + unit
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _fraction(rest, 1_000_000_000) + "s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    if hours:
+        text = f"{hours}h" + text
+    return sign + text
+
+
+def _fraction(value: int, scale: int) -> str:
+    whole, frac = divmod(value, scale)
+    if not frac:
+        return str(whole)
+    width = len(str(scale)) - 1
+    return f"{whole}." + f"{frac:0{width}d}".rstrip("0")

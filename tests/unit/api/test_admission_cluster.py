@@ -99,7 +99,7 @@ def test_taints() -> None:
     assert msgs[0].startswith('spec.taints[1].key: Invalid value: "bad key": name part must consist of')
     assert msgs[1].startswith('spec.taints[1].value: Invalid value: "-x": a valid label must be an empty string')
     assert msgs[2] == 'spec.taints[1].effect: Unsupported value: "PreferNoSchedule": supported values: "NoSchedule", "NoExecute"'
-    assert msgs[3] == ('spec.taints[2]: Duplicate value: {"effect":"NoSchedule","key":"ok","value":"other"}: '
+    assert msgs[3] == ('spec.taints[2]: Duplicate value: {"key":"ok","value":"other","effect":"NoSchedule"}: '
                        "taints must be unique by key and effect pair")
     assert msgs[4] == "spec.taints[3].effect: Required value"
     assert len(msgs) == 5

@@ -27,10 +27,10 @@ def test_no_execute_allowed_by_default() -> None:
     assert errors(spec()) == []
 
 
-def test_no_execute_forbidden_names_the_flag() -> None:
+def test_no_execute_forbidden_with_karmadas_t1_message() -> None:
     assert errors(spec(), allow_no_execute=False) == [
         "spec.taints[0]: Forbidden: Configuring taint with NoExecute effect is not allowed, this capability must be "
-        "explicitly enabled by administrators with the command-line flag --allow-no-execute-taint-policy"
+        "explicitly enabled by administrators through command-line flags"
     ]
     assert errors(spec(taints=[{"key": "a", "effect": "NoSchedule"}]), allow_no_execute=False) == []
 

@@ -290,7 +290,7 @@ def test_v13_to_v16_spread_constraint_numbers() -> None:
     assert sc(spreadByLabel="x", minGroups=-1)[0].endswith("minGroups lower than 0 is not allowed")
     assert sc(spreadByLabel="x", maxGroups=-1)[0].endswith("maxGroups lower than 0 is not allowed")
     assert sc(spreadByField="cluster", maxGroups=1, minGroups=2) == [
-        'spec.placement.spreadConstraints[0]: Invalid value: {"maxGroups":1,"minGroups":2,"spreadByField":"cluster"}: '
+        'spec.placement.spreadConstraints[0]: Invalid value: {"spreadByField":"cluster","maxGroups":1,"minGroups":2}: '
         "maxGroups lower than minGroups is not allowed"
     ]
     assert sc(spreadByLabel="rack", minGroups=2) == []  # maxGroups 0 is not compared (and not D12: not cluster)

@@ -44,4 +44,4 @@ def test_admit_defaults_validates_and_warns() -> None:
     ctp = {"metadata": {"name": "t"}, "spec": {"taints": [{"key": "k", "effect": "NoExecute"}]}}
     result = admission.admit("policy.karmada.io", "ClusterTaintPolicy", ctp, None, "CREATE")
     assert [c.field for c in result.causes] == ["spec.taints[0]"]
-    assert "--allow-no-execute-taint-policy" in result.causes[0].message
+    assert result.causes[0].message.startswith("Forbidden: Configuring taint with NoExecute effect is not allowed")

@@ -26,6 +26,7 @@ from typing import Any
 
 from flotilla.api.admission.common import (
     MAX_INT64,
+    GoStruct,
     NoOpPlugin,
     as_dict,
     as_int,
@@ -47,9 +48,11 @@ from flotilla.api.admission.common import (
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
 from flotilla.apiserver.objects import now_rfc3339
+from flotilla.apiserver.schemas.meta import taint as taint_schema
 
 CLUSTER_NAME_MAX_LENGTH = 48
 SUPPORTED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+_TAINT_SCHEMA = taint_schema()  # corev1.Taint, as Karmada prints a duplicate
 _GIB = 1024**3
 
 
@@ -231,7 +234,10 @@ def validate_proxy_url(proxy_url: str, path: str) -> list[Cause]:
 
 
 def validate_taint(taint: dict[str, Any], path: str, *, effects: tuple[str, ...] = SUPPORTED_TAINT_EFFECTS) -> list[Cause]:
-    """Key a qualified name, value a label value, effect required and supported."""
+    """Key a qualified name, value a label value, effect required and supported.
+
+    An absent or null ``effect`` is left to the schema check (a required field there), so the server
+    reports it once; an empty one is reported here."""
     key = taint.get("key")
     causes = validate_label_name(key, f"{path}.key") if isinstance(key, str) else []
     value = taint.get("value")
@@ -240,9 +246,9 @@ def validate_taint(taint: dict[str, Any], path: str, *, effects: tuple[str, ...]
         if errs:
             causes.append(invalid(f"{path}.value", value, ";".join(errs)))
     effect = taint.get("effect")
-    if not effect:
+    if effect == "":
         causes.append(required(f"{path}.effect"))
-    elif effect not in effects:
+    elif isinstance(effect, str) and effect not in effects:
         causes.append(not_supported(f"{path}.effect", effect, effects))
     return causes
 
@@ -258,7 +264,7 @@ def validate_cluster_taints(taints: Any, path: str) -> list[Cause]:
         causes.extend(validate_taint(taint, where))
         pair = (as_str(taint.get("key")), as_str(taint.get("effect")))
         if pair in seen:
-            causes.append(duplicate(where, taint, "taints must be unique by key and effect pair"))
+            causes.append(duplicate(where, GoStruct(taint, _TAINT_SCHEMA), "taints must be unique by key and effect pair"))
             continue
         seen.add(pair)
     return causes

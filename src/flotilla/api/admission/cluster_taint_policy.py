@@ -1,10 +1,10 @@
 """ClusterTaintPolicy admission: Karmada's validating webhook plus D13.
 
 Karmada checks only two things (reference §8.2): NoExecute taints are forbidden unless the webhook
-runs with ``--allow-no-execute-taint-policy`` (T1), and no two taints share key and effect (T2).
-Flotilla allows NoExecute taints by default (D1; pass ``allow_no_execute=False`` for Karmada's
-default) and also validates (D13) what would otherwise fail later, when the policy's taints are
-written to a Cluster:
+runs with ``--allow-no-execute-taint-policy`` (T1), and no two taints share key and effect (T2),
+both with Karmada's messages. Flotilla allows NoExecute taints by default (D1; the API server's
+``allow_no_execute_taint_policy=False`` gives Karmada's default) and also validates (D13) what would
+otherwise fail later, when the policy's taints are written to a Cluster:
   - taints: key a qualified name, value a label value, effect NoSchedule or NoExecute;
   - ``addOnConditions``/``removeOnConditions``: ``conditionType`` not empty, operator In or NotIn,
     ``statusValues`` not empty and each one True, False or Unknown;
@@ -32,7 +32,10 @@ from flotilla.api.admission.common import (
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
 
-ALLOW_NO_EXECUTE_FLAG = "--allow-no-execute-taint-policy"
+NO_EXECUTE_FORBIDDEN = (
+    "Configuring taint with NoExecute effect is not allowed, this capability must be explicitly enabled by "
+    "administrators through command-line flags"
+)
 MATCH_OPERATORS = ("In", "NotIn")
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
@@ -43,17 +46,11 @@ def validate_policy_taints(taints: Any, path: str, *, allow_no_execute: bool) ->
     for i, taint in enumerate(items):
         where = f"{path}[{i}]"
         if not allow_no_execute and taint.get("effect") == "NoExecute":
-            causes.append(
-                forbidden(
-                    where,
-                    "Configuring taint with NoExecute effect is not allowed, this capability must be explicitly "
-                    f"enabled by administrators with the command-line flag {ALLOW_NO_EXECUTE_FLAG}",
-                )
-            )
+            causes.append(forbidden(where, NO_EXECUTE_FORBIDDEN))  # T1
         key, effect = as_str(taint.get("key")), as_str(taint.get("effect"))
         for later in items[i + 1 :]:
             if as_str(later.get("key")) == key and as_str(later.get("effect")) == effect:
-                causes.append(
+                causes.append(  # T2
                     duplicate(where, f"Duplicate taint with the same key({key}) and effect({effect}) is not allowed")
                 )
                 break

@@ -6,7 +6,10 @@ Messages reproduce apimachinery's ``field.Error`` bodies: ``Invalid value: <valu
 ``Required value: <detail>``, ``Unsupported value: "x": supported values: "a", "b"``,
 ``Duplicate value: <value>``, ``Forbidden: <detail>``, ``Too long: may not be more than N bytes``.
 Values are printed as Go prints them: numbers and booleans plainly, strings quoted (``%q``), nil as
-``null``, maps and lists as compact JSON.
+``null``, maps and lists as compact JSON (``json.Marshal``). A value that is a typed Go struct in
+Karmada (a spread constraint, a placement, a taint) is wrapped in :class:`GoStruct`, which prints
+its fields in the struct's declaration order and leaves out empty ``omitempty`` fields, as
+``json.Marshal`` does.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
-from flotilla.jsonpath.formatting import go_json
+from flotilla.jsonpath.formatting import go_json, go_json_string
 
 # ---------------------------------------------------------------------------------------------
 # Field errors
@@ -58,8 +61,95 @@ def go_quote(text: str) -> str:
 _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
+class GoStruct:
+    """A bad value that Karmada holds as a typed struct: printed as ``json.Marshal`` prints the struct.
+
+    ``schema`` is the OpenAPI schema of the type; its property order is the Go declaration order and
+    its ``required`` list names the fields without ``omitempty``. An empty ``omitempty`` field (absent,
+    null, ``""``, 0, false, an empty list or map) is left out, except scalars Karmada holds as pointers
+    (:data:`GO_POINTER_FIELDS`), which are printed whenever they are set. Fields the schema does not
+    declare are dropped, as decoding into the struct drops them.
+    """
+
+    def __init__(self, value: Any, schema: Mapping[str, Any]) -> None:
+        self.value = value
+        self.schema = schema
+
+    def json(self) -> str:
+        out: list[str] = []
+        _write_go_struct(self.value, self.schema, out)
+        return "".join(out)
+
+
+#: Scalar fields Karmada's and Kubernetes' types hold as pointers (``*int32``, ``*int64``, ``*bool``): a
+#: zero value is set, not empty, so ``json.Marshal`` prints it.
+GO_POINTER_FIELDS = frozenset({
+    "tolerationSeconds", "gracePeriodSeconds", "priority", "dispatching", "scheduling",
+    "preserveResourcesOnDeletion", "suppressDeletion", "timeAdded",
+})
+
+
+def _go_zero(schema: Mapping[str, Any]) -> Any:
+    """The JSON of a Go zero value of the schema's type (a missing non-``omitempty`` field)."""
+    kind = schema.get("type")
+    if kind == "string":
+        return ""
+    if kind in ("integer", "number"):
+        return 0
+    if kind == "boolean":
+        return False
+    if kind == "object" and isinstance(schema.get("properties"), Mapping):
+        return {}
+    return None  # nil slice, map or pointer
+
+
+def _go_empty(value: Any) -> bool:
+    return value is None or value is False or value == "" or (
+        isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+    ) or (isinstance(value, list | dict) and not value)
+
+
+def _write_go_struct(value: Any, schema: Mapping[str, Any], out: list[str]) -> None:
+    props = schema.get("properties")
+    items = schema.get("items")
+    if isinstance(value, dict) and isinstance(props, Mapping):
+        required = set(schema.get("required") or ())
+        first = True
+        out.append("{")
+        for key, sub in props.items():
+            sub = sub if isinstance(sub, Mapping) else {}
+            is_struct = isinstance(sub.get("properties"), Mapping)
+            if key in value:
+                field_value = value[key]
+                if key not in required and (field_value is None or (
+                        not is_struct and key not in GO_POINTER_FIELDS and _go_empty(field_value))):
+                    continue
+            elif key in required:
+                field_value = _go_zero(sub)
+            else:
+                continue
+            if not first:
+                out.append(",")
+            first = False
+            out.append(go_json_string(key))
+            out.append(":")
+            _write_go_struct(field_value, sub, out)
+        out.append("}")
+    elif isinstance(value, list) and isinstance(items, Mapping):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _write_go_struct(item, items, out)
+        out.append("]")
+    else:
+        out.append(go_json(value))
+
+
 def go_value(value: Any) -> str:
     """A bad value as ``field.Error`` prints it."""
+    if isinstance(value, GoStruct):
+        return value.json()
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -195,6 +285,7 @@ class NoOpPlugin:
 # ---------------------------------------------------------------------------------------------
 # apimachinery content validators (k8s.io/apimachinery/pkg/api/validate/content)
 # ---------------------------------------------------------------------------------------------
+# (``fullmatch``: Go's ``$`` matches only at the very end, Python's also before a final newline)
 
 _LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_KEY_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
@@ -242,7 +333,7 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     errs = []
     if _byte_len(value) > 253:
         errs.append(max_len_error(253))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
 
@@ -251,8 +342,8 @@ def dns1123_label_errors(value: str) -> list[str]:
     errs = []
     if _byte_len(value) > 63:
         errs.append(max_len_error(63))
-    if not _DNS1123_LABEL_RE.match(value):
-        if _DNS1123_SUBDOMAIN_RE.match(value):
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
             errs.append("must not contain dots")
         else:
             errs.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
@@ -281,7 +372,7 @@ def label_key_errors(value: str) -> list[str]:
         errs.append("name part must be non-empty")
     elif _byte_len(name) > 63:
         errs.append("name part " + max_len_error(63))
-    if not _LABEL_KEY_RE.match(name):
+    if not _LABEL_KEY_RE.fullmatch(name):
         errs.append("name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
@@ -290,7 +381,7 @@ def label_value_errors(value: str) -> list[str]:
     errs = []
     if _byte_len(value) > 63:
         errs.append(max_len_error(63))
-    if not _LABEL_VALUE_RE.match(value):
+    if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.admission.common import (
+    GoStruct,
     NoOpPlugin,
     add_finalizer,
     as_dict,
@@ -58,6 +59,7 @@ from flotilla.api.admission.common import (
 )
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
+from flotilla.apiserver.schemas import karmada_common as karmada_schemas
 from flotilla.jsonpath import JSONPathSyntaxError, parse
 
 SERVICE_IMPORT_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
@@ -67,6 +69,16 @@ DEFAULT_TOLERATION_SECONDS = 300
 SUPPORTED_TOLERATION_OPERATORS = ("", "Exists", "Equal")
 SUPPORTED_TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 ONE_CLUSTER_RECIPE = "{spreadByField: cluster, maxGroups: 1}"
+
+# The Go types of the values Karmada prints in its errors (field order and omitempty, see GoStruct).
+_SPEC_SCHEMA = karmada_schemas.propagation_spec()
+_PLACEMENT_SCHEMA = _SPEC_SCHEMA["properties"]["placement"]
+_SUSPENSION_SCHEMA = _SPEC_SCHEMA["properties"]["suspension"]
+_SPREAD_CONSTRAINTS_SCHEMA = _PLACEMENT_SCHEMA["properties"]["spreadConstraints"]
+_SPREAD_CONSTRAINT_SCHEMA = _SPREAD_CONSTRAINTS_SCHEMA["items"]
+_AFFINITIES_SCHEMA = _PLACEMENT_SCHEMA["properties"]["clusterAffinities"]
+_OVERFLOW_SCHEMA = _AFFINITIES_SCHEMA["items"]["properties"]["overflowAffinities"]
+_WORKLOAD_AFFINITY_SCHEMA = _PLACEMENT_SCHEMA["properties"]["workloadAffinity"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,18 +181,20 @@ def validate_spread_constraints(constraints: Any, path: str) -> list[Cause]:
         by_label = as_str(constraint.get("spreadByLabel"))
         min_groups = as_int(constraint.get("minGroups")) or 0
         max_groups = as_int(constraint.get("maxGroups")) or 0
+        value = GoStruct(constraint, _SPREAD_CONSTRAINT_SCHEMA)
         if by_field and by_label:
-            causes.append(invalid(where, constraint, "spreadByLabel should not co-exist with spreadByField"))
+            causes.append(invalid(where, value, "spreadByLabel should not co-exist with spreadByField"))
         if min_groups < 0:
-            causes.append(invalid(where, constraint, "minGroups lower than 0 is not allowed"))
+            causes.append(invalid(where, value, "minGroups lower than 0 is not allowed"))
         if max_groups < 0:
-            causes.append(invalid(where, constraint, "maxGroups lower than 0 is not allowed"))
+            causes.append(invalid(where, value, "maxGroups lower than 0 is not allowed"))
         if 0 < max_groups < min_groups:
-            causes.append(invalid(where, constraint, "maxGroups lower than minGroups is not allowed"))
+            causes.append(invalid(where, value, "maxGroups lower than minGroups is not allowed"))
         if by_field:
             if by_field in seen_fields:
                 if not seen_fields[by_field]:
-                    causes.append(invalid(path, constraints, f"multiple {by_field} spread constraints are not allowed"))
+                    causes.append(invalid(path, GoStruct(constraints, _SPREAD_CONSTRAINTS_SCHEMA),
+                                          f"multiple {by_field} spread constraints are not allowed"))
                     seen_fields[by_field] = True
             else:
                 seen_fields[by_field] = False
@@ -198,7 +212,7 @@ def validate_spread_constraints(constraints: Any, path: str) -> list[Cause]:
         causes.append(
             invalid(
                 path,
-                constraints,
+                GoStruct(constraints, _SPREAD_CONSTRAINTS_SCHEMA),
                 "the cluster spread constraint must be enabled in one of the constraints in case of SpreadByField "
                 "is enabled",
             )
@@ -215,7 +229,7 @@ def _validate_overflow_affinities(term: dict[str, Any], path: str) -> list[Cause
         causes.append(
             invalid(
                 f"{path}.overflowAffinities",
-                overflow,
+                GoStruct(overflow, _OVERFLOW_SCHEMA),
                 "overflowAffinities can only be used together with the inline ClusterAffinity",
             )
         )
@@ -250,7 +264,8 @@ def validate_cluster_affinities(terms: Any, path: str) -> list[Cause]:
         name = as_str(term.get("affinityName"))
         causes.extend(invalid(where, name, m) for m in label_key_errors(name))
         if name in names:
-            causes.append(invalid(path, terms, "each affinity term in a policy must have a unique name"))
+            causes.append(invalid(path, GoStruct(terms, _AFFINITIES_SCHEMA),
+                                  "each affinity term in a policy must have a unique name"))
         else:
             names.add(name)
         causes.extend(validate_cluster_affinity(term, where))
@@ -270,7 +285,8 @@ def validate_workload_affinity(affinity: Any, path: str) -> list[Cause]:
             keys[part] = key
             causes.extend(invalid(f"{path}.{part}.groupByLabelKey", key, m) for m in label_key_errors(key))
     if len(keys) == 2 and keys["affinity"] == keys["antiAffinity"]:
-        causes.append(invalid(path, affinity, "affinity and antiAffinity must not use the same groupByLabelKey"))
+        causes.append(invalid(path, GoStruct(affinity, _WORKLOAD_AFFINITY_SCHEMA),
+                              "affinity and antiAffinity must not use the same groupByLabelKey"))
     return causes
 
 
@@ -292,14 +308,15 @@ def validate_cluster_tolerations(tolerations: Any, path: str) -> list[Cause]:
 def validate_placement(placement: dict[str, Any], path: str) -> list[Cause]:
     causes: list[Cause] = []
     if placement.get("clusterAffinity") is not None and placement.get("clusterAffinities") is not None:
-        causes.append(invalid(path, placement, "clusterAffinities cannot co-exist with clusterAffinity"))
+        causes.append(invalid(path, GoStruct(placement, _PLACEMENT_SCHEMA),
+                              "clusterAffinities cannot co-exist with clusterAffinity"))
     allow_overflow = overflow_scheduling_allowed(placement)
     for i, term in enumerate(as_list(placement.get("clusterAffinities"))):
         if isinstance(term, dict) and term.get("overflowAffinities") is not None and not allow_overflow:
             causes.append(
                 invalid(
                     f"{path}.clusterAffinities[{i}].overflowAffinities",
-                    term["overflowAffinities"],
+                    GoStruct(term["overflowAffinities"], _OVERFLOW_SCHEMA),
                     "overflowAffinities can only be used together with dynamic weight or aggregated scheduling",
                 )
             )
@@ -416,7 +433,7 @@ def validate_propagation_spec(spec: dict[str, Any], namespace: str) -> list[Caus
         on_clusters = as_dict(suspension.get("dispatchingOnClusters"))
         if suspension.get("dispatching") is True and as_list(on_clusters.get("clusterNames")):
             causes.append(
-                invalid("spec.suspension", suspension,
+                invalid("spec.suspension", GoStruct(suspension, _SUSPENSION_SCHEMA),
                         "suspension dispatching cannot co-exist with dispatchingOnClusters.clusterNames")
             )
     return causes
