@@ -123,3 +123,23 @@ def test_secure_server_requires_a_valid_token(tmp_path: Path) -> None:
         assert denied.returncode != 0 and "Unauthorized" in denied.stderr
     finally:
         server.stop()
+
+
+def test_allow_no_execute_taint_policy_false_refuses_noexecute_policies_with_karmadas_message(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "cp", storage_url="memory://",
+                           extra=["--allow-no-execute-taint-policy", "false"]).start()
+    try:
+        k = Kubectl(server.data_dir / "kubeconfig", tmp_path)
+        policy = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+                  "metadata": {"name": "not-ready"},
+                  "spec": {"addOnConditions": [{"conditionType": "Ready", "operator": "In",
+                                                "statusValues": ["False"]}],
+                           "taints": [{"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}]}}
+        r = k.run("apply", "-f", "-", input=json.dumps(policy), check=False)
+        assert r.returncode != 0
+        assert ("Configuring taint with NoExecute effect is not allowed, this capability must be explicitly "
+                "enabled by administrators through command-line flags") in r.stderr
+        policy["spec"]["taints"][0]["effect"] = "NoSchedule"
+        k.run("apply", "-f", "-", input=json.dumps(policy))
+    finally:
+        server.stop()

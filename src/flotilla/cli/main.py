@@ -20,12 +20,22 @@ def _apiserver(args: argparse.Namespace) -> int:
         secure=args.secure,
         anonymous=True if args.anonymous else None,
         compaction_interval=args.compaction_interval,
+        allow_no_execute_taint_policy=args.allow_no_execute_taint_policy,
     )
     try:
         asyncio.run(serve_forever(cfg))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _demo_api(args: argparse.Namespace) -> int:
@@ -56,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--anonymous", action="store_true", help="with --secure, still allow anonymous requests")
     a.add_argument("--compaction-interval", type=float, default=300.0,
                    help="seconds between store compactions (history older than one interval is dropped; 0 = never)")
+    a.add_argument("--allow-no-execute-taint-policy", type=_bool, default=True, metavar="true|false",
+                   help="admit ClusterTaintPolicies that add NoExecute taints (default true, BEHAVIOR.md D1; "
+                        "Karmada's default is false)")
     a.set_defaults(fn=_apiserver)
 
     d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them")
