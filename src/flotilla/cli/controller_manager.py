@@ -9,6 +9,10 @@ With ``--leader-elect`` the controllers run only while this process holds the Le
 ``<--leader-elect-resource-namespace>/<--leader-elect-resource-name>`` (default
 ``karmada-system/flotilla-controller-manager``). When the lease is lost the controllers stop and the process
 campaigns again; SIGTERM/SIGINT stop the controllers, release the lease and exit 0.
+
+``--metrics-bind-address`` (Karmada's flag; default ``127.0.0.1:8080``, ``0`` disables) serves ``GET /metrics``
+(Prometheus text format) and ``/healthz`` for the whole life of the process, leader or standby. An address
+that cannot be bound (in use) is reported and the process runs on without metrics.
 """
 
 from __future__ import annotations
@@ -27,15 +31,19 @@ import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
+
+if TYPE_CHECKING:
+    from flotilla.observability.metrics import ControllerMetrics, MetricsServer
 
 log = logging.getLogger("flotilla.controller-manager")
 
 PROG = "flotilla controller-manager"
 LEADER_ELECTION_NAMESPACE = "karmada-system"
 LEADER_ELECTION_NAME = "flotilla-controller-manager"
+DEFAULT_METRICS_BIND_ADDRESS = "127.0.0.1:8080"
 
 # ----------------------------------------------------------------------------------------------- values
 
@@ -373,6 +381,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                     help=f"name of the Lease (default {LEADER_ELECTION_NAME})")
     le.add_argument("--leader-elect-identity", default=None, metavar="ID",
                     help="this candidate's identity (default <hostname>_<random uuid>)")
+    mg = p.add_argument_group("metrics")
+    mg.add_argument("--metrics-bind-address", default=DEFAULT_METRICS_BIND_ADDRESS, metavar="HOST:PORT",
+                    help="serve Prometheus metrics on http://HOST:PORT/metrics and /healthz; ':PORT' listens on "
+                         f"every interface, '0' disables (default {DEFAULT_METRICS_BIND_ADDRESS})")
 
 
 DESCRIPTION = ("Run the controllers of the propagation pipeline (detector, scheduler, binding, execution, "
@@ -420,11 +432,15 @@ class Config:
     lease_namespace: str
     lease_name: str
     identity: str
+    metrics_address: tuple[str, int] | None = None
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
     """Validate everything that can be validated before connecting; ValueError with a flag-named message."""
+    from flotilla.observability.metrics import parse_bind_address
+
     options = options_from_args(args)
+    metrics_address = parse_bind_address(getattr(args, "metrics_bind_address", "0"))
     controllers, unavailable = select_controllers(args.controllers, known_controllers(), available_controllers())
     if args.leader_elect:
         if args.leader_elect_lease_duration <= args.leader_elect_renew_deadline:
@@ -438,7 +454,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                   unavailable=unavailable, leader_elect=bool(args.leader_elect),
                   lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                   retry_period=args.leader_elect_retry_period, lease_namespace=args.leader_elect_resource_namespace,
-                  lease_name=args.leader_elect_resource_name, identity=identity)
+                  lease_name=args.leader_elect_resource_name, identity=identity, metrics_address=metrics_address)
 
 
 # ----------------------------------------------------------------------------------------------- running
@@ -479,11 +495,11 @@ async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool
     return False
 
 
-async def _run_controllers(client: Any, cfg: Config) -> None:
+async def _run_controllers(client: Any, cfg: Config, metrics: ControllerMetrics | None = None) -> None:
     """Start the ControllerManager and run it until cancelled; it is always stopped on the way out."""
     from flotilla.controllers.manager import ControllerManager
 
-    manager = ControllerManager(client, cfg.options, controllers=cfg.controllers)
+    manager = ControllerManager(client, cfg.options, controllers=cfg.controllers, metrics=metrics)
     try:
         await manager.start()
         _say(f"started {len(cfg.controllers)} controllers: {', '.join(cfg.controllers) or 'none'}")
@@ -493,9 +509,32 @@ async def _run_controllers(client: Any, cfg: Config) -> None:
         _say("controllers stopped")
 
 
-async def run(cfg: Config, stop: asyncio.Event | None = None) -> int:
-    """Run until ``stop`` is set (or SIGTERM/SIGINT when called from the command); the exit code."""
+async def start_metrics_server(metrics: ControllerMetrics, address: tuple[str, int] | None) -> MetricsServer | None:
+    """Serve ``metrics`` on ``address``; ``None`` when disabled or when the address cannot be bound (said why)."""
+    from flotilla.observability.metrics import MetricsServer
+
+    if address is None:
+        return None
+    server = MetricsServer(metrics.registry, *address)
+    try:
+        await server.start()
+    except OSError as e:
+        log.error("cannot serve metrics on %s:%d: %s", address[0], address[1], e)
+        _say(f"cannot serve metrics on {address[0]}:{address[1]} ({e.strerror or e}); running without metrics "
+             "(choose another --metrics-bind-address, or 0)")
+        return None
+    _say(f"serving metrics on {server.url}/metrics")
+    return server
+
+
+async def run(cfg: Config, stop: asyncio.Event | None = None, metrics: ControllerMetrics | None = None) -> int:
+    """Run until ``stop`` is set (or SIGTERM/SIGINT when called from the command); the exit code.
+
+    ``metrics``: the :class:`~flotilla.observability.metrics.ControllerMetrics` to record into and serve (a new
+    one by default), kept across leadership terms.
+    """
     from flotilla.client import Client
+    from flotilla.observability.metrics import ControllerMetrics
 
     stop = stop or asyncio.Event()
     try:
@@ -505,11 +544,16 @@ async def run(cfg: Config, stop: asyncio.Event | None = None) -> int:
         return 1
     if cfg.unavailable:
         _say(f"not available in this build, not started: {', '.join(cfg.unavailable)}")
+    metrics = metrics if metrics is not None else ControllerMetrics()
+    server = None
     try:
+        server = await start_metrics_server(metrics, cfg.metrics_address)
         if cfg.leader_elect:
-            return await _run_elected(client, cfg, stop)
-        return await _run_until(_run_controllers(client, cfg), stop)
+            return await _run_elected(client, cfg, stop, metrics)
+        return await _run_until(_run_controllers(client, cfg, metrics), stop)
     finally:
+        if server is not None:
+            await server.stop()
         await client.close()
 
 
@@ -530,14 +574,15 @@ async def _run_until(coro: Any, stop: asyncio.Event) -> int:
     return 1
 
 
-async def _run_elected(client: Any, cfg: Config, stop: asyncio.Event) -> int:
+async def _run_elected(client: Any, cfg: Config, stop: asyncio.Event,
+                       metrics: ControllerMetrics | None = None) -> int:
     from flotilla.client.leaderelection import LeaderElector
 
     lease = f"{cfg.lease_namespace}/{cfg.lease_name}"
 
     def started_leading() -> Any:
         _say(f"acquired lease {lease} as {cfg.identity}")
-        return _run_controllers(client, cfg)
+        return _run_controllers(client, cfg, metrics)
 
     def stopped_leading() -> None:
         _say(f"stopped leading {lease}")

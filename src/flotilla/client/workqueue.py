@@ -306,6 +306,7 @@ class WorkQueue(Generic[K]):
         clock: Clock | None = None,
         rate_limiter: RateLimiter[K] | None = None,
         prometheus: bool = True,
+        metrics: Any = None,
     ) -> None:
         self.name = name
         self.clock: Clock = clock or LoopClock()
@@ -332,7 +333,10 @@ class WorkQueue(Generic[K]):
         self.work_duration = Stat()
         self._added_at: dict[K, float] = {}
         self._started_at: dict[K, float] = {}
-        self._prom = _Prometheus.get() if (prometheus and name) else None
+        self._ready_since: dict[K, float] = {}
+        # where the counts are also recorded: ``metrics`` (an object with the attributes of _Prometheus, e.g.
+        # flotilla.observability.metrics.WorkqueueMetrics), else prometheus_client when it is installed
+        self._prom = metrics if metrics is not None else (_Prometheus.get() if (prometheus and name) else None)
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -356,6 +360,14 @@ class WorkQueue(Generic[K]):
     @property
     def shutting_down(self) -> bool:
         return self._shutting_down
+
+    def keys(self) -> set[K]:
+        """Every key the queue holds: ready, delayed, or being processed."""
+        return set(self._dirty) | set(self._waiting) | set(self._processing)
+
+    def ready_since(self, key: K) -> float | None:
+        """For a key being processed: when (``clock.now()``) it became ready, i.e. was added (not delayed)."""
+        return self._ready_since.get(key)
 
     def metrics(self) -> dict[str, Any]:
         now = self.clock.now()
@@ -458,6 +470,7 @@ class WorkQueue(Generic[K]):
         if key not in self._processing:
             return
         self._processing.discard(key)
+        self._ready_since.pop(key, None)
         started = self._started_at.pop(key, None)
         if started is not None:
             elapsed = self.clock.now() - started
@@ -553,6 +566,7 @@ class WorkQueue(Generic[K]):
         self._dirty.discard(key)
         now = self.clock.now()
         added = self._added_at.pop(key, None)
+        self._ready_since[key] = now if added is None else added
         if added is not None:
             self.latency.observe(now - added)
             if self._prom is not None:

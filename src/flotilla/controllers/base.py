@@ -21,6 +21,7 @@ from flotilla.client.workqueue import WorkQueue
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.events import EventRecorder
+from flotilla.observability.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ class ControllerContext:
     members: MemberClients
     now: Callable[[], datetime] = utcnow
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Prometheus metrics (served by ``flotilla controller-manager --metrics-bind-address``).
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
 
 
 class Controller(ABC):
@@ -50,7 +53,7 @@ class Controller(ABC):
         self.ctx = ctx
         self.client = ctx.client
         self.options = ctx.options
-        self.queue: WorkQueue[str] = WorkQueue(self.name)
+        self.queue: WorkQueue[str] = WorkQueue(self.name, metrics=ctx.metrics.workqueue)
         self._task: asyncio.Task[None] | None = None
 
     @abstractmethod
@@ -60,6 +63,11 @@ class Controller(ABC):
     @abstractmethod
     async def reconcile(self, key: str) -> float | None:
         """Bring the world in line for ``key``; return seconds until the next call, or None."""
+
+    def collect_metrics(self) -> None:
+        """Refresh gauges that mirror this controller's live state; called before every scrape and once after
+        :meth:`stop` (then forget them). Most controllers record as they go and need nothing here."""
+        return None
 
     def enqueue(self, key: str, after: float = 0.0) -> None:
         if after > 0:

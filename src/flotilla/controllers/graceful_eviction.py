@@ -13,8 +13,14 @@ such a Work wakes the binding.
 
 ``spec.gracefulEvictionTasks`` is patched with the binding's resourceVersion as precondition (re-read
 and decided again on 409). After a successful patch, each removed task gives a Normal
-``EvictWorkloadFromClusterSucceed`` event on the binding and on its resource template. The binding is
-looked at again after :attr:`~flotilla.failover.graceful.Assessment.requeue_after`.
+``EvictWorkloadFromClusterSucceed`` event on the binding and on its resource template (Karmada's, the same
+whatever the reason), then a ``GracefulEvictionTaskRemoved`` event saying why: every target Healthy
+(Normal), timed out (Warning) or ``suppressDeletion`` set to false (Normal). The binding is looked at again
+after :attr:`~flotilla.failover.graceful.Assessment.requeue_after`.
+
+Metrics: ``flotilla_graceful_eviction_tasks_removed_total{trigger, reason}`` for every removed task, and
+``flotilla_eviction_to_healthy_seconds{trigger}`` (from the task's ``creationTimestamp``) for each task
+removed because every target is Healthy; ``trigger`` follows the task's ``producer``.
 
 Triggers: binding created with tasks; binding updated while it has tasks and its generation,
 ``schedulerObservedGeneration`` or ``aggregatedStatus`` changed; a Work of the binding deleted.
@@ -35,17 +41,23 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS,
 from flotilla.client import Informer, Resource, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
-from flotilla.failover.graceful import Assessment, assess_binding
+from flotilla.failover.graceful import Assessment, Removal, RemovalReason, assess_binding, task_timeout
 from flotilla.failover.purge import (
     EXECUTION_SPACE_PREFIX,
     directly_pending_clusters,
     directly_purged_clusters,
 )
+from flotilla.failover.state import parse_time
+from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GracefulEvictionController", "binding_key", "binding_needs_assessment", "template_ref"]
+__all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "binding_needs_assessment",
+           "removal_event", "template_ref"]
+
+#: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
+EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
 
 _Obj = dict[str, Any]
 
@@ -100,6 +112,22 @@ def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     md = {k: ref[k] for k in ("name", "namespace", "uid") if ref.get(k)}
     return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"), "metadata": md}
+
+
+def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
+    return next((_map(t) for t in _tasks(binding) if _map(t).get("fromCluster") == cluster), {})
+
+
+def removal_event(removal: Removal, task: Mapping[str, Any], default_timeout: float) -> tuple[str, str]:
+    """``(type, message)`` of the ``GracefulEvictionTaskRemoved`` event for a removed task."""
+    head = f"Graceful-eviction task for cluster {removal.cluster} removed"
+    if removal.reason is RemovalReason.HEALTHY:
+        return "Normal", f"{head}: every target cluster reports the workload Healthy."
+    if removal.reason is RemovalReason.TIMEOUT:
+        timeout = task_timeout(task, default_timeout)
+        return "Warning", (f"{head}: timed out after {timeout:g}s before every target cluster reported the "
+                           "workload Healthy.")
+    return "Normal", f"{head}: suppressDeletion was set to false."
 
 
 class GracefulEvictionController(Controller):
@@ -176,6 +204,7 @@ class GracefulEvictionController(Controller):
         md = _map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         outcome: dict[str, Assessment] = {}
+        assessed: dict[str, Mapping[str, Any]] = {}
 
         def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             if _map(obj.get("metadata")).get("deletionTimestamp"):
@@ -184,6 +213,7 @@ class GracefulEvictionController(Controller):
             assessment = assess_binding(obj, self.ctx.now(), default_timeout=self.options.graceful_eviction_timeout,
                                         directly_pending=self.directly_pending(obj, label))
             outcome["a"] = assessment
+            assessed["b"] = obj
             return assessment.spec_patch(_map(obj.get("metadata")).get("resourceVersion"))
 
         patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
@@ -194,12 +224,29 @@ class GracefulEvictionController(Controller):
             target = {"apiVersion": res.api_version, "kind": res.kind, **patched}
             template = template_ref(patched)
             for ev in assessment.events:
-                self.ctx.recorder.event(target, ev.type, ev.reason, ev.message)
-                if template is not None:
-                    self.ctx.recorder.event(template, ev.type, ev.reason, ev.message)
+                self._event(target, template, ev.type, ev.reason, ev.message)
+            for removal in assessment.removed:
+                task = _task_of(assessed.get("b") or binding, removal.cluster)
+                type_, message = removal_event(removal, task, self.options.graceful_eviction_timeout)
+                self._event(target, template, type_, EVENT_TASK_REMOVED, message)
+                self._record_removal(removal, task)
             if assessment.removed:
                 log.info("%s %s: removed graceful-eviction tasks %s", res.kind, key,
                          ", ".join(f"{r.cluster} ({r.reason})" for r in assessment.removed))
         if assessment.held:
             log.debug("%s %s: Directly tasks held while their Works remain: %s", res.kind, key, assessment.held)
         return assessment.requeue_after
+
+    def _event(self, target: Mapping[str, Any], template: Mapping[str, Any] | None, type_: str, reason: str,
+               message: str) -> None:
+        self.ctx.recorder.event(target, type_, reason, message)
+        if template is not None:
+            self.ctx.recorder.event(template, type_, reason, message)
+
+    def _record_removal(self, removal: Removal, task: Mapping[str, Any]) -> None:
+        metrics = self.ctx.metrics.failover
+        trigger = trigger_of_producer(task.get("producer"))
+        metrics.record_task_removed(trigger, removal.reason.value)
+        created = parse_time(task.get("creationTimestamp"))
+        if removal.reason is RemovalReason.HEALTHY and created is not None:
+            metrics.observe_eviction_to_healthy(trigger, (self.ctx.now() - created).total_seconds())

@@ -11,6 +11,7 @@ from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.events import EventRecorder
+from flotilla.observability.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +24,18 @@ def all_controllers() -> dict[str, type[Controller]]:
 
 
 class ControllerManager:
+    """Runs the selected controllers on one context.
+
+    ``metrics``: where the controllers record (``ctx.metrics``); give the process's own to keep counting across
+    leadership terms, else each manager has a fresh one. While running, a collector on its registry asks every
+    controller to refresh its live gauges before each scrape.
+    """
+
     def __init__(self, client: Client, options: ControllerOptions | None = None, *,
-                 controllers: Sequence[str] | None = None, sync_timeout: float = 60.0) -> None:
+                 controllers: Sequence[str] | None = None, sync_timeout: float = 60.0,
+                 metrics: ControllerMetrics | None = None) -> None:
         self.client = client
+        self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.options = options or ControllerOptions()
         self.selected = controllers
         self.sync_timeout = sync_timeout
@@ -41,8 +51,10 @@ class ControllerManager:
         informers = SharedInformerFactory(self.client)
         recorder = EventRecorder(self.client, "flotilla-controller-manager")
         self.ctx = ControllerContext(client=self.client, informers=informers, recorder=recorder,
-                                     options=self.options, members=MemberClients(self.client))
+                                     options=self.options, members=MemberClients(self.client),
+                                     metrics=self.metrics)
         self.controllers = [available[n](self.ctx) for n in names]
+        self.metrics.registry.add_collector(self.collect_metrics)
         for c in self.controllers:
             c.setup()
         informers.start()
@@ -52,9 +64,18 @@ class ControllerManager:
             c.start()
         return self
 
+    def collect_metrics(self) -> None:
+        for c in self.controllers:
+            try:
+                c.collect_metrics()
+            except Exception:
+                log.exception("metrics: controller %s failed to collect", c.name)
+
     async def stop(self) -> None:
         for c in reversed(self.controllers):
             await c.stop()
+        self.collect_metrics()  # stopped controllers forget their live gauges
+        self.metrics.registry.remove_collector(self.collect_metrics)
         if self.ctx is not None:
             await self.ctx.informers.stop()
             await self.ctx.recorder.close()

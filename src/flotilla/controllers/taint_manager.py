@@ -29,14 +29,26 @@ taint forever is not queued at all; :attr:`TaintManager.queued` counts what was 
    ``clustersBeforeFailover``) is applied by :func:`~flotilla.failover.eviction.graceful_evict_cluster` as a
    merge patch guarded by ``resourceVersion`` (409: read again, decide again). A failed write emits Warning
    ``EvictWorkloadFromClusterFailed`` ("Evict from cluster C failed.") on the binding and its template and is
-   retried. As in Karmada, success emits no Event here (``EvictWorkloadFromClusterSucceed`` is the
-   graceful-eviction controller's, when the task is removed).
+   retried. As in Karmada, ``EvictWorkloadFromClusterSucceed`` is not emitted here (it is the graceful-eviction
+   controller's, when the task is removed).
+
+**Events** (on the binding and on its resource template), beyond Karmada's: Normal ``EvictionQueued`` when a
+handler queues a key (due now, or at the toleration deadline), Normal ``EvictionPerformed`` once the task is
+written, Warning ``EvictionHalted`` while D10 halts evictions, and Warning ``EvictWorkloadFromClusterFailed``
+also when the applied placement cannot be read.
+
+**Metrics** (:class:`~flotilla.observability.metrics.FailoverMetrics`): Karmada's ``eviction_queue_depth``,
+``eviction_kind_total``, ``eviction_processing_latency_seconds`` and ``eviction_processing_total`` (per pass
+over a key, ``name="taint-manager"``); ``flotilla_eviction_enqueue_to_done_seconds``;
+``flotilla_evictions_total{trigger="cluster_taint"}`` by result (success, error, blocked);
+``flotilla_taint_to_eviction_seconds``; the D6 failure and timeout counters; the D10 limiter's rate and mode.
 
 Runs only with ``--enable-no-execute-taint-eviction`` and the feature gate ``Failover`` (both on, D1).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -50,8 +62,10 @@ from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.eviction import (
     EVENT_EVICT_FAILED,
+    REASON_TAINT_UNTOLERATED,
     cluster_failover_task_options,
     evict_failed_message,
+    format_timestamp,
     graceful_evict_cluster,
 )
 from flotilla.failover.ratelimit import EvictionMode, EvictionRateLimiter
@@ -76,16 +90,25 @@ from flotilla.failover.tolerations import (
     APPLIED_PLACEMENT_ANNOTATION,
     AppliedPlacementError,
     Eviction,
+    EvictionDecision,
     binding_eviction_decision,
     enqueue_decision,
     parse_taints,
     should_queue,
 )
+from flotilla.observability.metrics import (
+    RESULT_BLOCKED,
+    RESULT_ERROR,
+    RESULT_SUCCESS,
+    TRIGGER_CLUSTER_TAINT,
+)
 from flotilla.propagation.status import set_condition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HALTED_RECHECK", "KEY_SEPARATOR", "TaintManager", "binding_key_of", "eviction_key", "parse_eviction_key"]
+__all__ = ["EVENT_EVICTION_HALTED", "EVENT_EVICTION_PERFORMED", "EVENT_EVICTION_QUEUED", "HALTED_RECHECK",
+           "KEY_SEPARATOR", "TaintManager", "binding_key_of", "eviction_key", "performed_message",
+           "parse_eviction_key", "queued_message"]
 
 #: Separates the cluster from the binding key in a queue key (``|`` is valid in neither).
 KEY_SEPARATOR = "|"
@@ -94,6 +117,10 @@ HALTED_RECHECK = 10.0
 #: Retry backoff of a blocked state extraction (D6): initial and maximum seconds.
 STATE_RETRY_INITIAL = 0.5
 STATE_RETRY_MAX = 30.0
+#: Flotilla's Event reasons (Karmada emits none at these steps).
+EVENT_EVICTION_QUEUED = "EvictionQueued"  # Normal: a key was queued, due now or at the toleration deadline
+EVENT_EVICTION_PERFORMED = "EvictionPerformed"  # Normal: the task was written, the cluster left spec.clusters
+EVENT_EVICTION_HALTED = "EvictionHalted"  # Warning: D10 halts evictions (every cluster unhealthy, or rate 0)
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -153,6 +180,43 @@ def _template_of(binding: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
             "metadata": {"name": ref.get("name"), "namespace": ref.get("namespace"), "uid": ref.get("uid")}}
+
+
+def queued_message(cluster: str, decision: EvictionDecision) -> str:
+    """The ``EvictionQueued`` message for an enqueue decision (due now or at a deadline)."""
+    taint = f"NoExecute taint {decision.taint}" if decision.taint is not None else "its NoExecute taints"
+    if decision.error is not None:
+        return (f"Cluster {cluster} has NoExecute taints and the applied placement cannot be read "
+                f"({decision.error}): eviction queued now.")
+    if decision.action is Eviction.AT and decision.at is not None:
+        return (f"Cluster {cluster}: {taint} is tolerated until {format_timestamp(decision.at)}: eviction queued "
+                "for then.")
+    if decision.at is not None:
+        return f"Cluster {cluster}: the toleration of {taint} has expired: eviction queued now."
+    return f"Cluster {cluster}: {taint} is not tolerated: eviction queued now."
+
+
+def performed_message(cluster: str, decision: EvictionDecision, binding: Mapping[str, Any]) -> str:
+    """The ``EvictionPerformed`` message: why, and the task that now waits for the graceful-eviction controller."""
+    why = f"NoExecute taint {decision.taint}" if decision.taint is not None else "an untolerated NoExecute taint"
+    task = next((_map(t) for t in reversed(_spec(binding).get("gracefulEvictionTasks") or ())
+                 if _map(t).get("fromCluster") == cluster), {})
+    state = "with preserved state" if task.get("preservedLabelState") else "without preserved state"
+    return (f"Evicted from cluster {cluster} ({why}): graceful-eviction task added, purgeMode "
+            f"{task.get('purgeMode') or 'Gracefully'}, {state}.")
+
+
+def _cause_time(decision: EvictionDecision, cluster: Mapping[str, Any] | None) -> datetime | None:
+    """When the taint that caused the eviction was added (else the earliest NoExecute taint's timeAdded)."""
+    added = getattr(decision.taint, "time_added", None)
+    if isinstance(added, datetime):
+        return added
+    try:
+        taints = parse_taints(cluster) if cluster is not None else ()
+    except ValueError:
+        return None
+    times = [t.time_added for t in taints if t.effect == "NoExecute" and t.time_added is not None]
+    return min(times) if times else None
 
 
 class _Blocked(Exception):
@@ -238,6 +302,7 @@ class TaintManager(Controller):
         key = eviction_key(cname, bkey)
         self.queued[key] += 1
         self.enqueue(key, decision.delay(now) or 0.0)
+        self._event(binding, "Normal", EVENT_EVICTION_QUEUED, queued_message(str(cname), decision))
 
     # ------------------------------------------------------------------ the eviction worker
 
@@ -247,7 +312,43 @@ class TaintManager(Controller):
         try:
             return await self._sync(key)
         except _Blocked as b:
+            self._record(RESULT_BLOCKED)
             return b.retry_after
+
+    async def _handle(self, key: str) -> None:
+        """One pass over a key, timed for Karmada's eviction processing metrics."""
+        start = self.queue.clock.now()
+        try:
+            await super()._handle(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._record_pass(key, start, ok=False)
+            raise
+        self._record_pass(key, start, ok=True)
+
+    def _record_pass(self, key: str, start: float, *, ok: bool) -> None:
+        end = self.queue.clock.now()
+        ready = self.queue.ready_since(key)
+        self.ctx.metrics.failover.record_processing(self.name, ok=ok, seconds=end - start,
+                                                    since_ready=None if ready is None else end - ready)
+
+    def _record(self, result: str) -> None:
+        self.ctx.metrics.failover.record_eviction(trigger=TRIGGER_CLUSTER_TAINT, reason=REASON_TAINT_UNTOLERATED,
+                                                  result=result)
+
+    def collect_metrics(self) -> None:
+        metrics = self.ctx.metrics.failover
+        if not self.enabled or self.queue.shutting_down:
+            metrics.clear_live_state(self.name)
+            return
+        pending: Counter[tuple[str, str]] = Counter()
+        for key in self.queue.keys():
+            cluster, namespace, _ = parse_eviction_key(key)
+            kind = RESOURCE_BINDINGS.kind if namespace else CLUSTER_RESOURCE_BINDINGS.kind
+            pending[(cluster, kind)] += 1
+        metrics.set_eviction_queue(self.name, self.queue.depth, pending)
+        metrics.set_rate_limiter(self.name, self.limiter.mode.value, self.limiter.rate, [m.value for m in EvictionMode])
 
     async def _sync(self, key: str) -> float | None:
         cluster_name, namespace, name = parse_eviction_key(key)
@@ -273,7 +374,10 @@ class TaintManager(Controller):
         unhealthy = sum(1 for c in clusters if not _ready(c))
         wait = self.limiter.decide(time.monotonic(), unhealthy, len(clusters))
         if wait is None:
-            log.warning("taint-manager: %s: %s", key, self.limiter.message(unhealthy, len(clusters)))
+            message = self.limiter.message(unhealthy, len(clusters))
+            log.warning("taint-manager: %s: %s", key, message)
+            self._event(binding, "Warning", EVENT_EVICTION_HALTED,
+                        f"Eviction from cluster {cluster_name} waits: {message}.")
             return HALTED_RECHECK
         if wait > 0:
             return wait
@@ -284,10 +388,15 @@ class TaintManager(Controller):
         evicted = await self._evict(key, res, binding, cluster_name, state)
         if evicted is None:
             return None
-        for condition in extra_conditions:
-            await self._set_condition(res, evicted, condition)
         self._state_failures.pop(key, None)
         self.evicted[key] += 1
+        self._record(RESULT_SUCCESS)
+        caused_at = _cause_time(decision, cluster)
+        if caused_at is not None:
+            self.ctx.metrics.failover.observe_taint_to_eviction((self.ctx.now() - caused_at).total_seconds())
+        self._event(evicted, "Normal", EVENT_EVICTION_PERFORMED, performed_message(cluster_name, decision, evicted))
+        for condition in extra_conditions:
+            await self._set_condition(res, evicted, condition)
         log.info("taint-manager: evicted %s from cluster %s (%s)", binding_key_of(binding), cluster_name,
                  "with state" if state is not None else "without state")
         return None
@@ -307,6 +416,8 @@ class TaintManager(Controller):
             return binding_eviction_decision(binding, cluster_name, taints, now, enabled=self.enabled)
         except AppliedPlacementError as e:
             log.warning("taint-manager: binding %s on cluster %s: %s", binding_key_of(binding), cluster_name, e)
+            self._record(RESULT_ERROR)
+            self._event(binding, "Warning", EVENT_EVICT_FAILED, f"{evict_failed_message(cluster_name)} {e}")
             raise
 
     # ------------------------------------------------------------------ state preservation
@@ -341,7 +452,9 @@ class TaintManager(Controller):
                                        timeout=self.options.state_preservation_timeout)
         self._event(binding, result.event.type, result.event.reason, result.event.message)
         log.warning("taint-manager: %s: %s", key, result.event.message)
+        self.ctx.metrics.failover.record_state_preservation_failure(TRIGGER_CLUSTER_TAINT)
         if result.proceed_without_state:
+            self.ctx.metrics.failover.record_state_preservation_timeout(TRIGGER_CLUSTER_TAINT)
             return None, [result.condition]
         current: Mapping[str, Any] = binding
         if first is None:
@@ -405,6 +518,7 @@ class TaintManager(Controller):
         try:
             updated = await patch_with_retry(self.client, res, binding, md["name"], md.get("namespace"), make)
         except ApiException as e:
+            self._record(RESULT_ERROR)
             self._event(binding, "Warning", EVENT_EVICT_FAILED, evict_failed_message(cluster))
             log.warning("taint-manager: %s: evicting failed: %s", key, e)
             raise

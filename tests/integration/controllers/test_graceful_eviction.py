@@ -221,3 +221,52 @@ async def test_directly_task_held_while_old_work_remains(env: Env) -> None:
 
     await eventually(removed, what="Directly task released once the old Work is gone")
     assert loop.time() - started < 3.0  # woken by the Work's deletion, not by the 10 s recheck
+
+
+# ---------------------------------------------------------------------------------------------- why a task went
+
+
+async def removal_events(env: Env) -> list[dict[str, Any]] | None:
+    """The GracefulEvictionTaskRemoved events once there is one on the binding and one on its template."""
+    events = await env.events("GracefulEvictionTaskRemoved")
+    kinds = {e["involvedObject"]["kind"] for e in events}
+    return events if kinds == {"ResourceBinding", "Deployment"} else None
+
+
+async def test_task_removed_event_says_every_target_is_healthy(env: Env) -> None:
+    await env.create_binding([task()], health={"member2": "Healthy"})
+    manager = await env.start()
+
+    async def stamped() -> bool:
+        return bool((await env.tasks())[0].get("creationTimestamp"))
+
+    await eventually(stamped, what="creationTimestamp stamped")
+    await env.set_status({"member2": "Healthy"})  # the scheduler catches up with the stamped generation
+    events = await eventually(lambda: removal_events(env), what="removal events")
+    assert all(e["type"] == "Normal" and e["message"] == "Graceful-eviction task for cluster member1 removed: "
+               "every target cluster reports the workload Healthy." for e in events)
+    metrics = manager.metrics.failover
+    assert metrics.tasks_removed.value("cluster_taint", "Healthy") == 1
+    assert metrics.eviction_to_healthy.count("cluster_taint") == 1
+
+
+async def test_task_removed_event_warns_on_timeout(env: Env) -> None:
+    await env.create_binding([task(gracePeriodSeconds=1)], health={"member2": "Unhealthy"})
+    manager = await env.start()
+    events = await eventually(lambda: removal_events(env), timeout=8.0, what="removal events")
+    assert all(e["type"] == "Warning" and e["message"] == "Graceful-eviction task for cluster member1 removed: "
+               "timed out after 1s before every target cluster reported the workload Healthy." for e in events)
+    metrics = manager.metrics.failover
+    assert metrics.tasks_removed.value("cluster_taint", "Timeout") == 1
+    assert metrics.eviction_to_healthy.count("cluster_taint") == 0  # not healthy: no time-to-healthy
+
+
+async def test_task_removed_event_says_suppress_deletion_was_lifted(env: Env) -> None:
+    await env.create_binding([task(producer="resource-binding-application-failover-controller",
+                                   reason="ApplicationFailure", suppressDeletion=False,
+                                   creationTimestamp="2020-01-01T00:00:00Z")], health={"member2": "Unhealthy"})
+    manager = await env.start()
+    events = await eventually(lambda: removal_events(env), what="removal events")
+    assert all(e["type"] == "Normal" and e["message"] == "Graceful-eviction task for cluster member1 removed: "
+               "suppressDeletion was set to false." for e in events)
+    assert manager.metrics.failover.tasks_removed.value("application", "SuppressDeletionFalse") == 1

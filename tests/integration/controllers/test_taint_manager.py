@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +288,75 @@ async def test_d6_state_preservation_timeout_evicts_without_state(plane: Plane) 
 
     cond = await eventually(timed_out_condition)
     assert cond["status"] == "False"
+
+
+# ---------------------------------------------------------------------------------------------- events and metrics
+
+
+async def _both(plane: Plane, reason: str) -> list[dict[str, Any]] | None:
+    """The events with ``reason`` once there is one on the binding and one on its template."""
+    on_binding, on_template = await plane.events(RB, reason), await plane.events("flink-job", reason)
+    return on_binding + on_template if on_binding and on_template else None
+
+
+async def test_eviction_queued_and_performed_events_on_the_binding_and_its_template(plane: Plane) -> None:
+    await plane.taint_manager()
+    await plane.binding()
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    queued = await eventually(lambda: _both(plane, "EvictionQueued"))
+    assert {e["involvedObject"]["kind"] for e in queued} == {"ResourceBinding", "FlinkDeployment"}
+    assert all(e["type"] == "Normal" and "Cluster m1" in e["message"] and "not tolerated" in e["message"]
+               for e in queued)
+    performed = await eventually(lambda: _both(plane, "EvictionPerformed"))
+    assert all(e["type"] == "Normal" for e in performed)
+    assert all(e["message"] == "Evicted from cluster m1 (NoExecute taint cluster.karmada.io/not-ready:NoExecute): "
+               "graceful-eviction task added, purgeMode Directly, with preserved state." for e in performed)
+
+
+async def test_eviction_queued_event_names_the_toleration_deadline(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding(tolerations=[{"key": NOT_READY["key"], "operator": "Exists", "effect": "NoExecute",
+                                      "tolerationSeconds": 300}])
+    added = datetime.now(UTC).replace(microsecond=0)
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp(added)})
+    queued = await eventually(lambda: _both(plane, "EvictionQueued"))
+    deadline = stamp(added + timedelta(seconds=300))
+    assert all(f"is tolerated until {deadline}: eviction queued for then." in e["message"] for e in queued)
+    families = tm.ctx.metrics.failover
+    assert families.evictions.value("cluster_taint", "TaintUntolerated", "success") == 0
+    tm.collect_metrics()  # the key waits for its deadline: counted in the queue, not ready
+    assert families.eviction_kind_total.value("m1", "ResourceBinding") == 1
+    assert families.eviction_queue_depth.value("taint-manager") == 0
+
+
+async def test_halted_evictions_emit_a_warning_on_the_binding_and_its_template(plane: Plane) -> None:
+    await plane.taint_manager()
+    await plane.binding()
+    for name in ("m1", "m2"):
+        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
+            subresource="status")
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    halted = await eventually(lambda: _both(plane, "EvictionHalted"))
+    assert all(e["type"] == "Warning" and "every cluster (2/2) is unhealthy" in e["message"] for e in halted)
+    assert await plane.events(RB, "EvictionPerformed") == []
+
+
+async def test_unreadable_applied_placement_emits_evict_failed_and_counts_an_error(plane: Plane) -> None:
+    tm = await plane.taint_manager()
+    await plane.binding()
+    await plane.client.patch(RESOURCE_BINDINGS, RB, {"metadata": {"annotations": {
+        "policy.karmada.io/applied-placement": "{not json"}}}, namespace=NS)
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    failed = await eventually(lambda: _both(plane, "EvictWorkloadFromClusterFailed"))
+    assert all(e["type"] == "Warning" and e["message"].startswith("Evict from cluster m1 failed. ") for e in failed)
+
+    async def queued_unreadable() -> bool:  # once the handler sees the annotation (informers race each other)
+        return any("the applied placement cannot be read" in e["message"]
+                   for e in await plane.events(RB, "EvictionQueued"))
+
+    await eventually(queued_unreadable)
+    metrics = tm.ctx.metrics.failover
+    assert metrics.evictions.value("cluster_taint", "TaintUntolerated", "error") >= 1
+    assert metrics.eviction_processing_total.value("taint-manager", "error") >= 1
+    await plane.stays_on_m1(0.3)
