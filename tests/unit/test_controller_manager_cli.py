@@ -186,6 +186,17 @@ def test_bad_values_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: l
 # ----------------------------------------------------------------------------------------------- feature gates
 
 
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--cluster-status-update-frequency", "0"],
+     'Options.ClusterStatusUpdateFrequency: Invalid value: "0s": must be greater than 0'),
+    (["--cluster-status-update-frequency", "0", "--cluster-failure-threshold", "1s"],
+     "must be greater than 0"),
+])
+def test_karmadas_flag_validation_is_a_usage_error(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                   needle: str) -> None:
+    assert needle in parse_error(capsys, *argv)
+
+
 def test_feature_gates_repeat_and_accumulate() -> None:
     o = options("--feature-gates", "Failover=false", "--feature-gates=PropagateDeps=false,Failover=true")
     assert o.gate("Failover") is True and o.gate("PropagateDeps") is False

@@ -440,6 +440,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
     from flotilla.observability.metrics import parse_bind_address
 
     options = options_from_args(args)
+    problems = options.validate()  # Karmada's flag checks (karmada-failover.md §8.5)
+    if problems:
+        raise ValueError("; ".join(problems))
     metrics_address = parse_bind_address(getattr(args, "metrics_bind_address", "0"))
     controllers, unavailable = select_controllers(args.controllers, known_controllers(), available_controllers())
     if args.leader_elect:
