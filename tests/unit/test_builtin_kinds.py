@@ -31,7 +31,8 @@ def ago(**kw: float) -> str:
     return (NOW - timedelta(**kw)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-KARMADA_GROUPS = {"cluster.karmada.io", "policy.karmada.io", "work.karmada.io", "config.karmada.io"}
+KARMADA_GROUPS = {"cluster.karmada.io", "policy.karmada.io", "work.karmada.io", "config.karmada.io",
+                  "apps.karmada.io"}
 KARMADA_TYPES = [t for t in BUILTIN_TYPES if t.group in KARMADA_GROUPS]
 
 
@@ -48,7 +49,7 @@ def by_kind(kind: str) -> ResourceType:
 def test_expected_kinds_are_served() -> None:
     served = {(t.group, t.version, t.kind) for t in BUILTIN_TYPES}
     assert served == set(SCHEMA_BUILDERS)
-    assert len(BUILTIN_TYPES) == 26
+    assert len(BUILTIN_TYPES) == 27
 
 
 def test_group_kind_and_plural_are_unique() -> None:
@@ -95,6 +96,7 @@ def test_short_names_are_unique_and_do_not_shadow_resource_names() -> None:
         ("ClusterResourceBinding", ("crb",), False),
         ("Work", ("wk",), True),
         ("ResourceInterpreterCustomization", ("ric",), False),
+        ("WorkloadRebalancer", (), False),
     ],
 )
 def test_short_names_and_scope(kind: str, short_names: tuple[str, ...], namespaced: bool) -> None:
@@ -145,7 +147,7 @@ def test_patch_and_generation_flags() -> None:
 def test_status_subresources_follow_karmada_crds() -> None:
     with_status = {t.kind for t in KARMADA_TYPES if t.has_status}
     # PropagationPolicy & co. have no status at all in Karmada; the bindings, Work and Cluster do.
-    assert with_status == {"Cluster", "ResourceBinding", "ClusterResourceBinding", "Work"}
+    assert with_status == {"Cluster", "ResourceBinding", "ClusterResourceBinding", "Work", "WorkloadRebalancer"}
     for kind in (
         "Namespace",
         "Service",

@@ -18,3 +18,4 @@ CLUSTER_RESOURCE_BINDINGS = Resource("work.karmada.io", "v1alpha2", "clusterreso
 WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
 RESOURCE_INTERPRETER_CUSTOMIZATIONS = Resource("config.karmada.io", "v1alpha1", "resourceinterpretercustomizations",
                                                "ResourceInterpreterCustomization", False)
+WORKLOAD_REBALANCERS = Resource("apps.karmada.io", "v1alpha1", "workloadrebalancers", "WorkloadRebalancer", False)

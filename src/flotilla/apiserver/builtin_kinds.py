@@ -577,6 +577,19 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         ),
         schema=schema_for("config.karmada.io", "v1alpha1", "ResourceInterpreterCustomization"),
     ),
+    ResourceType(
+        group="apps.karmada.io",
+        version="v1alpha1",
+        kind="WorkloadRebalancer",
+        plural="workloadrebalancers",
+        namespaced=False,
+        has_status=True,
+        generation="non-metadata",
+        builtin_smp=False,
+        strict_schema=True,
+        printer_columns=(_age(),),
+        schema=schema_for("apps.karmada.io", "v1alpha1", "WorkloadRebalancer"),
+    ),
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], ResourceType] = {(t.group, t.kind): t for t in BUILTIN_TYPES}

@@ -15,9 +15,16 @@ timer; ``tolerationSeconds: 0`` evicts at the first look. A cluster Unhealthy fo
 ``spec.clusters``, ``spec.gracefulEvictionTasks`` and the record go in one merge patch guarded by the
 binding's resourceVersion (decided again after a 409).
 
-State preservation (``failover.application.statePreservation``): the rules run on the status the
-evicted cluster last reported; the state and ``clustersBeforeFailover`` go on the task. A failed
-extraction blocks that cluster's eviction (D6): a Warning ``StatePreservationFailed`` event every
+State preservation (``failover.application.statePreservation``, gate ``StatefulFailoverInjection``; off:
+no extraction, no state and no ``clustersBeforeFailover`` on the task, as Karmada): the rules run on the
+status the evicted cluster last reported; the state and ``clustersBeforeFailover`` go on the task. D5:
+when the evicted cluster's copy was itself started with injected state and never became Healthy since
+(the binding's injected-state record has no ``healthyAt``, or, without a record, the last ``Directly``
+task that injected into it is still there), the previous state is carried forward instead of what the
+unhealthy copy reported, even when its extraction fails
+(:func:`~flotilla.failover.state.previous_injection`, :func:`~flotilla.failover.state.carry_forward`),
+with a Normal ``StateCarriedForward`` event once the eviction is written. A failed extraction that is not
+carried over blocks that cluster's eviction (D6): a Warning ``StatePreservationFailed`` event every
 attempt, the first failure persisted (``failover.flotilla.io/state-preservation-failing-since``) and,
 with ``--state-preservation-timeout`` > 0, the eviction proceeds without state once that old
 (``StatePreservationTimedOut``).
@@ -63,12 +70,16 @@ from flotilla.failover.eviction import (
 )
 from flotilla.failover.state import (
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
+    STATEFUL_FAILOVER_INJECTION_GATE,
     EventSpec,
     StateExtractionError,
+    carry_forward,
     extract_state,
     failing_since,
     format_time,
     on_extraction_failure,
+    parse_injected_state_record,
+    previous_injection,
     reflected_status,
     rules_of,
 )
@@ -117,8 +128,12 @@ def plan_binding(
     health_interpretable: bool,
     graceful_eviction_enabled: bool = True,
     state_preservation_timeout: float = 0.0,
+    state_preservation_enabled: bool = True,
 ) -> Plan:
-    """Everything :class:`ApplicationFailoverController` writes for ``binding`` (pure; no I/O)."""
+    """Everything :class:`ApplicationFailoverController` writes for ``binding`` (pure; no I/O).
+
+    ``state_preservation_enabled``: the gate ``StatefulFailoverInjection`` (off: the rules are ignored).
+    """
     md = _map(binding.get("metadata"))
     spec = _map(binding.get("spec"))
     annotations = _map(md.get("annotations"))
@@ -126,19 +141,31 @@ def plan_binding(
     plan = Plan(patch=None, decision=decision, retry_after=decision.requeue_after(now))
     failover = _map(spec.get("failover"))
     application = _map(failover.get("application"))
-    rules = rules_of(failover, "application")
+    rules = rules_of(failover, "application") if state_preservation_enabled else []
+    record = parse_injected_state_record(binding)
     before = cluster_names(spec)  # once, before any cluster of this batch is removed
     failing = failing_since(annotations)
     failing_after = dict(failing)
     evictions: list[tuple[str, TaskOptions]] = []
+    carried: dict[str, EventSpec] = {}
     for cluster in decision.evict:
         state: dict[str, str] | None = None
         if rules:
+            extracted: dict[str, str] | StateExtractionError
             try:
-                state = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
+                extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
             except StateExtractionError as e:
-                outcome = on_extraction_failure(e, cluster=cluster, first_failure_at=failing.get(cluster), now=now,
-                                                timeout=state_preservation_timeout)
+                extracted = e
+            # D5: a copy that never became Healthy after an injection hands on the previous state
+            previous, healthy = previous_injection(spec, record, cluster)
+            kept = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
+            if kept.event is not None:
+                carried[cluster] = kept.event
+            if kept.error is None:
+                state = dict(kept.state or {})
+            else:
+                outcome = on_extraction_failure(kept.error, cluster=cluster, first_failure_at=failing.get(cluster),
+                                                now=now, timeout=state_preservation_timeout)
                 plan.events.append(outcome.event)
                 if not outcome.proceed_without_state:
                     # as Karmada: a failed extraction fails the whole pass, nothing is evicted
@@ -166,6 +193,7 @@ def plan_binding(
         if result.changed:
             patch = result.spec_patch()
             evicted = list(result.removed)
+    plan.events.extend(carried[c] for c in evicted if c in carried)
     remaining = decision.record_after(evicted)
     record = record_patch(annotations, remaining)
     if record is not None:
@@ -269,7 +297,8 @@ class ApplicationFailoverController(Controller):
             plan = plan_binding(obj, self.ctx.now(), binding_kind=kind,
                                 health_interpretable=self.health_interpretable(obj),
                                 graceful_eviction_enabled=self.options.gate("GracefulEviction"),
-                                state_preservation_timeout=self.options.state_preservation_timeout)
+                                state_preservation_timeout=self.options.state_preservation_timeout,
+                                state_preservation_enabled=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE))
             plans.append(plan)
             return plan.patch
 

@@ -17,6 +17,18 @@ nothing else happens and the binding is looked at again in 5 s; else every targe
 created or updated (errors of one cluster do not stop the others and requeue the binding), with
 Events ``SyncWorkSucceed`` / ``SyncWorkFailed`` on the binding and the template.
 
+Injected state (gate ``StatefulFailoverInjection``; BEHAVIOR.md D4): before the Works are written,
+:func:`flotilla.failover.state.plan_injection` decides, from the eviction tasks and the binding's record
+(annotation ``failover.flotilla.io/injected-state``), which labels each target cluster's Work gets: the
+last ``Directly`` task's preserved state under Karmada's conditions, else the recorded labels in the
+recorded cluster until a later failover supersedes the record. When the record changes (a new injection,
+or a superseded record that goes) the annotation is written first, as a metadata-only merge patch guarded
+by the resourceVersion (no generation bump, so no new render). On a 409 the binding is read again and, if
+its generation is still the rendered one, decided again (the binding-status controller may have stamped
+``healthyAt`` meanwhile); if the spec moved on, nothing is written and the newer render does it. Writing
+the record before the Works means a Work never carries injected labels the binding has no record of, so
+the labels survive the task's removal. With the gate off nothing is injected and the record is left alone.
+
 Flotilla also deletes the Works of a binding that disappears without its finalizer (e.g. created by
 hand): Karmada would leave them behind.
 """
@@ -32,7 +44,15 @@ from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller
+from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.state import (
+    STATEFUL_FAILOVER_INJECTION_GATE,
+    InjectionPlan,
+    injected_state_patch,
+    parse_injected_state_record,
+    plan_injection,
+)
 from flotilla.interpreter import prune_irrelevant_fields
 from flotilla.policy.matching import resource_matches_selector
 from flotilla.policy.naming import generate_binding_name
@@ -64,6 +84,9 @@ __all__ = ["BindingController", "BindingSyncError", "binding_key"]
 RB_ID_INDEX = "resourcebinding-permanent-id"
 CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
 DIRECTLY_PURGE_REQUEUE = 5.0
+#: Seconds before a binding whose spec changed while its injected-state record was written is looked at again
+#: (the generation change queues it too; this covers a cache that has not seen the change yet).
+STALE_RENDER_REQUEUE = 0.5
 _WRITE_ATTEMPTS = 5
 
 
@@ -237,10 +260,48 @@ class BindingController(Controller):
         template = await self._fetch_template(binding)
         if template is None:
             return None
-        await self._ensure_works(binding, template)
+        injection = await self._sync_injected_state(binding)
+        if injection is None:
+            return STALE_RENDER_REQUEUE
+        await self._ensure_works(binding, template, injection)
         return None
 
-    async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any]) -> None:
+    async def _sync_injected_state(self, binding: dict[str, Any]) -> InjectionPlan | None:
+        """D4: what this render injects; the binding's record is written first when it changes.
+
+        ``None`` when the binding changed (or went) under the render: its Works are not written now.
+        """
+        gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
+        meta = _meta(binding)
+        generation = meta.get("generation")
+        res = CLUSTER_RESOURCE_BINDINGS if binding_ref(binding).cluster_scoped else RESOURCE_BINDINGS
+        plans: list[InjectionPlan] = []
+
+        def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            plans.clear()
+            md = _meta(obj)
+            if md.get("generation") != generation or md.get("deletionTimestamp"):
+                return None  # a newer render follows (or the binding goes); decide nothing from this one
+            plan = plan_injection(_spec(obj), parse_injected_state_record(obj), self.ctx.now(), gate=gate)
+            plans.append(plan)
+            return injected_state_patch(plan.record, md.get("resourceVersion")) if plan.record_changed else None
+
+        written = await patch_with_retry(self.client, res, binding, str(meta.get("name")), meta.get("namespace"),
+                                         make_patch)
+        if written is None or not plans:
+            return None
+        plan = plans[0]
+        if plan.record_changed:
+            who = binding_key(binding)
+            if plan.record is None:
+                log.info("%s: dropped the injected-state record (superseded)", who)
+            else:
+                log.info("%s: recorded the state injected into cluster %s: %s", who, plan.record.cluster,
+                         plan.record.to_json())
+        return plan
+
+    async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any],
+                            injection: InjectionPlan) -> None:
         clusters = {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
         intents, build_errors = plan_works(
             template, binding,
@@ -248,7 +309,8 @@ class BindingController(Controller):
             clusters=clusters,
             override_policies=self._ops.store.list(),
             cluster_override_policies=self._cops.store.list(),
-            inject_preserved_labels=self.options.gate("StatefulFailoverInjection"),
+            inject_preserved_labels=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
+            injections=injection.labels,
         )
         errors = [e.message for e in build_errors]
         for intent in intents:

@@ -13,9 +13,19 @@ D14: the readiness of each Work's cluster is part of the aggregation. Items of c
 keep their last ``status`` and report ``health: Unknown``; the binding's ``StatusUpToDate`` condition names
 those clusters. A Cluster's Ready flip (or its deletion) re-aggregates every binding with a Work there.
 
+D5: with the gate ``StatefulFailoverInjection`` on, every pass also looks at the binding's injected-state record
+(annotation ``failover.flotilla.io/injected-state``, written by the binding controller, D4): the first time the
+aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the record
+(:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows whether
+the copy ever ran with the injected state. The annotation is written with a metadata-only merge patch guarded by
+the binding's resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
+there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
+record is left alone.
+
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
-generation or ``spec.resource.resourceVersion`` changed; Work add, status or deletion change, delete (mapped
-to the binding by the Work's binding annotations); Cluster readiness change or delete.
+generation or ``spec.resource.resourceVersion`` changed, or when it brings a new injected-state record not yet
+stamped Healthy; Work add, status or deletion change, delete (mapped to the binding by the Work's binding
+annotations); Cluster readiness change or delete.
 Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding and the template;
 ``StatusStale`` (Warning) / ``StatusUpToDate`` (Normal) on the binding when its StatusUpToDate condition flips.
 """
@@ -33,8 +43,16 @@ from flotilla.api.labels import (
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
 from flotilla.controllers.base import Controller
+from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, shared_interpreter
+from flotilla.failover.state import (
+    STATEFUL_FAILOVER_INJECTION_GATE,
+    injected_copy_health_pending,
+    injected_state_patch,
+    observe_injected_copy_health,
+    parse_injected_state_record,
+)
 from flotilla.interpreter import InterpreterError, Operation
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.propagation import status as st
@@ -80,7 +98,9 @@ class BindingStatusController(Controller):
         self.clusters.add_handler(on_update=self._on_cluster_update, on_delete=self._on_cluster_delete)
 
     def _on_binding(self, prefix: str, old: _Obj | None, new: _Obj) -> None:
-        if st.binding_needs_sync(old, new):
+        if st.binding_needs_sync(old, new) or (
+                st.binding_needs_sync(None, new) and self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
+                and injected_copy_health_pending(old, new)):
             md = new.get("metadata") or {}
             self.enqueue(f"rb|{md.get('namespace')}|{md.get('name')}" if prefix == "rb" else f"crb|{md.get('name')}")
 
@@ -127,15 +147,39 @@ class BindingStatusController(Controller):
         resource = (binding.get("spec") or {}).get("resource") or {}
         items = st.build_aggregated_status(works, resource, self._ready)
         stale = st.stale_clusters(items, self._ready)
-        await self._patch_binding(res, binding, items, stale)
+        binding = await self._patch_binding(res, binding, items, stale)
+        if binding is None:
+            return None
+        await self._observe_injected_copy(res, binding, items)
         await self._sync_template(binding, items)
         return None
+
+    async def _observe_injected_copy(self, res: Resource, binding: _Obj, items: list[dict[str, Any]]) -> None:
+        """D5: stamp ``healthyAt`` on the injected-state record once its cluster's copy reports Healthy."""
+        if not self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE):
+            return
+
+        def make_patch(obj: _Obj) -> dict[str, Any] | None:
+            md = obj.get("metadata") or {}
+            if md.get("deletionTimestamp"):
+                return None
+            record = parse_injected_state_record(obj)
+            stamped = observe_injected_copy_health(record, items, self.ctx.now())
+            if stamped is record:
+                return None
+            return injected_state_patch(stamped, md.get("resourceVersion"))
+
+        md = binding.get("metadata") or {}
+        if make_patch(binding) is None:
+            return  # nothing to stamp on the binding as known: no write, no read
+        await patch_with_retry(self.client, res, binding, str(md.get("name")), md.get("namespace"), make_patch)
 
     def _ready(self, cluster: str) -> bool:
         return st.cluster_ready(self.clusters.store.get(cluster))
 
     async def _patch_binding(self, res: Resource, binding: _Obj, items: list[dict[str, Any]],
-                             stale: list[str]) -> None:
+                             stale: list[str]) -> _Obj | None:
+        """Write the aggregated status; the binding as last known (``None``: it is gone or being deleted)."""
         md = binding.get("metadata") or {}
         ns, name = md.get("namespace"), str(md.get("name"))
         spec = binding.get("spec") or {}
@@ -144,24 +188,24 @@ class BindingStatusController(Controller):
             status = binding.get("status") or {}
             patch = st.binding_status_patch(status, items, conditions, self.ctx.now())
             if patch is None:
-                return
+                return binding
             body = {"metadata": {"resourceVersion": (binding.get("metadata") or {}).get("resourceVersion")},
                     "status": patch}
             try:
-                await self.client.patch(res, name, body, namespace=ns, subresource="status")
+                written = await self.client.patch(res, name, body, namespace=ns, subresource="status")
             except ApiException as e:
                 if is_not_found(e):
-                    return
+                    return None
                 if not is_conflict(e):
                     self.ctx.recorder.event(binding, WARNING, "AggregateStatusFailed",
                                             f"Writing the aggregated status failed: {e}")
                     raise
                 binding = await self._get_live(res, name, ns)
                 if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
-                    return
+                    return None
                 continue
             self._events_for(binding, status, patch)
-            return
+            return dict(written) if isinstance(written, Mapping) and written.get("metadata") else binding
         raise RuntimeError(f"{res.kind} {_display(ns, name)}: status kept conflicting after {RETRIES} attempts")
 
     def _events_for(self, binding: _Obj, old_status: Mapping[str, Any], patch: Mapping[str, Any]) -> None:

@@ -21,6 +21,7 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("binding-status", "flotilla.controllers.binding_status", "BindingStatusController"),
     ("graceful-eviction", "flotilla.controllers.graceful_eviction", "GracefulEvictionController"),
     ("application-failover", "flotilla.controllers.application_failover", "ApplicationFailoverController"),
+    ("workloadRebalancer", "flotilla.controllers.workload_rebalancer", "WorkloadRebalancerController"),
 )
 
 

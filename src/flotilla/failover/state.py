@@ -26,17 +26,19 @@ merged with ``requiredBy``); only the **last** eviction task counts; its ``purge
 target is not in its ``clustersBeforeFailover``. The task's ``preservedLabelState`` then overwrites the
 manifest's labels of the same keys.
 
-**D4, injected state stays** (:func:`decide_injection`). Karmada drops the labels as soon as the task is
-removed. Flotilla records the last injection on the binding (annotation
-``failover.flotilla.io/injected-state``, :func:`injected_state_record`) and keeps injecting the recorded
-labels into the recorded cluster until the record is superseded: by a later injection, by an eviction task
-from that cluster (its copy is being replaced, so the state it started from is history), or when that
-cluster is no longer a target.
+**D4, injected state stays** (:func:`decide_injection`, per target; :func:`plan_injection`, per binding).
+Karmada drops the labels as soon as the task is removed. Flotilla records the last injection on the binding
+(annotation ``failover.flotilla.io/injected-state``, :func:`injected_state_record`) and keeps injecting the
+recorded labels into the recorded cluster until the record is superseded: by a later injection, by an
+eviction task from that cluster (its copy is being replaced, so the state it started from is history), or
+when that cluster is no longer a target. The binding controller writes the record
+(:func:`injected_state_patch`) before the Works.
 
-**D5, consecutive failovers** (:func:`carry_forward`). When the workload fails over again from a cluster
-where its copy never became Healthy after the previous injection, the state preserved is the previous one,
-not what the unhealthy copy reported (a fresh Flink job has a new job id and no checkpoint; Karmada
-#6232). Whether the copy became Healthy is recorded in the D4 record (``healthyAt``, set by
+**D5, consecutive failovers** (:func:`previous_injection`, :func:`carry_forward`). When the workload fails
+over again from a cluster where its copy never became Healthy after the previous injection, the state
+preserved is the previous one, not what the unhealthy copy reported (a fresh Flink job has a new job id and
+no checkpoint; Karmada #6232); both failover triggers apply it. Whether the copy became Healthy is recorded
+in the D4 record (``healthyAt``, stamped by the binding-status controller with
 :func:`observe_injected_copy_health`), so a controller restart does not forget it.
 
 **D6, no silent blocking** (:func:`on_extraction_failure`). A failed extraction still blocks the eviction
@@ -89,6 +91,7 @@ __all__ = [
     "ExtractionFailure",
     "InjectedStateRecord",
     "InjectionDecision",
+    "InjectionPlan",
     "StateExtractionError",
     "StatePreservationOutcome",
     "StatePreservationRule",
@@ -103,6 +106,8 @@ __all__ = [
     "failing_since",
     "format_time",
     "inject_labels",
+    "injected_copy_health_pending",
+    "injected_state_patch",
     "injected_state_record",
     "observe_injected_copy_health",
     "on_extraction_failure",
@@ -110,6 +115,7 @@ __all__ = [
     "not_collected_message",
     "parse_injected_state_record",
     "parse_time",
+    "plan_injection",
     "previous_injection",
     "record_failing_since",
     "reflected_status",
@@ -633,6 +639,65 @@ def decide_injection(
     return InjectionDecision({}, None, reason, valid, valid != record)
 
 
+@dataclass(frozen=True)
+class InjectionPlan:
+    """What one render of a binding injects (D4), over all its target clusters.
+
+    ``labels``: the labels for each target cluster that gets some; ``decisions``: every target's
+    :class:`InjectionDecision`; ``record``: the record the binding carries after the render (``None``: no
+    annotation); ``record_changed``: whether the annotation must be written (added, replaced or removed).
+    """
+
+    labels: Mapping[str, Mapping[str, str]]
+    decisions: Mapping[str, InjectionDecision]
+    record: InjectedStateRecord | None
+    record_changed: bool
+
+
+def plan_injection(
+    binding_spec: Mapping[str, Any],
+    record: InjectedStateRecord | None,
+    now: datetime,
+    *,
+    gate: bool = True,
+) -> InjectionPlan:
+    """:func:`decide_injection` for every render target of a binding, and the one record it leaves behind.
+
+    Only a single-target binding can get a fresh injection (Karmada's rule), so the targets never disagree on
+    the record: it is the fresh one when there is one, else the current record (:func:`current_record`),
+    which is dropped when it was superseded, also when the binding has no target at all. With the gate off
+    nothing is injected and the record is left as it is.
+    """
+    decisions = {t: decide_injection(binding_spec, t, record, now, gate=gate) for t in render_targets(binding_spec)}
+    labels = {t: dict(d.labels) for t, d in decisions.items() if d.labels}
+    if not gate:
+        return InjectionPlan(labels, decisions, record, False)
+    fresh = [d for d in decisions.values() if d.source == "task"]
+    if fresh:
+        return InjectionPlan(labels, decisions, fresh[0].record, fresh[0].record_changed)
+    kept = current_record(binding_spec, record)
+    return InjectionPlan(labels, decisions, kept, kept != record)
+
+
+def injected_state_patch(record: InjectedStateRecord | None, resource_version: Any) -> dict[str, Any]:
+    """The merge patch writing ``record`` to the binding's ``failover.flotilla.io/injected-state`` annotation
+    (``None``: removing it), guarded by ``resource_version`` (a metadata-only write: the generation stays)."""
+    value = None if record is None else record.to_json()
+    return {"metadata": {"resourceVersion": resource_version, "annotations": {INJECTED_STATE_ANNOTATION: value}}}
+
+
+def injected_copy_health_pending(old_binding: Mapping[str, Any] | None, new_binding: Mapping[str, Any]) -> bool:
+    """Whether a binding update brings a changed record whose copy has not been seen Healthy yet (D5): the
+    binding-status controller looks at the binding then, so a copy already Healthy is stamped at once."""
+    def raw(binding: Mapping[str, Any] | None) -> Any:
+        return _map(_map(_map(binding).get("metadata")).get("annotations")).get(INJECTED_STATE_ANNOTATION)
+
+    if old_binding is not None and raw(old_binding) == raw(new_binding):
+        return False
+    record = parse_injected_state_record(raw(new_binding))
+    return record is not None and record.healthy_at is None
+
+
 def observe_injected_copy_health(
     record: InjectedStateRecord | None, aggregated_status: Iterable[Mapping[str, Any]] | Mapping[str, Any] | None,
     now: datetime,
@@ -660,20 +725,19 @@ def previous_injection(
 ) -> tuple[Previous | None, bool]:
     """The previous injection into ``failed_cluster`` and whether that copy became Healthy since.
 
-    Call it before the new eviction task is appended. The D4 record is used when it names
-    ``failed_cluster`` (``healthy_at`` says whether the copy became Healthy). Without a record, the last
-    ``Directly`` task that would have injected into ``failed_cluster`` counts, as not Healthy: the
-    graceful-eviction controller removes a task once every target is Healthy, so a task still present means
-    the copy has not been seen Healthy.
+    Call it before the new eviction task is appended (``failed_cluster`` is still a target). The D4 record
+    is used when it names ``failed_cluster`` (``healthy_at`` says whether the copy became Healthy).
+    Without a record, the last eviction task counts, as not Healthy, when it injects a non-empty state into
+    ``failed_cluster`` (:func:`should_inject`: ``Directly``, a single target, not in its
+    ``clustersBeforeFailover``): the graceful-eviction controller removes a task once every target is
+    Healthy, so a task still present means the copy has not been seen Healthy.
     """
     if record is not None and record.cluster == failed_cluster:
         return record, record.healthy_at is not None
     tasks = _tasks(binding_spec)
-    if tasks:
+    if tasks and _str(tasks[-1].get("fromCluster")) != failed_cluster:
         last = tasks[-1]
-        if (last.get("purgeMode") == PURGE_MODE_DIRECTLY and _str(last.get("fromCluster")) != failed_cluster
-                and failed_cluster not in _strings(last.get("clustersBeforeFailover"))
-                and _string_map(last.get("preservedLabelState"))):
+        if should_inject(binding_spec, failed_cluster)[0] and _string_map(last.get("preservedLabelState")):
             return last, False
     return None, False
 

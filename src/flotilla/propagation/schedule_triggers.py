@@ -24,6 +24,7 @@ from typing import Any
 from flotilla.api import labels as L
 from flotilla.policy.matching import cluster_matches
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
+from flotilla.scheduler.errors import ModelError
 from flotilla.scheduler.model import parse_time
 from flotilla.scheduler.schedule import reschedule_required
 
@@ -87,6 +88,14 @@ def _list(value: Any) -> list[Any]:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _time(value: Any) -> datetime | None:
+    """A timestamp field; an unreadable one counts as unset (the API server does not check the format)."""
+    try:
+        return parse_time(value)
+    except ModelError:
+        return None
 
 
 def format_time(t: datetime) -> str:
@@ -206,7 +215,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
         return REASON_PLACEMENT_CHANGED
     if replicas_changed(spec):
         return REASON_REPLICAS_CHANGED
-    if reschedule_required(parse_time(spec.get("rescheduleTriggeredAt")), parse_time(status.get("lastScheduledTime"))):
+    if reschedule_required(_time(spec.get("rescheduleTriggeredAt")), _time(status.get("lastScheduledTime"))):
         return REASON_RESCHEDULE_TRIGGERED
     if not _is_workload(spec) or _duplicated(placement):
         return REASON_DUPLICATED

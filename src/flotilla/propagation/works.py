@@ -19,9 +19,13 @@ there), on a copy of the template:
    object, the binding's on the Work; the Work gets ``work.karmada.io/conflict-resolution`` (the
    template's own ``overwrite``/``abort``, else ``overwrite`` for a binding with
    ``conflictResolution: Overwrite``, else ``abort``) and the applied-overrides annotations;
-5. with ``StatefulFailoverInjection``: a single target cluster, the *last* graceful-eviction task
-   purged ``Directly`` and a target that is not in its ``clustersBeforeFailover`` get the task's
-   ``preservedLabelState`` as labels;
+5. with ``StatefulFailoverInjection``, preserved state goes on as labels (overwriting the same keys).
+   Which labels is decided by the caller and passed in (``injections`` / ``injected_labels``): the
+   binding controller passes :func:`flotilla.failover.state.plan_injection`'s, which adds D4 to
+   Karmada's rule (the recorded injection stays until a later failover replaces it). Without them,
+   Karmada's rule alone applies (:func:`inject_preserved_label_state`): a single target cluster, the
+   *last* graceful-eviction task purged ``Directly`` and a target that is not in its
+   ``clustersBeforeFailover`` get the task's ``preservedLabelState``;
 6. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
    conflict-resolution annotations, is pruned of server-set fields, and finally records
    ``resourcetemplate.karmada.io/managed-annotations``, the Work's permanent id as a label, and
@@ -282,10 +286,17 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
     state = _string_map(task.get("preservedLabelState"))
     if not state:
         return manifest
+    return _with_labels(manifest, state)
+
+
+def _with_labels(manifest: dict[str, Any], injected: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``manifest`` with ``injected`` among its labels (overwriting the same keys)."""
     out = copy.deepcopy(manifest)
-    meta = out.setdefault("metadata", {})
+    meta = out.get("metadata")
+    if not isinstance(meta, dict):
+        meta = out["metadata"] = {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    meta["labels"] = {**labels, **state}
+    meta["labels"] = {**labels, **{str(k): str(v) for k, v in injected.items()}}
     return out
 
 
@@ -354,12 +365,15 @@ def build_work_intent(
     completions: Mapping[str, int] | None = None,
     targets: int = 1,
     inject_preserved_labels: bool = True,
+    injected_labels: Mapping[str, str] | None = None,
 ) -> WorkIntent:
     """The Work for ``target`` (karmada-core.md §4 step 5). Raises :class:`WorkBuildError`.
 
     ``cluster`` is the Cluster object (for override rules' cluster affinity; a bare name is used when
     it is unknown); ``completions`` is :func:`job_completions`; ``targets`` the number of target
-    clusters (injection only happens for a single one).
+    clusters (Karmada's rule injects only for a single one). ``inject_preserved_labels`` is the gate
+    ``StatefulFailoverInjection`` (off: nothing is injected); ``injected_labels`` the labels decided for
+    this cluster (D4, may be empty), ``None`` for Karmada's rule (:func:`inject_preserved_label_state`).
     """
     spec = _map(binding.get("spec"))
     ref = binding_ref(binding)
@@ -393,7 +407,10 @@ def build_work_intent(
     work_annotations[L.CONFLICT_RESOLUTION_ANNOTATION] = conflict_resolution(manifest, spec)
     work_annotations.update(applied_override_annotations(applied))
     if inject_preserved_labels:
-        manifest = inject_preserved_label_state(spec, name, manifest, targets)
+        if injected_labels is None:
+            manifest = inject_preserved_label_state(spec, name, manifest, targets)
+        elif injected_labels:
+            manifest = _with_labels(manifest, injected_labels)
 
     meta = _meta(manifest)
     work_name = generate_work_name(_str(manifest.get("kind")), _str(meta.get("name")), _str(meta.get("namespace")))
@@ -429,10 +446,13 @@ def plan_works(
     override_policies: Iterable[Mapping[str, Any]] = (),
     cluster_override_policies: Iterable[Mapping[str, Any]] = (),
     inject_preserved_labels: bool = True,
+    injections: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[WorkIntent], list[WorkBuildError]]:
     """Every target cluster's Work; errors for one cluster do not stop the others.
 
-    ``clusters``: Cluster objects by name; ``inject_preserved_labels``: gate ``StatefulFailoverInjection``.
+    ``clusters``: Cluster objects by name; ``inject_preserved_labels``: gate ``StatefulFailoverInjection``;
+    ``injections``: the labels to inject per cluster (D4, :attr:`flotilla.failover.state.InjectionPlan.labels`;
+    a cluster not in it gets none), ``None`` for Karmada's rule.
     """
     spec = _map(binding.get("spec"))
     targets = target_clusters(spec)
@@ -448,7 +468,8 @@ def plan_works(
             intents.append(build_work_intent(
                 template, binding, target, interpreter=interpreter, cluster=(clusters or {}).get(target.name),
                 override_policies=ops, cluster_override_policies=cops, completions=completions,
-                targets=len(targets), inject_preserved_labels=inject_preserved_labels))
+                targets=len(targets), inject_preserved_labels=inject_preserved_labels,
+                injected_labels=None if injections is None else injections.get(target.name, {})))
         except WorkBuildError as e:
             errors.append(e)
     return intents, errors

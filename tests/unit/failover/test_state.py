@@ -33,11 +33,14 @@ from flotilla.failover.state import (
     extract_state,
     failing_since,
     inject_labels,
+    injected_copy_health_pending,
+    injected_state_patch,
     injected_state_record,
     observe_injected_copy_health,
     on_extraction_failure,
     on_extraction_success,
     parse_injected_state_record,
+    plan_injection,
     previous_injection,
     record_failing_since,
     reflected_status,
@@ -353,6 +356,53 @@ def test_d4_gate_off_injects_nothing_and_keeps_the_record() -> None:
     assert (decision.labels, decision.record, decision.record_changed) == ({}, record, False)
 
 
+def test_d4_plan_injection_records_a_fresh_injection_once() -> None:
+    spec = _spec(["m2"], [_task("m1", state={"job": "cafe"}, before=["m1"])])
+    plan = plan_injection(spec, None, T0)
+    assert plan.labels == {"m2": {"job": "cafe"}}
+    assert plan.record == InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0) and plan.record_changed
+    assert plan.decisions["m2"].source == "task"
+    # the same injection seen again (healthyAt stamped meanwhile): nothing to write
+    stamped = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0, healthy_at=T0 + timedelta(minutes=1))
+    again = plan_injection(spec, stamped, T0 + timedelta(minutes=2))
+    assert (again.labels, again.record, again.record_changed) == ({"m2": {"job": "cafe"}}, stamped, False)
+
+
+def test_d4_plan_injection_keeps_the_record_in_its_cluster_only() -> None:
+    record = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    plan = plan_injection(_spec(["m2", "m4"]), record, T0 + timedelta(hours=1))
+    assert (plan.labels, plan.record, plan.record_changed) == ({"m2": {"job": "cafe"}}, record, False)
+    assert plan.decisions["m2"].source == "record" and plan.decisions["m4"].source is None
+
+
+def test_d4_plan_injection_drops_a_superseded_record_even_without_targets() -> None:
+    record = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    evicting = plan_injection(_spec([], [_task("m2", state={"job": "beef"}, before=["m2"])]), record, T0)
+    assert (evicting.labels, evicting.record, evicting.record_changed) == ({}, None, True)
+    moved = plan_injection(_spec(["m3"]), record, T0)
+    assert (moved.labels, moved.record, moved.record_changed) == ({}, None, True)
+    assert plan_injection(_spec([]), None, T0).record_changed is False
+    replaced = plan_injection(_spec(["m3"], [_task("m2", state={"job": "beef"}, before=["m2"])]), record, T0)
+    assert replaced.labels == {"m3": {"job": "beef"}} and replaced.record_changed
+    assert replaced.record == InjectedStateRecord("m3", {"job": "beef"}, "m2", T0)
+
+
+def test_d4_plan_injection_gate_off_injects_nothing_and_keeps_the_record() -> None:
+    record = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    spec = _spec(["m3"], [_task("m2", state={"job": "beef"})])
+    plan = plan_injection(spec, record, T0, gate=False)
+    assert (plan.labels, plan.record, plan.record_changed) == ({}, record, False)
+
+
+def test_d4_injected_state_patch_writes_or_removes_the_annotation_under_the_resource_version() -> None:
+    record = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    patch = injected_state_patch(record, "17")
+    assert patch["metadata"]["resourceVersion"] == "17"
+    assert parse_injected_state_record(patch["metadata"]["annotations"][INJECTED_STATE_ANNOTATION]) == record
+    assert injected_state_patch(None, "18") == {
+        "metadata": {"resourceVersion": "18", "annotations": {INJECTED_STATE_ANNOTATION: None}}}
+
+
 # ============================================================================================ D5
 
 
@@ -407,6 +457,29 @@ def test_d5_health_of_the_injected_copy_is_stamped_once() -> None:
     assert json.loads(stamped.to_json())["healthyAt"] == "2024-12-17T19:11:11Z"
     assert parse_injected_state_record(stamped.to_json()) == stamped
     assert observe_injected_copy_health(stamped, healthy, T0 + timedelta(hours=1)) is stamped
+
+
+def test_d5_previous_injection_ignores_a_task_that_injected_nothing_into_the_failed_cluster() -> None:
+    task = _task("m1", state={"job": "cafe"}, before=["m1"])
+    assert previous_injection(_spec(["m2", "m3"], [task]), None, "m3") == (None, False)  # two targets
+    assert previous_injection(_spec(["m2"], [task]), None, "m1") == (None, False)  # its own source
+    assert previous_injection(_spec(["m2"], [_task("m1", before=["m1"])]), None, "m2") == (None, False)
+
+
+def test_d5_health_is_awaited_for_a_new_record_not_yet_stamped() -> None:
+    def binding(record: InjectedStateRecord | None) -> dict[str, Any]:
+        annotations = {} if record is None else {INJECTED_STATE_ANNOTATION: record.to_json()}
+        return {"metadata": {"name": "b", "annotations": annotations}}
+
+    fresh = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    stamped = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0, healthy_at=T0)
+    assert injected_copy_health_pending(None, binding(fresh))
+    assert injected_copy_health_pending(binding(None), binding(fresh))
+    assert not injected_copy_health_pending(binding(fresh), binding(fresh))  # unchanged
+    assert not injected_copy_health_pending(binding(fresh), binding(stamped))  # stamped already
+    assert not injected_copy_health_pending(binding(fresh), binding(None))  # dropped
+    assert not injected_copy_health_pending(None, {"metadata": {"annotations": {INJECTED_STATE_ANNOTATION: "{"}}})
+    assert not injected_copy_health_pending(None, {"metadata": "garbage"})
 
 
 def test_d5_consecutive_failovers_keep_the_original_job_state() -> None:

@@ -144,6 +144,14 @@ def test_schedule_reasons_in_order() -> None:
     assert schedule_reason(binding(applied=DIVIDED, clusters=targets), [cluster("m2", deleting=True)]) is None
 
 
+def test_unreadable_reschedule_times_count_as_unset() -> None:
+    targets = [{"name": "m1", "replicas": 3}]
+    for triggered, last in (("garbage", "2024-01-01T00:00:00Z"), ("2024-01-02T00:00:00Z", "later"), (7, None)):
+        b = binding(applied=DIVIDED, clusters=targets, rescheduleTriggeredAt=triggered,
+                    status={"lastScheduledTime": last})
+        assert schedule_reason(b, [cluster("m1")]) is None
+
+
 def test_observed_generation_is_confirmed_when_nothing_is_scheduled() -> None:
     assert observed_generation_patch(binding(generation=4, observed=3)) == {
         "status": {"schedulerObservedGeneration": 4}, "metadata": {"resourceVersion": "9"}}

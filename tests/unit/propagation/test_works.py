@@ -327,6 +327,28 @@ def test_injection_is_gated() -> None:
     assert "jobid" not in off.manifest["metadata"]["labels"]
 
 
+def test_d4_injections_decided_by_the_caller_replace_karmadas_rule() -> None:
+    task = {"fromCluster": "member1", "purgeMode": "Directly", "producer": "p", "reason": "ApplicationFailure",
+            "preservedLabelState": {"jobid": "abc"}, "clustersBeforeFailover": ["member1"]}
+    with_task = binding([{"name": "member2", "replicas": 3}], gracefulEvictionTasks=[task])
+    without_task = binding([{"name": "member2", "replicas": 3}])
+    # the task is gone, the recorded labels are still injected (D4)
+    (kept,), _ = plan_works(template(), without_task, interpreter=INTERP, injections={"member2": {"jobid": "abc"}})
+    assert kept.manifest["metadata"]["labels"]["jobid"] == "abc"
+    assert kept.manifest["metadata"]["labels"]["app"] == "nginx"
+    # a cluster the caller gives nothing gets nothing, whatever the task says
+    (none,), _ = plan_works(template(), with_task, interpreter=INTERP, injections={})
+    assert "jobid" not in none.manifest["metadata"]["labels"]
+    # the gate off wins
+    (off,), _ = plan_works(template(), without_task, interpreter=INTERP, inject_preserved_labels=False,
+                           injections={"member2": {"jobid": "abc"}})
+    assert "jobid" not in off.manifest["metadata"]["labels"]
+    # build_work_intent alone, injected labels overwrite the template's label of the same key
+    intent = build_work_intent(template(), without_task, TargetCluster("member2", 3), interpreter=INTERP,
+                               injected_labels={"app": "restored"})
+    assert intent.manifest["metadata"]["labels"]["app"] == "restored"
+
+
 # ------------------------------------------------------------------------------- the Work as stored
 
 

@@ -30,6 +30,7 @@ from flotilla.apiserver.schemas.core import (
     service_schema,
     serviceaccount_schema,
 )
+from flotilla.apiserver.schemas.karmada_apps import workloadrebalancer_schema
 from flotilla.apiserver.schemas.karmada_cluster import cluster_schema
 from flotilla.apiserver.schemas.karmada_config import resourceinterpretercustomization_schema
 from flotilla.apiserver.schemas.karmada_policy import (
@@ -72,6 +73,7 @@ SCHEMA_BUILDERS: dict[tuple[str, str, str], Callable[[], Schema]] = {
     ("work.karmada.io", "v1alpha2", "ResourceBinding"): resourcebinding_schema,
     ("work.karmada.io", "v1alpha2", "ClusterResourceBinding"): clusterresourcebinding_schema,
     ("work.karmada.io", "v1alpha1", "Work"): work_schema,
+    ("apps.karmada.io", "v1alpha1", "WorkloadRebalancer"): workloadrebalancer_schema,
     (
         "config.karmada.io",
         "v1alpha1",
