@@ -60,6 +60,7 @@ from flotilla.failover.application import (
 from flotilla.failover.eviction import (
     CLUSTER_RESOURCE_BINDING_KIND,
     EVENT_EVICT_FAILED,
+    REASON_APPLICATION_FAILURE,
     RESOURCE_BINDING_KIND,
     TaskBuildError,
     TaskOptions,
@@ -69,6 +70,8 @@ from flotilla.failover.eviction import (
     graceful_evict_clusters,
 )
 from flotilla.failover.state import (
+    EVENT_STATE_PRESERVATION_FAILED,
+    EVENT_STATE_PRESERVATION_TIMED_OUT,
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
     STATEFUL_FAILOVER_INJECTION_GATE,
     EventSpec,
@@ -84,6 +87,7 @@ from flotilla.failover.state import (
     rules_of,
 )
 from flotilla.interpreter import Operation
+from flotilla.observability.metrics import RESULT_BLOCKED, RESULT_ERROR, RESULT_SUCCESS, TRIGGER_APPLICATION
 
 log = logging.getLogger(__name__)
 
@@ -308,10 +312,12 @@ class ApplicationFailoverController(Controller):
         except ApiException as e:
             for cluster in (plans[0].evicted if plans else []):
                 self._event(target, "Warning", EVENT_EVICT_FAILED, f"{evict_failed_message(cluster)} {e}".strip())
+                self._count(RESULT_ERROR)
             raise
         if patched is None or not plans:
             return None
         plan = plans[0]
+        self._record_metrics(plan)
         target = {"apiVersion": res.api_version, "kind": res.kind, **patched}
         for ev in plan.events:
             self._event(target, ev.type, ev.reason, ev.message)
@@ -326,6 +332,25 @@ class ApplicationFailoverController(Controller):
         if plan.backoff:
             raise RuntimeError(f"{res.kind} {key}: state preservation failed, eviction retried with backoff")
         return plan.retry_after
+
+    def _count(self, result: str) -> None:
+        self.ctx.metrics.failover.record_eviction(trigger=TRIGGER_APPLICATION, reason=REASON_APPLICATION_FAILURE,
+                                                  result=result)
+
+    def _record_metrics(self, plan: Plan) -> None:
+        """Evictions by result (written, held back by state preservation) and state-preservation failures."""
+        for _ in plan.evicted:
+            self._count(RESULT_SUCCESS)
+        if plan.blocked:
+            for cluster in plan.decision.evict:
+                if cluster not in plan.evicted:
+                    self._count(RESULT_BLOCKED)
+        for ev in plan.events:
+            if ev.reason == EVENT_STATE_PRESERVATION_FAILED:
+                self.ctx.metrics.failover.record_state_preservation_failure(TRIGGER_APPLICATION)
+            elif ev.reason == EVENT_STATE_PRESERVATION_TIMED_OUT:
+                self.ctx.metrics.failover.record_state_preservation_failure(TRIGGER_APPLICATION)
+                self.ctx.metrics.failover.record_state_preservation_timeout(TRIGGER_APPLICATION)
 
     def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.ctx.recorder.event(binding, type_, reason, message)

@@ -207,3 +207,10 @@ async def test_failed_state_extraction_blocks_the_eviction_until_the_status_arri
     rb = await eventually(env.evicted, what="eviction once the state can be extracted")
     assert rb["spec"]["gracefulEvictionTasks"][0]["preservedLabelState"] == {"failover.example.io/job-id": "j-7"}
     assert "failover.flotilla.io/state-preservation-failing-since" not in (rb["metadata"].get("annotations") or {})
+    # the metrics say the same: blocked attempts, failed extractions, then one eviction
+    assert env.manager is not None and env.manager.ctx is not None
+    m = env.manager.ctx.metrics.failover
+    assert m.state_preservation_failures.value("application") >= 1
+    assert m.evictions.value("application", "ApplicationFailure", "blocked") >= 1
+    assert m.evictions.value("application", "ApplicationFailure", "success") == 1
+    assert m.state_preservation_timeouts.value("application") == 0
