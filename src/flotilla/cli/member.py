@@ -22,11 +22,13 @@ change; Jobs complete after it. A workload with an image matching --broken-image
 (Deployments fail their progress deadline, Jobs fail after their backoff limit). Per object, the annotations
 sim.flotilla.io/ready-delay: "<seconds>" and sim.flotilla.io/broken: "true" override the settings.
 
-faults: `flotilla sim fault <name> --mode down|unready|slow|recover --data-dir D`. down closes the API port
+faults: `flotilla sim fault <name> --mode down|off|unready|slow|recover --data-dir D`. down closes the API port
 (connections refused, watches dropped; recover listens on the same port) while the member's workloads keep
-running inside, as in a network partition. To freeze a whole member process instead (nothing answers,
-connections hang rather than being refused): kill -STOP <pid>; resume with kill -CONT <pid> (the pid is in
-D/<name>/admin.json).
+running inside, as in a network partition. off is a power-off: the API port closes AND the workloads stop
+(running intervals end, Flink jobs die); recover powers it on: the API at once, the workloads --boot-delay
+seconds later, resumed from the store as a restarted cluster does. To freeze a whole member process instead
+(nothing answers, connections hang rather than being refused): kill -STOP <pid>; resume with kill -CONT <pid>
+(the pid is in D/<name>/admin.json).
 """
 
 
@@ -71,11 +73,17 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     s = sub.add_parser("sim", help="control simulated members")
     ssub = s.add_subparsers(dest="sim", required=True)
     f = ssub.add_parser("fault", help="inject or clear a fault in a simulated member",
-                        description="down: connections refused (same port on recover); unready: /readyz 500; "
-                                    "slow: every request delayed by --latency; recover: back to normal.")
+                        description="down: connections refused (same port on recover), workloads keep running; "
+                                    "off: power off, connections refused and workloads stopped; "
+                                    "unready: /readyz 500; slow: every request delayed by --latency; "
+                                    "recover: back to normal (after off: the API at once, the workloads "
+                                    "--boot-delay seconds later).")
     f.add_argument("member", help="the member's name")
-    f.add_argument("--mode", required=True, choices=["down", "unready", "slow", "recover"])
+    f.add_argument("--mode", required=True, choices=["down", "off", "unready", "slow", "recover"])
     f.add_argument("--latency", type=float, default=None, help="seconds of delay for --mode slow")
+    f.add_argument("--boot-delay", type=float, default=None,
+                   help="after --mode off: seconds from power-on (recover) until the member's workloads run "
+                        "again (default 0; kept for later power-ons)")
     f.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help=f"the member's --data-dir, where D/<name>/admin.json is (default {DEFAULT_DATA_DIR})")
     f.add_argument("--admin-url", default=None, help="the member process's admin endpoint (instead of admin.json)")
@@ -142,7 +150,8 @@ def run_fault_command(args: argparse.Namespace) -> int:
     from flotilla.member.runner import send_fault
 
     try:
-        state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency, admin_url=args.admin_url)
+        state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency, boot_delay=args.boot_delay,
+                           admin_url=args.admin_url)
     except (OSError, RuntimeError, ValueError) as e:
         print(f"flotilla sim fault: {e}", file=sys.stderr)
         return 1

@@ -179,6 +179,7 @@ class MemberCluster:
         self.name = config.name
         self.history = history if history is not None else HistoryRecorder(None)
         self._factories = simulators
+        self._running_factories: list[SimulatorFactory] = []  # what start() runs, and a power-on runs again
         self.faults = FaultInjector(config.name, config.slow_latency)
         self.server: ApiServer | None = None
         self.simulators: list[Simulator] = []
@@ -231,11 +232,9 @@ class MemberCluster:
             raise OSError(e.errno, f"member {cfg.name}: cannot serve on {cfg.host}:{cfg.port}: {e.strerror}") from e
         try:
             install_workload_defaults(self.server.storage)
-            self.faults.attach(self.server)
-            for factory in factories:
-                sim = factory()
-                await sim.start(self)
-                self.simulators.append(sim)
+            self.faults.attach(self.server, power_off=self._stop_simulators, power_on=self._power_on)
+            self._running_factories = factories
+            await self._start_simulators(cold=False)
         except BaseException:
             await self.stop()
             raise
@@ -245,20 +244,37 @@ class MemberCluster:
         return self
 
     async def stop(self) -> None:
+        await self.faults.close()  # a pending power-on boot never happens
+        await self._stop_simulators()
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+
+    async def _start_simulators(self, *, cold: bool) -> None:
+        """One new instance of every simulator; ``cold``: after a power-off (what they simulated had died)."""
+        for factory in self._running_factories:
+            sim = factory()
+            sim.cold_start = cold
+            await sim.start(self)
+            self.simulators.append(sim)
+
+    async def _power_on(self) -> None:
+        await self._start_simulators(cold=True)
+
+    async def _stop_simulators(self) -> None:
+        """Stop every simulator (shutdown, or the ``off`` fault): nothing of this member runs any more."""
         for sim in reversed(self.simulators):
             try:
                 await sim.stop()
             except Exception:
                 log.exception("member %s: stopping simulator %s failed", self.name, sim.name)
         self.simulators.clear()
-        self.history.close_member(self.name)  # nothing of this member runs any more
-        await self.faults.close()
-        if self.server is not None:
-            await self.server.stop()
-            self.server = None
+        self.history.close_member(self.name)
 
-    async def set_fault(self, mode: str, latency: float | None = None) -> dict[str, Any]:
-        await self.faults.set(mode, latency)
+    async def set_fault(self, mode: str, latency: float | None = None,
+                        boot_delay: float | None = None) -> dict[str, Any]:
+        """Apply a fault (:mod:`flotilla.member.faults`); ``boot_delay`` matters for a power-on after ``off``."""
+        await self.faults.set(mode, latency, boot_delay)
         return self.state()
 
     async def __aenter__(self) -> MemberCluster:

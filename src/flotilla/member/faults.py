@@ -1,13 +1,26 @@
-"""Fault injection for one simulated member: ``down``, ``unready``, ``slow`` and ``recover``.
+"""Fault injection for one simulated member: ``down``, ``off``, ``unready``, ``slow`` and ``recover``.
 
-* ``down``: the API listener is closed and every open connection (watches included) is dropped, like a dead
-  cluster: new connections are refused. The port stays reserved (bound, not listening), and ``recover`` listens
-  on the SAME port again, so kubeconfigs and Cluster objects stay valid. The member's simulators keep running
-  inside the process (the cluster is unreachable, not stopped: its workloads still run, as in a network
-  partition), so running-interval history keeps its open intervals; that is what makes split-brain visible.
+* ``down``: the API listener is closed and every open connection (watches included) is dropped, like a cluster
+  cut off by the network: new connections are refused. The port stays reserved (bound, not listening), and
+  ``recover`` listens on the SAME port again, so kubeconfigs and Cluster objects stay valid. The member's
+  simulators keep running inside the process (the cluster is unreachable, not stopped: its workloads still run,
+  as in a network partition), so running-interval history keeps its open intervals; that is what makes
+  split-brain visible.
+* ``off``: power off. The API goes away as with ``down`` AND the member's workloads stop: its simulators are
+  stopped (a Flink job ends abruptly, completing only the checkpoints already due) and every running interval of
+  the member ends at that moment. The member's store keeps what it held (a dead cluster's etcd keeps its objects
+  and their last status). ``recover`` is the power coming back: the API listens again on the same port at once,
+  and the simulators start again ``boot_delay`` seconds later (default 0; a real cluster's API answers before its
+  kubelets and operators have restarted its workloads). They find the objects in the store and resume them as a
+  restarted cluster does: pods start again (Ready after the ready delay), a FlinkDeployment's job restarts under
+  HA with its job id from its newest checkpoint. Any other mode given while ``off`` also powers the member on
+  (``down`` then: running, but unreachable).
 * ``unready``: ``/readyz`` answers 500 with a body saying why; ``/healthz``, ``/livez`` and the API keep working.
 * ``slow``: every HTTP request (health endpoints included) is delayed by ``latency`` seconds before it is handled.
 * ``recover``: back to normal.
+
+``state()`` reports ``workloads``: ``running``, ``stopped`` (powered off) or ``booting`` (powered on, the
+simulators not started yet).
 
 A whole member process can also be frozen from outside with ``kill -STOP <pid>`` (``kill -CONT`` resumes):
 the kernel still accepts TCP connections, but nothing answers, so clients time out instead of being refused.
@@ -31,19 +44,22 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES"]
 
-MODES = ("normal", "down", "unready", "slow")
-FAULT_COMMANDS = ("down", "unready", "slow", "recover")
+MODES = ("normal", "down", "off", "unready", "slow")
+FAULT_COMMANDS = ("down", "off", "unready", "slow", "recover")
+UNREACHABLE = frozenset({"down", "off"})  # modes with the API listener closed
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PowerHook = Callable[[], Awaitable[None]]
 
 
 class FaultError(ValueError):
-    """An unknown fault mode or a bad latency."""
+    """An unknown fault mode, a bad latency or boot delay."""
 
 
 class FaultInjector:
-    """The fault state of one member and the means to apply it: an aiohttp middleware (``unready``, ``slow``)
-    plus control of the member API server's listener (``down``)."""
+    """The fault state of one member and the means to apply it: an aiohttp middleware (``unready``, ``slow``),
+    control of the member API server's listener (``down``, ``off``) and of its workloads (``off``: the hooks
+    given to :meth:`attach` stop and start the member's simulators)."""
 
     def __init__(self, member: str, default_latency: float = 2.0) -> None:
         self.member = member
@@ -54,6 +70,11 @@ class FaultInjector:
         self._server: ApiServer | None = None
         self._placeholder: socket.socket | None = None
         self._ssl: Any = None
+        self.boot_delay = 0.0  # seconds from power-on (recover after off) to the simulators running again
+        self.workloads = "running"  # running | stopped (powered off) | booting (powered on, not started yet)
+        self._power_off: PowerHook | None = None
+        self._power_on: PowerHook | None = None
+        self._boot: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ middleware
@@ -83,34 +104,83 @@ class FaultInjector:
         return not self.starting and self.mode in ("normal", "slow")
 
     def state(self) -> dict[str, Any]:
-        return {"mode": self.mode, "latency": self.latency, "ready": self.ready}
+        return {"mode": self.mode, "latency": self.latency, "ready": self.ready, "workloads": self.workloads}
 
-    def attach(self, server: ApiServer) -> None:
-        """The API server whose listener ``down`` closes (call after it started)."""
+    def attach(self, server: ApiServer, *, power_off: PowerHook | None = None,
+               power_on: PowerHook | None = None) -> None:
+        """The API server whose listener ``down`` and ``off`` close (call after it started), and how ``off``
+        stops the member's workloads (``power_off``) and a later power-on starts them again (``power_on``)."""
         self._server = server
+        self._power_off = power_off
+        self._power_on = power_on
 
-    async def set(self, command: str, latency: float | None = None) -> dict[str, Any]:
-        """Apply ``down``, ``unready``, ``slow`` or ``recover`` (one fault at a time: a new one replaces the
-        current one). ``latency`` (seconds) sets the ``slow`` delay."""
+    async def set(self, command: str, latency: float | None = None,
+                  boot_delay: float | None = None) -> dict[str, Any]:
+        """Apply ``down``, ``off``, ``unready``, ``slow`` or ``recover`` (one fault at a time: a new one replaces
+        the current one). ``latency`` (seconds) sets the ``slow`` delay, ``boot_delay`` (seconds) how long the
+        workloads take to run again when a powered-off member is powered on (both are kept for later faults)."""
         if command == "normal":
             command = "recover"
         if command not in FAULT_COMMANDS:
             raise FaultError(f"unknown fault mode {command!r}: use one of {', '.join(FAULT_COMMANDS)}")
         if latency is not None:
-            if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
-                raise FaultError(f"latency must be a non-negative number of seconds, got {latency!r}")
-            self.latency = float(latency)
+            self.latency = _seconds("latency", latency)
+        if boot_delay is not None:
+            self.boot_delay = _seconds("boot delay", boot_delay)
         mode = "normal" if command == "recover" else command
         async with self._lock:
-            if mode == "down" and self.mode != "down":
+            old = self.mode
+            if mode in UNREACHABLE and old not in UNREACHABLE:
                 await self._close_listener()
-            elif mode != "down" and self.mode == "down":
-                await self._open_listener()
-            if mode != self.mode:
+            if mode == "off" and old != "off":
+                await self._stop_workloads()
+            if mode not in UNREACHABLE and old in UNREACHABLE:
+                await self._open_listener()  # the API answers first; workloads follow after the boot delay
+            if old == "off" and mode != "off":
+                await self._start_workloads()
+            if mode != old:
                 self.since = asyncio.get_running_loop().time()
-                log.warning("member %s: fault mode %s -> %s", self.member, self.mode, mode)
+                log.warning("member %s: fault mode %s -> %s", self.member, old, mode)
             self.mode = mode
         return self.state()
+
+    # ------------------------------------------------------------------ power (off and back on)
+    async def _stop_workloads(self) -> None:
+        """Power off: a pending boot never happens; running simulators stop (called with the lock held)."""
+        booting, self._boot = self._boot, None
+        if booting is not None:
+            booting.cancel()  # it waits for the boot delay or for the lock: nothing of it ran yet
+        if self.workloads == "running" and self._power_off is not None:
+            await self._power_off()
+        self.workloads = "stopped"
+
+    async def _start_workloads(self) -> None:
+        """Power on: start the simulators now (no boot delay) or after the boot delay (lock held)."""
+        if self.boot_delay <= 0:
+            await self._boot_now()
+            return
+        self.workloads = "booting"
+        self._boot = asyncio.get_running_loop().create_task(self._boot_later(self.boot_delay),
+                                                            name=f"{self.member}/boot")
+
+    async def _boot_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with self._lock:
+            if self._boot is not asyncio.current_task():
+                return  # powered off again (or shut down) meanwhile
+            self._boot = None
+            try:
+                await self._boot_now()
+            except Exception:
+                log.exception("member %s: starting the simulators after power-on failed", self.member)
+
+    async def _boot_now(self) -> None:
+        try:
+            if self._power_on is not None:
+                await self._power_on()
+        finally:
+            self.workloads = "running"  # what did start runs (and a later ``off`` stops it)
+        log.warning("member %s: powered on, its workloads run again", self.member)
 
     # ------------------------------------------------------------------ listener control
     async def _close_listener(self) -> None:
@@ -149,6 +219,8 @@ class FaultInjector:
                 raise FaultError(f"member {self.member}: port {server.port} is taken; cannot listen again")
         site = web.SockSite(server.runner, sock, ssl_context=self._ssl)
         await site.start()
+        if server.handler is not None:
+            server.handler.closing = False  # _close_listener ended the watches: new ones are served again
 
     @staticmethod
     def _bind(host: str, port: int) -> socket.socket:
@@ -162,8 +234,19 @@ class FaultInjector:
         return sock
 
     async def close(self) -> None:
-        """Release the reserved port (member shutdown while down)."""
+        """Forget a pending boot and release the reserved port (member shutdown while down or off)."""
+        booting, self._boot = self._boot, None
+        if booting is not None:
+            booting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await booting
         if self._placeholder is not None:
             with contextlib.suppress(OSError):
                 self._placeholder.close()
             self._placeholder = None
+
+
+def _seconds(what: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise FaultError(f"{what} must be a non-negative number of seconds, got {value!r}")
+    return float(value)

@@ -3,10 +3,11 @@
 The admin endpoint listens on its own loopback port (not a member's API port, so it stays reachable while a
 member is ``down``):
 
-* ``GET  /members`` - ``{"members": [{name, url, port, kubeconfig, mode, latency, ready}, ...]}``
+* ``GET  /members`` - ``{"members": [{name, url, port, kubeconfig, mode, latency, ready, workloads}, ...]}``
 * ``GET  /members/<name>`` - one of them
-* ``POST /members/<name>/fault`` with ``{"mode": "down|unready|slow|recover", "latency": 2.0}`` - apply a fault;
-  answers the member's new state (400 for a bad mode, 404 for an unknown member)
+* ``POST /members/<name>/fault`` with ``{"mode": "down|off|unready|slow|recover", "latency": 2.0,
+  "boot_delay": 0.0}`` (both optional) - apply a fault; answers the member's new state (400 for a bad mode,
+  latency or boot delay, 404 for an unknown member)
 * ``GET  /history[?kind=&namespace=&name=]`` - running intervals recorded by this process and their overlaps
 * ``GET  /healthz``
 
@@ -150,9 +151,10 @@ class MemberGroup:
         except ValueError:
             return self._json({"error": "the body must be a JSON object"}, 400)
         if not isinstance(body, dict) or not isinstance(body.get("mode"), str):
-            return self._json({"error": 'send {"mode": "down|unready|slow|recover", "latency": seconds}'}, 400)
+            return self._json({"error": 'send {"mode": "down|off|unready|slow|recover", "latency": seconds, '
+                                        '"boot_delay": seconds}'}, 400)
         try:
-            state = await m.set_fault(body["mode"], body.get("latency"))
+            state = await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
         except FaultError as e:
             return self._json({"error": str(e)}, 400)
         return self._json(state)
@@ -188,12 +190,15 @@ async def run_members(configs: Sequence[MemberConfig], *, history_file: Path | N
 
 
 def send_fault(data_dir: Path, name: str, mode: str, latency: float | None = None, *,
-               admin_url: str | None = None, timeout: float = 15.0) -> dict[str, Any]:
+               boot_delay: float | None = None, admin_url: str | None = None,
+               timeout: float = 15.0) -> dict[str, Any]:
     """POST a fault to the admin endpoint of the process running member ``name`` (blocking; for the CLI)."""
     url = admin_url or read_admin_file(data_dir, name)["admin_url"]
     body: dict[str, Any] = {"mode": mode}
     if latency is not None:
         body["latency"] = latency
+    if boot_delay is not None:
+        body["boot_delay"] = boot_delay
     req = urllib.request.Request(f"{url.rstrip('/')}/members/{name}/fault", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"}, method="POST")
     try:

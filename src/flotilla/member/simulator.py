@@ -82,6 +82,10 @@ class Simulator:
 
     ``start`` is called once the member's API server serves; it must return promptly (spawn long-running work
     with :meth:`spawn`). ``stop`` cancels what was spawned.
+
+    ``cold_start`` is True for the simulators a member starts when it is powered on again after the ``off``
+    fault: the objects in the store are those of before, but what they describe died with the member (pods
+    restart, jobs restart from their checkpoints); False when the member starts.
     """
 
     name: ClassVar[str] = ""
@@ -90,6 +94,7 @@ class Simulator:
         self._member: MemberCluster | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self.cold_start = False
 
     @property
     def member(self) -> MemberCluster:

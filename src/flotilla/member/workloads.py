@@ -209,15 +209,20 @@ class _WorkloadSimulator(ResourceSimulator):
         nxt = min(times)
         return None if nxt == _NEVER else max(nxt - now, 0.0) + 0.005
 
-    @staticmethod
-    def seed(st: _State, obj: dict[str, Any], revision: str, ready_field: str, now: float) -> None:
-        """A simulator (re)started on existing objects: trust a status that observed the current generation."""
+    def seed(self, st: _State, obj: dict[str, Any], revision: str, ready_field: str, now: float) -> None:
+        """A simulator (re)started on existing objects: trust a status that observed the current generation.
+
+        After a power-off (``cold_start``) those pods had died with the member: they start again now (Ready
+        after the ready delay) instead of being Ready at once."""
         status = obj.get("status") or {}
         md = obj["metadata"]
         if status.get("observedGeneration") != md.get("generation"):
             return
         n = _int(status.get(ready_field), 0)
-        st.pods = [SimPod(revision=revision, ready_at=-_NEVER, ordinal=i) for i in range(n)]
+        if self.cold_start:
+            st.pods = [self.new_pod(obj, revision, now, i) for i in range(n)]
+        else:
+            st.pods = [SimPod(revision=revision, ready_at=-_NEVER, ordinal=i) for i in range(n)]
         st.revision = revision
         st.current_revision = revision
         st.created = True

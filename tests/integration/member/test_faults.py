@@ -1,5 +1,6 @@
-"""Fault injection seen from clients: down (refused, watches dropped, same port on recover), unready (/readyz
-500), slow (latency), and the admin HTTP endpoint of a group of members."""
+"""Fault injection seen from clients: down (refused, watches dropped, same port on recover, watches served again),
+unready (/readyz 500), slow (latency), and the admin HTTP endpoint of a group of members (off, the power-off, is
+in test_power_off.py)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,21 @@ def test_down_refuses_drops_watches_and_recovers_on_same_port(member: MemberThre
     assert refused(port)
     member.fault("recover")
     assert get(member.url + "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize("mode", ["down", "off"])
+def test_watches_are_served_again_after_recover(member: MemberThread, mode: str) -> None:
+    member.fault(mode)
+    member.fault("recover")
+    conn = http.client.HTTPConnection("127.0.0.1", member.member.port, timeout=10)
+    try:
+        conn.request("GET", "/api/v1/namespaces?watch=true&timeoutSeconds=1")
+        resp = conn.getresponse()
+        body = resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 200, body  # not 503 "the API server is shutting down"
+    assert b'"ADDED"' in body  # the watch delivers the namespaces that exist
 
 
 def test_simulators_keep_running_while_down(member: MemberThread, tmp_path: Path) -> None:
@@ -222,6 +238,17 @@ def test_admin_endpoint_of_a_group(tmp_path: Path) -> None:
         assert post(f"{admin}/members/g2/fault", {"mode": "recover"})[1]["mode"] == "normal"
         assert get(g.members["g2"].url + "/readyz") == (200, "ok")
 
+        code, state = post(f"{admin}/members/g2/fault", {"mode": "off"})
+        assert code == 200 and state["mode"] == "off" and state["workloads"] == "stopped"
+        assert refused(g.members["g2"].port) and g.members["g2"].simulators == []
+        assert post(f"{admin}/members/g2/fault", {"mode": "recover", "boot_delay": -1})[0] == 400
+        state = send_fault(tmp_path, "g2", "recover", boot_delay=30)  # `flotilla sim fault --boot-delay 30`
+        assert state["mode"] == "normal" and state["workloads"] == "booting" and state["ready"]
+        assert get(g.members["g2"].url + "/readyz") == (200, "ok")  # the API answers while the workloads boot
+        code, state = post(f"{admin}/members/g2/fault", {"mode": "off"})  # cancels the pending boot
+        assert state["workloads"] == "stopped"
+        state = send_fault(tmp_path, "g2", "recover", boot_delay=0)
+        assert state["workloads"] == "running" and g.members["g2"].simulators != []
         assert post(f"{admin}/members/g2/fault", {"mode": "sideways"})[0] == 400
         assert post(f"{admin}/members/g9/fault", {"mode": "down"})[0] == 404
         assert post(f"{admin}/members/g1/fault", ["down"])[0] == 400
