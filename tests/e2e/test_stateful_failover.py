@@ -476,7 +476,7 @@ def test_d2_directly_on_unreachable_member_waits_until_fenced(env: Env) -> None:
         labels = obj["metadata"].get("labels") or {}
         ann = obj["metadata"]["annotations"]
         path = ann.get(RULE_ANNOTATION)
-        assert labels.get(JOB_LABEL) in (job_id, None), labels  # injected at creation (may go once healthy)
+        assert labels.get(JOB_LABEL) == job_id, labels  # injected at creation and kept (D4)
         assert path and job_id in path, (path, ann)
         # (not compared with the newest checkpoint now: with --mode down the partitioned old copy keeps running
         # and checkpointing into the shared directory, see the report on the overlap below)
@@ -584,7 +584,7 @@ def test_flinkdeployment_moves_with_its_job_id_when_its_member_powers_off(env: E
         assert ann.get(RULE_ANNOTATION) == final.path, (ann, final)
         assert ann.get(ANN_RESTORED_FROM) == final.path
         assert store.latest_checkpoint(job_id) == final  # nobody wrote into the old job's directory since
-        assert (obj["metadata"].get("labels") or {}).get(JOB_LABEL) in (job_id, None)
+        assert (obj["metadata"].get("labels") or {}).get(JOB_LABEL) == job_id  # kept (D4)
         restored_offset = int(ann[ANN_RESTORED_OFFSET])
         assert restored_offset == final.offset, (restored_offset, final)  # no record lost
         assert records(obj) >= restored_offset
