@@ -68,18 +68,13 @@ SECOND_PRECISION = 1.0
 # ----------------------------------------------------------------------------------------------- manifests
 
 
-def deployment(name: str, image: str = IMAGE, replicas: int = 2, recreate: bool = False) -> dict[str, Any]:
-    """Karmada's test Deployment. ``recreate``: strategy Recreate, for the scenarios that break a running
-    Deployment with an image override. With the default RollingUpdate, Kubernetes stops at maxSurge (25%: one
-    new pod for 2 replicas), so ``updatedReplicas`` stays below ``replicas`` and Karmada's health rule says
-    Unhealthy; Flotilla's simulated members create all new pods at once (``updatedReplicas == replicas`` while
-    the old pods stay available), which that rule calls Healthy. Recreate makes both agree: every old pod goes,
-    no new pod becomes Ready, the Deployment is Unhealthy."""
+def deployment(name: str, image: str = IMAGE, replicas: int = 2) -> dict[str, Any]:
+    """Karmada's test Deployment (default RollingUpdate strategy). Broken by an image override, it stops at
+    maxSurge (25% of 2: one new pod that never becomes Ready, the two old ones stay), so ``updatedReplicas`` stays
+    below ``replicas`` and the health rule says Unhealthy, as on a real member."""
     spec: dict[str, Any] = {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                             "template": {"metadata": {"labels": {"app": name}},
                                          "spec": {"containers": [{"name": "nginx", "image": image}]}}}
-    if recreate:
-        spec["strategy"] = {"type": "Recreate"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": NS, "labels": {"app": name}}, "spec": spec}
 
@@ -477,7 +472,7 @@ def test_scenario_4_application_failover_gracefully_when_the_application_comes_b
     p, name, tol, grace = clean, "s4-back-to-healthy", 3, 30
     p.apply(name, docs(propagation_policy(name, one_of_two(), propagateDeps=True,
                                           failover=application_failover(tol, "Gracefully", gracePeriodSeconds=grace)),
-                       deployment(name, recreate=True)))
+                       deployment(name)))
     try:
         p.applied(name)
         old = p.eventually(lambda: placed_in_one(p, name, healthy=True), f"{name} Healthy in one member",
@@ -511,7 +506,7 @@ def test_scenario_5_application_failover_gracefully_when_the_grace_period_is_rea
     p, name, tol, grace = clean, "s5-grace-period", 4, 2
     p.apply(name, docs(propagation_policy(name, one_of_two(), propagateDeps=True,
                                           failover=application_failover(tol, "Gracefully", gracePeriodSeconds=30)),
-                       deployment(name, recreate=True)))
+                       deployment(name)))
     try:
         p.applied(name)
         p.cp.run("patch", "pp", name, "-n", NS, "--type=json", "-p", json.dumps(

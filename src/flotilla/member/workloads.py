@@ -265,16 +265,14 @@ class DeploymentSimulator(_WorkloadSimulator):
         if target:
             new = [p for p in st.pods if p.revision == target]
             old = [p for p in st.pods if p.revision != target]
-            if strategy.get("type") == "Recreate":
-                old = []
-            if len(new) < desired:
-                new += [self.new_pod(obj, target, now) for _ in range(desired - len(new))]
-            elif len(new) > desired:
+            if len(new) > desired:
                 new.sort(key=lambda p: p.ready_at)
                 new = new[:desired]
-            new_available = sum(p.available(now, min_ready) for p in new)
-            keep_old = max(0, desired - new_available)
-            old = [p for p in old if p.ready(now)][:keep_old]
+            if strategy.get("type") == "Recreate":
+                old = []
+                new += [self.new_pod(obj, target, now) for _ in range(desired - len(new))]
+            else:
+                new, old = self._rolling_update(obj, strategy, desired, new, old, target, now, min_ready)
             st.pods = new + old
         else:
             new, old = [], []
@@ -352,6 +350,33 @@ class DeploymentSimulator(_WorkloadSimulator):
         if not complete and not paused and not st.timed_out:
             extra = st.progress_since + deadline
         return self.next_wakeup(st.pods, now, min_ready, extra)
+
+    def _rolling_update(self, obj: dict[str, Any], strategy: dict[str, Any], desired: int, new: list[SimPod],
+                        old: list[SimPod], target: str, now: float,
+                        min_ready: float) -> tuple[list[SimPod], list[SimPod]]:
+        """One step of a RollingUpdate, as the deployment controller takes it: at most ``desired + maxSurge``
+        pods in all, at least ``desired - maxUnavailable`` available; old pods that are not ready go first.
+        Repeated until nothing changes (each pass of the real controller does the same, a sync at a time)."""
+        ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
+        surge = resolve_int_or_percent(ru.get("maxSurge", "25%"), desired, 0, True)
+        unavailable = resolve_int_or_percent(ru.get("maxUnavailable", "25%"), desired, 0, False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1  # the API refuses both 0; a controller given them would never progress
+        old = [p for p in old if p.ready(now)]
+        while True:
+            changed = False
+            room = desired + surge - len(old) - len(new)
+            if len(new) < desired and room > 0:
+                new += [self.new_pod(obj, target, now) for _ in range(min(room, desired - len(new)))]
+                changed = True
+            available = sum(p.available(now, min_ready) for p in new + old)
+            removable = min(len(old), max(0, available - (desired - unavailable)))
+            if removable > 0:
+                old.sort(key=lambda p: p.ready_at, reverse=True)  # the youngest old pods go first
+                old = old[removable:]
+                changed = True
+            if not changed:
+                return new, old
 
 
 # ====================================================================================== ReplicaSet

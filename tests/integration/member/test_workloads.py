@@ -3,6 +3,7 @@ official Python client's strict models."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,8 +150,34 @@ def test_rollout_to_broken_image_keeps_old_pods(kubectl: Kubectl, member: Member
     proc = kubectl.run("rollout", "status", "deployment/web", "-n", ns, "--timeout=20s", check=False)
     assert proc.returncode != 0 and "exceeded its progress deadline" in proc.stderr
     d = client.AppsV1Api(python_client(member.kubeconfig)).read_namespaced_deployment("web", ns)
-    assert d.status.ready_replicas == 2 and d.status.updated_replicas == 2 and d.status.replicas == 4
+    # RollingUpdate with the default 25%/25% of 2 replicas: one surge pod, none unavailable; the broken new pod
+    # never becomes ready, so the two old ones stay
+    assert d.status.ready_replicas == 2 and d.status.updated_replicas == 1 and d.status.replicas == 3
     assert {c.type: c.status for c in d.status.conditions} == {"Available": "True", "Progressing": "False"}
+
+
+def test_rolling_update_respects_max_surge_and_max_unavailable(kubectl: Kubectl, member: MemberThread,
+                                                              ns: str) -> None:
+    """maxSurge 1 / maxUnavailable 0 over 4 replicas: never more than 5 pods, never fewer than 4 available, and the
+    rollout completes one new pod at a time."""
+    kubectl.run("apply", "-n", ns, "-f", "-", input=deployment("roll", "nginx:1.25", replicas=4))
+    kubectl.run("rollout", "status", "deployment/roll", "-n", ns, "--timeout=20s")
+    kubectl.run("patch", "deployment/roll", "-n", ns, "--type=merge", "-p",
+                '{"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, '
+                '"maxUnavailable": 0}}, "template": {"spec": {"containers": [{"name": "roll", "image": "nginx:2"}]}}}}')
+    w = kubectl.popen("get", "deployment/roll", "-n", ns, "-w", "-o",
+                      "jsonpath={.status.replicas} {.status.availableReplicas} {.status.updatedReplicas}{\"\\n\"}")
+    try:
+        kubectl.run("rollout", "status", "deployment/roll", "-n", ns, "--timeout=30s")
+    finally:
+        w.terminate()
+        out, _ = w.communicate(timeout=10)
+    seen = [tuple(int(x) for x in line.split()) for line in out.splitlines() if len(line.split()) == 3]
+    assert seen, out
+    assert all(replicas <= 5 and available >= 4 for replicas, available, _ in seen), seen
+    assert any(replicas == 5 for replicas, _, _ in seen), seen  # the surge pod was used
+    final = json.loads(kubectl.run("get", "deployment/roll", "-n", ns, "-o", "json").stdout)["status"]
+    assert (final["replicas"], final["availableReplicas"], final["updatedReplicas"]) == (4, 4, 4)
 
 
 def test_crash_annotation_makes_workload_unready_until_removed(kubectl: Kubectl, member: MemberThread,
