@@ -86,6 +86,24 @@ def test_defaults_visible_in_kubectl_get(kubectl: Kubectl) -> None:
     assert again["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] == first_id
 
 
+def test_reapplying_an_unchanged_policy_changes_nothing(kubectl: Kubectl) -> None:
+    """The mutating defaults run before the generation is decided (as in kube-apiserver): a re-apply whose patch only
+    drops a defaulted field (resourceSelectors[].namespace) is a no-op, not a new generation."""
+    manifest = pp("same", "placement:\n  clusterAffinity:\n    clusterNames: [member1]\n")
+    apply(kubectl, manifest)
+    before = yaml.safe_load(kubectl.run("get", "pp", "same", "-n", "default", "-o", "yaml").stdout)
+    apply(kubectl, manifest)  # kubectl says "configured": its patch puts back the list without the namespace
+    after = yaml.safe_load(kubectl.run("get", "pp", "same", "-n", "default", "-o", "yaml").stdout)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] == 1
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # a merge patch that drops the defaulted namespace leaves the policy as it was
+    kubectl.run("patch", "pp", "same", "-n", "default", "--type", "merge", "-p",
+                '{"spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "same"}]}}')
+    patched = yaml.safe_load(kubectl.run("get", "pp", "same", "-n", "default", "-o", "yaml").stdout)
+    assert patched["metadata"]["generation"] == 1
+    assert patched["spec"]["resourceSelectors"][0]["namespace"] == "default"
+
+
 def test_invalid_policy_prints_karmada_field_path(kubectl: Kubectl) -> None:
     proc = apply(
         kubectl,

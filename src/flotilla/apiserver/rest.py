@@ -544,8 +544,10 @@ class ResourceStorage:
         strategy = self.strategies.get((rt.group, rt.kind))
         if strategy:
             strategy(new, old)
-        self._bump_generation(rt, new, old)
+        # admission defaults first (as kube-apiserver's mutating admission runs before the generation is decided):
+        # a write whose spec only differs by what defaulting puts back is not a spec change
         self._validate(rt, new, old, "UPDATE", ctx)
+        self._bump_generation(rt, new, old)
         value = encode(new)
         if value == kv.value:
             return old  # no-op (encoding is canonical: sorted keys): nothing bumps, no event
