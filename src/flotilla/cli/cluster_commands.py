@@ -104,7 +104,9 @@ def add_cluster_parsers(subparsers: Any) -> None:
     j = subparsers.add_parser(
         "join", help="register a member cluster in Push mode (as karmadactl join)",
         description="Register a member cluster in Push mode: Secret with its credentials and a Cluster object in "
-                    "the control plane. Joining again updates the endpoint and credentials.")
+                    "the control plane. Joining again updates the endpoint and credentials.",
+        epilog="example:\n  flotilla join member1 --cluster-kubeconfig ./members/member1/kubeconfig "
+               "--kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
     j.add_argument("name", help="the member cluster's name in the control plane")
     j.add_argument("--cluster-kubeconfig", required=True, help="kubeconfig of the member cluster")
     j.add_argument("--cluster-context", default=None, help="context in --cluster-kubeconfig (default: current)")
@@ -119,7 +121,8 @@ def add_cluster_parsers(subparsers: Any) -> None:
     u = subparsers.add_parser(
         "unjoin", help="remove a Push-mode member cluster (as karmadactl unjoin)",
         description="Delete the Cluster, wait until the controllers have cleaned up (Works, execution namespace), "
-                    "then delete its Secret.")
+                    "then delete its Secret.",
+        epilog="example:\n  flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
     u.add_argument("--wait", type=_duration_arg, nargs="?", const=60.0, default=60.0,

@@ -108,7 +108,8 @@ def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``failover`` command group (with ``preview``) to the ``flotilla`` command's sub-parsers."""
     group: argparse.ArgumentParser = subparsers.add_parser(
         "failover", help="inspect how workloads would fail over",
-        description="Inspect how workloads would fail over between member clusters.")
+        description="Inspect how workloads would fail over between member clusters.",
+        epilog="example:\n  flotilla failover preview flinkdeployment/wordcount -n default", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = group.add_subparsers(dest="failover_command", required=True)
     p: argparse.ArgumentParser = sub.add_parser(
         "preview", help="show the state a failover of a workload would preserve and inject now",

@@ -54,7 +54,9 @@ def add_fence_parsers(subparsers: Any) -> None:
         "fence", help=f"mark a member cluster as known down (taint {TAINT})",
         description=f"Add the taint {TAINT} to the Cluster: its workloads are treated as gone, Works deleted "
                     "there complete without contacting it, and workloads that do not tolerate the taint are "
-                    "evicted. Only for a cluster that is really down (powered off or isolated).")
+                    "evicted. Only for a cluster that is really down (powered off or isolated).",
+        epilog="example (member1 lost power; the Directly move of its stateful workloads may go on):\n"
+               "  flotilla fence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(f)
     f.set_defaults(fn=run_fence_command)
@@ -62,7 +64,8 @@ def add_fence_parsers(subparsers: Any) -> None:
     u = subparsers.add_parser(
         "unfence", help=f"remove the taint {TAINT} from a member cluster",
         description=f"Remove the taint {TAINT} from the Cluster. Once it is Ready, the objects Flotilla left "
-                    "there that no Work wants any more are deleted before anything is applied to it.")
+                    "there that no Work wants any more are deleted before anything is applied to it.",
+        epilog="example:\n  flotilla unfence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
     u.set_defaults(fn=run_unfence_command)

@@ -77,7 +77,10 @@ def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Validate and test ResourceInterpreterCustomization Lua scripts before applying them: "
                     "run one operation on local objects and print the results as YAML.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="operations: " + ", ".join(o.value for o in Operation) + " (case does not matter)")
+        epilog="operations: " + ", ".join(o.value for o in Operation) + " (case does not matter)\n\n"
+               "examples:\n"
+               "  flotilla interpret -f customization.yaml --check\n"
+               "  flotilla interpret -f customization.yaml --operation InterpretHealth --observed-file obs.yaml")
     p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
                    help="file or directory with the customizations (YAML or JSON; repeatable; - for stdin)")
     p.add_argument("-R", "--recursive", action="store_true", help="read directories given with -f recursively")

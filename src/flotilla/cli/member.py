@@ -29,6 +29,11 @@ running inside, as in a network partition. off is a power-off: the API port clos
 seconds later, resumed from the store as a restarted cluster does. To freeze a whole member process instead
 (nothing answers, connections hang rather than being refused): kill -STOP <pid>; resume with kill -CONT <pid>
 (the pid is in D/<name>/admin.json).
+
+examples:
+  flotilla member --count 3 --data-dir ./members
+  flotilla sim fault member1 --mode off --data-dir ./members      # power off: API gone, workloads stopped
+  flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members
 """
 
 
@@ -70,14 +75,21 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                    help="a setting for plug-in simulators (MemberConfig.options[KEY] = VALUE); repeatable")
     m.set_defaults(fn=run_member_command)
 
-    s = sub.add_parser("sim", help="control simulated members")
+    s = sub.add_parser("sim", help="control simulated members", description="Control simulated member clusters.",
+                       epilog="example:\n  flotilla sim fault member1 --mode down --data-dir ./members",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ssub = s.add_subparsers(dest="sim", required=True)
     f = ssub.add_parser("fault", help="inject or clear a fault in a simulated member",
                         description="down: connections refused (same port on recover), workloads keep running; "
                                     "off: power off, connections refused and workloads stopped; "
                                     "unready: /readyz 500; slow: every request delayed by --latency; "
                                     "recover: back to normal (after off: the API at once, the workloads "
-                                    "--boot-delay seconds later).")
+                                    "--boot-delay seconds later).",
+                        epilog="examples:\n"
+                               "  flotilla sim fault member1 --mode off --data-dir ./members\n"
+                               "  flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members\n"
+                               "  flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("member", help="the member's name")
     f.add_argument("--mode", required=True, choices=["down", "off", "unready", "slow", "recover"])
     f.add_argument("--latency", type=float, default=None, help="seconds of delay for --mode slow")
