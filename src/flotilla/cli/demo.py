@@ -17,7 +17,7 @@ step is printed with the time since the power went off; a summary table and chec
 every check held.
 
 examples:
-  flotilla demo                 # about a minute; everything stops at the end
+  flotilla demo                 # about 30 seconds; everything stops at the end
   flotilla demo --keep          # leaves Flotilla running to explore with kubectl (Ctrl-C stops it)
 """
 
