@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,9 +70,17 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     flotilla("down", "--data-dir", str(d))
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def test_up_detach_serves_clusters_policy_and_propagation_then_down_and_up_resumes(
         data_dir: Path, tmp_path: Path) -> None:
-    r = flotilla("up", "--detach", "--data-dir", str(data_dir), "--port", "0", "--members", "2")
+    metrics_port = free_port()
+    r = flotilla("up", "--detach", "--data-dir", str(data_dir), "--port", "0", "--members", "2",
+                 "--metrics-bind-address", f"127.0.0.1:{metrics_port}")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "flotilla down" in r.stdout
     k = Kubectl(data_dir / "kubeconfig", tmp_path)
@@ -94,6 +103,9 @@ def test_up_detach_serves_clusters_policy_and_propagation_then_down_and_up_resum
     eventually(lambda: get(k, "--context", "member1", "deployment", "web"), "web in member1")
     nodes = get(k, "--context", "member2", "nodes")["items"]
     assert len(nodes) == 3
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert "# TYPE flotilla_evictions_total counter" in text and 'workqueue_depth{name="binding"}' in text
     uid = get(k, "cluster", "member1")["metadata"]["uid"]
 
     r = flotilla("down", "--data-dir", str(data_dir))

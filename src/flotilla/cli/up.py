@@ -63,6 +63,9 @@ def add_up_parsers(sub: Any) -> None:
                    help=f"do not install the ClusterTaintPolicy turning Ready False/Unknown into {NOT_READY_TAINT}")
     u.add_argument("--detach", action="store_true", help="run in the background; stop with `flotilla down`")
     u.add_argument("--feature-gates", default="", help="Name=true|false,... as the controller-manager's flag")
+    u.add_argument("--metrics-bind-address", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="serve the controllers' Prometheus metrics on http://HOST:PORT/metrics (default "
+                        "127.0.0.1:8080; 0 disables; a busy port is reported and skipped)")
     for name, value in LAPTOP_TIMINGS.items():
         u.add_argument("--" + name.replace("_", "-"), type=_seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")
@@ -101,9 +104,12 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
 
         ControllerOptions().set_gates(args.feature_gates)  # ValueError names the bad gate
     timings = {name: float(getattr(args, name)) for name in LAPTOP_TIMINGS}
+    from flotilla.observability.metrics import parse_bind_address
+
+    metrics = parse_bind_address(args.metrics_bind_address)  # ValueError says what is wrong
     return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
-                       feature_gates=args.feature_gates)
+                       feature_gates=args.feature_gates, metrics_address=metrics)
 
 
 def _check_dependencies() -> str | None:
@@ -182,8 +188,9 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
-    argv = [sys.executable, "-m", "flotilla.cli.main", "up", "--data-dir", str(args.data_dir),
-            "--members", str(args.members), "--port", str(args.port), "--host", args.host]
+    argv = [sys.executable, "-m", "flotilla.cli.main", *(["-v"] if getattr(args, "verbose", False) else []), "up",
+            "--data-dir", str(args.data_dir), "--members", str(args.members), "--port", str(args.port),
+            "--host", args.host, "--metrics-bind-address", args.metrics_bind_address]
     if args.no_default_taint_policy:
         argv.append("--no-default-taint-policy")
     if args.feature_gates:

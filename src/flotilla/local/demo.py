@@ -203,7 +203,8 @@ class Demo:
     async def _run(self, log_file: Path) -> int:
         n = self.n
         n.say("starting Flotilla: control plane, every controller and 3 simulated members (flotilla up)")
-        self.stack = LocalStack(StackConfig(data_dir=self.data_dir, members=3, port=0), say=lambda m: None)
+        self.stack = LocalStack(StackConfig(data_dir=self.data_dir, members=3, port=0, metrics_address=None),
+                                say=lambda m: None)
         try:
             await self.stack.start()
             for name, m in self.stack.group.members.items():

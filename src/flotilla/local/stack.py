@@ -81,6 +81,7 @@ class StackConfig:
     ready_delay: float = 1.0
     sim_options: dict[str, str] = field(default_factory=lambda: dict(MEMBER_SIM_OPTIONS))
     feature_gates: str = ""
+    metrics_address: tuple[str, int] | None = ("127.0.0.1", 8080)  # None: no metrics endpoint
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
@@ -97,6 +98,7 @@ class LocalStack:
         self.group: Any = None
         self.client: Any = None
         self.manager: Any = None
+        self.metrics_server: Any = None
         self.record: StackRecord | None = None
 
     # ------------------------------------------------------------------ properties
@@ -140,6 +142,10 @@ class LocalStack:
         return self
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            with contextlib.suppress(Exception):
+                await self.metrics_server.stop()
+            self.metrics_server = None
         if self.manager is not None:
             with contextlib.suppress(Exception):
                 await self.manager.stop()
@@ -250,10 +256,21 @@ class LocalStack:
     async def _start_controllers(self) -> None:
         from flotilla.controllers.manager import ControllerManager
         from flotilla.controllers.options import ControllerOptions
+        from flotilla.observability.metrics import ControllerMetrics, MetricsServer
 
         options = ControllerOptions(**self.config.timings)
         if self.config.feature_gates:
             options.set_gates(self.config.feature_gates)
-        self.manager = ControllerManager(self.client, options)
+        metrics = ControllerMetrics()
+        self.manager = ControllerManager(self.client, options, metrics=metrics)
         await self.manager.start()
         self.say(f"{len(self.manager.controllers)} controllers running")
+        if self.config.metrics_address is not None:
+            host, port = self.config.metrics_address
+            server = MetricsServer(metrics.registry, host, port)
+            try:
+                self.metrics_server = await server.start()
+                self.say(f"metrics on {server.url}/metrics")
+            except OSError as e:
+                self.say(f"cannot serve metrics on {host}:{port} ({e.strerror or e}); running without metrics "
+                         "(--metrics-bind-address chooses another address, 0 none)")
