@@ -21,7 +21,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(VENV)/bin/flotilla bench apiserver
+	$(VENV)/bin/flotilla bench failover --workloads 1000 --members 3 --kind mix --purge-mode Directly --state \
+		--storage sqlite --fault taint --json bench-failover.json --plot docs/img/failover-1000.png
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests

@@ -1,5 +1,8 @@
 """``flotilla bench apiserver``: store and API server throughput, latency and watch delivery.
 
+(``flotilla bench failover`` is in :mod:`flotilla.bench.failover`; its parser is here, in
+:func:`add_bench_subparsers`.)
+
 For each backend (memory, sqlite, etcd):
 
 1. **store** - the Store API in this process: ``--store-writes`` creates of ~2 KB JSON values
@@ -750,8 +753,77 @@ async def _run(p: BenchParams) -> dict[str, Any]:
     return results
 
 
+def _ratio_or_rate(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number: {text!r}")
+    return value
+
+
+def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``flotilla bench failover`` and the internal ``flotilla bench control-plane`` (next to ``apiserver``)."""
+    from flotilla.bench.control_plane import add_control_plane_parser
+    from flotilla.bench.failover import STORAGE_CHOICES
+    from flotilla.bench.workloads import KIND_CHOICES
+
+    f = bsub.add_parser(
+        "failover", help="how fast N stateful workloads move off a failed member",
+        description="Start the control plane (own process) and M simulated members (own process, ready delay 0), "
+                    "place N stateful workloads on member1, wait until all are Healthy, fail member1 and time "
+                    "each workload's eviction, rescheduling, creation in the new member (with its injected "
+                    "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
+                    "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
+                    "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
+                    "recover, lost its state, or (Directly) ran twice at once.")
+    f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
+    f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
+    f.add_argument("--kind", choices=KIND_CHOICES, default="mix",
+                   help="workload kind; mix takes deployment, statefulset and flink in turn (default mix)")
+    f.add_argument("--purge-mode", choices=("Directly", "Gracefully"), default="Directly",
+                   help="failover.cluster.purgeMode of the policies (default Directly)")
+    f.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
+                   help="state preservation rules on the policies (default --state); the state is injected into the "
+                        "new copy with purgeMode Directly only, as in Karmada")
+    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
+                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    f.add_argument("--fault", choices=("taint", "down"), default="taint",
+                   help="taint: a NoExecute taint on member1; down: member1 powered off (API and workloads gone; "
+                        "with Directly it is fenced once the not-ready taint appears) (default taint)")
+    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
+    f.add_argument("--plot", default="", metavar="FILE.png",
+                   help="plot workloads recovered over time (needs matplotlib: the extra flotilla[bench])")
+    f.add_argument("--resource-eviction-rate", type=_ratio_or_rate, default=1_000_000.0, metavar="X",
+                   help="the controller-manager's eviction rate (D10; 0 halts evictions, so the bench default is "
+                        "1000000/s: the store is the limit)")
+    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
+                   help="another controller-manager flag for the control plane, e.g. "
+                        "--controller-flag=--concurrent-syncs=20 (repeatable)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
+                   help="how the controllers reach the API server in the control-plane process (default http, "
+                        "as flotilla up)")
+    f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
+    f.add_argument("--setup-timeout", type=float, default=900.0,
+                   help="seconds to wait until every workload is Healthy on member1 (default 900)")
+    f.add_argument("--ceiling-writes", type=int, default=5000,
+                   help="creates (then as many CAS updates) for the store ceiling (default 5000)")
+    f.add_argument("--profile", default="", metavar="FILE",
+                   help="record the control plane with py-spy (collapsed stacks) from the fault to the last "
+                        "Healthy; the top functions go into the report")
+    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+
+    add_control_plane_parser(bsub)
+
+
 def run_bench(args: argparse.Namespace) -> int:
-    """``flotilla bench apiserver``; returns 0 when every phase ran without errors or lost events."""
+    """``flotilla bench apiserver|failover|control-plane``; 0 when the run was clean."""
+    if getattr(args, "bench", "apiserver") == "failover":
+        from flotilla.bench.failover import run_failover_command
+
+        return run_failover_command(args)
+    if getattr(args, "bench", "apiserver") == "control-plane":
+        from flotilla.bench.control_plane import run_control_plane_command
+
+        return run_control_plane_command(args)
     p = _params(args)
     print(f"command: {command_line(p)}", flush=True)
     print(f"server: {SERVER_MODE}", flush=True)

@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
     ba.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
     ba.add_argument("--output", default="", help="also write the results as JSON to this file")
+    from flotilla.cli.bench import add_bench_subparsers
+
+    add_bench_subparsers(bsub)  # `flotilla bench failover` (and its internal `bench control-plane`)
     b.set_defaults(fn=_bench)
 
     from flotilla.cli.member import add_member_parsers

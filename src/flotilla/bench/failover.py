@@ -1,0 +1,600 @@
+"""``flotilla bench failover``: how fast the control plane moves N stateful workloads off a failed member.
+
+Three kinds of process, so that each one's CPU and memory are its own:
+
+* the control plane (``flotilla bench control-plane``: API server + every controller, on ``--storage``);
+* the members (``flotilla member --count M --ready-delay 0``: workloads are ready at once, so the control plane
+  is what is measured; large simulated nodes so capacity never decides);
+* this driver, which sets up through the API, fails ``member1`` and watches (informers, no polling) the bindings,
+  Works, the failed Cluster and the members' workloads, stamping each workload's stages.
+
+Steps: join the members, apply the ``not-ready`` ClusterTaintPolicy, one PropagationPolicy per kind pinning its
+workloads to member1 (:mod:`flotilla.bench.workloads`), create N workloads and wait until all are Healthy on
+member1 (with ``--state``: until the binding holds the state to preserve). Then, in the same run, the store
+ceiling (:mod:`flotilla.bench.ceiling`) with values the size of a real binding, and the background write rate.
+Then the fault (``taint``: a NoExecute taint on member1, nothing tolerates it; ``down``: member1 is powered off,
+its API and workloads gone, and with ``Directly`` it is fenced as soon as the ``not-ready`` taint appears, as an
+operator would after checking, BEHAVIOR.md D2) and the wait until every workload is Healthy elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from flotilla.bench import stats
+from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
+from flotilla.bench.workloads import FLINK, NAMESPACE, kinds_for, policy, workload, workload_kinds
+
+__all__ = ["FailoverParams", "run_failover_bench"]
+
+FAULT_TAINT = {"key": "bench.flotilla.io/fault", "effect": "NoExecute"}
+NOT_READY_TAINT = "cluster.karmada.io/not-ready"
+STORAGE_CHOICES = ("sqlite", "memory", "etcd")
+#: Members' settings: capacity so large that it never decides, the Flink simulator's periodic writes rare
+MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
+FLINK_QUIET = ("flink_checkpoint_interval=60", "flink_progress_interval=60")
+SETTLE_QUIET_SECONDS = 1.0
+SETTLE_MAX_SECONDS = 15.0
+
+
+@dataclass
+class FailoverParams:
+    workloads: int = 1000
+    members: int = 3
+    kind: str = "mix"
+    purge_mode: str = "Directly"
+    state: bool = True
+    storage: str = "sqlite"
+    fault: str = "taint"
+    json: str = ""
+    plot: str = ""
+    resource_eviction_rate: float = 1_000_000.0
+    controller_flags: list[str] = field(default_factory=list)
+    transport: str = "http"
+    timeout: float = 600.0
+    setup_timeout: float = 900.0
+    ceiling_writes: int = 5000
+    create_concurrency: int = 16
+    profile: str = ""
+    data_dir: str = ""
+
+    def command_line(self) -> str:
+        cmd = ["flotilla", "bench", "failover", "--workloads", str(self.workloads), "--members", str(self.members),
+               "--kind", self.kind, "--purge-mode", self.purge_mode, "--state" if self.state else "--no-state",
+               "--storage", self.storage, "--fault", self.fault,
+               "--resource-eviction-rate", f"{self.resource_eviction_rate:g}", "--transport", self.transport]
+        for flag in self.controller_flags:
+            cmd.append(f"--controller-flag={flag}")
+        if self.json:
+            cmd += ["--json", self.json]
+        if self.plot:
+            cmd += ["--plot", self.plot]
+        if self.profile:
+            cmd += ["--profile", self.profile]
+        return shlex.join(cmd)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, irq) CPU seconds of the whole machine (/proc/stat); (0, 0) if unknown."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, (ticks[5] + ticks[6]) / hz
+
+
+class Run:
+    """One benchmark run: the processes, the clients, the observer; :meth:`execute` returns the result."""
+
+    def __init__(self, p: FailoverParams, workdir: Path) -> None:
+        self.p = p
+        self.workdir = workdir
+        self.members_dir = workdir / "members"
+        self.names = [f"member{i}" for i in range(1, p.members + 1)]
+        self.failed = self.names[0]
+        self.run_id = str(int(time.time()))
+        self.kinds = workload_kinds(p.kind, p.workloads)
+        self.cp_proc: ChildProcess | None = None
+        self.members_proc: ChildProcess | None = None
+        self.etcd: Any = None
+        self.cp: Any = None
+        self.member_clients: dict[str, Any] = {}
+        self.observer: Any = None
+        self.metrics_url = ""
+        self.admin_url = ""
+        self.storage_url = ""
+        self.http: aiohttp.ClientSession | None = None
+        self.profiler: asyncio.subprocess.Process | None = None
+        self.result: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ processes
+    async def start_processes(self) -> None:
+        p = self.p
+        if p.storage == "etcd":
+            from flotilla.storage.etcd_launcher import start_etcd
+
+            self.etcd = await asyncio.to_thread(start_etcd, self.workdir / "etcd")
+            self.storage_url = f"etcd://{self.etcd.endpoint}"
+        else:
+            self.storage_url = f"{p.storage}://"
+        flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *p.controller_flags]
+        self.cp_proc = ChildProcess("control plane", [
+            "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
+            "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
+        members_args = ["member", "--count", str(p.members), "--data-dir", str(self.members_dir),
+                        "--ready-delay", "0", "--storage", "memory://", *MEMBER_ARGS]
+        for option in FLINK_QUIET:
+            members_args += ["--sim-option", option]
+        self.members_proc = ChildProcess("members", members_args, self.workdir / "members.log")
+        line, mline = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"),
+                                           self.members_proc.start(r"admin endpoint"))
+        found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", line)
+        if found is None:
+            raise RuntimeError(f"cannot read the control plane's ready line: {line!r}")
+        self.metrics_url = found.group(2)
+        admin = re.search(r"admin endpoint (\S+)", mline)
+        self.admin_url = admin.group(1) if admin else ""
+        from flotilla.client import Client
+
+        self.cp = Client.from_kubeconfig(found.group(1))
+        for name in self.names:
+            self.member_clients[name] = Client.from_kubeconfig(str(self.members_dir / name / "kubeconfig"))
+        self.http = aiohttp.ClientSession()
+
+    async def stop(self) -> None:
+        if self.profiler is not None and self.profiler.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.profiler.kill()
+            await self.profiler.wait()
+        if self.observer is not None:
+            await self.observer.stop()
+        for client in [self.cp, *self.member_clients.values()]:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        if self.http is not None:
+            await self.http.close()
+        for proc in (self.cp_proc, self.members_proc):
+            if proc is not None:
+                await proc.stop()
+        if self.etcd is not None:
+            await asyncio.to_thread(self.etcd.stop)
+
+    async def scrape(self) -> stats.Samples:
+        assert self.http is not None
+        async with self.http.get(f"{self.metrics_url}/metrics") as resp:
+            return stats.parse_prometheus(await resp.text())
+
+    # ------------------------------------------------------------------ set-up
+    async def setup(self) -> None:
+        from flotilla.api import resources as R
+        from flotilla.bench.observer import FailoverObserver
+        from flotilla.cli.cluster_commands import join_cluster, join_spec_from_credentials
+        from flotilla.client.kubeconfig import load_kubeconfig
+        from flotilla.client.resources import CRDS, NAMESPACES
+        from flotilla.local.stack import default_taint_policy
+
+        p, cp = self.p, self.cp
+        specs = kinds_for(p.kind)
+        if any(s.resource == FLINK for s in specs):
+            from flotilla.member.flink_crd import flink_deployment_crd
+
+            await cp.create(CRDS, flink_deployment_crd())
+        await cp.create(R.CLUSTER_TAINT_POLICIES, default_taint_policy(self.names))
+        for name in self.names:
+            creds = load_kubeconfig(str(self.members_dir / name / "kubeconfig"))
+            await join_cluster(cp, join_spec_from_credentials(name, creds))
+        await self._poll(self._clusters_ready, "every member Ready and untainted", 120)
+        await cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        if any(s.resource == FLINK for s in specs):
+            await self._poll(self._flink_served, "the FlinkDeployment CRD to be served", 60)
+        for spec in specs:
+            await cp.create(R.PROPAGATION_POLICIES, policy(spec, self.names, purge_mode=p.purge_mode,
+                                                           state=p.state, run=self.run_id), NAMESPACE)
+        names = [(f"w{i:05d}", spec) for i, spec in enumerate(self.kinds)]
+        self.observer = FailoverObserver(cp, self.member_clients, self.failed, names, state=p.state)
+        self.observer.start()
+        t0 = time.monotonic()
+        _say(f"creating {p.workloads} workloads ({p.kind}) pinned to {self.failed} ...")
+        queue = iter(names)
+
+        async def creator() -> None:
+            for name, spec in queue:
+                await cp.create(spec.resource, workload(spec, name, self.run_id), NAMESPACE)
+
+        await asyncio.gather(*(creator() for _ in range(max(1, min(p.create_concurrency, p.workloads)))))
+        created_s = time.monotonic() - t0
+        ok = await self.observer.wait_for(self.observer.all_placed, p.setup_timeout,
+                                          lambda: _say(f"  placed and Healthy on {self.failed}: "
+                                                       f"{len(self.observer.placed)}/{p.workloads}"))
+        if not ok:
+            raise RuntimeError(f"only {len(self.observer.placed)} of {p.workloads} workloads were Healthy on "
+                               f"{self.failed} after {p.setup_timeout:.0f}s")
+        self.result["setup"] = {"create_seconds": round(created_s, 1),
+                                "placed_seconds": round(time.monotonic() - t0, 1)}
+        _say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
+
+    async def _poll(self, check: Any, what: str, within: float) -> None:
+        deadline = time.monotonic() + within
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                if await check():
+                    return
+            except Exception as e:  # noqa: BLE001 - the API may not serve it yet; said on timeout
+                last = str(e)
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"timed out after {within:.0f}s waiting for {what}" + (f" ({last})" if last else ""))
+
+    async def _clusters_ready(self) -> bool:
+        from flotilla.api import resources as R
+
+        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
+        ready = [c for c in items
+                 if any(x.get("type") == "Ready" and x.get("status") == "True"
+                        for x in (c.get("status") or {}).get("conditions") or [])
+                 and not (c.get("spec") or {}).get("taints")]
+        return len(ready) == len(self.names)
+
+    async def _flink_served(self) -> bool:
+        await self.cp.list(FLINK, NAMESPACE, limit=1)
+        return True
+
+    # ------------------------------------------------------------------ measurements before the fault
+    async def quiet_rate(self, seconds: float = 2.0) -> float:
+        """The control plane's writes/s while nothing happens (cluster status, leases, ...)."""
+        before = await self.scrape()
+        await asyncio.sleep(seconds)
+        after = await self.scrape()
+        return stats.counter_delta(before, after, "flotilla_bench_apiserver_writes_total").get("", 0.0) / seconds
+
+    async def ceiling(self) -> dict[str, Any]:
+        from flotilla.bench.ceiling import measure_store_ceiling
+
+        sizes = list(self.observer.binding_sizes.values())
+        value_bytes = int(statistics.median(sizes)) if sizes else 2048
+        _say(f"store ceiling: {self.p.ceiling_writes} creates + CAS updates of {value_bytes}-byte values on "
+             f"{self.p.storage} ...")
+        return await measure_store_ceiling(self.storage_url, self.workdir / "ceiling", value_bytes,
+                                           self.p.ceiling_writes)
+
+    # ------------------------------------------------------------------ the fault
+    async def start_profiler(self) -> None:
+        spy = py_spy()
+        assert self.cp_proc is not None
+        self.profiler = await asyncio.create_subprocess_exec(
+            spy, "record", "--pid", str(self.cp_proc.pid), "--rate", "100", "--format", "raw", "--nonblocking",
+            "--output", self.p.profile, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL)
+
+    async def stop_profiler(self) -> dict[str, Any]:
+        import signal
+
+        if self.profiler is None:
+            return {}
+        with contextlib.suppress(ProcessLookupError):
+            self.profiler.send_signal(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await self.profiler.wait()
+        try:
+            text = _read_text(self.p.profile)
+        except OSError as e:
+            return {"error": f"no profile written: {e}"}
+        return {"file": self.p.profile, **stats.profile_top(text)}
+
+    async def fault(self) -> dict[str, Any]:
+        from flotilla.api import resources as R
+
+        info: dict[str, Any] = {"kind": self.p.fault}
+        t0 = self.observer.mark_fault()
+        if self.p.fault == "taint":
+            for _ in range(10):
+                cluster = await self.cp.get(R.CLUSTERS, self.failed)
+                spec = cluster.setdefault("spec", {})
+                spec["taints"] = [*(spec.get("taints") or []), dict(FAULT_TAINT)]
+                try:
+                    await self.cp.update(R.CLUSTERS, cluster)
+                    break
+                except Exception as e:  # noqa: BLE001 - a conflict with the cluster-status controller: again
+                    from flotilla.client import ApiException, is_conflict
+
+                    if not (isinstance(e, ApiException) and is_conflict(e)):
+                        raise
+            info["what"] = f"NoExecute taint {FAULT_TAINT['key']} added to {self.failed}"
+        else:
+            assert self.http is not None
+            async with self.http.post(f"{self.admin_url}/members/{self.failed}/fault", json={"mode": "off"}) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"fault on {self.failed}: {r.status} {await r.text()}")
+            info["what"] = f"{self.failed} powered off (flotilla sim fault {self.failed} --mode off)"
+        info["applied_s"] = round(time.time() - t0, 4)
+        return info
+
+    async def fence_when_tainted(self) -> dict[str, Any]:
+        """``--fault down`` with Directly: ``flotilla fence`` as soon as the not-ready taint is there (D2)."""
+        from flotilla.cli.fence_commands import fence_cluster
+
+        key = f"taint:{NOT_READY_TAINT}"
+        obs = self.observer
+        ok = await obs.wait_for(lambda: key in obs.cluster_events, self.p.timeout)
+        if not ok:
+            return {"fenced": False}
+        await fence_cluster(self.cp, self.failed, out=lambda m: None, warn=lambda m: None)
+        assert obs.fault_at is not None
+        detected = obs.cluster_events.get("not_ready")
+        return {"fenced": True, "not_ready_s": round(detected - obs.fault_at, 3) if detected else None,
+                "not_ready_taint_s": round(obs.cluster_events[key] - obs.fault_at, 3),
+                "fenced_s": round(time.time() - obs.fault_at, 3)}
+
+    def progress(self) -> None:
+        obs = self.observer
+        tls = list(obs.timelines.values())
+        counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in stats.STAGES)
+        _say(f"  T+{time.time() - obs.fault_at:6.1f}s  {counts}  (of {len(tls)})")
+
+    async def settle(self, background: float) -> tuple[float, stats.Samples]:
+        """Wait (at most SETTLE_MAX_SECONDS) until writes fall back to the background rate; (when, metrics)."""
+        deadline = time.monotonic() + SETTLE_MAX_SECONDS
+        prev = await self.scrape()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(SETTLE_QUIET_SECONDS)
+            now = await self.scrape()
+            grown = stats.counter_delta(prev, now, "flotilla_bench_apiserver_writes_total").get("", 0.0)
+            prev = now
+            if grown <= background * SETTLE_QUIET_SECONDS * 2 + 5:
+                break
+        return time.time(), prev
+
+    # ------------------------------------------------------------------ the whole run
+    async def execute(self) -> dict[str, Any]:
+        p = self.p
+        await self.start_processes()
+        assert self.cp_proc is not None and self.members_proc is not None
+        await self.setup()
+        await asyncio.sleep(1.0)
+        background = await self.quiet_rate()
+        ceiling = await self.ceiling()
+        await asyncio.sleep(0.5)
+        background = min(background, await self.quiet_rate(1.0))
+        pids = {"control_plane": self.cp_proc.pid, "members": self.members_proc.pid, "driver": os.getpid()}
+        if self.etcd is not None:
+            pids["etcd"] = self.etcd.pid
+        cpu0 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
+        machine0 = machine_cpu_seconds()
+        rss_before = rss_mb(self.cp_proc.pid)
+        before = await self.scrape()
+        if p.profile:
+            await self.start_profiler()
+        _say(f"fault: {p.fault} on {self.failed} ...")
+        fault = await self.fault()
+        obs = self.observer
+        t0 = obs.fault_at
+        assert t0 is not None
+        fence_task = asyncio.create_task(self.fence_when_tainted()) \
+            if p.fault == "down" and p.purge_mode == "Directly" else None
+        recovered = await obs.wait_for(obs.all_recovered, p.timeout, self.progress)
+        t_wait_end = time.time()
+        cpu1 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
+        machine1 = machine_cpu_seconds()
+        at_healthy = await self.scrape()
+        if fence_task is not None:
+            if not fence_task.done():
+                fence_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                fault.update(await fence_task)
+        profile = await self.stop_profiler()
+        settled_at, settled = await self.settle(background)
+        peak = peak_rss_mb(self.cp_proc.pid)
+        rss_after = rss_mb(self.cp_proc.pid)
+        from flotilla.member.history import read_history
+
+        intervals = [iv.to_dict() for iv in read_history(self.members_dir / "history.jsonl")]
+        timelines = list(obs.timelines.values())
+        healthy_times = [tl.healthy for tl in timelines if tl.healthy is not None]
+        last = max(healthy_times, default=t_wait_end)
+        total = max(1e-9, last - t0)
+        first_evicted = min((tl.evicted for tl in timelines if tl.evicted is not None), default=t0)
+        window = max(1e-9, t_wait_end - t0)
+        writes_healthy = stats.counter_delta(before, at_healthy, "flotilla_bench_apiserver_writes_total")
+        writes_settled = stats.counter_delta(before, settled, "flotilla_bench_apiserver_writes_total")
+        by_resource = stats.counter_delta(before, settled, "flotilla_bench_apiserver_writes_total", by="resource")
+        net_writes = max(0.0, writes_settled.get("", 0.0) - background * (settled_at - t0))
+        per_workload = net_writes / p.workloads
+        throughput = len(healthy_times) / total
+        copies, with_history = stats.max_concurrent_copies(intervals, NAMESPACE)
+        cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in pids}
+        busy = machine1[0] - machine0[0]
+        irq = machine1[1] - machine0[1]
+        other = max(0.0, busy - irq - sum(cpu.values()))
+        self.result.update({
+            "command": p.command_line(),
+            "workloads": p.workloads,
+            "members": p.members,
+            "kind": p.kind,
+            "purge_mode": p.purge_mode,
+            "state": p.state,
+            "storage": p.storage,
+            "fault": fault,
+            "transport": p.transport,
+            "resource_eviction_rate": p.resource_eviction_rate,
+            "controller_flags": p.controller_flags,
+            "all_recovered": bool(recovered),
+            "recovered": len(healthy_times),
+            "total_seconds": round(total, 3),
+            "throughput_per_s": round(throughput, 2),
+            "first_eviction_seconds": round(first_evicted - t0, 3),
+            "throughput_after_first_eviction_per_s": round(len(healthy_times) / max(1e-9, last - first_evicted), 2),
+            "latency_ms": {k: v for k, v in stats.latency_summary(
+                [tl.healthy - t0 for tl in timelines if tl.healthy is not None]).items() if k != "count"},
+            "stages_ms": stats.stage_summaries(timelines, t0),
+            "steps_ms": stats.step_summaries(timelines),
+            "store_ceiling_writes_per_s": ceiling["writes_per_s"],
+            "store_ceiling": ceiling,
+            "writes": {"until_last_healthy": int(writes_healthy.get("", 0.0)),
+                       "until_settled": int(writes_settled.get("", 0.0)),
+                       "settled_after_s": round(settled_at - t0, 1),
+                       "background_per_s": round(background, 1),
+                       "net_of_background": int(net_writes),
+                       "by_resource": {k: int(v) for k, v in sorted(by_resource.items(), key=lambda kv: -kv[1]) if v}},
+            "writes_per_workload": round(per_workload, 2),
+            "ceiling_ratio": round(stats.ceiling_ratio(per_workload, throughput, ceiling["writes_per_s"]), 4),
+            "cpu_seconds": cpu["control_plane"],
+            "cpu_cores": {**{k: round(v / window, 2) for k, v in cpu.items()},
+                          "irq": round(irq / window, 2), "other": round(other / window, 2)},
+            "cpu_window_seconds": round(window, 2),
+            "peak_rss_mb": peak,
+            "rss_mb": {"before_fault": rss_before, "after": rss_after},
+            "state_injected": sum(1 for tl in timelines if tl.state_ok),
+            "state_labelled": sum(1 for tl in timelines if tl.injected),
+            "max_concurrent_copies": copies,
+            "workloads_with_running_history": with_history,
+            "workqueue_adds": {k: int(v) for k, v in stats.counter_delta(
+                before, at_healthy, "workqueue_adds_total", by="name").items() if v},
+            "workqueue_retries": {k: int(v) for k, v in stats.counter_delta(
+                before, at_healthy, "workqueue_retries_total", by="name").items() if v},
+            "workqueue_wait_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_queue_duration_seconds"),
+            "workqueue_work_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_work_duration_seconds"),
+            "events_recorder": {k: int(v) for k, v in stats.counter_delta(
+                before, settled, "flotilla_bench_events", by="outcome").items()},
+            "sqlite_writes_per_transaction": _per_transaction(before, settled),
+            "evictions": {k: int(v) for k, v in stats.counter_delta(
+                before, at_healthy, "flotilla_evictions_total", by="result").items() if v},
+            "curves": {key: [[round(t, 3), n] for t, n in stats.recovered_curve(
+                (tl.stage(key) for tl in timelines), t0)] for key, _ in stats.STAGES},
+            "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0],
+                        "loadavg_1m": round(os.getloadavg()[0], 2)},
+        })
+        if profile:
+            self.result["profile"] = profile
+        missing = [tl.binding for tl in timelines if tl.healthy is None]
+        if missing:
+            self.result["not_recovered"] = missing[:20]
+        if p.state and p.purge_mode == "Directly":
+            wrong = [{"binding": tl.binding, "expected": tl.expected_state, "injected": tl.injected}
+                     for tl in timelines if tl.created is not None and not tl.state_ok]
+            if wrong:
+                self.result["state_mismatches"] = wrong[:20]
+        return self.result
+
+
+def _per_transaction(before: stats.Samples, after: stats.Samples) -> float | None:
+    """SQLite: rows appended per transaction committed between two scrapes (None for other stores)."""
+    rows = stats.counter_delta(before, after, "flotilla_bench_sqlite_rows").get("", 0.0)
+    transactions = stats.counter_delta(before, after, "flotilla_bench_sqlite_transactions").get("", 0.0)
+    return round(rows / transactions, 2) if transactions > 0 else None
+
+
+def py_spy() -> str:
+    """The py-spy executable (on PATH or beside this Python); RuntimeError when there is none."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+    return spy
+
+
+def _read_text(path: str) -> str:
+    return Path(path).read_text()
+
+
+def _workdir(data_dir: str) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    if data_dir:
+        workdir = Path(data_dir)
+        if workdir.exists() and any(workdir.iterdir()):
+            raise RuntimeError(f"--data-dir {workdir} is not empty")
+        workdir.mkdir(parents=True, exist_ok=True)
+        return workdir, None
+    cleanup = tempfile.TemporaryDirectory(prefix="flotilla-bench-failover-")
+    return Path(cleanup.name), cleanup
+
+
+async def run_failover_bench(p: FailoverParams) -> dict[str, Any]:
+    """Run the benchmark once; the result document (see the module docstring)."""
+    workdir, cleanup = _workdir(p.data_dir)
+    run = Run(p, workdir)
+    try:
+        try:
+            return await run.execute()
+        finally:
+            await run.stop()
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
+
+
+def result_problems(result: dict[str, Any], p: FailoverParams) -> list[str]:
+    """The run's invariants that did not hold (empty: a clean run)."""
+    found = []
+    if not result.get("all_recovered"):
+        found.append(f"only {result.get('recovered')} of {p.workloads} workloads recovered within {p.timeout:.0f}s")
+    # Karmada's rule (karmada-failover.md; flotilla.failover.state): state is injected only with purgeMode Directly
+    if p.state and p.purge_mode == "Directly" and result.get("state_injected") != p.workloads:
+        found.append(f"state injected into {result.get('state_injected')} of {p.workloads} new copies")
+    if p.purge_mode == "Directly" and result.get("max_concurrent_copies", 0) > 1:
+        found.append(f"{result['max_concurrent_copies']} copies of one workload ran at once (purge mode Directly)")
+    return found
+
+
+def params_from_args(args: Any) -> FailoverParams:
+    return FailoverParams(
+        workloads=args.workloads, members=args.members, kind=args.kind, purge_mode=args.purge_mode,
+        state=args.state, storage=args.storage, fault=args.fault, json=args.json or "", plot=args.plot or "",
+        resource_eviction_rate=args.resource_eviction_rate, controller_flags=list(args.controller_flag or []),
+        transport=args.transport, timeout=args.timeout, setup_timeout=args.setup_timeout,
+        ceiling_writes=args.ceiling_writes, profile=args.profile or "", data_dir=args.data_dir or "")
+
+
+def run_failover_command(args: Any) -> int:
+    from flotilla.bench.report import render_report
+
+    p = params_from_args(args)
+    if p.members < 2:
+        raise SystemExit("flotilla bench failover: --members must be at least 2 (one fails, one takes over)")
+    if p.workloads < 1:
+        raise SystemExit("flotilla bench failover: --workloads must be at least 1")
+    if p.plot:
+        from flotilla.bench.plot import require_matplotlib
+
+        require_matplotlib()  # fail before an hour of benchmark, not after
+    print(f"command: {p.command_line()}", flush=True)
+    try:
+        result = asyncio.run(run_failover_bench(p))
+    except (RuntimeError, OSError) as e:
+        print(f"flotilla bench failover: {e}", file=sys.stderr)
+        return 1
+    found = result_problems(result, p)
+    result["problems"] = found
+    print(render_report(result))
+    for problem in found:
+        print(f"PROBLEM: {problem}")
+    if p.json:
+        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        print(f"results written to {p.json}")
+    if p.plot:
+        from flotilla.bench.plot import plot_recovery
+
+        plot_recovery(result, p.plot)
+        print(f"plot written to {p.plot}")
+    return 1 if found else 0

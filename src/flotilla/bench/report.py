@@ -1,0 +1,107 @@
+"""The text report of ``flotilla bench failover`` (pure: a result document in, lines out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flotilla.bench.stats import STAGES
+
+__all__ = ["render_report", "stage_table"]
+
+
+def _fmt_ms(value: Any) -> str:
+    return f"{float(value):,.0f}" if isinstance(value, (int, float)) else "-"
+
+
+def stage_table(result: dict[str, Any]) -> list[str]:
+    """Stage | reached | p50 | p90 | p99 | max (ms from the fault), then the per-step durations."""
+    n = result.get("workloads", 0)
+    rows = [("stage (ms since the fault)", "reached", "p50", "p90", "p99", "max")]
+    stages = result.get("stages_ms") or {}
+    for key, label in STAGES:
+        s = stages.get(key) or {}
+        rows.append((label, f"{s.get('count', 0)}/{n}", _fmt_ms(s.get("p50")), _fmt_ms(s.get("p90")),
+                     _fmt_ms(s.get("p99")), _fmt_ms(s.get("max"))))
+    steps = result.get("steps_ms") or {}
+    if steps:
+        rows.append(("step (ms from the previous stage)", "", "", "", "", ""))
+        for key, s in steps.items():
+            rows.append((f"  {key}", str(s.get("count", 0)), _fmt_ms(s.get("p50")), _fmt_ms(s.get("p90")),
+                         _fmt_ms(s.get("p99")), _fmt_ms(s.get("max"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))]))
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _events(r: dict[str, Any]) -> str:
+    ev = r.get("events_recorder") or {}
+    if not ev:
+        return "-"
+    text = (f"{ev.get('created', 0):,} created, {ev.get('aggregated', 0):,} aggregated, "
+            f"{ev.get('dropped', 0):,} dropped (recorder queue full), {ev.get('failed', 0):,} failed")
+    per_tx = r.get("sqlite_writes_per_transaction")
+    return text + (f"; SQLite wrote {per_tx} rows per transaction" if per_tx else "")
+
+
+def render_report(result: dict[str, Any]) -> str:
+    r = result
+    n = r.get("workloads", 0)
+    ceiling = r.get("store_ceiling") or {}
+    writes = r.get("writes") or {}
+    cores = r.get("cpu_cores") or {}
+    fault = r.get("fault") or {}
+    setup = r.get("setup") or {}
+    lines = [
+        f"flotilla bench failover: {n} workloads ({r.get('kind')}) on member1 of {r.get('members')} members, "
+        f"purge {r.get('purge_mode')}, state {'on' if r.get('state') else 'off'}, storage {r.get('storage')}, "
+        f"fault {fault.get('kind')}, controllers over {r.get('transport')}",
+        f"set-up: created in {setup.get('create_seconds', '-')} s, all Healthy on member1 after "
+        f"{setup.get('placed_seconds', '-')} s; background writes {writes.get('background_per_s', 0):,.1f}/s",
+        f"store ceiling ({ceiling.get('backend')}, {ceiling.get('value_bytes')}-byte values, {ceiling.get('tasks')} "
+        f"tasks): {ceiling.get('writes_per_s', 0):,.0f} writes/s (creates {ceiling.get('creates_per_s', 0):,.0f}/s, "
+        f"CAS updates {ceiling.get('updates_per_s', 0):,.0f}/s)",
+        f"fault: {fault.get('what', '-')}",
+    ]
+    if "fenced" in fault:
+        if fault["fenced"]:
+            lines.append(f"  Ready=False after {fault.get('not_ready_s') or 0:.2f} s, not-ready taint after "
+                         f"{fault['not_ready_taint_s']:.2f} s; fenced (flotilla fence "
+                         f"member1) at {fault['fenced_s']:.2f} s")
+        else:
+            lines.append("  the not-ready taint never appeared: not fenced")
+    lines += ["", *stage_table(r), ""]
+    by_resource = ", ".join(f"{k} {v:,}" for k, v in list((writes.get("by_resource") or {}).items())[:6])
+    lines += [
+        "summary",
+        f"  total failover time   {r.get('total_seconds', 0):.2f} s (fault to last workload Healthy); "
+        f"first eviction at {r.get('first_eviction_seconds', 0):.2f} s",
+        f"  throughput            {r.get('throughput_per_s', 0):,.1f} workloads/s "
+        f"({r.get('throughput_after_first_eviction_per_s', 0):,.1f}/s from the first eviction)",
+        f"  writes                {writes.get('net_of_background', 0):,} net of background "
+        f"({writes.get('until_settled', 0):,} until quiet {writes.get('settled_after_s', 0)} s after the fault; "
+        f"{writes.get('until_last_healthy', 0):,} until the last Healthy) = {r.get('writes_per_workload', 0):.1f} "
+        f"per workload; {by_resource}",
+        f"  Events                {_events(r)}",
+        f"  store ceiling ratio   {r.get('ceiling_ratio', 0):.3f} (= {r.get('writes_per_workload', 0):.1f} writes x "
+        f"{r.get('throughput_per_s', 0):.1f} workloads/s / {r.get('store_ceiling_writes_per_s', 0):,.0f} writes/s)",
+        f"  control plane         {r.get('cpu_seconds', 0):.1f} CPU s over {r.get('cpu_window_seconds', 0):.1f} s "
+        f"({cores.get('control_plane', 0):.2f} cores); peak RSS {r.get('peak_rss_mb', 0):,.0f} MB",
+        "  CPU cores (window)    " + " ".join(f"{k} {v:.2f}" for k, v in cores.items()),
+        f"  state injected        {r.get('state_injected', 0)}/{n} new copies carried the old copy's state"
+        + (" (injected only with purgeMode Directly, as Karmada)" if r.get("purge_mode") != "Directly" else ""),
+        f"  max concurrent copies {r.get('max_concurrent_copies', 0)} (running history of "
+        f"{r.get('workloads_with_running_history', 0)} StatefulSet/Flink workloads)",
+        f"  all recovered         {'yes' if r.get('all_recovered') else 'NO'} ({r.get('recovered', 0)}/{n})",
+        f"  machine               {(r.get('machine') or {}).get('nproc')} CPUs, load average (1 min) "
+        f"{(r.get('machine') or {}).get('loadavg_1m')}",
+    ]
+    profile = r.get("profile") or {}
+    if profile.get("self"):
+        lines.append(f"  profile (py-spy, control plane, {profile.get('file')}): top functions by own samples")
+        for name, pct in profile["self"][:10]:
+            lines.append(f"    {pct:5.1f}%  {name}")
+    return "\n".join(lines)
