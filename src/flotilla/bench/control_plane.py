@@ -54,7 +54,9 @@ READY_LINE: Final = "flotilla bench control-plane: serving"
 def add_control_plane_parser(sub: Any) -> None:
     p = sub.add_parser("control-plane", help="(internal) the API server and every controller in one process, "
                                              "for `flotilla bench failover`",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="example (what `flotilla bench failover` starts):\n"
+                              "  flotilla bench control-plane --data-dir /tmp/cp -- --concurrent-syncs=20")
     p.add_argument("--data-dir", required=True, help="where the database and kubeconfig go")
     p.add_argument("--storage", default="sqlite://", help="memory://, sqlite:// or etcd://host:port")
     p.add_argument("--host", default="127.0.0.1")

@@ -774,7 +774,11 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                     "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
                     "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
                     "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
-                    "recover, lost its state, or (Directly) ran twice at once.")
+                    "recover, lost its state, or (Directly) ran twice at once.",
+        epilog="examples:\n"
+               "  flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png\n"
+               "  flotilla bench failover --workloads 100 --fault down --storage etcd",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="mix",

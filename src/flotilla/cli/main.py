@@ -56,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True)
 
-    a = sub.add_parser("apiserver", help="run the Kubernetes-compatible API server")
+    a = sub.add_parser("apiserver", help="run the Kubernetes-compatible API server",
+                       description="Run Flotilla's Kubernetes-compatible API server (kubectl and the kubernetes "
+                                   "Python client work against it); it writes a kubeconfig into --data-dir.",
+                       epilog="examples:\n"
+                              "  flotilla apiserver --data-dir ./cp --port 6443        # SQLite in ./cp\n"
+                              "  KUBECONFIG=./cp/kubeconfig kubectl get namespaces\n"
+                              "  flotilla apiserver --storage etcd://127.0.0.1:2379 --secure",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--storage", default="sqlite://",
                    help="memory://, sqlite:// (file in --data-dir), sqlite:///path.db or etcd://host:port[,host:port]")
     a.add_argument("--data-dir", default=".flotilla", help="where the database, certificates and kubeconfig go")
@@ -71,14 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "Karmada's default is false)")
     a.set_defaults(fn=_apiserver)
 
-    d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them")
+    d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them",
+                       description="Start an embedded API server on SQLite, apply examples/apiserver with the real "
+                                   "kubectl and show the objects.",
+                       epilog="example:\n  flotilla demo-api --data-dir /tmp/demo-api", formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--data-dir", default=".flotilla-demo")
     d.add_argument("--examples", default="examples/apiserver")
     d.set_defaults(fn=_demo_api)
 
-    b = sub.add_parser("bench", help="benchmarks")
+    b = sub.add_parser("bench", help="benchmarks", description="Benchmarks (results: docs/benchmarks.md).",
+                       epilog="examples:\n  flotilla bench apiserver --backends memory,sqlite\n"
+                              "  flotilla bench failover --workloads 1000 --members 3 --json out.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     bsub = b.add_subparsers(dest="bench", required=True)
-    ba = bsub.add_parser("apiserver", help="API server and store throughput")
+    ba = bsub.add_parser("apiserver", help="API server and store throughput",
+                         description="Creates, updates and watch latency through HTTP, and raw store writes, per "
+                                     "storage backend.",
+                         epilog="example:\n  flotilla bench apiserver --backends sqlite --objects 2000 --output a.json",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ba.add_argument("--backends", default="memory,sqlite,etcd", help="comma-separated: memory,sqlite,etcd")
     ba.add_argument("--objects", type=int, default=2000, help="objects per phase")
     ba.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
