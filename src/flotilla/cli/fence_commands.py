@@ -20,9 +20,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.client import ApiException, Client, is_conflict, is_not_found
+from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
+from flotilla.client import ApiException, Client
 from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import (
     OUT_OF_SERVICE_TAINT_EFFECT,
     OUT_OF_SERVICE_TAINT_KEY,
@@ -41,7 +41,6 @@ __all__ = [
 
 Out = Callable[[str], None]
 TAINT = f"{OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT}"
-_ATTEMPTS = 5
 
 
 class FenceCommandError(Exception):
@@ -81,36 +80,12 @@ def _control_plane_args(p: argparse.ArgumentParser) -> None:
 # ============================================================================================ operations
 
 
-async def _patch_cluster(cp: Client, name: str, make_patch: Callable[[dict[str, Any]], dict[str, Any] | None]
-                         ) -> bool:
-    """Apply ``make_patch(cluster)`` (None: nothing to do); True when the Cluster was changed."""
-    for _ in range(_ATTEMPTS):
-        try:
-            cluster = await cp.get(CLUSTERS, name)
-        except ApiException as e:
-            if is_not_found(e):
-                raise FenceCommandError(f"cluster {name} not found") from None
-            raise
-        patch = make_patch(cluster)
-        if patch is None:
-            return False
-        try:
-            await cp.patch(CLUSTERS, name, patch)
-            return True
-        except ApiException as e:
-            if is_not_found(e):
-                raise FenceCommandError(f"cluster {name} not found") from None
-            if not is_conflict(e):
-                raise
-    raise FenceCommandError(f"cluster {name} kept changing while its taints were being updated; try again")
-
-
 async def fence_cluster(cp: Client, name: str, *, now: datetime | None = None, out: Out = print,
                         warn: Out | None = None) -> bool:
     """Add the out-of-service taint to Cluster ``name``; False when it was already fenced."""
     warn = warn or (lambda m: print(m, file=sys.stderr))
     stamp = now or datetime.now(UTC)
-    changed = await _patch_cluster(cp, name, lambda c: fence_patch(c, stamp))
+    changed = await update_cluster(cp, name, lambda c: fence_patch(c, stamp))
     if not changed:
         out(f"cluster({name}) is already fenced (taint {TAINT})")
         return False
@@ -123,7 +98,7 @@ async def fence_cluster(cp: Client, name: str, *, now: datetime | None = None, o
 
 async def unfence_cluster(cp: Client, name: str, *, out: Out = print) -> bool:
     """Remove the out-of-service taint from Cluster ``name``; False when it was not fenced."""
-    changed = await _patch_cluster(cp, name, unfence_patch)
+    changed = await update_cluster(cp, name, unfence_patch)
     if not changed:
         out(f"cluster({name}) is not fenced")
         return False
@@ -157,7 +132,7 @@ async def _unfence_main(args: argparse.Namespace) -> int:
 def _run(coro_fn: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
     try:
         return int(asyncio.run(coro_fn(args)))
-    except FenceCommandError as e:
+    except (FenceCommandError, ClusterNotFound, ClusterUpdateConflict) as e:
         print(f"error: {e}", file=sys.stderr)
     except ApiException as e:
         print(f"error: the control plane answered: {e}", file=sys.stderr)

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from flotilla.client import ApiException, Client, is_conflict, is_not_found
+from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
+from flotilla.client import ApiException, Client
 from flotilla.client.kubeconfig import KubeconfigError
 from flotilla.cluster.taint_spec import (
     UNSCHEDULABLE_TAINT_KEY,
@@ -25,11 +26,9 @@ from flotilla.cluster.taint_spec import (
     parse_taint_args,
     split_resources_and_taints,
 )
-from flotilla.controllers.members import CLUSTERS
 
 __all__ = ["add_taint_parsers", "cordon_cluster", "taint_clusters"]
 
-_ATTEMPTS = 5
 Out = Callable[[str], None]
 
 TAINT_EPILOG = """\
@@ -92,32 +91,8 @@ def add_taint_parsers(sub: Any) -> None:
 # ============================================================================================ operations
 
 
-async def _update_taints(cp: Client, name: str, decide: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
-                         dry_run: bool) -> bool:
-    """Apply ``decide(cluster)`` (the new taints, or None: nothing to write); True when it wrote (or would)."""
-    for _ in range(_ATTEMPTS):
-        try:
-            cluster = await cp.get(CLUSTERS, name)
-        except ApiException as e:
-            if is_not_found(e):
-                raise TaintCommandError(f'clusters.cluster.karmada.io "{name}" not found') from None
-            raise
-        taints = decide(cluster)
-        if taints is None:
-            return False
-        if dry_run:
-            return True
-        patch = {"metadata": {"resourceVersion": cluster["metadata"].get("resourceVersion")},
-                 "spec": {"taints": taints}}
-        try:
-            await cp.patch(CLUSTERS, name, patch)
-            return True
-        except ApiException as e:
-            if is_not_found(e):
-                raise TaintCommandError(f'clusters.cluster.karmada.io "{name}" not found') from None
-            if not is_conflict(e):
-                raise
-    raise TaintCommandError(f"cluster {name} kept changing while its taints were being updated; try again")
+def _taints_patch(taints: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    return None if taints is None else {"spec": {"taints": taints}}
 
 
 async def taint_clusters(cp: Client, names: list[str], update: TaintUpdate, *, overwrite: bool, dry_run: bool,
@@ -131,7 +106,7 @@ async def taint_clusters(cp: Client, names: list[str], update: TaintUpdate, *, o
                                              overwrite=overwrite)
             return taints
 
-        await _update_taints(cp, name, decide, dry_run)
+        await update_cluster(cp, name, lambda c: _taints_patch(decide(c)), dry_run=dry_run)
         out(f"cluster/{name} {operation}" + (" (dry run)" if dry_run else ""))
 
 
@@ -147,7 +122,7 @@ async def cordon_cluster(cp: Client, name: str, *, cordon: bool, dry_run: bool, 
             return [*taints, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}]
         return [t for t in taints if not (t.get("key") == UNSCHEDULABLE_TAINT_KEY and t.get("effect") == "NoSchedule")]
 
-    changed = await _update_taints(cp, name, decide, dry_run)
+    changed = await update_cluster(cp, name, lambda c: _taints_patch(decide(c)), dry_run=dry_run)
     if not changed:
         out(f"{name} cluster already {verb}ed")
         return False
@@ -172,7 +147,7 @@ def _control_plane(args: argparse.Namespace) -> Client:
 def _run(main: Callable[[], Any]) -> int:
     try:
         return int(asyncio.run(main()) or 0)
-    except (TaintCommandError, TaintSpecError) as e:
+    except (TaintCommandError, TaintSpecError, ClusterNotFound, ClusterUpdateConflict) as e:
         _err(str(e))
     except ApiException as e:
         _err(f"the control plane answered: {e}")

@@ -143,7 +143,7 @@ async def test_fence_and_unfence_cli(env: FenceEnv, capsys: pytest.CaptureFixtur
     assert not is_fenced(await env.cp.get(CLUSTERS, "member2"))
 
     rc = await asyncio.to_thread(cli("fence", "nosuch", "--kubeconfig", str(env.kubeconfig)))
-    assert rc == 1 and "cluster nosuch not found" in capsys.readouterr().err
+    assert rc == 1 and 'clusters.cluster.karmada.io "nosuch" not found' in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------- D2
