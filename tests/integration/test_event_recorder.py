@@ -216,3 +216,119 @@ def test_event_without_a_running_loop_is_dropped() -> None:
     recorder = EventRecorder(_FailingClient(), "c")
     recorder.event({"metadata": {"name": "x"}}, "Normal", "R", "m")
     assert recorder.dropped == 1
+
+
+# ---------------------------------------------------------------------------------------------- correlation and pacing
+# (an in-memory client: what is written, in what order)
+
+
+class _MemoryClient:
+    def __init__(self) -> None:
+        self.events: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    async def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        self.calls.append(("create", obj["reason"]))
+        self.events[name] = dict(obj)
+        return obj
+
+    async def patch(self, res: Resource, name: str, patch: Any, **kw: Any) -> dict[str, Any]:
+        if name not in self.events:
+            raise ApiException(404, message="gone")
+        self.calls.append(("patch", self.events[name]["reason"]))
+        self.events[name].update(patch)
+        return self.events[name]
+
+    def by_reason(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.events.values() if e["reason"] == reason]
+
+
+def _obj(name: str, kind: str = "Deployment") -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"}}
+
+
+async def test_repeats_of_a_pending_event_are_folded_into_one_write() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c")
+    for _ in range(50):
+        recorder.event(_obj("a"), "Normal", "Synced", "same")
+    await asyncio.wait_for(recorder.flush(), 5)
+    (ev,) = client.by_reason("Synced")
+    assert ev["count"] == 50 and client.calls == [("create", "Synced")]
+    assert (recorder.created, recorder.aggregated) == (1, 49)
+
+
+async def test_repeats_of_a_written_event_are_bumped_once_per_patch_delay() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c", patch_delay=0.2)
+    recorder.event(_obj("a"), "Normal", "Synced", "same")
+    await recorder.flush()
+    for _ in range(5):
+        recorder.event(_obj("a"), "Normal", "Synced", "same")
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert client.calls == [("create", "Synced")]  # the bump waits for its delay
+    await asyncio.sleep(0.3)
+    assert client.calls == [("create", "Synced"), ("patch", "Synced")]
+    (ev,) = client.by_reason("Synced")
+    assert ev["count"] == 6
+    await recorder.close()
+
+
+async def test_similar_events_are_combined_after_ten() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c")
+    for i in range(15):
+        recorder.event(_obj("a"), "Warning", "BackOff", f"attempt {i} failed")
+    await recorder.flush()
+    events = client.by_reason("BackOff")
+    combined = [e for e in events if e["message"].startswith("(combined from similar events): ")]
+    assert len(events) == 10 and len(combined) == 1  # 9 on their own, then one Event for the rest
+    assert combined[0]["count"] == 6 and combined[0]["message"].endswith("attempt 14 failed")
+    recorder.event(_obj("b"), "Warning", "BackOff", "attempt 0 failed")  # another object: its own count
+    await recorder.flush()
+    assert len(client.by_reason("BackOff")) == 11
+
+
+async def test_spam_filter_bounds_the_writes_per_object_and_type() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c", spam_burst=3, spam_qps=0.0)
+    for i in range(5):
+        recorder.event(_obj("a"), "Normal", f"R{i}", "m")
+    recorder.event(_obj("a"), "Warning", "Failed", "m")  # another type has its own bucket
+    recorder.event(_obj("b"), "Normal", "R0", "m")  # and another object
+    await recorder.flush()
+    assert sorted(r for _, r in client.calls) == ["Failed", "R0", "R0", "R1", "R2"]
+    assert recorder.filtered == 2
+    recorder.event(_obj("a"), "Normal", "R0", "m")  # a bump is a write too: no token left
+    await recorder.flush()
+    assert recorder.filtered == 3 and client.by_reason("R0")[0]["count"] == 1
+
+
+async def test_warnings_go_first_and_a_full_queue_gives_up_count_bumps_first() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c", max_queue=3, patch_delay=0.0, qps=0.0)
+    recorder.event(_obj("a"), "Normal", "Bumped", "m")
+    await recorder.flush()
+    recorder.event(_obj("a"), "Normal", "Bumped", "m")  # a count bump waits
+    recorder.event(_obj("b"), "Normal", "N1", "m")
+    recorder.event(_obj("c"), "Normal", "N2", "m")  # full: 3 writes wait
+    recorder.event(_obj("d"), "Normal", "N3", "m")  # a new Event takes the bump's place
+    recorder.event(_obj("e"), "Warning", "W1", "m")  # a Warning takes a Normal Event's place
+    recorder.event(_obj("f"), "Normal", "N4", "m")  # nothing of less value left: dropped
+    assert recorder.dropped == 3
+    await recorder.flush()
+    assert client.calls[1:] == [("create", "W1"), ("create", "N2"), ("create", "N3")]
+
+
+async def test_writes_are_paced_and_nothing_is_lost_within_the_queue() -> None:
+    client = _MemoryClient()
+    recorder = EventRecorder(client, "c", qps=200.0, burst=50)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for i in range(150):
+        recorder.event(_obj(f"w{i}"), "Normal", "Evicted", "moved")
+    await asyncio.wait_for(recorder.flush(), 10)
+    assert loop.time() - start >= 0.4  # 50 at once, then 200/s
+    assert len(client.events) == 150 and recorder.dropped == 0

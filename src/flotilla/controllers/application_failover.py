@@ -13,7 +13,8 @@ timer; ``tolerationSeconds: 0`` evicts at the first look. A cluster Unhealthy fo
 :func:`~flotilla.failover.eviction.application_failover_task_options` (purge mode ``Directly``,
 ``Gracefully`` with ``gracePeriodSeconds``, ``Never`` with ``suppressDeletion``). The new
 ``spec.clusters``, ``spec.gracefulEvictionTasks`` and the record go in one merge patch guarded by the
-binding's resourceVersion (decided again after a 409).
+binding's resourceVersion (decided again after a 409). While the graceful-eviction controller runs beside it, a new
+task is written with its ``creationTimestamp`` (that controller's first pass would stamp it in a second write).
 
 State preservation (``failover.application.statePreservation``, gate ``StatefulFailoverInjection``; off:
 no extraction, no state and no ``clustersBeforeFailover`` on the task, as Karmada): the rules run on the
@@ -49,7 +50,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
-from flotilla.controllers.graceful_eviction import binding_key, template_ref
+from flotilla.controllers.graceful_eviction import binding_key, stamps_new_tasks, template_ref
 from flotilla.controllers.work_status import shared_interpreter
 from flotilla.failover.application import (
     UNHEALTHY_SINCE_ANNOTATION,
@@ -133,10 +134,13 @@ def plan_binding(
     graceful_eviction_enabled: bool = True,
     state_preservation_timeout: float = 0.0,
     state_preservation_enabled: bool = True,
+    stamp_tasks: bool = False,
 ) -> Plan:
     """Everything :class:`ApplicationFailoverController` writes for ``binding`` (pure; no I/O).
 
     ``state_preservation_enabled``: the gate ``StatefulFailoverInjection`` (off: the rules are ignored).
+    ``stamp_tasks``: new tasks are written with their ``creationTimestamp`` (the graceful-eviction controller
+    runs beside this one and would stamp them on its first pass: this saves that write and its generation).
     """
     md = _map(binding.get("metadata"))
     spec = _map(binding.get("spec"))
@@ -181,7 +185,8 @@ def plan_binding(
         try:
             options = application_failover_task_options(
                 application, binding_kind=binding_kind, preserved_label_state=state,
-                clusters_before_failover=before, graceful_eviction_enabled=graceful_eviction_enabled)
+                clusters_before_failover=before, graceful_eviction_enabled=graceful_eviction_enabled,
+                creation_timestamp=now if stamp_tasks else None)
         except TaskBuildError as e:
             # Karmada: no eviction at all when any task cannot be built; the timers keep running
             plan.build_error = e
@@ -302,7 +307,8 @@ class ApplicationFailoverController(Controller):
                                 health_interpretable=self.health_interpretable(obj),
                                 graceful_eviction_enabled=self.options.gate("GracefulEviction"),
                                 state_preservation_timeout=self.options.state_preservation_timeout,
-                                state_preservation_enabled=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE))
+                                state_preservation_enabled=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
+                                stamp_tasks=stamps_new_tasks(self.ctx))
             plans.append(plan)
             return plan.patch
 

@@ -13,7 +13,9 @@ Works mirror ``spec.clusters``.
 Reconcile: a binding being deleted has all its Works deleted, then loses the finalizer
 ``karmada.io/binding-controller`` (``karmada.io/cluster-resource-binding-controller``). Otherwise
 orphan Works are deleted; if a Work still exists in a cluster evicted with ``purgeMode: Directly``
-nothing else happens and the binding is looked at again in 5 s; else every target cluster's Work is
+nothing else happens: the deletion of that Work (the Work informer's delete event) queues the binding again,
+so the new copy's Work is written as soon as the old one is gone (Karmada polls every 5 s instead); a safety
+look after :data:`DIRECTLY_PURGE_SAFETY_REQUEUE` seconds remains; else every target cluster's Work is
 created or updated (errors of one cluster do not stop the others and requeue the binding), with
 Events ``SyncWorkSucceed`` / ``SyncWorkFailed`` on the binding and the template.
 
@@ -70,9 +72,11 @@ from flotilla.propagation.works import (
     WorkIntent,
     binding_ref,
     directly_purge_pending,
+    directly_purged_clusters,
     orphan_works,
     plan_works,
     render_work,
+    work_cluster,
     work_update,
 )
 
@@ -83,7 +87,9 @@ __all__ = ["BindingController", "BindingSyncError", "binding_key"]
 #: Work cache indexes: the binding permanent id a Work carries.
 RB_ID_INDEX = "resourcebinding-permanent-id"
 CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
-DIRECTLY_PURGE_REQUEUE = 5.0
+#: Seconds before a binding held by the ``Directly`` barrier is looked at again if no Work deletion woke it first
+#: (the deletion of the old Work is what normally queues it: :meth:`BindingController._work_deleted`).
+DIRECTLY_PURGE_SAFETY_REQUEUE = 60.0
 #: Seconds before a binding whose spec changed while its injected-state record was written is looked at again
 #: (the generation change queues it too; this covers a cache that has not seen the change yet).
 STALE_RENDER_REQUEUE = 0.5
@@ -137,6 +143,7 @@ class BindingController(Controller):
         for inf in (self._rbs, self._crbs):
             inf.add_handler(on_add=self._binding_added, on_update=self._binding_updated,
                             on_delete=self._binding_deleted)
+        self._works.add_handler(on_delete=self._work_deleted)
         for inf in (self._ops, self._cops):
             inf.add_handler(on_add=self._override_changed,
                             on_update=lambda old, new: (self._override_changed(old), self._override_changed(new)),
@@ -156,6 +163,21 @@ class BindingController(Controller):
         if ref.permanent_id:
             self._deleted[binding_key(obj)] = ref
         self.enqueue(binding_key(obj))
+
+    def _work_deleted(self, work: dict[str, Any]) -> None:
+        """The old copy of a ``Directly`` eviction is gone: its binding may write the new Works now."""
+        annotations = _meta(work).get("annotations") or {}
+        namespace = annotations.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION)
+        name = annotations.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
+        if namespace and name:
+            kind, rest = RESOURCE_BINDING_KIND, f"{namespace}/{name}"
+        elif annotations.get(L.CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION):
+            kind, rest = CLUSTER_RESOURCE_BINDING_KIND, str(annotations[L.CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION])
+        else:
+            return
+        binding = self._binding_informer(kind).store.get(rest)
+        if binding is not None and work_cluster(work) in directly_purged_clusters(_spec(binding)):
+            self.enqueue(f"{kind}/{rest}")
 
     def _override_changed(self, policy: dict[str, Any]) -> None:
         namespace = _meta(policy).get("namespace")
@@ -256,7 +278,7 @@ class BindingController(Controller):
             await self._delete_orphans(binding, orphans)
         if directly_purge_pending(works, spec):
             log.debug("%s %s: Works in clusters purged Directly still exist; not syncing Works yet", kind, rest)
-            return DIRECTLY_PURGE_REQUEUE
+            return DIRECTLY_PURGE_SAFETY_REQUEUE
         template = await self._fetch_template(binding)
         if template is None:
             return None

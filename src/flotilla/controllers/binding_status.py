@@ -6,8 +6,9 @@ permanent id), builds ``aggregatedStatus`` and the ``FullyApplied`` condition
 (:mod:`flotilla.propagation.status`), and patches the binding's status subresource: only ``aggregatedStatus``
 and ``conditions`` (the scheduler's ``schedulerObservedGeneration``/``lastScheduledTime`` are not touched), with
 the binding's resourceVersion as precondition, retried on 409. Then, if the interpreter has an AggregateStatus
-hook for the template's kind, it aggregates the items onto the live template and writes the template's status
-subresource when ``.status`` changed.
+hook for the template's kind, it aggregates the items onto the template (from the shared informer's cache, as
+Karmada reads it, else live) and writes the template's status subresource when ``.status`` changed; the same items
+on the same template version are not aggregated twice.
 
 D14: the readiness of each Work's cluster is part of the aggregation. Items of clusters that are not Ready
 keep their last ``status`` and report ``health: Unknown``; the binding's ``StatusUpToDate`` condition names
@@ -17,15 +18,18 @@ D5: with the gate ``StatefulFailoverInjection`` on, every pass also looks at the
 (annotation ``failover.flotilla.io/injected-state``, written by the binding controller, D4): the first time the
 aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the record
 (:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows whether
-the copy ever ran with the injected state. The annotation is written with a metadata-only merge patch guarded by
-the binding's resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
+the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
+status write is the pass's last change of the binding) with a metadata-only merge patch guarded by the binding's
+resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
 there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
 record is left alone.
 
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
-generation or ``spec.resource.resourceVersion`` changed, or when it brings a new injected-state record not yet
-stamped Healthy; Work add, status or deletion change, delete (mapped to the binding by the Work's binding
-annotations); Cluster readiness change or delete.
+generation or ``spec.resource.resourceVersion`` changed (a change of the generation alone is looked at after
+:data:`SPEC_CHANGE_SETTLE`: the Work deletions and creations it causes come first and bring the new picture, so one
+status write covers both), or when it brings a new injected-state record not yet stamped Healthy; Work status or
+deletion change, delete (mapped to the binding by the Work's binding annotations; as in Karmada a Work's creation
+is not a trigger: its first status is); Cluster readiness change or delete.
 Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding and the template;
 ``StatusStale`` (Warning) / ``StatusUpToDate`` (Normal) on the binding when its StatusUpToDate condition flips.
 """
@@ -56,12 +60,17 @@ from flotilla.failover.state import (
 from flotilla.interpreter import InterpreterError, Operation
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.propagation import status as st
+from flotilla.propagation.written import WrittenObjects
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController"]
 
 RETRIES = 5
+#: Seconds a binding waits after a spec-only change (generation) before it is aggregated again. The Works that
+#: follow such a change (deleted, created) queue it at once with the new picture; this later pass only catches a
+#: change no Work event follows (then ``FullyApplied`` is rewritten), so one status write serves both.
+SPEC_CHANGE_SETTLE = 1.0
 
 _Obj = dict[str, Any]
 
@@ -83,6 +92,12 @@ class BindingStatusController(Controller):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
+        #: bindings and templates as this controller last wrote them (read your own writes, no 409)
+        self._written = WrittenObjects()
+        self._written_templates = WrittenObjects()
+        #: per binding key: (template key, template resourceVersion, items) of the last aggregation onto the
+        #: template that left it as wanted (same inputs again: nothing to aggregate)
+        self._aggregated: dict[str, tuple[str, Any, list[dict[str, Any]]]] = {}
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)
@@ -93,16 +108,19 @@ class BindingStatusController(Controller):
         for inf, prefix in ((self.rbs, "rb"), (self.crbs, "crb")):
             inf.add_handler(on_add=lambda b, p=prefix: self._on_binding(p, None, b),
                             on_update=lambda old, new, p=prefix: self._on_binding(p, old, new))
-        self.works.add_handler(on_add=self._enqueue_for_work, on_update=self._on_work_update,
-                               on_delete=self._enqueue_for_work)
+        # as Karmada: a Work's creation is not a trigger (its first status, Applied or Dispatching, written at once by
+        # the execution controller, is: one status write for both)
+        self.works.add_handler(on_update=self._on_work_update, on_delete=self._enqueue_for_work)
         self.clusters.add_handler(on_update=self._on_cluster_update, on_delete=self._on_cluster_delete)
 
     def _on_binding(self, prefix: str, old: _Obj | None, new: _Obj) -> None:
-        if st.binding_needs_sync(old, new) or (
-                st.binding_needs_sync(None, new) and self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
-                and injected_copy_health_pending(old, new)):
-            md = new.get("metadata") or {}
-            self.enqueue(f"rb|{md.get('namespace')}|{md.get('name')}" if prefix == "rb" else f"crb|{md.get('name')}")
+        md = new.get("metadata") or {}
+        key = f"rb|{md.get('namespace')}|{md.get('name')}" if prefix == "rb" else f"crb|{md.get('name')}"
+        if st.binding_needs_sync(None, new) and self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE) and \
+                injected_copy_health_pending(old, new):
+            self.enqueue(key)
+        elif st.binding_needs_sync(old, new):
+            self.enqueue(key, SPEC_CHANGE_SETTLE if st.binding_spec_only_changed(old, new) else 0.0)
 
     def _enqueue_for_work(self, work: _Obj) -> None:
         key = st.binding_key_for_work(work)
@@ -130,15 +148,16 @@ class BindingStatusController(Controller):
     async def reconcile(self, key: str) -> float | None:
         parts = key.split("|")
         if parts[0] == "rb" and len(parts) == 3:
-            binding = self.rbs.store.get(f"{parts[1]}/{parts[2]}")
+            binding = self._written.fresh(key, self.rbs.store.get(f"{parts[1]}/{parts[2]}"))
             res, label = RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
         elif parts[0] == "crb" and len(parts) == 2:
-            binding = self.crbs.store.get(parts[1])
+            binding = self._written.fresh(key, self.crbs.store.get(parts[1]))
             res, label = CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
         else:
             log.warning("binding-status: ignoring malformed key %r", key)
             return None
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+            self._aggregated.pop(key, None)
             return None
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
@@ -147,17 +166,23 @@ class BindingStatusController(Controller):
         resource = (binding.get("spec") or {}).get("resource") or {}
         items = st.build_aggregated_status(works, resource, self._ready)
         stale = st.stale_clusters(items, self._ready)
-        binding = await self._patch_binding(res, binding, items, stale)
+        # the D5 stamp goes first: the status write that follows is then the binding's last change of this pass,
+        # the one the graceful-eviction controller acts on (no 409 for its task removal)
+        observed = await self._observe_injected_copy(key, res, binding, items)
+        if observed is None:
+            return None
+        binding = await self._patch_binding(key, res, observed, items, stale)
         if binding is None:
             return None
-        await self._observe_injected_copy(res, binding, items)
-        await self._sync_template(binding, items)
+        await self._sync_template(key, binding, items)
         return None
 
-    async def _observe_injected_copy(self, res: Resource, binding: _Obj, items: list[dict[str, Any]]) -> None:
-        """D5: stamp ``healthyAt`` on the injected-state record once its cluster's copy reports Healthy."""
+    async def _observe_injected_copy(self, key: str, res: Resource, binding: _Obj,
+                                     items: list[dict[str, Any]]) -> _Obj | None:
+        """D5: stamp ``healthyAt`` on the injected-state record once its cluster's copy reports Healthy (in the
+        items about to be written). The binding as known after (``None``: it is gone)."""
         if not self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE):
-            return
+            return binding
 
         def make_patch(obj: _Obj) -> dict[str, Any] | None:
             md = obj.get("metadata") or {}
@@ -171,13 +196,18 @@ class BindingStatusController(Controller):
 
         md = binding.get("metadata") or {}
         if make_patch(binding) is None:
-            return  # nothing to stamp on the binding as known: no write, no read
-        await patch_with_retry(self.client, res, binding, str(md.get("name")), md.get("namespace"), make_patch)
+            return binding  # nothing to stamp on the binding as known: no write, no read
+        written = await patch_with_retry(self.client, res, binding, str(md.get("name")), md.get("namespace"),
+                                         make_patch)
+        self._written.record(key, binding, written)
+        if written is None or (written.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return written
 
     def _ready(self, cluster: str) -> bool:
         return st.cluster_ready(self.clusters.store.get(cluster))
 
-    async def _patch_binding(self, res: Resource, binding: _Obj, items: list[dict[str, Any]],
+    async def _patch_binding(self, key: str, res: Resource, binding: _Obj, items: list[dict[str, Any]],
                              stale: list[str]) -> _Obj | None:
         """Write the aggregated status; the binding as last known (``None``: it is gone or being deleted)."""
         md = binding.get("metadata") or {}
@@ -205,7 +235,10 @@ class BindingStatusController(Controller):
                     return None
                 continue
             self._events_for(binding, status, patch)
-            return dict(written) if isinstance(written, Mapping) and written.get("metadata") else binding
+            if isinstance(written, Mapping) and written.get("metadata"):
+                self._written.record(key, binding, written)
+                return dict(written)
+            return binding
         raise RuntimeError(f"{res.kind} {_display(ns, name)}: status kept conflicting after {RETRIES} attempts")
 
     def _events_for(self, binding: _Obj, old_status: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
@@ -228,7 +261,16 @@ class BindingStatusController(Controller):
                 return None
             raise
 
-    async def _sync_template(self, binding: _Obj, items: list[dict[str, Any]]) -> None:
+    async def _template(self, res: Resource, tkey: str, name: str, namespace: str | None) -> _Obj | None:
+        """The template from the shared informer's cache (as last written here if newer), else read live."""
+        inf = self.informer(res)
+        if inf.has_synced:
+            cached = self._written_templates.fresh(tkey, inf.store.get(tkey))
+            if cached is not None:
+                return cached
+        return await self._get_live(res, name, namespace)
+
+    async def _sync_template(self, key: str, binding: _Obj, items: list[dict[str, Any]]) -> None:
         ref = (binding.get("spec") or {}).get("resource") or {}
         api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
         name, namespace = str(ref.get("name") or ""), ref.get("namespace") or None
@@ -238,13 +280,18 @@ class BindingStatusController(Controller):
         if not interpreter.hook_enabled({"apiVersion": api_version, "kind": kind}, Operation.AGGREGATE_STATUS):
             return  # kinds nobody aggregates keep whatever status they have
         res = await self.client.resource_for(api_version, kind)
+        tkey = f"{namespace}/{name}" if namespace and res.namespaced else name
+        template = await self._template(res, tkey, name, namespace)
         for _ in range(RETRIES):
-            template = await self._get_live(res, name, namespace)
             if template is None:
                 return
             uid = ref.get("uid")
             if uid and (template.get("metadata") or {}).get("uid") != uid:
                 return  # a newer template of the same name; its own binding will take care of it
+            rv = (template.get("metadata") or {}).get("resourceVersion")
+            done = self._aggregated.get(key)
+            if done is not None and done[0] == tkey and done[1] == rv and done[2] == items:
+                return  # this template was aggregated from these very items already
             try:
                 new = interpreter.aggregate_status(template, items, now=self.ctx.now())
             except InterpreterError as e:
@@ -253,17 +300,21 @@ class BindingStatusController(Controller):
                 self.ctx.recorder.event(template, WARNING, "AggregateStatusFailed", msg)
                 raise
             if not st.template_status_changed(template, new):
+                self._aggregated[key] = (tkey, rv, items)
                 return
             try:
-                await self.client.update(res, new, subresource="status")
+                written = await self.client.update(res, new, subresource="status")
             except ApiException as e:
                 if is_conflict(e):
+                    template = await self._get_live(res, name, namespace)
                     continue
                 if is_not_found(e):
                     return  # gone meanwhile, or the kind has no status subresource
                 self.ctx.recorder.event(template, WARNING, "AggregateStatusFailed",
                                         f"Writing the aggregated status failed: {e}")
                 raise
+            self._written_templates.record(tkey, template, written)
+            self._aggregated[key] = (tkey, (written.get("metadata") or {}).get("resourceVersion"), items)
             self.ctx.recorder.event(template, NORMAL, "AggregateStatusSucceed",
                                     "Updated the status with the status aggregated from the member clusters")
             return

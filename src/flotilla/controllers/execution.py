@@ -23,7 +23,14 @@ Reconcile (Work in ``karmada-es-<cluster>``):
   the attempt ("cluster(<name>) not ready", retried with backoff), and each manifest is applied
   (the namespace is created in the member when missing); the ``Applied`` condition (True
   ``AppliedSuccessful`` / False ``AppliedFailed`` "Failed to apply all manifests (k/n): ...") is
-  written through the status subresource. ``manifestStatuses`` belong to the work-status controller.
+  written through the status subresource, in the same merge patch as ``Dispatching`` (alone when the
+  cluster cannot be reached in this pass). ``manifestStatuses`` belong to the work-status controller.
+
+Member objects are looked at in the drift informer's cache once it has synced (as Karmada's object
+watcher does): an object missing there is created without a GET first (one that is not ours answers
+AlreadyExists, and the next attempt reads it), a stale copy answers 409 to the update, a managed one is
+deleted with its uid as precondition; a manifest applied last whose member object did not change since
+(same resourceVersion as written) is not looked at again at all.
 
 Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
 ``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
@@ -40,11 +47,13 @@ comes back, and every Work of that cluster waits for it (retried with backoff wh
 from __future__ import annotations
 
 import asyncio
-import copy
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import orjson
 
 from flotilla.api import labels as L
 from flotilla.client import (
@@ -89,6 +98,7 @@ from flotilla.propagation.works import (
     InterpreterCache,
     work_cluster,
 )
+from flotilla.propagation.written import WrittenObjects
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +169,11 @@ class ExecutionController(Controller):
         self._versions: dict[tuple[str, str], str] = {}
         #: (cluster, object key) -> digests of the last write (spares no-op PUTs)
         self._records: dict[tuple[str, str], AppliedRecord] = {}
+        #: (cluster, object key) -> digest of the Work manifest last applied (with an unchanged member object in
+        #: the drift cache, an unchanged manifest needs no GET and no write)
+        self._applied: dict[tuple[str, str], bytes] = {}
+        #: the Works as this controller last wrote their status (read your own writes: no 409 on the next one)
+        self._written = WrittenObjects()
         self._watches: dict[str, _MemberWatch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         #: clusters seen not Ready or fenced whose recovery purge has not run yet (D2)
@@ -234,8 +249,11 @@ class ExecutionController(Controller):
 
     def _member_deleted(self, cluster: str, obj: dict[str, Any]) -> None:
         work = _work_of(obj)
-        if work is not None:
-            self.enqueue(work)
+        if work is None:
+            return
+        cached = self._works.store.get(work)
+        if cached is not None and not _meta(cached).get("deletionTimestamp"):
+            self.enqueue(work)  # a Work that still wants it: re-create it (a Work being deleted removed it)
 
     def _watch(self, cluster: str, member: Client, res: Resource) -> None:
         watch = self._watches.get(cluster)
@@ -263,7 +281,7 @@ class ExecutionController(Controller):
         if key.startswith(PURGE_KEY_PREFIX):
             await self._purge_if_recovered(key.removeprefix(PURGE_KEY_PREFIX))
             return None
-        work = self._works.store.get(key)
+        work = self._written.fresh(key, self._works.store.get(key))
         if work is None:
             return None
         cluster_name = work_cluster(work)
@@ -280,19 +298,27 @@ class ExecutionController(Controller):
             work = updated
         spec = work.get("spec") if isinstance(work.get("spec"), dict) else {}
         suspended = spec.get("suspendDispatching") is True
-        work = await self._set_condition(work, dispatching_condition(suspended))
-        if work is None or suspended:
+        dispatching = dispatching_condition(suspended)
+        if suspended:
+            await self._set_conditions(work, [dispatching])
             return None
-        if cluster is None:
-            raise ClusterNotReady(f"cluster({cluster_name}) not found")
-        if not cluster_ready(cluster):
-            raise ClusterNotReady(f"cluster({cluster_name}) not ready")
-        if is_fenced(cluster):
-            raise ClusterNotReady(f"cluster({cluster_name}) is fenced")
-        self._note_kinds(cluster_name, work)
-        if cluster_name in self._recovering and not await self._purge_if_recovered(cluster_name):
-            raise ClusterNotReady(f"cluster({cluster_name}) not ready")
-        member = await self.ctx.members.client_for(cluster)
+        # The Dispatching condition goes out with Applied in one status write; when nothing is applied in this
+        # pass (the cluster cannot be reached now), it is written alone first, as before.
+        try:
+            if cluster is None:
+                raise ClusterNotReady(f"cluster({cluster_name}) not found")
+            if not cluster_ready(cluster):
+                raise ClusterNotReady(f"cluster({cluster_name}) not ready")
+            if is_fenced(cluster):
+                raise ClusterNotReady(f"cluster({cluster_name}) is fenced")
+            self._note_kinds(cluster_name, work)
+            if cluster_name in self._recovering and not await self._purge_if_recovered(cluster_name):
+                raise ClusterNotReady(f"cluster({cluster_name}) not ready")
+            member = await self.ctx.members.client_for(cluster)
+        except Exception:
+            if await self._set_conditions(work, [dispatching]) is None:
+                return None
+            raise
         succeeded, errors = 0, []
         for manifest in _manifests(work):
             try:
@@ -301,7 +327,7 @@ class ExecutionController(Controller):
             except Exception as e:  # noqa: BLE001 - reported in the Applied condition and retried
                 errors.append(str(e) or type(e).__name__)
         condition = applied_condition(succeeded, errors)
-        await self._set_condition(work, condition)
+        await self._set_conditions(work, [dispatching, condition])
         where = f"work({key}) to cluster({cluster_name})"
         if errors:
             self.ctx.recorder.event(work, "Warning", "SyncFailed", f"Failed to sync {where}: {condition['message']}")
@@ -325,13 +351,36 @@ class ExecutionController(Controller):
                 return None
             raise
 
+    def _cached(self, cluster: str, member: Client, res: Resource, name: str,
+                namespace: str | None) -> tuple[bool, dict[str, Any] | None]:
+        """``(known, obj)``: the managed member object as the drift informer has it; ``known`` is False when that
+        cache cannot answer (not started for this client, or not synced yet)."""
+        watch = self._watches.get(cluster)
+        if watch is None or watch.client is not member or res not in watch.resources:
+            return False, None
+        inf = watch.factory.informer(res, label_selector=_MANAGED_SELECTOR)
+        if not inf.has_synced:
+            return False, None
+        return True, inf.store.get(f"{namespace}/{name}" if namespace else name)
+
     async def _apply(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
         res, namespace, name = await self._resource(member, manifest)
         self._watch(cluster, member, res)
         okey = (cluster, object_key(manifest))
+        digest = _manifest_digest(manifest)
+        known, cached = self._cached(cluster, member, res, name, namespace)
+        if (known and cached is not None and self._applied.get(okey) == digest
+                and _meta(cached).get("resourceVersion") == self._versions.get(okey)):
+            return  # this manifest was applied last, and the member object has not changed since
         interpreter = self._interpreters.get(self._rics.store.list())
-        for _ in range(_ATTEMPTS):
-            observed = await self._observe(member, res, name, namespace)
+        for attempt in range(_ATTEMPTS):
+            if attempt == 0 and known:
+                # decided on the drift cache, as Karmada's object watcher does: an object missing there is not one
+                # of ours and is created straight away (one that is someone else's answers AlreadyExists), a stale
+                # copy answers 409 to the update; either way the next attempt reads the member object itself
+                observed = cached
+            else:
+                observed = await self._observe(member, res, name, namespace)
             decision = decide_apply(manifest, observed, cluster=cluster, interpreter=interpreter,
                                     last_applied=self._records.get(okey))
             if decision.action is ApplyAction.REFUSE:
@@ -339,7 +388,7 @@ class ExecutionController(Controller):
             assert decision.obj is not None
             if decision.action is ApplyAction.UNCHANGED:
                 assert observed is not None
-                self._remember(okey, decision.obj, observed)
+                self._remember(okey, decision.obj, observed, digest)
                 return
             try:
                 if decision.action is ApplyAction.CREATE:
@@ -352,17 +401,23 @@ class ExecutionController(Controller):
                 if is_conflict(e) or is_already_exists(e) or (is_not_found(e) and observed is not None):
                     continue  # someone else wrote in between: look again
                 raise
-            self._remember(okey, decision.obj, answer)
+            self._remember(okey, decision.obj, answer, digest)
             return
         raise ApplyError(f"{_describe(manifest)} in cluster {cluster}: gave up after {_ATTEMPTS} conflicting writes")
 
-    def _remember(self, okey: tuple[str, str], sent: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+    def _remember(self, okey: tuple[str, str], sent: Mapping[str, Any], answer: Mapping[str, Any],
+                  digest: bytes | None = None) -> None:
         self._versions[okey] = str(_meta(answer).get("resourceVersion") or "")
         self._records[okey] = record_after_write(sent, answer)
+        if digest is None:
+            self._applied.pop(okey, None)
+        else:
+            self._applied[okey] = digest
 
     def _forget(self, okey: tuple[str, str]) -> None:
         self._versions.pop(okey, None)
         self._records.pop(okey, None)
+        self._applied.pop(okey, None)
 
     @staticmethod
     async def _create(member: Client, res: Resource, obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
@@ -427,7 +482,7 @@ class ExecutionController(Controller):
                 if not is_not_found(e):
                     raise
         if decision.condition is not None:
-            current = await self._set_condition(current, decision.condition) or current
+            current = await self._set_conditions(current, [decision.condition]) or current
         if decision.event is not None:
             self.ctx.recorder.event(current, decision.event.type, decision.event.reason, decision.event.message)
         log.warning("work %s/%s: %s", meta.get("namespace"), meta.get("name"), decision.reason)
@@ -506,6 +561,22 @@ class ExecutionController(Controller):
 
     async def _delete(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
         res, namespace, name = await self._resource(member, manifest)
+        known, cached = self._cached(cluster, member, res, name, namespace)
+        if known and cached is not None and _meta(cached).get("uid"):
+            # managed (the drift cache holds only those): delete that very object, no GET first
+            try:
+                await member.delete(res, name, namespace, propagation_policy="Background",
+                                    preconditions={"uid": str(_meta(cached)["uid"])})
+                log.info("deleted %s in cluster %s", _describe(manifest), cluster)
+                return
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    raise
+                # replaced by another object meanwhile: look at it
+        elif known and cached is None and (cluster, object_key(manifest)) not in self._versions:
+            return  # never written by this controller and no managed object of that name: nothing to delete
         observed = await self._observe(member, res, name, namespace)
         action = decide_delete(observed)
         if action is DeleteAction.DELETE:
@@ -551,6 +622,15 @@ class ExecutionController(Controller):
                 return None
             raise
 
+    async def _patch_finalizers(self, work: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
+        """Write the Work's finalizers (a merge patch guarded by its resourceVersion: the body is not sent back)."""
+        meta = _meta(work)
+        result: dict[str, Any] = await self.client.patch(
+            WORKS, str(meta.get("name")),
+            {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}},
+            namespace=str(meta.get("namespace")))
+        return result
+
     async def _add_finalizer(self, work: dict[str, Any]) -> dict[str, Any] | None:
         current: dict[str, Any] | None = work
         for _ in range(_ATTEMPTS):
@@ -559,10 +639,8 @@ class ExecutionController(Controller):
             finalizers = list(_meta(current).get("finalizers") or [])
             if L.EXECUTION_CONTROLLER_FINALIZER in finalizers:
                 return current
-            body = copy.deepcopy(current)
-            body["metadata"]["finalizers"] = [*finalizers, L.EXECUTION_CONTROLLER_FINALIZER]
             try:
-                return await self.client.update(WORKS, body)
+                return await self._patch_finalizers(current, [*finalizers, L.EXECUTION_CONTROLLER_FINALIZER])
             except ApiException as e:
                 if not (is_conflict(e) or is_not_found(e)):
                     raise
@@ -577,10 +655,8 @@ class ExecutionController(Controller):
             finalizers = list(_meta(current).get("finalizers") or [])
             if L.EXECUTION_CONTROLLER_FINALIZER not in finalizers:
                 return
-            body = copy.deepcopy(current)
-            body["metadata"]["finalizers"] = [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER]
             try:
-                await self.client.update(WORKS, body)
+                await self._patch_finalizers(current, [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER])
                 return
             except ApiException as e:
                 if is_not_found(e):
@@ -590,26 +666,44 @@ class ExecutionController(Controller):
             current = await self._refetch(current)
         raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not remove finalizer")
 
-    async def _set_condition(self, work: dict[str, Any], condition: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Write one status condition (status subresource, optimistic lock); the Work as stored after."""
+    async def _set_conditions(self, work: dict[str, Any],
+                              conditions: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+        """Write status conditions in one merge patch of ``status.conditions`` (status subresource, the Work's
+        resourceVersion as precondition; nothing is written when they are set already); the Work as stored
+        after (``None``: it is gone)."""
         current: dict[str, Any] | None = work
+        meta = _meta(work)
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
         now = self.ctx.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         for _ in range(_ATTEMPTS):
             if current is None:
                 return None
             status = current.get("status") if isinstance(current.get("status"), dict) else {}
-            conditions, changed = set_condition(status.get("conditions"), condition, now)
+            new = status.get("conditions")
+            changed = False
+            for condition in conditions:
+                new, one = set_condition(new, condition, now)
+                changed = changed or one
             if not changed:
                 return current
-            body = copy.deepcopy(current)
-            body["status"] = {**status, "conditions": conditions}
+            body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+                    "status": {"conditions": new}}
             try:
-                result: dict[str, Any] = await self.client.update(WORKS, body, subresource="status")
-                return result
+                result: dict[str, Any] = await self.client.patch(WORKS, str(meta.get("name")), body,
+                                                                 namespace=str(meta.get("namespace")),
+                                                                 subresource="status")
             except ApiException as e:
                 if not (is_conflict(e) or is_not_found(e)):
                     raise
+            else:
+                self._written.record(key, current, result)
+                return result
             current = await self._refetch(current)
-        log.warning("work %s/%s: could not write condition %s after %d conflicts",
-                    _meta(work).get("namespace"), _meta(work).get("name"), condition.get("type"), _ATTEMPTS)
+        log.warning("work %s/%s: could not write conditions %s after %d conflicts",
+                    meta.get("namespace"), meta.get("name"), [c.get("type") for c in conditions], _ATTEMPTS)
         return current
+
+
+def _manifest_digest(manifest: Mapping[str, Any]) -> bytes:
+    """A digest of a Work manifest as written (canonical JSON)."""
+    return hashlib.sha256(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS)).digest()

@@ -6,6 +6,11 @@ One controller for both ResourceBindings and ClusterResourceBindings (keys ``rb|
 tasks, remove a task on timeout (its ``gracePeriodSeconds``, else ``--graceful-eviction-timeout``) or
 once the scheduler caught up and every target cluster reports ``Healthy``.
 
+Tasks arrive stamped from the taint manager and application failover of the same controller-manager while this
+controller runs (:func:`stamps_new_tasks`): they would be stamped here on the first pass, and writing the stamp
+with the task spares one binding write and one generation per eviction. Tasks from elsewhere (a person, another
+tool) are stamped here as in Karmada.
+
 D2: a ``Directly`` task is held while a Work of the binding is still in the task's cluster (any Work
 in ``karmada-es-<cluster>`` carrying the binding's permanent-id label, terminating ones included), so
 the binding controller's barrier is never lifted while the old copy may still run. The deletion of
@@ -54,10 +59,19 @@ from flotilla.propagation.status import binding_key_for_work
 log = logging.getLogger(__name__)
 
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "binding_needs_assessment",
-           "removal_event", "template_ref"]
+           "removal_event", "stamps_new_tasks", "template_ref"]
 
 #: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
 EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
+#: ``ControllerContext.extras`` key set while this controller runs (enabled) in the controller-manager.
+_RUNNING = "graceful-eviction-running"
+
+
+def stamps_new_tasks(ctx: Any) -> bool:
+    """Whether a task producer of this controller-manager (taint manager, application failover) writes new tasks
+    with their ``creationTimestamp``: exactly when this controller runs beside it, which would stamp the task on
+    its first pass anyway. Writing it with the task saves that write (and a generation, so a scheduler pass)."""
+    return bool(ctx.extras.get(_RUNNING))
 
 _Obj = dict[str, Any]
 
@@ -146,6 +160,7 @@ class GracefulEvictionController(Controller):
         if not self.enabled:
             log.info("graceful-eviction controller: feature gate GracefulEviction is off")
             return
+        self.ctx.extras[_RUNNING] = True
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)

@@ -3,12 +3,15 @@
 As in Karmada (Push mode), the Cluster object names a Secret (``spec.secretRef``, namespace
 ``karmada-cluster`` by default) whose data holds ``token`` and, for TLS, ``caBundle``; the endpoint is
 ``spec.apiEndpoint`` and ``spec.insecureSkipTLSVerification`` skips verification. A client is cached per
-cluster and rebuilt when the Cluster's endpoint or credentials change.
+cluster and rebuilt when the Cluster's endpoint or credentials change. The Secret is read again at most every
+``secret_ttl`` seconds (every controller asks for the client on each reconcile; one read per ask was most of the
+control plane's reads during a failover), so changed credentials are picked up within that time.
 """
 
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 from flotilla.api.resources import CLUSTERS
@@ -55,10 +58,21 @@ def credentials_for(cluster: dict[str, Any], secret: dict[str, Any] | None) -> C
 class MemberClients:
     """One cached Client per member cluster."""
 
-    def __init__(self, control_plane: Client, *, request_timeout: float = 10.0) -> None:
+    def __init__(self, control_plane: Client, *, request_timeout: float = 10.0, secret_ttl: float = 2.0) -> None:
         self.control_plane = control_plane
         self.request_timeout = request_timeout
+        self.secret_ttl = secret_ttl
         self._clients: dict[str, tuple[tuple[Any, ...], Client]] = {}
+        self._secrets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+
+    async def _secret(self, name: str, namespace: str) -> dict[str, Any]:
+        now = time.monotonic()
+        known = self._secrets.get((namespace, name))
+        if known is not None and now - known[0] < self.secret_ttl:
+            return known[1]
+        secret: dict[str, Any] = await self.control_plane.get(SECRETS, name, namespace)
+        self._secrets[(namespace, name)] = (now, secret)
+        return secret
 
     async def client_for(self, cluster: dict[str, Any]) -> Client:
         """The client for ``cluster`` (a Cluster object); raises MemberClientError if it cannot be built."""
@@ -68,8 +82,7 @@ class MemberClients:
         secret = None
         if ref.get("name"):
             try:
-                secret = await self.control_plane.get(SECRETS, ref["name"],
-                                                      ref.get("namespace") or CLUSTER_SECRET_NAMESPACE)
+                secret = await self._secret(ref["name"], ref.get("namespace") or CLUSTER_SECRET_NAMESPACE)
             except Exception as e:
                 raise MemberClientError(f"cluster {name}: cannot read its secret "
                                         f"{ref.get('namespace') or CLUSTER_SECRET_NAMESPACE}/{ref['name']}: {e}") from e
@@ -86,6 +99,7 @@ class MemberClients:
         return client
 
     async def forget(self, name: str) -> None:
+        self._secrets.clear()
         cached = self._clients.pop(name, None)
         if cached is not None:
             await cached[1].close()

@@ -9,7 +9,9 @@ changes, queue the keys ``<cluster>|<binding key>`` (binding key ``namespace/nam
 placement), at the toleration deadline (``add_after``), or **never** (D10: a binding tolerating every NoExecute
 taint forever is not queued at all; :attr:`TaintManager.queued` counts what was queued, per key).
 
-**The eviction worker** (§2.4), per key, on fresh data (the binding is read from the API server):
+**The eviction worker** (§2.4), per key, on the binding as the informer has it (as Karmada's cached client reads
+it; read from the API server when the cache does not have it yet). Every write is guarded by the resourceVersion,
+so a stale copy costs a 409, after which the binding is read again and everything decided again:
 
 1. :func:`~flotilla.failover.tolerations.binding_eviction_decision`: not due yet -> requeued at the deadline;
    never (taint removed, toleration added, cluster gone, binding deleted or no longer on the cluster) -> done;
@@ -27,7 +29,11 @@ taint forever is not queued at all; :attr:`TaintManager.queued` counts what was 
 4. The task (:func:`~flotilla.failover.eviction.cluster_failover_task_options`: ``producer: TaintManager``,
    ``reason: TaintUntolerated``, purge mode from ``failover.cluster.purgeMode`` else the flag; with state, D9
    ``clustersBeforeFailover``) is applied by :func:`~flotilla.failover.eviction.graceful_evict_cluster` as a
-   merge patch guarded by ``resourceVersion`` (409: read again, decide again). A failed write emits Warning
+   merge patch guarded by ``resourceVersion`` (409: read again, decide again). While the graceful-eviction
+   controller runs in the same controller-manager the task is written with its ``creationTimestamp`` (that
+   controller's first pass would stamp it: one binding write and one generation less per eviction). The
+   ``StatePreserved`` condition of a successful extraction follows in the background, so the worker takes the next
+   key at once (the writes of one binding keep their order). A failed write emits Warning
    ``EvictWorkloadFromClusterFailed`` ("Evict from cluster C failed.") on the binding and its template and is
    retried. As in Karmada, ``EvictWorkloadFromClusterSucceed`` is not emitted here (it is the graceful-eviction
    controller's, when the task is removed).
@@ -60,6 +66,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE
 from flotilla.client import ApiException, Resource, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.graceful_eviction import stamps_new_tasks
 from flotilla.failover.eviction import (
     EVENT_EVICT_FAILED,
     REASON_TAINT_UNTOLERATED,
@@ -72,6 +79,7 @@ from flotilla.failover.ratelimit import EvictionMode, EvictionRateLimiter
 from flotilla.failover.state import (
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
     STATEFUL_FAILOVER_INJECTION_GATE,
+    EventSpec,
     StateExtractionError,
     carry_forward,
     clear_failing_since,
@@ -242,6 +250,8 @@ class TaintManager(Controller):
         #: Evictions written, per key.
         self.evicted: Counter[str] = Counter()
         self._state_failures: dict[str, int] = {}
+        #: per binding key: the background write of the conditions that follow its last eviction
+        self._condition_writes: dict[str, asyncio.Task[None]] = {}
         self.clusters: Any = None
         self.rbs: Any = None
         self.crbs: Any = None
@@ -367,7 +377,7 @@ class TaintManager(Controller):
             return decision.delay(now)
 
         # state (D5, D6); raises _Blocked while the eviction waits for it
-        state, extra_conditions = await self._preserve_state(key, res, binding, cluster_name, now)
+        state, extra_conditions, after = await self._preserve_state(key, res, binding, cluster_name, now)
 
         # pacing (D10)
         clusters = self.clusters.store.list()
@@ -395,13 +405,57 @@ class TaintManager(Controller):
         if caused_at is not None:
             self.ctx.metrics.failover.observe_taint_to_eviction((self.ctx.now() - caused_at).total_seconds())
         self._event(evicted, "Normal", EVENT_EVICTION_PERFORMED, performed_message(cluster_name, decision, evicted))
-        for condition in extra_conditions:
-            await self._set_condition(res, evicted, condition)
+        for ev in after:  # once the eviction is written: not again for an attempt that did not evict
+            self._event(evicted, ev.type, ev.reason, ev.message)
+        if extra_conditions:
+            self._set_conditions_later(res, evicted, extra_conditions)
         log.info("taint-manager: evicted %s from cluster %s (%s)", binding_key_of(binding), cluster_name,
                  "with state" if state is not None else "without state")
         return None
 
+    def _set_conditions_later(self, res: Resource, binding: dict[str, Any],
+                              conditions: list[dict[str, Any]]) -> None:
+        """Write the conditions that follow an eviction (``StatePreserved``) in the background: the eviction is
+        done, and the worker goes on with the next key instead of waiting for a second write. The writes of one
+        binding happen one after the other, in the order of its evictions (each re-reads on a 409)."""
+        bkey = binding_key_of(binding) or ""
+        previous = self._condition_writes.get(bkey)
+
+        async def write() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            for condition in conditions:
+                try:
+                    await self._set_condition(res, binding, condition)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - as before: a later pass would not evict again
+                    log.warning("taint-manager: binding %s: could not set condition %s: %s", bkey,
+                                condition.get("type"), e)
+
+        task = asyncio.get_running_loop().create_task(write(), name=f"taint-manager-conditions-{bkey}")
+        self._condition_writes[bkey] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._condition_writes.get(bkey) is t:
+                del self._condition_writes[bkey]
+
+        task.add_done_callback(done)
+
+    async def stop(self) -> None:
+        await super().stop()
+        tasks = list(self._condition_writes.values())
+        self._condition_writes.clear()
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def _get(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        inf = self.rbs if res is RESOURCE_BINDINGS else self.crbs
+        cached = inf.store.get(f"{namespace}/{name}" if namespace else name) if inf is not None else None
+        if cached is not None:
+            return dict(cached)
         try:
             return dict(await self.client.get(res, name, namespace))
         except ApiException as e:
@@ -422,17 +476,18 @@ class TaintManager(Controller):
 
     # ------------------------------------------------------------------ state preservation
 
-    async def _preserve_state(self, key: str, res: Resource, binding: dict[str, Any], cluster: str,
-                              now: datetime) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
-        """The state to record on the task (``None``: none) and the conditions to set after the eviction."""
+    async def _preserve_state(self, key: str, res: Resource, binding: dict[str, Any], cluster: str, now: datetime
+                              ) -> tuple[dict[str, str] | None, list[dict[str, Any]], list[EventSpec]]:
+        """The state to record on the task (``None``: none), and the conditions to set and the events to record
+        once the eviction is written."""
         if not self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE):
-            return None, []
+            return None, [], []
         failover = _spec(binding).get("failover")
         if not isinstance(failover, Mapping) or not isinstance(failover.get("cluster"), Mapping):
-            return None, []
+            return None, [], []
         rules = rules_of(failover, "cluster")
         if not rules:
-            return None, []
+            return None, [], []
         extracted: dict[str, str] | StateExtractionError
         try:
             extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
@@ -441,10 +496,9 @@ class TaintManager(Controller):
         previous, healthy = previous_injection(_spec(binding), parse_injected_state_record(binding), cluster)
         outcome = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
         if outcome.error is None:
-            if outcome.event is not None:
-                self._event(binding, outcome.event.type, outcome.event.reason, outcome.event.message)
             state = dict(outcome.state or {})
-            return state, [on_extraction_success(state, cluster=cluster, carried_forward=outcome.carried_forward)]
+            return (state, [on_extraction_success(state, cluster=cluster, carried_forward=outcome.carried_forward)],
+                    [outcome.event] if outcome.event is not None else [])
 
         annotations = _map(_meta(binding).get("annotations"))
         first = failing_since(annotations).get(cluster)
@@ -455,7 +509,7 @@ class TaintManager(Controller):
         self.ctx.metrics.failover.record_state_preservation_failure(TRIGGER_CLUSTER_TAINT)
         if result.proceed_without_state:
             self.ctx.metrics.failover.record_state_preservation_timeout(TRIGGER_CLUSTER_TAINT)
-            return None, [result.condition]
+            return None, [result.condition], []
         current: Mapping[str, Any] = binding
         if first is None:
             value = record_failing_since(annotations, cluster, now)
@@ -491,6 +545,9 @@ class TaintManager(Controller):
                      state: dict[str, str] | None) -> dict[str, Any] | None:
         """Write the eviction; the updated binding, or ``None`` when nothing was to be done."""
         flag = self.options.no_execute_taint_eviction_purge_mode
+        # the task is written stamped (its creationTimestamp) while the graceful-eviction controller runs, which
+        # would stamp it on its first pass anyway: one write and one generation less per eviction
+        stamp = self.ctx.now() if stamps_new_tasks(self.ctx) else None
         done = False
 
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -502,7 +559,8 @@ class TaintManager(Controller):
             failover = spec.get("failover")
             options = cluster_failover_task_options(
                 failover if isinstance(failover, Mapping) else None, default_purge_mode=flag,
-                preserved_label_state=state, clusters_before_failover=clusters_before_failover(spec))
+                preserved_label_state=state, clusters_before_failover=clusters_before_failover(spec),
+                creation_timestamp=stamp)
             result = graceful_evict_cluster(spec, cluster, options)
             if not result.changed:
                 return None

@@ -3,9 +3,11 @@
 Per Ready member cluster it keeps one informer per resource type that the applied Works of that cluster
 carry, label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached). Every event
 of such an object that names its Work (annotations ``work.karmada.io/namespace`` / ``name``) enqueues the
-object; processing it reflects the status and the health through the resource interpreter and records
-``{identifier, status, health}`` in the Work's status subresource (merge patch with the Work's
-resourceVersion as precondition, retried on 409).
+object; processing it (once its Work is ``Applied``, as Karmada: the Work's Applied condition arriving enqueues
+its objects again) reflects the status and the health through the resource interpreter and records
+``{identifier, status, health}`` in the Work's status subresource when that entry changed (merge patch with the
+Work's resourceVersion as precondition, retried on 409; the next write starts from the Work as this controller
+last wrote it when the cache has not caught up yet).
 
 Informers follow the clusters: they are started when an applied Work of a Ready cluster needs them, stopped
 for resource types no applied Work of the cluster carries any more, and all stopped when the cluster stops
@@ -41,6 +43,7 @@ from flotilla.controllers.members import CLUSTERS, MemberClientError
 from flotilla.interpreter import InterpreterError, ResourceInterpreter, parse_customization
 from flotilla.observability.events import WARNING
 from flotilla.propagation import status as st
+from flotilla.propagation.written import WrittenObjects
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ __all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared
 MANAGED_SELECTOR = f"{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
 CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
 STATUS_RETRIES = 5
+INFORMER_CLEANUP_DELAY = 5.0  # seconds after a Work's deletion before its cluster's informers are looked at
 
 _Obj = dict[str, Any]
 
@@ -141,6 +145,9 @@ class WorkStatusController(Controller):
         super().__init__(ctx)
         self._watches: dict[str, _MemberWatch] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: the Works as this controller last wrote them (its next write starts from there, not from a cache
+        #: that has not seen the previous one yet: no 409 for consecutive status changes of one object)
+        self._written = WrittenObjects()
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -162,7 +169,9 @@ class WorkStatusController(Controller):
     def _on_work_delete(self, work: _Obj) -> None:
         cluster = st.work_cluster(work)
         if cluster and cluster in self._watches:
-            self.enqueue(f"cluster|{cluster}")  # drop informers no Work needs any more
+            # drop informers no Work needs any more; a moment later, so that one pass over the cluster's Works
+            # serves every Work deleted meanwhile (a failover deletes them all at once)
+            self.enqueue(f"cluster|{cluster}", INFORMER_CLEANUP_DELAY)
 
     def _enqueue_work(self, work: _Obj) -> None:
         md = work.get("metadata") or {}
@@ -335,8 +344,13 @@ class WorkStatusController(Controller):
         ref = st.work_ref_of(obj)
         if ref is None:
             return None
-        work = self.works.store.get(f"{ref[0]}/{ref[1]}")
+        work_key = f"{ref[0]}/{ref[1]}"
+        work = self._written.fresh(work_key, self.works.store.get(work_key))
         if work is None or (work.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if not st.work_applied(work)[0]:
+            # as Karmada ("work hadn't been applied yet"): its Applied condition arriving looks at the object again
+            # (a Work event), so the status goes on a Work that already carries what the execution controller wrote
             return None
         interpreter = self.interpreters.get()
         try:
@@ -366,13 +380,16 @@ class WorkStatusController(Controller):
             patch = {"metadata": {"resourceVersion": (work.get("metadata") or {}).get("resourceVersion")},
                      "status": {"manifestStatuses": merged}}
             try:
-                await self.client.patch(WORKS, name, patch, namespace=ns, subresource="status")
-                return
+                written = await self.client.patch(WORKS, name, patch, namespace=ns, subresource="status")
             except ApiException as e:
                 if is_not_found(e):
+                    self._written.forget(f"{ns}/{name}")
                     return
                 if not is_conflict(e):
                     raise
+            else:
+                self._written.record(f"{ns}/{name}", work, written)
+                return
             try:
                 work = await self.client.get(WORKS, name, ns)
             except ApiException as e:
@@ -386,6 +403,9 @@ class WorkStatusController(Controller):
     async def _object_missing(self, cluster: str, api_version: str, kind: str, obj_ns: str, obj_name: str,
                               work_ns: str, work_name: str) -> float | None:
         """A managed object left the member's cache: ask for the Work to be applied again if it still wants it."""
+        cached = self.works.store.get(f"{work_ns}/{work_name}")
+        if cached is None or (cached.get("metadata") or {}).get("deletionTimestamp"):
+            return None  # gone or going (its deletion removed the object): nothing to ask for
         try:  # live, not cached: the Work may have started deleting (which deletes the object) a moment ago
             work = await self.client.get(WORKS, work_name, work_ns)
         except ApiException as e:

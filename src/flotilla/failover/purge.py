@@ -26,9 +26,10 @@ A Work is kept when its cluster is one of the binding's **existing clusters**
 ``spec.clusters``, every ``spec.requiredBy[].clusters[].name``, and the ``fromCluster`` of every task
 whose purge mode is not ``Directly``. Every other Work of the binding is an orphan and is deleted
 (:func:`orphan_works`). While any Work of the binding (terminating ones included) is still in a
-cluster of a ``Directly`` task, the binding controller writes no Work and looks again after
-:data:`DIRECTLY_PURGE_REQUEUE_SECONDS` (:func:`directly_purge_pending`, :func:`may_write_works`). So
-the old copy is gone before the new one is created. :func:`plan_purge` returns all of this at once.
+cluster of a ``Directly`` task, the binding controller writes no Work (:func:`directly_purge_pending`,
+:func:`may_write_works`); Karmada looks again after :data:`DIRECTLY_PURGE_REQUEUE_SECONDS`, Flotilla's
+binding controller when that Work's deletion is seen (with a long safety requeue). So the old copy is gone
+before the new one is created. :func:`plan_purge` returns all of this at once.
 
 The Work's cluster comes from its execution namespace ``karmada-es-<cluster>``. A Work outside such
 a namespace has no cluster, so it counts as an orphan (as :mod:`flotilla.propagation.works` decides).
@@ -64,7 +65,7 @@ __all__ = [
 PURGE_MODE_DIRECTLY = "Directly"
 PURGE_MODE_GRACEFULLY = "Gracefully"
 PURGE_MODE_NEVER = "Never"
-#: The binding controller's ``requeueIntervalForDirectlyPurge``.
+#: Karmada's binding controller's ``requeueIntervalForDirectlyPurge`` (Flotilla's is woken by the Work's deletion).
 DIRECTLY_PURGE_REQUEUE_SECONDS = 5.0
 EXECUTION_SPACE_PREFIX = "karmada-es-"
 

@@ -1,11 +1,35 @@
 """Record core/v1 Events about objects, as client-go's ``record.EventRecorder`` does.
 
-``recorder.event(obj, "Normal", "Synced", "...")`` returns at once: the Event is written by a
-background task.  Repeats of the same (object, type, reason, message) within ``aggregation_window``
-bump ``count`` and ``lastTimestamp`` of the Event already written (a merge patch) instead of
-creating another, which ``kubectl describe`` shows as ``(x3 over 2m)``.  Events about
-cluster-scoped objects go to the ``default`` namespace.  Nothing here raises into the caller: a
-full queue or a failing API server costs events (counted in ``dropped`` / ``failed``), not errors.
+``recorder.event(obj, "Normal", "Synced", "...")`` returns at once: the Event is written by background
+writers.  What reaches the API server follows client-go's ``EventCorrelator`` (``tools/record/events_cache.go``):
+
+* **dedupe** (its ``eventLogger``): a repeat of the same (object, type, reason, message) within
+  ``aggregation_window`` bumps ``count`` and ``lastTimestamp`` of the Event already written (a merge patch)
+  instead of creating another, which ``kubectl describe`` shows as ``(x3 over 2m)``;
+* **aggregation of similar events** (its ``EventAggregator``): once ``similar_max`` (10) events of one object
+  with the same type and reason but different messages were seen within ``similar_window`` (10 min), the
+  next ones become one Event "(combined from similar events): <latest message>" whose count grows;
+* **spam filter per object** (its ``EventSourceObjectSpamFilter``): a token bucket per (source, object, type)
+  of ``spam_burst`` (25) refilled at ``spam_qps`` (one per 5 min). Unlike client-go, a token is spent per
+  *write* (a new Event, or a count bump after the last one was written), not per occurrence: repeats that are
+  folded into a write still pending cost nothing.
+
+To keep this cheap and bounded when many objects change at once (a mass failover records tens of thousands
+of Events), the writes themselves are coalesced and paced:
+
+* a repeat of an Event whose write is still pending (or in flight) is folded into it (the count is written
+  once); the count bump of an already written Event waits ``patch_delay`` so that the repeats of that moment
+  go out as one patch;
+* at most ``max_queue`` distinct writes wait; Warnings are written before Normal Events, and new Events before
+  count bumps. When the queue is full a count bump is given up first (the Event exists, only its count lags),
+  then (for a Warning) the oldest waiting Normal Event; otherwise the new one is dropped;
+* writes are paced by a token bucket (``qps`` 200/s, ``burst`` 1000), so Events never take more than a small,
+  fixed share of the API server while controllers are busy (a mass failover asks for ~25 Events per workload,
+  Karmada's and Flotilla's, on the binding, its template and the Work); the backlog drains afterwards.
+
+Events about cluster-scoped objects go to the ``default`` namespace.  Nothing here raises into the caller: a
+full queue or a failing API server costs events (counted in ``dropped`` / ``failed``; the spam filter's in
+``filtered``), not errors.
 """
 
 from __future__ import annotations
@@ -14,7 +38,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,13 +49,15 @@ from flotilla.client.resources import EVENTS, Resource
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EventClient", "EventRecorder", "NORMAL", "WARNING"]
+__all__ = ["COMBINED_PREFIX", "EventClient", "EventRecorder", "NORMAL", "WARNING"]
 
 NORMAL = "Normal"
 WARNING = "Warning"
 _TYPES = (NORMAL, WARNING)
 _MAX_MESSAGE = 1024  # bytes, as events.k8s.io allows; client-go truncates the same way
 _MAX_NAME = 253
+#: client-go's ``EventAggregatorByReasonMessageFunc`` prefix.
+COMBINED_PREFIX = "(combined from similar events): "
 
 
 class EventClient(Protocol):
@@ -47,22 +73,45 @@ class EventClient(Protocol):
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Seen:
+    """An Event written to the API server (the dedupe cache)."""
+
+    name: str
+    namespace: str
+    count: int
+    first_mono: float
+    last_mono: float
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One write waiting (or in flight): a new Event (``seen is None``) or a count bump of ``seen``."""
+
+    key: tuple[Any, ...]
     involved: dict[str, str]
     namespace: str
     type: str
     reason: str
     message: str
-    wall: datetime
-    mono: float
+    first_wall: datetime
+    last_wall: datetime
+    last_mono: float
+    count: int
+    seen: _Seen | None
+    ready_at: float
+    inflight: bool = False
+    more: int = 0  # occurrences that arrived while the write was in flight
 
 
 @dataclass(slots=True)
-class _Seen:
-    name: str
-    namespace: str
-    count: int
-    first_mono: float
+class _Bucket:
+    tokens: float
+    stamp: float
+
+
+@dataclass(slots=True)
+class _Similar:
+    messages: set[str]
     last_mono: float
 
 
@@ -86,29 +135,60 @@ class EventRecorder:
         component: str,
         host: str = "",
         *,
-        max_queue: int = 1000,
+        max_queue: int = 16384,
         aggregation_window: float = 600.0,
-        cache_size: int = 4096,
+        cache_size: int = 16384,
         attempts: int = 3,
         request_timeout: float = 10.0,
+        qps: float = 200.0,
+        burst: int = 1000,
+        writers: int = 2,
+        patch_delay: float = 1.0,
+        spam_burst: int = 25,
+        spam_qps: float = 1.0 / 300.0,
+        similar_max: int = 10,
+        similar_window: float = 600.0,
     ) -> None:
         self.client = client
         self.component = component
         self.host = host
+        self.max_queue = max(1, max_queue)
         self.aggregation_window = aggregation_window
-        self.cache_size = cache_size
+        self.cache_size = max(1, cache_size)
         self.attempts = max(1, attempts)
         self.request_timeout = request_timeout
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=max_queue)
-        self._worker: asyncio.Task[None] | None = None
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.writers = max(1, writers)
+        self.patch_delay = patch_delay
+        self.spam_burst = spam_burst
+        self.spam_qps = spam_qps
+        self.similar_max = similar_max
+        self.similar_window = similar_window
+        #: every write not yet done, by key; the deques hold the waiting ones in priority order
+        self._pending: dict[tuple[Any, ...], _Entry] = {}
+        self._warn_new: deque[_Entry] = deque()
+        self._new: deque[_Entry] = deque()
+        self._warn_bumps: deque[_Entry] = deque()
+        self._bumps: deque[_Entry] = deque()
         self._seen: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
+        self._spam: OrderedDict[tuple[Any, ...], _Bucket] = OrderedDict()
+        self._similar: OrderedDict[tuple[Any, ...], _Similar] = OrderedDict()
+        self._tokens = float(self.burst)
+        self._token_stamp = time.monotonic()
+        self._workers: list[asyncio.Task[None]] = []
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._flushing = 0
         self._last_suffix = 0
         self._closed = False
-        #: events created, patched (aggregated), dropped (queue full / no loop / invalid), failed to write
+        #: Events created; occurrences folded into an Event (count bumps); occurrences dropped (queue full, no
+        #: loop, invalid, closed); writes that failed; occurrences held back by the per-object spam filter
         self.created = 0
         self.aggregated = 0
         self.dropped = 0
         self.failed = 0
+        self.filtered = 0
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -128,29 +208,51 @@ class EventRecorder:
             message = f"{fmt} {args!r}"
         self.event(obj, type, reason, message)
 
+    @property
+    def pending(self) -> int:
+        """Writes not done yet (waiting or in flight)."""
+        return len(self._pending)
+
     async def flush(self) -> None:
-        """Wait until every queued event has been written (or given up on); bound it with asyncio.timeout."""
-        await self._queue.join()
+        """Wait until every queued event has been written (or given up on); count bumps are not held back
+        meanwhile. Bound it with asyncio.timeout."""
+        if not self._pending:
+            return
+        self._flushing += 1
+        try:
+            if self._wake is not None:
+                self._wake.set()
+            while self._pending:
+                if self._idle is None:
+                    self._idle = asyncio.Event()
+                self._idle.clear()
+                await self._idle.wait()
+        finally:
+            self._flushing -= 1
 
     async def close(self, *, grace: float | None = 5.0) -> None:
-        """Flush (for at most ``grace`` seconds), then stop the writer; later events are dropped."""
+        """Flush (for at most ``grace`` seconds), then stop the writers; later events are dropped."""
         try:
             async with asyncio.timeout(grace):
                 await self.flush()
         except TimeoutError:
-            log.warning("event recorder: closing with %d events unwritten", self._queue.qsize())
+            log.warning("event recorder: closing with %d writes of events left", len(self._pending))
         self._closed = True
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
-        while not self._queue.empty():  # what the grace period did not cover
-            self._queue.get_nowait()
-            self._queue.task_done()
-            self.dropped += 1
+        workers, self._workers = self._workers, []
+        for task in workers:
+            task.cancel()
+        for task in workers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for entry in self._pending.values():  # what the grace period did not cover
+            self.dropped += entry.count + entry.more
+        self._pending.clear()
+        for q in (self._warn_new, self._new, self._warn_bumps, self._bumps):
+            q.clear()
+        if self._idle is not None:
+            self._idle.set()
 
-    # -- queueing ------------------------------------------------------------------------------
+    # -- correlation (client-go's EventCorrelator) ---------------------------------------------
 
     def _enqueue(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         if self._closed:
@@ -166,88 +268,234 @@ class EventRecorder:
             self.dropped += 1
             log.warning("event recorder: object without metadata.name, event %s dropped", reason)
             return
-        involved = {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "name": name,
-            "namespace": md.get("namespace"),
-            "uid": md.get("uid"),
-            "resourceVersion": md.get("resourceVersion"),
-        }
-        involved = {k: str(v) for k, v in involved.items() if v}
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.dropped += 1
             log.warning("event recorder: no running event loop, event %s dropped", reason)
             return
-        item = _Pending(
-            involved=involved,
-            namespace=involved.get("namespace") or "default",
-            type=type,
-            reason=str(reason),
-            message=_truncate(str(message)),
-            wall=datetime.now(UTC),
-            mono=time.monotonic(),
-        )
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                log.warning("event recorder: queue full, %d events dropped so far", self.dropped)
+        api_version, kind, namespace, uid = obj.get("apiVersion"), obj.get("kind"), md.get("namespace"), md.get("uid")
+        reason = str(reason)
+        message = _truncate(str(message))
+        now = time.monotonic()
+        obj_key = (api_version, kind, namespace, name, uid)
+        key: tuple[Any, ...] = (*obj_key, type, reason, message)
+
+        entry = self._pending.get(key)
+        if entry is None:
+            key, message = self._aggregate(obj_key, type, reason, message, now)
+            entry = self._pending.get(key)
+        wall = datetime.now(UTC)
+        if entry is not None:  # a write of this Event is pending: fold the occurrence into it
+            if entry.inflight:
+                entry.more += 1
+            else:
+                entry.count += 1
+            entry.last_wall, entry.last_mono, entry.message = wall, now, message
+            self.aggregated += 1
             return
-        if self._worker is None or self._worker.done():
-            self._worker = loop.create_task(self._run(), name=f"event-recorder-{self.component}")
+
+        seen = self._seen.get(key)
+        if seen is not None and now - seen.last_mono > self.aggregation_window:
+            seen = None  # too old to aggregate: a new Event
+        if not self._spam_allows((*obj_key, type), now):
+            self.filtered += 1
+            return
+        if len(self._pending) >= self.max_queue and not self._make_room(type, seen is None):
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("event recorder: %d writes waiting, %d events dropped so far", len(self._pending),
+                            self.dropped)
+            return
+        involved = {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace, "uid": uid,
+                    "resourceVersion": md.get("resourceVersion")}
+        involved = {k: str(v) for k, v in involved.items() if v}
+        entry = _Entry(key=key, involved=involved, namespace=involved.get("namespace") or "default", type=type,
+                       reason=reason, message=message, first_wall=wall, last_wall=wall, last_mono=now, count=1,
+                       seen=seen, ready_at=now if seen is None else now + self.patch_delay)
+        if seen is not None:
+            self.aggregated += 1
+        self._pending[key] = entry
+        self._queue_for(entry).append(entry)
+        self._start(loop)
+
+    def _aggregate(self, obj_key: tuple[Any, ...], type: str, reason: str, message: str,
+                   now: float) -> tuple[tuple[Any, ...], str]:
+        """client-go's ``EventAggregator``: the key and message the occurrence is recorded under."""
+        akey = (*obj_key, type, reason)
+        record = self._similar.get(akey)
+        if record is None or now - record.last_mono > self.similar_window:
+            record = _Similar(set(), now)
+        record.messages.add(message)
+        record.last_mono = now
+        self._similar[akey] = record
+        self._similar.move_to_end(akey)
+        while len(self._similar) > self.cache_size:
+            self._similar.popitem(last=False)
+        if self.similar_max <= 0 or len(record.messages) < self.similar_max:
+            return (*akey, message), message
+        record.messages.pop()  # keep the set bounded, as client-go does
+        return (*akey, COMBINED_PREFIX), _truncate(COMBINED_PREFIX + message)
+
+    def _spam_allows(self, skey: tuple[Any, ...], now: float) -> bool:
+        """client-go's ``EventSourceObjectSpamFilter``: one token per write, per (source, object, type)."""
+        if self.spam_burst <= 0:
+            return True
+        bucket = self._spam.get(skey)
+        if bucket is None:
+            bucket = self._spam[skey] = _Bucket(float(self.spam_burst), now)
+            while len(self._spam) > self.cache_size:
+                self._spam.popitem(last=False)
+        else:
+            bucket.tokens = min(float(self.spam_burst), bucket.tokens + (now - bucket.stamp) * self.spam_qps)
+            bucket.stamp = now
+            self._spam.move_to_end(skey)
+        if bucket.tokens < 1.0:
+            return False
+        bucket.tokens -= 1.0
+        return True
+
+    def _queue_for(self, entry: _Entry) -> deque[_Entry]:
+        if entry.seen is None:
+            return self._warn_new if entry.type == WARNING else self._new
+        return self._warn_bumps if entry.type == WARNING else self._bumps
+
+    def _make_room(self, type: str, new_event: bool) -> bool:
+        """Give up a waiting write of less value than the one to queue; False when there is none."""
+        if type == WARNING:
+            victims = (self._bumps, self._new) if not new_event else (self._bumps, self._new, self._warn_bumps)
+        else:
+            victims = (self._bumps,) if new_event else ()
+        for q in victims:
+            while q:
+                victim = q.popleft()
+                if self._pending.get(victim.key) is victim and not victim.inflight:
+                    del self._pending[victim.key]
+                    self.dropped += victim.count
+                    return True
+        return False
 
     # -- writing -------------------------------------------------------------------------------
 
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._wake.set()
+        self._workers = [t for t in self._workers if not t.done()]
+        while len(self._workers) < self.writers:
+            self._workers.append(loop.create_task(self._run(), name=f"event-recorder-{self.component}"))
+
+    def _next(self, now: float) -> tuple[_Entry | None, float | None]:
+        """The next write to make, else when a count bump becomes due (``None``: nothing waits)."""
+        for q in (self._warn_new, self._new):
+            while q:
+                entry = q.popleft()
+                if self._pending.get(entry.key) is entry:
+                    return entry, None
+        due: float | None = None
+        for q in (self._warn_bumps, self._bumps):
+            while q:
+                entry = q[0]
+                if self._pending.get(entry.key) is not entry:
+                    q.popleft()
+                    continue
+                if entry.ready_at <= now or self._flushing:
+                    q.popleft()
+                    return entry, None
+                due = entry.ready_at if due is None else min(due, entry.ready_at)
+                break
+        return None, due
+
+    def _token_wait(self, now: float) -> float:
+        if self.qps <= 0:
+            return 0.0
+        self._tokens = min(float(self.burst), self._tokens + (now - self._token_stamp) * self.qps)
+        self._token_stamp = now
+        if self._tokens >= 1.0:
+            return 0.0
+        return (1.0 - self._tokens) / self.qps
+
     async def _run(self) -> None:
+        assert self._wake is not None
         while True:
-            item = await self._queue.get()
+            now = time.monotonic()
+            entry, due = self._next(now)
+            if entry is None:
+                if not self._pending and self._idle is not None:
+                    self._idle.set()
+                self._wake.clear()
+                try:
+                    if due is None:
+                        await self._wake.wait()
+                    else:
+                        async with asyncio.timeout(max(0.0, due - now)):
+                            await self._wake.wait()
+                except TimeoutError:
+                    pass
+                continue
+            wait = self._token_wait(now)
+            if wait > 0:
+                self._queue_for(entry).appendleft(entry)  # keep its place; the token comes first
+                await asyncio.sleep(wait)
+                continue
+            self._tokens -= 1.0
+            entry.inflight = True
             try:
-                await self._write(item)
+                await self._write(entry)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 self.failed += 1
-                log.warning("event recorder: could not write event %s about %s", item.reason,
-                            item.involved.get("name"), exc_info=True)  # fmt: skip
+                log.warning("event recorder: could not write event %s about %s", entry.reason,
+                            entry.involved.get("name"), exc_info=True)  # fmt: skip
             finally:
-                self._queue.task_done()
+                self._done(entry)
 
-    async def _write(self, item: _Pending) -> None:
-        inv = item.involved
-        key = (
-            inv.get("apiVersion"), inv.get("kind"), inv.get("namespace"), inv.get("name"), inv.get("uid"),
-            item.type, item.reason, item.message,
-        )  # fmt: skip
-        seen = self._seen.get(key)
-        if seen is not None and item.mono - seen.last_mono <= self.aggregation_window:
-            count = seen.count + 1
-            patch = {"count": count, "lastTimestamp": _timestamp(item.wall)}
+    def _done(self, entry: _Entry) -> None:
+        if self._pending.get(entry.key) is not entry:
+            return
+        del self._pending[entry.key]
+        if entry.more and not self._closed:  # occurrences that came during the write: one more bump
+            seen = self._seen.get(entry.key)
+            now = time.monotonic()
+            follow = _Entry(key=entry.key, involved=entry.involved, namespace=entry.namespace, type=entry.type,
+                            reason=entry.reason, message=entry.message, first_wall=entry.last_wall,
+                            last_wall=entry.last_wall, last_mono=entry.last_mono, count=entry.more, seen=seen,
+                            ready_at=now if seen is None else now + self.patch_delay)
+            self._pending[entry.key] = follow
+            self._queue_for(follow).append(follow)
+            if self._wake is not None:
+                self._wake.set()
+        elif not self._pending and self._idle is not None:
+            self._idle.set()
+
+    async def _write(self, entry: _Entry) -> None:
+        seen = entry.seen
+        if seen is not None:
+            count = seen.count + entry.count
+            patch: dict[str, Any] = {"count": count, "lastTimestamp": _timestamp(entry.last_wall)}
+            if entry.key[-1] == COMBINED_PREFIX:
+                patch["message"] = entry.message
             try:
                 await self._retrying(
-                    lambda: self.client.patch(
-                        EVENTS, seen.name, patch, namespace=seen.namespace, patch_type="merge"
-                    )
+                    lambda: self.client.patch(EVENTS, seen.name, patch, namespace=seen.namespace, patch_type="merge")
                 )
             except ApiException as e:
                 if not is_not_found(e):
                     raise
-                self._seen.pop(key, None)  # the Event was deleted (or expired): start a new one
+                self._seen.pop(entry.key, None)  # the Event was deleted (or expired): start a new one
             else:
                 seen.count = count
-                seen.last_mono = item.mono
-                self._seen.move_to_end(key)
-                self.aggregated += 1
+                seen.last_mono = entry.last_mono
+                if self._seen.get(entry.key) is seen:
+                    self._seen.move_to_end(entry.key)
                 return
 
         for _ in range(3):  # a name clash is all but impossible; try a fresh name if it happens
-            name = self._event_name(inv["name"])
-            body = self._body(item, name)
+            name = self._event_name(entry.involved["name"])
+            body = self._body(entry, name)
             try:
-                await self._retrying(lambda body=body: self.client.create(EVENTS, body, item.namespace))
+                await self._retrying(lambda body=body: self.client.create(EVENTS, body, entry.namespace))
             except ApiException as e:
                 if is_already_exists(e):
                     continue
@@ -256,8 +504,8 @@ class EventRecorder:
         else:
             raise RuntimeError("could not find a free Event name")
         self.created += 1
-        self._seen[key] = _Seen(name, item.namespace, 1, item.mono, item.mono)
-        self._seen.move_to_end(key)
+        self._seen[entry.key] = _Seen(name, entry.namespace, entry.count, entry.last_mono, entry.last_mono)
+        self._seen.move_to_end(entry.key)
         while len(self._seen) > self.cache_size:
             self._seen.popitem(last=False)
 
@@ -279,24 +527,22 @@ class EventRecorder:
         self._last_suffix = suffix
         return f"{obj_name[: _MAX_NAME - 17]}.{suffix:016x}"
 
-    def _body(self, item: _Pending, name: str) -> dict[str, Any]:
-        ts = _timestamp(item.wall)
+    def _body(self, entry: _Entry, name: str) -> dict[str, Any]:
         source: dict[str, str] = {"component": self.component}
         if self.host:
             source["host"] = self.host
-        body: dict[str, Any] = {
+        return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": item.namespace},
-            "involvedObject": dict(item.involved),
-            "reason": item.reason,
-            "message": item.message,
+            "metadata": {"name": name, "namespace": entry.namespace},
+            "involvedObject": dict(entry.involved),
+            "reason": entry.reason,
+            "message": entry.message,
             "source": source,
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
-            "type": item.type,
+            "firstTimestamp": _timestamp(entry.first_wall),
+            "lastTimestamp": _timestamp(entry.last_wall),
+            "count": entry.count,
+            "type": entry.type,
             "reportingComponent": self.component,
             "reportingInstance": self.host,
         }
-        return body

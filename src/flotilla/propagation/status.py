@@ -64,6 +64,7 @@ __all__ = [
     "aggregated_status_item",
     "binding_key_for_work",
     "binding_needs_sync",
+    "binding_spec_only_changed",
     "binding_status_patch",
     "build_aggregated_status",
     "build_identifier",
@@ -478,6 +479,19 @@ def binding_needs_sync(old: Obj | None, new: Obj) -> bool:
     old_res = _spec(old).get("resource") or {}
     new_res = _spec(new).get("resource") or {}
     return old_res.get("resourceVersion") != new_res.get("resourceVersion") or not _scheduled(old)
+
+
+def binding_spec_only_changed(old: Obj | None, new: Obj) -> bool:
+    """Whether what makes :func:`binding_needs_sync` true is only a spec change (the generation: target
+    clusters, eviction tasks), not the first schedule nor a template change. Such a change is normally followed
+    by Work events (a Work deleted or created) that bring the new picture; the controller waits a moment for
+    them instead of writing an intermediate ``FullyApplied`` first."""
+    if old is None or not _scheduled(old) or not _scheduled(new):
+        return False
+    old_res = _spec(old).get("resource") or {}
+    new_res = _spec(new).get("resource") or {}
+    return (old_res.get("resourceVersion") == new_res.get("resourceVersion")
+            and _md(old).get("generation") != _md(new).get("generation"))
 
 
 def work_status_changed(old: Obj, new: Obj) -> bool:

@@ -457,3 +457,33 @@ async def test_fenced_cluster_work_is_released_without_contacting_it(env: Env,
     await eventually(lambda: _is_none(env.work("member2")), what="member2's Work released")
     assert await env.member_object("member2") is not None  # the member was not contacted
     assert await eventually(lambda: env.events("WorkAbandoned"), what="the WorkAbandoned event")
+
+
+async def test_directly_purge_writes_the_new_work_as_soon_as_the_old_one_is_gone(env: Env) -> None:
+    template = await env.cp.create(DEPLOYMENTS, deployment())
+    await env.create_binding(template, [("member1", 3)])
+    await eventually(lambda: env.applied("member1"), what="member1 applied")
+    await env.set_ready("member1", "False")  # the old copy cannot be removed for now
+    await env.patch_binding({"clusters": [{"name": "member2", "replicas": 3}], "gracefulEvictionTasks": [
+        {"fromCluster": "member1", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager"}]})
+
+    async def terminating() -> dict[str, Any] | None:
+        work = await env.work("member1")
+        return work if work is not None and work["metadata"].get("deletionTimestamp") else None
+
+    await eventually(terminating, what="member1's Work terminating")
+    await asyncio.sleep(0.3)
+    assert await env.work("member2") is None  # Directly: nothing new while the old copy may still run
+    await env.set_ready("member1", "True")
+    loop = asyncio.get_running_loop()
+
+    async def gone() -> bool:
+        return await env.work("member1") is None
+
+    await eventually(gone, what="member1's Work gone")
+    gone_at = loop.time()
+    await eventually(lambda: env.work("member2"), what="the Work for member2")
+    # woken by the old Work's deletion, not by a poll (Karmada looks again every 5 s)
+    assert loop.time() - gone_at < 2.0
+    assert await env.member_object("member1") is None
+    await eventually(lambda: env.member_object("member2"), what="the Deployment in member2")

@@ -165,8 +165,17 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
 
 
 async def test_taint_eviction_then_healthy_placement_are_counted_and_timed(plane: Plane) -> None:
-    await plane.start(TM, "graceful-eviction")
+    manager = await plane.start(TM, "graceful-eviction")
     await plane.binding()
+    # the taint manager evicts from its informer's copy of the binding (as Karmada): wait until the copy has the
+    # status the state is extracted from, else the first attempt is (rightly) blocked and retried
+    tm = next(c for c in manager.controllers if c.name == TM)
+
+    async def status_cached() -> bool:
+        cached = tm.rbs.store.get(f"{NS}/{RB}")
+        return bool(cached and (cached.get("status") or {}).get("aggregatedStatus"))
+
+    await eventually(status_cached)
     await plane.taint("m1", ago=30)  # the taint has been there for 30 s: not tolerated, evicted at once
 
     async def evicted() -> bool:
