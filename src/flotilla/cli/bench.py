@@ -761,7 +761,8 @@ def _ratio_or_rate(text: str) -> float:
 
 
 def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``flotilla bench failover`` and the internal ``flotilla bench control-plane`` (next to ``apiserver``)."""
+    """``flotilla bench failover``, ``propagate``, ``scale`` and the internal ``flotilla bench control-plane`` (next to
+    ``apiserver``)."""
     from flotilla.bench.control_plane import add_control_plane_parser
     from flotilla.bench.failover import STORAGE_CHOICES
     from flotilla.bench.workloads import KIND_CHOICES
@@ -816,14 +817,118 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
 
     add_control_plane_parser(bsub)
+    add_propagate_parser(bsub)
+    add_scale_parser(bsub)
+
+
+def add_propagate_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``flotilla bench propagate``: N templates applied at once, template-to-member latency."""
+    from flotilla.bench.failover import STORAGE_CHOICES
+    from flotilla.bench.propagate import PLACEMENTS
+
+    f = bsub.add_parser(
+        "propagate", help="how fast N templates applied at once reach their members",
+        description="Start the control plane (own process) and M simulated members (ready delay 0), create one "
+                    "PropagationPolicy, then N templates (Deployments, with --flink-share FlinkDeployments) at "
+                    "once, and time each from its creation to its ResourceBinding, scheduling, Works, the member "
+                    "objects (member watches) and Healthy on the binding. Reports p50/p90/p99/max per member "
+                    "object and per stage, throughput, control-plane CPU seconds and peak RSS. Exits 1 when a "
+                    "template was not propagated or not Healthy within --timeout (no timing is judged).",
+        epilog="examples:\n"
+               "  flotilla bench propagate --templates 1000 --members 3 --json out.json --plot out.png\n"
+               "  flotilla bench propagate --templates 200 --members 5 --placement single --flink-share 0.1",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("--templates", type=int, default=1000, help="N templates created at once (default 1000)")
+    f.add_argument("--members", type=int, default=3, help="M simulated members (default 3)")
+    f.add_argument("--placement", choices=PLACEMENTS, default="duplicated",
+                   help="duplicated: one policy, every template to every member; single: one policy per member, "
+                        "template i to member i mod M (default duplicated)")
+    f.add_argument("--flink-share", type=_ratio_or_rate, default=0.0, metavar="F",
+                   help="share of the templates that are FlinkDeployments, 0..1 (default 0)")
+    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
+                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
+                   help="how the controllers reach the API server in the control-plane process (default http)")
+    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
+                   help="another controller-manager flag for the control plane (repeatable)")
+    f.add_argument("--concurrency", type=int, default=64, help="clients creating the templates (default 64)")
+    f.add_argument("--member-processes", type=int, default=0,
+                   help="flotilla member processes (default: one per 50 members)")
+    f.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait until every template is Healthy (default 600)")
+    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
+    f.add_argument("--plot", default="", metavar="FILE.png",
+                   help="plot templates created, member objects and Healthy over time (needs matplotlib)")
+    f.add_argument("--profile", default="", metavar="FILE",
+                   help="record the control plane with py-spy (collapsed stacks) from the first create to the last "
+                        "Healthy; the top functions go into the report")
+    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+
+
+def add_scale_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``flotilla bench scale``: steady state with many members and workloads: memory, idle CPU."""
+    from flotilla.bench.failover import STORAGE_CHOICES
+    from flotilla.bench.workloads import KIND_CHOICES
+
+    f = bsub.add_parser(
+        "scale", help="steady state with many members and workloads: memory and idle CPU",
+        description="Start the control plane (own process) and M simulated members (several member processes), "
+                    "place N workloads spread over them, wait until all are Healthy and the control plane's "
+                    "writes have stopped, then measure the control plane's idle CPU over --idle-seconds and its "
+                    "RSS (and each member process's). With --failover, then fail the first member (a NoExecute "
+                    "taint) and time how fast its workloads move. Exits 1 when a workload was not placed or did "
+                    "not recover (no timing is judged).",
+        epilog="examples:\n"
+               "  flotilla bench scale --members 100 --workloads 10000 --json scale.json\n"
+               "  flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
+               "--profile idle.txt",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("--members", type=int, default=100, help="M simulated members (default 100)")
+    f.add_argument("--workloads", type=int, default=10000, help="N workloads (default 10000)")
+    f.add_argument("--kind", choices=KIND_CHOICES, default="deployment",
+                   help="workload kind; mix takes deployment, statefulset and flink in turn (default deployment)")
+    f.add_argument("--failed-workloads", type=int, default=0, metavar="K",
+                   help="workloads placed on the first member, the one --failover fails (default: its even share "
+                        "N/M); the rest are spread evenly over the others")
+    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
+                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
+                   help="how the controllers reach the API server in the control-plane process (default http)")
+    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
+                   help="another controller-manager flag for the control plane (repeatable)")
+    f.add_argument("--member-processes", type=int, default=0,
+                   help="flotilla member processes (default: one per 50 members)")
+    f.add_argument("--concurrency", type=int, default=32, help="clients creating the workloads (default 32)")
+    f.add_argument("--idle-seconds", type=float, default=30.0,
+                   help="the window over which idle CPU is measured (default 30)")
+    f.add_argument("--failover", action="store_true",
+                   help="after the idle window, fail the first member and time its workloads' failover")
+    f.add_argument("--resource-eviction-rate", type=_ratio_or_rate, default=1_000_000.0, metavar="X",
+                   help="the controller-manager's eviction rate for --failover (default 1000000/s)")
+    f.add_argument("--setup-timeout", type=float, default=1800.0,
+                   help="seconds to wait until every workload is Healthy (default 1800)")
+    f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
+    f.add_argument("--profile", default="", metavar="FILE",
+                   help="record the control plane with py-spy (collapsed stacks) during the idle window; the top "
+                        "functions go into the report")
+    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
+    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """``flotilla bench apiserver|failover|control-plane``; 0 when the run was clean."""
+    """``flotilla bench apiserver|failover|propagate|scale|control-plane``; 0 when the run was clean."""
     if getattr(args, "bench", "apiserver") == "failover":
         from flotilla.bench.failover import run_failover_command
 
         return run_failover_command(args)
+    if getattr(args, "bench", "apiserver") == "propagate":
+        from flotilla.bench.propagate import run_propagate_command
+
+        return run_propagate_command(args)
+    if getattr(args, "bench", "apiserver") == "scale":
+        from flotilla.bench.scale import run_scale_command
+
+        return run_scale_command(args)
     if getattr(args, "bench", "apiserver") == "control-plane":
         from flotilla.bench.control_plane import run_control_plane_command
 

@@ -40,15 +40,18 @@ __all__ = [
     "CLIENT_FAILURE_PREFIX",
     "CONDITION_COMPLETE_API_ENABLEMENTS",
     "CONDITION_READY",
+    "DISCOVERY_INTERVAL",
     "HEALTH_PATHS",
     "Collected",
     "Health",
     "Observation",
     "ReadyThresholds",
     "ThresholdMemory",
+    "aggregated_resource_lists",
     "api_enablements",
     "api_enablements_condition",
     "condition_status",
+    "discovery_due",
     "find_condition",
     "format_time",
     "is_ready",
@@ -321,6 +324,32 @@ def api_enablements(resource_lists: Iterable[tuple[str, Iterable[Mapping[str, An
     return out
 
 
+def aggregated_resource_lists(doc: Mapping[str, Any]) -> tuple[list[tuple[str, list[dict[str, Any]]]], list[str]]:
+    """The resource lists of an aggregated discovery document (``APIGroupDiscoveryList``, apidiscovery.k8s.io/v2,
+    what ``/api`` and ``/apis`` answer to a client that asks for it) as ``(groupVersion, [{name, kind}])``, the
+    input of :func:`api_enablements`, and the group-versions that failed: as client-go's
+    ``ServerGroupsAndResources``, a version whose ``freshness`` is ``Stale`` is reported as failed, not listed.
+    Subresources are nested in the document, so never listed."""
+    lists: list[tuple[str, list[dict[str, Any]]]] = []
+    failed: list[str] = []
+    for item in doc.get("items") or []:
+        if not isinstance(item, Mapping):
+            continue
+        group = str((item.get("metadata") or {}).get("name") or "")
+        for v in item.get("versions") or []:
+            if not isinstance(v, Mapping) or not v.get("version"):
+                continue
+            gv = f"{group}/{v['version']}" if group else str(v["version"])
+            if v.get("freshness") == "Stale":
+                failed.append(f"{gv}: the group version's discovery is stale")
+                continue
+            resources = [{"name": str(r.get("resource") or ""), "kind": str((r.get("responseKind") or {}).get("kind")
+                                                                            or "")}
+                         for r in v.get("resources") or [] if isinstance(r, Mapping) and r.get("resource")]
+            lists.append((gv, resources))
+    return lists, failed
+
+
 def api_enablements_condition(enablements: Sequence[Any], error: str | None) -> dict[str, Any]:
     """``CompleteAPIEnablements``: False/Empty without any, False/Partial when discovery failed in part,
     else True/Complete."""
@@ -336,12 +365,15 @@ def api_enablements_condition(enablements: Sequence[Any], error: str | None) -> 
 class Collected:
     """What was read from a healthy member: ``kubernetes_version`` None when ``/version`` failed (the last
     known version is kept); ``summaries`` None when the member's Nodes and Pods could not be listed (the last
-    known ``nodeSummary`` and ``resourceSummary`` are kept)."""
+    known ``nodeSummary`` and ``resourceSummary`` are kept). ``discovered`` False: version and APIs are the ones
+    read at an earlier sync (:func:`discovery_due`), already compared with the status then, so they are not
+    compared again (a member's API list is long, and probes come every second)."""
 
     kubernetes_version: str | None
     api_enablements: list[dict[str, Any]]
     api_error: str | None = None
     summaries: Summaries | None = None
+    discovered: bool = True
 
 
 def should_collect(obs: Observation, ready: Mapping[str, Any]) -> bool:
@@ -349,6 +381,26 @@ def should_collect(obs: Observation, ready: Mapping[str, Any]) -> bool:
     (as published) is True; otherwise only the Ready condition is written and the rest of the status stays as
     it was."""
     return obs.health is Health.HEALTHY and ready.get("status") == TRUE
+
+
+#: How often a member's Kubernetes version and served APIs are read when probes are more frequent than that.
+#: Karmada reads them at every sync, i.e. every ``--cluster-status-update-frequency``, 10 s by default; Flotilla's
+#: laptop and benchmark timings probe every second, and reading discovery at each probe is most of what an idle
+#: control plane with many members would spend.
+DISCOVERY_INTERVAL = 10.0
+
+
+def discovery_due(last: datetime | None, now: datetime, frequency: float, was_ready: bool) -> bool:
+    """Read the version and the APIs in this sync (one where :func:`should_collect` holds)?
+
+    Always when syncs are at least :data:`DISCOVERY_INTERVAL` apart (Karmada: at every sync), on the first
+    collection (``last`` None) and when the cluster was not published Ready before this sync (it just became
+    Ready or recovered: what it serves may have changed); otherwise once :data:`DISCOVERY_INTERVAL` has passed
+    since ``last``. The node and resource summaries do not depend on this: they come from watches, at every sync.
+    """
+    if last is None or not was_ready or frequency >= DISCOVERY_INTERVAL:
+        return True
+    return now - last >= timedelta(seconds=DISCOVERY_INTERVAL)
 
 
 def plan_status(status: Mapping[str, Any] | None, ready: Mapping[str, Any], collected: Collected | None,
@@ -367,10 +419,11 @@ def plan_status(status: Mapping[str, Any] | None, ready: Mapping[str, Any], coll
         conditions = set_condition(conditions, api_enablements_condition(collected.api_enablements,
                                                                          collected.api_error), now)
         version = collected.kubernetes_version
-        if version is not None and version != status.get("kubernetesVersion"):
-            patch["kubernetesVersion"] = version
-        if collected.api_enablements != (status.get("apiEnablements") or []):
-            patch["apiEnablements"] = collected.api_enablements or None  # null removes the field
+        if collected.discovered:
+            if version is not None and version != status.get("kubernetesVersion"):
+                patch["kubernetesVersion"] = version
+            if collected.api_enablements != (status.get("apiEnablements") or []):
+                patch["apiEnablements"] = collected.api_enablements or None  # null removes the field
         if collected.summaries is not None:
             patch.update(_summary_patch(status, collected.summaries))
     if conditions != old_conditions:

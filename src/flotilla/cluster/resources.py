@@ -34,6 +34,13 @@ computed; it is left as it is.
 
 :func:`merge_patch_diff` turns an old and a new summary into the JSON merge patch that makes one the other
 (``null`` for resources that went away), for the status writes.
+
+The status controller keeps the member's Nodes, Pods and (without Pods) workloads in watch-fed caches, as Karmada
+keeps informers on a member's Nodes and Pods with a transform that strips what the summaries do not read.
+:func:`project_node`, :func:`project_pod` and :func:`project_workload` are those transforms: they keep the
+metadata a cache needs (name, namespace, uid, resourceVersion; owner references of workloads) and exactly the
+fields :func:`summarize` reads, so ``summarize`` gives the same result on projections as on whole objects, and
+:func:`same_projection` tells whether an update changed anything a summary is made of.
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ __all__ = [
     "node_allocatable",
     "node_summary",
     "pod_requests",
+    "project_node",
+    "project_pod",
+    "project_workload",
+    "same_projection",
     "pods_usage",
     "summarize",
     "workload_pods",
@@ -287,3 +298,115 @@ def merge_patch_diff(old: Any, new: Any) -> Any:
         if key not in new:
             patch[key] = None
     return patch or None
+
+
+# ============================================================================================ projections
+
+
+def _project_meta(obj: Mapping[str, Any], owners: bool = False) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return {}
+    keys = ("name", "namespace", "uid", "resourceVersion", "ownerReferences") if owners else \
+        ("name", "namespace", "uid", "resourceVersion")
+    out = {k: meta[k] for k in keys if k in meta}
+    refs = out.get("ownerReferences")
+    if isinstance(refs, list):
+        out["ownerReferences"] = [{k: r[k] for k in ("apiVersion", "kind", "controller") if k in r}
+                                  if isinstance(r, Mapping) else r for r in refs]
+    return out
+
+
+def _project_conditions(status: Mapping[str, Any], only: str | None = None) -> list[Any] | None:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    return [{k: c[k] for k in ("type", "status") if k in c} for c in conditions
+            if isinstance(c, Mapping) and (only is None or c.get("type") == only)]
+
+
+def _project_container(container: Any) -> Any:
+    if not isinstance(container, Mapping):
+        return container
+    return {k: container[k] for k in ("resources", "restartPolicy") if k in container}
+
+
+def _project_pod_spec(spec: Any) -> Any:
+    """What :func:`pod_requests` reads of a pod spec (and ``nodeName``)."""
+    if not isinstance(spec, Mapping):
+        return spec
+    out: dict[str, Any] = {}
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            value = spec[key]
+            out[key] = [_project_container(c) for c in value] if isinstance(value, list) else value
+    for key in ("overhead", "nodeName"):
+        if key in spec:
+            out[key] = spec[key]
+    return out
+
+
+def project_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A Node with only what :func:`node_summary` and :func:`node_allocatable` read (its Ready condition and
+    ``status.allocatable``)."""
+    out: dict[str, Any] = {"metadata": _project_meta(node)}
+    status = node.get("status")
+    if isinstance(status, Mapping):
+        projected: dict[str, Any] = {}
+        conditions = _project_conditions(status, only="Ready")
+        if conditions is not None:
+            projected["conditions"] = conditions
+        if "allocatable" in status:
+            projected["allocatable"] = status["allocatable"]
+        out["status"] = projected
+    return out
+
+
+def project_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod with only what :func:`pods_usage` reads (requests, overhead, ``nodeName``, ``status.phase``)."""
+    out: dict[str, Any] = {"metadata": _project_meta(pod)}
+    if "spec" in pod:
+        out["spec"] = _project_pod_spec(pod["spec"])
+    status = pod.get("status")
+    if isinstance(status, Mapping):
+        out["status"] = {"phase": status["phase"]} if "phase" in status else {}
+    return out
+
+
+def project_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A workload with only what :func:`workload_pods` and :func:`workloads_usage` read (replicas, parallelism,
+    completions, suspend, the pod template's requests, the owner references, ``desiredNumberScheduled``,
+    ``succeeded`` and the conditions' type and status)."""
+    out: dict[str, Any] = {"metadata": _project_meta(obj, owners=True)}
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        projected: dict[str, Any] = {k: spec[k] for k in ("replicas", "parallelism", "completions", "suspend")
+                                     if k in spec}
+        template = spec.get("template")
+        if isinstance(template, Mapping):
+            projected["template"] = {"spec": _project_pod_spec(template["spec"])} if "spec" in template else {}
+        elif "template" in spec:
+            projected["template"] = template
+        out["spec"] = projected
+    elif "spec" in obj:
+        out["spec"] = spec
+    status = obj.get("status")
+    if isinstance(status, Mapping):
+        projected = {k: status[k] for k in ("desiredNumberScheduled", "succeeded") if k in status}
+        conditions = _project_conditions(status)
+        if conditions is not None:
+            projected["conditions"] = conditions
+        out["status"] = projected
+    return out
+
+
+def same_projection(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Two projections of one object differ in nothing but their ``resourceVersion``."""
+    def strip(obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = obj.get("metadata")
+        out = dict(obj)
+        if isinstance(meta, Mapping):
+            out["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+        return out
+
+    return strip(old) == strip(new)

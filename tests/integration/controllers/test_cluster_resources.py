@@ -1,6 +1,8 @@
 """The cluster status controller publishes a joined member's nodeSummary and resourceSummary (karmada-core.md
 §1.1, §8.1): simulated nodes make the allocatable, workloads (no Pods) or Pods the allocated/allocating, and the
-summary follows changes in the member without rewriting an unchanged status."""
+summary follows changes in the member without rewriting an unchanged status. The summaries come from watches
+(an idle member is not listed again) and discovery is aggregated, conditional (304) and read every 10 s when
+probes are more frequent."""
 
 from __future__ import annotations
 
@@ -14,7 +16,13 @@ import pytest
 
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS, NODES, PODS
+from flotilla.client.resources import CRDS, DEPLOYMENTS, NODES, PODS
+from flotilla.controllers import cluster_status
+from flotilla.controllers.cluster_status import (
+    ClusterStatusController,
+    DiscoveryCache,
+    discover_api_enablements,
+)
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
@@ -30,6 +38,7 @@ ZERO = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "pods": "0"}
 class Env:
     client: Client
     members: MemberGroup
+    manager: ControllerManager
 
     async def status(self, name: str) -> dict[str, Any]:
         return (await self.client.get(CLUSTERS, name)).get("status") or {}
@@ -56,7 +65,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         try:
             for name in members.members:
                 await join_in_process(client, name, members.members[name].kubeconfig_path)
-            yield Env(client, members)
+            yield Env(client, members, manager)
         finally:
             await manager.stop()
             await client.close()
@@ -132,3 +141,83 @@ async def test_joined_members_get_node_and_resource_summaries(env: Env) -> None:
         assert status["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
         assert status["resourceSummary"]["allocatable"] == {"cpu": "16", "ephemeral-storage": "200Gi",
                                                             "memory": "64Gi", "pods": "220"}
+
+
+def status_controller(env: Env) -> ClusterStatusController:
+    found = [c for c in env.manager.controllers if isinstance(c, ClusterStatusController)]
+    assert found
+    return found[0]
+
+
+async def test_an_idle_member_is_neither_listed_nor_discovered_again(env: Env, monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    await eventually(lambda: _has_summary(env, "member1"))
+    ctrl = status_controller(env)
+    watch = ctrl.summaries["member1"]
+    computed = watch.computed
+    discoveries = 0
+    real = cluster_status.discover_api_enablements
+
+    async def counting(*args: object, **kw: object) -> object:
+        nonlocal discoveries
+        discoveries += 1
+        return await real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cluster_status, "discover_api_enablements", counting)
+    clients = 0
+    client_for = ctrl.ctx.members.client_for
+
+    async def counting_clients(cluster: dict[str, Any]) -> Client:
+        nonlocal clients
+        clients += 1
+        return await client_for(cluster)
+
+    monkeypatch.setattr(ctrl.ctx.members, "client_for", counting_clients)
+    rv = (await env.client.get(CLUSTERS, "member1"))["metadata"]["resourceVersion"]
+    await asyncio.sleep(FREQUENCY * 8)  # 8 probes: nothing changed in the member, discovery is not due (10 s)
+    assert watch.computed == computed
+    assert discoveries == 0
+    assert clients == 0  # the Secret is watched: the client of the last sync is kept
+    assert ctrl.summaries["member1"] is watch  # the same watches all along
+    assert (await env.client.get(CLUSTERS, "member1"))["metadata"]["resourceVersion"] == rv
+
+    async with env.member_client("member1") as member:  # a change reaches the summary through the watch
+        await member.create(DEPLOYMENTS, deployment("api", 2, "1"))
+
+        async def allocated() -> bool:
+            summary = (await env.status("member1")).get("resourceSummary") or {}
+            return (summary.get("allocated") or {}).get("cpu") == "2"
+
+        await eventually(allocated)
+    assert watch.computed > computed
+
+
+async def _has_summary(env: Env, name: str) -> bool:
+    return "resourceSummary" in await env.status(name)
+
+
+async def test_aggregated_discovery_matches_the_legacy_one_and_is_conditional(env: Env) -> None:
+    async with env.member_client("member1") as member:
+        cache = DiscoveryCache()
+        enablements, error = await discover_api_enablements(member, cache)
+        assert error is None
+        legacy, legacy_error = await cluster_status._legacy_api_enablements(member)
+        assert legacy_error is None
+        assert enablements == legacy  # the same APIEnablements from two requests instead of one per group
+        assert set(cache.etags) == {"/api", "/apis"}
+        first = cache.lists["/apis"]
+        again, _ = await discover_api_enablements(member, cache)
+        assert again == enablements
+        assert cache.lists["/apis"] is first  # 304 Not Modified: the document was not sent again
+
+        # a CRD installed in the member changes the document (and its ETag)
+        from flotilla.member.flink_crd import flink_deployment_crd
+
+        await member.create(CRDS, flink_deployment_crd())
+
+        async def served() -> list[dict[str, Any]] | None:
+            found, _ = await discover_api_enablements(member, cache)
+            return found if any(e["groupVersion"] == "flink.apache.org/v1beta1" for e in found) else None
+
+        found = await eventually(served)
+        assert found == (await cluster_status._legacy_api_enablements(member))[0]

@@ -11,14 +11,17 @@ import pytest
 from flotilla.cluster.health import (
     CONDITION_COMPLETE_API_ENABLEMENTS,
     CONDITION_READY,
+    DISCOVERY_INTERVAL,
     Collected,
     Health,
     Observation,
     ReadyThresholds,
     ThresholdMemory,
+    aggregated_resource_lists,
     api_enablements,
     api_enablements_condition,
     condition_status,
+    discovery_due,
     find_condition,
     format_time,
     is_ready,
@@ -348,3 +351,48 @@ def test_plan_status_keeps_version_when_unreadable_and_clears_empty_apis() -> No
                                          Observation.client_failure("z")])
 def test_every_failure_observation_is_false(observation: Observation) -> None:
     assert observed_ready_condition(observation)["status"] == "False"
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+
+
+def test_discovery_is_read_at_every_sync_at_karmadas_period_and_every_10s_with_faster_probes() -> None:
+    assert DISCOVERY_INTERVAL == 10.0
+    # Karmada's default period (or longer): every sync
+    assert discovery_due(at(0), at(10), 10.0, was_ready=True)
+    assert discovery_due(at(0), at(30), 30.0, was_ready=True)
+    # a probe every second: the first collection, then every 10 s
+    assert discovery_due(None, at(0), 1.0, was_ready=True)
+    assert not discovery_due(at(0), at(1), 1.0, was_ready=True)
+    assert not discovery_due(at(0), at(9.9), 1.0, was_ready=True)
+    assert discovery_due(at(0), at(10), 1.0, was_ready=True)
+    # just became Ready (or recovered): at once
+    assert discovery_due(at(0), at(1), 1.0, was_ready=False)
+
+
+def test_aggregated_discovery_documents_become_resource_lists() -> None:
+    core = {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "items": [
+        {"metadata": {"name": ""}, "versions": [{"version": "v1", "freshness": "Current", "resources": [
+            {"resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+             "subresources": [{"subresource": "status"}]},
+            {"resource": "configmaps", "responseKind": {"kind": "ConfigMap"}}]}]}]}
+    groups = {"kind": "APIGroupDiscoveryList", "items": [
+        {"metadata": {"name": "apps"}, "versions": [{"version": "v1", "resources": [
+            {"resource": "deployments", "responseKind": {"kind": "Deployment"}}]}]},
+        {"metadata": {"name": "flink.apache.org"}, "versions": [
+            {"version": "v1beta1", "resources": [{"resource": "flinkdeployments",
+                                                   "responseKind": {"kind": "FlinkDeployment"}}]},
+            {"version": "v1alpha1", "freshness": "Stale", "resources": [{"resource": "old"}]}]},
+        {"metadata": {"name": "empty.io"}, "versions": [{"version": "v1"}]}]}
+    lists, failed = aggregated_resource_lists(core)
+    assert lists == [("v1", [{"name": "pods", "kind": "Pod"}, {"name": "configmaps", "kind": "ConfigMap"}])]
+    assert failed == []
+    lists, failed = aggregated_resource_lists(groups)
+    assert [gv for gv, _ in lists] == ["apps/v1", "flink.apache.org/v1beta1", "empty.io/v1"]
+    assert failed == ["flink.apache.org/v1alpha1: the group version's discovery is stale"]
+    assert api_enablements(lists) == [
+        {"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]},
+        {"groupVersion": "empty.io/v1"},
+        {"groupVersion": "flink.apache.org/v1beta1", "resources": [{"name": "flinkdeployments",
+                                                                     "kind": "FlinkDeployment"}]},
+    ]

@@ -18,6 +18,10 @@ from flotilla.cluster.resources import (
     node_summary,
     pod_requests,
     pods_usage,
+    project_node,
+    project_pod,
+    project_workload,
+    same_projection,
     summarize,
     workload_pods,
     workloads_usage,
@@ -297,3 +301,95 @@ def test_dynamic_weights_divide_by_available_replicas() -> None:
     rb["spec"]["replicas"] = 16
     failed = schedule(rb, None, clusters, now=NOW)
     assert not failed.ok and "Clusters available replicas 15 are not enough to schedule." in failed.message
+
+
+# ============================================================================================ projections
+
+
+def _with_noise(obj: dict[str, Any], rv: str = "7") -> dict[str, Any]:
+    """``obj`` as a member serves it: metadata, labels, fields no summary reads."""
+    out = {**obj, "apiVersion": "v1", "kind": "Thing"}
+    out["metadata"] = {**obj.get("metadata", {}), "namespace": "default", "uid": "u-1", "resourceVersion": rv,
+                       "labels": {"app": "x"}, "annotations": {"a": "b" * 100}, "managedFields": [{"manager": "m"}]}
+    spec = out.get("spec")
+    if isinstance(spec, dict):
+        out["spec"] = {**spec, "nodeSelector": {"zone": "a"}, "tolerations": [{"key": "k"}], "selector": {"x": 1}}
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            out["spec"]["template"] = {"metadata": {"labels": {"app": "x"}},
+                                       "spec": {**template["spec"], "volumes": [{"name": "v"}]}}
+    status = out.get("status")
+    if isinstance(status, dict):
+        out["status"] = {**status, "readyReplicas": 1, "observedGeneration": 3}
+        if isinstance(status.get("conditions"), list):
+            out["status"]["conditions"] = [{**c, "reason": "R", "message": "m", "lastHeartbeatTime": "t"}
+                                           for c in status["conditions"]]
+    return out
+
+
+NODES_CASES = [node("a"), node("b", ready="False"), node("c", ready=None, cpu="7500m"),
+               {"metadata": {"name": "weird"}, "status": {"allocatable": {"cpu": "lots"}}}, {"metadata": {"name": "x"}}]
+POD_CASES = [
+    pod("n1", container("1", "1Gi")),
+    pod(None, container("2", "2Gi"), phase="Pending"),
+    pod("n1", container("4"), phase="Succeeded"),
+    pod("n2", container("500m"), initContainers=[container("2", name="i")], overhead={"cpu": "100m"}),
+    pod("n2", container(limits={"cpu": "1", "memory": "1Gi"})),
+    pod("n1", {"name": "c", "resources": {"requests": "lots"}}),
+    {"metadata": {"name": "no-spec"}, "status": {"phase": "Running"}},
+    {"metadata": {"name": "bad-spec"}, "spec": "nonsense"},
+]
+WORKLOAD_CASES = [
+    workload("Deployment", 3, container("1", "2Gi")),
+    workload("Deployment", None, container("250m")),
+    workload("StatefulSet", 2, container("250m"), initContainers=[container("1", name="i")]),
+    workload("Job", None, container("1"), parallelism=3, completions=5),
+    workload("Job", None, container("1"), suspend=True),
+    ("apps", "DaemonSet", {"metadata": {"name": "ds"}, "spec": {"template": {"spec": {"containers": [container("1")]}}},
+                           "status": {"desiredNumberScheduled": 3}}),
+    ("batch", "Job", {"metadata": {"name": "done"}, "spec": {"template": {"spec": {"containers": [container("1")]}}},
+                      "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
+    ("apps", "Deployment", {"metadata": {"name": "no-template"}, "spec": {"replicas": 2}}),
+    ("apps", "Deployment", {"metadata": {"name": "bad"}, "spec": {"replicas": 2, "template": "x"}}),
+]
+
+
+def test_projections_keep_exactly_what_the_summaries_read() -> None:
+    owned = workload("ReplicaSet", 2, container("1"))
+    owned[2]["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d",
+                                                "uid": "u", "controller": True, "blockOwnerDeletion": True}]
+    workloads = [*WORKLOAD_CASES, owned, workload("ReplicaSet", 2, container("1"))]
+    full_nodes = [_with_noise(n) for n in NODES_CASES]
+    full_pods = [_with_noise(p) for p in POD_CASES]
+    full_workloads = [(g, k, _with_noise(o)) for g, k, o in workloads]
+    projected_nodes = [project_node(n) for n in full_nodes]
+    projected_pods = [project_pod(p) for p in full_pods]
+    projected_workloads = [(g, k, project_workload(o)) for g, k, o in full_workloads]
+    assert summarize(projected_nodes, projected_pods) == summarize(full_nodes, full_pods)
+    assert summarize(projected_nodes, [], projected_workloads) == summarize(full_nodes, [], full_workloads)
+    for (g, k, full), (_, _, projected) in zip(full_workloads, projected_workloads, strict=True):
+        assert workload_pods(g, k, projected) == workload_pods(g, k, full), full["metadata"]["name"]
+    # what a cache needs is kept, what no summary reads is not
+    meta = projected_pods[0]["metadata"]
+    assert meta == {"name": "p", "namespace": "default", "uid": "u-1", "resourceVersion": "7"}
+    assert projected_workloads[-2][2]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "controller": True}]
+    assert "nodeSelector" not in projected_pods[0]["spec"] and "annotations" not in meta
+    assert project_node(full_nodes[0])["status"] == {"conditions": [{"type": "Ready", "status": "True"}],
+                                                     "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}
+
+
+def test_same_projection_ignores_the_resource_version_only() -> None:
+    a = project_workload(_with_noise(workload("Deployment", 3, container("1"))[2], rv="1"))
+    b = project_workload(_with_noise(workload("Deployment", 3, container("1"))[2], rv="2"))
+    assert a != b and same_projection(a, b)
+    rolling, ready = (_with_noise(workload("Deployment", 3, container("1"))[2], rv=rv) for rv in ("3", "4"))
+    rolling["status"] = {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "False", "reason": "x"}]}
+    ready["status"] = {"readyReplicas": 3, "availableReplicas": 3,
+                       "conditions": [{"type": "Available", "status": "False", "reason": "y"}]}
+    assert same_projection(project_workload(rolling), project_workload(ready))  # nothing a summary reads changed
+    c = project_workload(_with_noise(workload("Deployment", 4, container("1"))[2], rv="3"))
+    assert not same_projection(a, c)
+    heartbeat = _with_noise(node("a"), rv="9")
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "later"
+    assert same_projection(project_node(_with_noise(node("a"))), project_node(heartbeat))

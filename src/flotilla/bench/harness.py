@@ -1,0 +1,360 @@
+"""What ``flotilla bench propagate`` and ``flotilla bench scale`` share: the processes of a benchmark (the control
+plane, one or more member processes), joining the members, waiting for them, and measuring CPU and memory.
+
+* the control plane is ``flotilla bench control-plane`` (API server + every controller, its own process), as
+  ``flotilla bench failover`` starts it;
+* the members are ``flotilla member --count K --ready-delay 0`` processes (memory storage, nodes so large that
+  capacity never decides). More than one process when one would hold too many members: each process gets its own
+  directory and a name prefix (``p2-member7``), and all share one checkpoint directory (a Flink job restores from
+  any member, as from S3).
+
+Nothing here polls while a measurement runs: waiting for the members to be Ready (set-up) is the only loop with a
+sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from flotilla.bench import stats
+from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
+
+__all__ = ["BenchStack", "CpuWindow", "StackParams", "machine_cpu_seconds", "say"]
+
+#: Members' settings: capacity so large that it never decides (as ``flotilla bench failover``)
+MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
+#: The Flink simulator's periodic writes (progress, checkpoints) rare, so that a steady state is quiet
+FLINK_QUIET = ("flink_checkpoint_interval=3600", "flink_progress_interval=3600")
+#: Members per ``flotilla member`` process by default (50 idle members take ~70 MB and no CPU)
+MEMBERS_PER_PROCESS = 50
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, irq) CPU seconds of the whole machine (/proc/stat); (0, 0) if unknown."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, (ticks[5] + ticks[6]) / hz
+
+
+class CpuWindow:
+    """CPU seconds of named processes over a window, and the machine's: ``irq`` (interrupts, softirqs: loopback
+    TCP) and ``other`` (every other process on the machine, i.e. work competing for the same cores)."""
+
+    def __init__(self, pids: dict[str, int | list[int]]) -> None:
+        self.pids = {k: (v if isinstance(v, list) else [v]) for k, v in pids.items()}
+        self._t0 = time.monotonic()
+        self._cpu0 = self._sample()
+        self._machine0 = machine_cpu_seconds()
+        self.seconds: dict[str, float] = {}
+        self.cores: dict[str, float] = {}
+        self.wall = 0.0
+
+    def _sample(self) -> dict[str, float]:
+        return {k: sum(proc_cpu_seconds(p) for p in pids) for k, pids in self.pids.items()}
+
+    def stop(self) -> CpuWindow:
+        cpu1 = self._sample()
+        machine1 = machine_cpu_seconds()
+        self.wall = max(1e-9, time.monotonic() - self._t0)
+        self.seconds = {k: round(cpu1[k] - self._cpu0[k], 2) for k in self.pids}
+        busy = machine1[0] - self._machine0[0]
+        irq = machine1[1] - self._machine0[1]
+        other = max(0.0, busy - irq - sum(self.seconds.values()))
+        self.cores = {**{k: round(v / self.wall, 3) for k, v in self.seconds.items()},
+                      "irq": round(irq / self.wall, 3), "other": round(other / self.wall, 3)}
+        return self
+
+
+@dataclass
+class StackParams:
+    members: int = 3
+    storage: str = "sqlite"
+    transport: str = "http"
+    controller_flags: list[str] = field(default_factory=list)
+    member_processes: int = 0  # 0: one per MEMBERS_PER_PROCESS members
+    sim_options: tuple[str, ...] = FLINK_QUIET
+    taint_policy: bool = True  # the default ClusterTaintPolicy not-ready (as flotilla up)
+
+
+def member_groups(members: int, processes: int) -> list[tuple[str, int]]:
+    """``(name prefix, count)`` of each member process: ``member1..M`` in one process, else ``p<k>-member<i>``."""
+    if processes <= 0:
+        processes = max(1, math.ceil(members / MEMBERS_PER_PROCESS))
+    processes = max(1, min(processes, members))
+    if processes == 1:
+        return [("member", members)]
+    base, extra = divmod(members, processes)
+    return [(f"p{k}-member", base + (1 if k <= extra else 0)) for k in range(1, processes + 1)]
+
+
+def member_names(groups: list[tuple[str, int]]) -> list[str]:
+    return [f"{prefix}{i}" for prefix, count in groups for i in range(1, count + 1)]
+
+
+class BenchStack:
+    """The control plane and the member processes of one benchmark run, and clients to all of them."""
+
+    def __init__(self, p: StackParams, workdir: Path) -> None:
+        self.p = p
+        self.workdir = workdir
+        self.members_dir = workdir / "members"
+        self.groups = member_groups(p.members, p.member_processes)
+        self.names = member_names(self.groups)
+        self.member_dirs: dict[str, Path] = {}
+        for k, (prefix, count) in enumerate(self.groups, start=1):
+            d = self.members_dir if len(self.groups) == 1 else self.members_dir / f"p{k}"
+            for i in range(1, count + 1):
+                self.member_dirs[f"{prefix}{i}"] = d
+        self.cp_proc: ChildProcess | None = None
+        self.member_procs: list[ChildProcess] = []
+        self.admin_urls: dict[str, str] = {}  # member name -> its process's admin endpoint
+        self.etcd: Any = None
+        self.cp: Any = None
+        self.member_clients: dict[str, Any] = {}
+        self.metrics_url = ""
+        self.storage_url = ""
+        self.http: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------------ processes
+    @property
+    def cp_pid(self) -> int:
+        assert self.cp_proc is not None
+        return self.cp_proc.pid
+
+    @property
+    def member_pids(self) -> list[int]:
+        return [proc.pid for proc in self.member_procs]
+
+    async def start(self) -> None:
+        p = self.p
+        if p.storage == "etcd":
+            from flotilla.storage.etcd_launcher import start_etcd
+
+            self.etcd = await asyncio.to_thread(start_etcd, self.workdir / "etcd")
+            self.storage_url = f"etcd://{self.etcd.endpoint}"
+        else:
+            self.storage_url = f"{p.storage}://"
+        self.cp_proc = ChildProcess("control plane", [
+            "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
+            "--transport", p.transport, "--", *p.controller_flags], self.workdir / "controlplane.log")
+        checkpoints = self.members_dir / "checkpoints"
+        for k, (prefix, count) in enumerate(self.groups, start=1):
+            d = self.members_dir if len(self.groups) == 1 else self.members_dir / f"p{k}"
+            args = ["member", "--count", str(count), "--name-prefix", prefix, "--data-dir", str(d),
+                    "--checkpoint-dir", str(checkpoints), "--ready-delay", "0", "--storage", "memory://",
+                    *MEMBER_ARGS]
+            for option in p.sim_options:
+                args += ["--sim-option", option]
+            self.member_procs.append(ChildProcess(f"members {prefix}*", args, self.workdir / f"members-{k}.log"))
+        within = 120.0 + 2.0 * p.members  # starting 100 members in one process takes ~10 s on a quiet machine
+        lines = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"),
+                                     *(proc.start(r"admin endpoint", within=within) for proc in self.member_procs))
+        found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", lines[0])
+        if found is None:
+            raise RuntimeError(f"cannot read the control plane's ready line: {lines[0]!r}")
+        self.metrics_url = found.group(2)
+        for (prefix, count), line in zip(self.groups, lines[1:], strict=True):
+            admin = re.search(r"admin endpoint (\S+)", line)
+            for i in range(1, count + 1):
+                self.admin_urls[f"{prefix}{i}"] = admin.group(1) if admin else ""
+        from flotilla.client import Client
+
+        self.cp = Client.from_kubeconfig(found.group(1))
+        for name in self.names:
+            self.member_clients[name] = Client.from_kubeconfig(str(self.member_dirs[name] / name / "kubeconfig"))
+        self.http = aiohttp.ClientSession()
+
+    async def stop(self) -> None:
+        for client in [self.cp, *self.member_clients.values()]:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        if self.http is not None:
+            await self.http.close()
+        procs = [proc for proc in (self.cp_proc, *self.member_procs) if proc is not None]
+        await asyncio.gather(*(proc.stop() for proc in procs), return_exceptions=True)
+        if self.etcd is not None:
+            await asyncio.to_thread(self.etcd.stop)
+
+    def history_files(self) -> list[Path]:
+        dirs = {self.member_dirs[name] for name in self.names}
+        return [d / "history.jsonl" for d in sorted(dirs)]
+
+    # ------------------------------------------------------------------ set-up
+    async def join(self, concurrency: int = 16, ready_within: float = 300.0) -> float:
+        """Join every member (and the default ClusterTaintPolicy), then wait until all are Ready and untainted;
+        returns the seconds it took."""
+        from flotilla.api import resources as R
+        from flotilla.cli.cluster_commands import join_cluster, join_spec_from_credentials
+        from flotilla.client.kubeconfig import load_kubeconfig
+        from flotilla.local.stack import default_taint_policy
+
+        t0 = time.monotonic()
+        if self.p.taint_policy:
+            await self.cp.create(R.CLUSTER_TAINT_POLICIES, default_taint_policy(self.names))
+        queue = iter(self.names)
+
+        async def joiner() -> None:
+            for name in queue:
+                creds = load_kubeconfig(str(self.member_dirs[name] / name / "kubeconfig"))
+                await join_cluster(self.cp, join_spec_from_credentials(name, creds))
+
+        await asyncio.gather(*(joiner() for _ in range(max(1, min(concurrency, len(self.names))))))
+        await self.poll(self.clusters_ready, f"all {len(self.names)} members Ready and untainted", ready_within)
+        return time.monotonic() - t0
+
+    async def poll(self, check: Any, what: str, within: float, every: float = 0.5) -> None:
+        """Set-up only: call ``check()`` until it is true."""
+        deadline = time.monotonic() + within
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                if await check():
+                    return
+            except Exception as e:  # noqa: BLE001 - the API may not serve it yet; said on timeout
+                last = str(e)
+            await asyncio.sleep(every)
+        raise RuntimeError(f"timed out after {within:.0f}s waiting for {what}" + (f" ({last})" if last else ""))
+
+    async def clusters_ready(self) -> bool:
+        from flotilla.api import resources as R
+
+        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
+        ready = [c for c in items
+                 if any(x.get("type") == "Ready" and x.get("status") == "True"
+                        for x in (c.get("status") or {}).get("conditions") or [])
+                 and not (c.get("spec") or {}).get("taints")]
+        return len(ready) == len(self.names)
+
+    async def install_flink_crd(self) -> None:
+        from flotilla.bench.workloads import FLINK, NAMESPACE
+        from flotilla.client.resources import CRDS
+        from flotilla.member.flink_crd import flink_deployment_crd
+
+        await self.cp.create(CRDS, flink_deployment_crd())
+
+        async def served() -> bool:
+            await self.cp.list(FLINK, NAMESPACE, limit=1)
+            return True
+
+        await self.poll(served, "the FlinkDeployment CRD to be served", 60)
+
+    async def create_namespace(self, name: str) -> None:
+        from flotilla.client.resources import NAMESPACES
+
+        await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    # ------------------------------------------------------------------ metrics
+    async def scrape(self) -> stats.Samples:
+        assert self.http is not None
+        async with self.http.get(f"{self.metrics_url}/metrics") as resp:
+            return stats.parse_prometheus(await resp.text())
+
+    async def write_rate(self, seconds: float) -> float:
+        """The control plane's writes/s over ``seconds`` (two scrapes)."""
+        before = await self.scrape()
+        await asyncio.sleep(seconds)
+        after = await self.scrape()
+        return stats.counter_delta(before, after, "flotilla_bench_apiserver_writes_total").get("", 0.0) / seconds
+
+    def memory(self) -> dict[str, Any]:
+        """RSS now and peak (MiB) of the control plane and of each member process."""
+        return {
+            "control_plane": {"pid": self.cp_pid, "rss_mb": rss_mb(self.cp_pid), "peak_rss_mb": peak_rss_mb(self.cp_pid)},
+            "member_processes": [
+                {"pid": proc.pid, "members": count, "rss_mb": rss_mb(proc.pid), "peak_rss_mb": peak_rss_mb(proc.pid)}
+                for proc, (_, count) in zip(self.member_procs, self.groups, strict=True)],
+        }
+
+    def cpu_window(self) -> CpuWindow:
+        pids: dict[str, int | list[int]] = {"control_plane": self.cp_pid, "members": self.member_pids,
+                                            "driver": os.getpid()}
+        if self.etcd is not None:
+            pids["etcd"] = self.etcd.pid
+        return CpuWindow(pids)
+
+
+def profile_command(pid: int, output: str, rate: int = 100) -> list[str]:
+    """py-spy record of ``pid`` (collapsed stacks, ``--format raw``) until SIGINT."""
+    from flotilla.bench.failover import py_spy
+
+    return [py_spy(), "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking",
+            "--output", output]
+
+
+class Profiler:
+    """py-spy on one process, from :meth:`start` to :meth:`stop` (which returns the top functions)."""
+
+    def __init__(self, pid: int, output: str, rate: int = 100) -> None:
+        self.argv = profile_command(pid, output, rate)
+        self.output = output
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL)
+
+    async def stop(self, limit: int = 25) -> dict[str, Any]:
+        import signal
+
+        if self.proc is None:
+            return {}
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await self.proc.wait()
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+        try:
+            text = _read_text(self.output)
+        except OSError as e:
+            return {"error": f"no profile written: {e}"}
+        return {"file": self.output, **stats.profile_top(text, limit=limit)}
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+
+
+def _read_text(path: str) -> str:
+    return Path(path).read_text()
+
+
+def workdir_for(data_dir: str, prefix: str) -> tuple[Path, Any]:
+    """(the run's directory, a TemporaryDirectory to clean up or None when ``data_dir`` was given)."""
+    import tempfile
+
+    if data_dir:
+        workdir = Path(data_dir)
+        if workdir.exists() and any(workdir.iterdir()):
+            raise RuntimeError(f"--data-dir {workdir} is not empty")
+        workdir.mkdir(parents=True, exist_ok=True)
+        return workdir, None
+    cleanup = tempfile.TemporaryDirectory(prefix=prefix)
+    return Path(cleanup.name), cleanup
