@@ -239,13 +239,13 @@ class ApiHandler:
         if sub == "scale":
             return await self._scale(request, rt, ns, name)
         if method == "GET":
-            obj = await self.storage.get(rt, ns, name)
+            obj = await self.storage.get(rt, ns, name, shared=True)  # only serialized
             return self._object_response(request, rt, obj)
         if method == "PUT":
             if sub == "finalize" or sub == "status" or sub is None:
                 body = await self._body(request)
                 ctx = self._ctx(request)
-                obj = await self.storage.update(rt, ns, name, body, ctx, subresource=sub)
+                obj = await self.storage.update(rt, ns, name, body, ctx, subresource=sub, owned=True)
                 return self._written(request, rt, obj, ctx, 200)
         if method == "PATCH":
             if sub in (None, "status"):
@@ -392,6 +392,7 @@ class ApiHandler:
             continue_token=q.get("continue", ""),
             resource_version=q.get("resourceVersion", ""),
             resource_version_match=q.get("resourceVersionMatch", ""),
+            shared=True,  # only serialized
         )
         if wants_table(request.headers.get("Accept", "")):
             return _json(build_table(rt, result["items"], include_object=q.get("includeObject", "Metadata"),
@@ -459,13 +460,11 @@ class ApiHandler:
         return orjson.dumps({"type": etype, "object": obj}) + b"\n"
 
     @staticmethod
-    async def _bookmark(resp: web.StreamResponse, rt: ResourceType, events: Any, state: _WatchState,
-                        queue: asyncio.Queue[Any]) -> None:
+    async def _bookmark(resp: web.StreamResponse, rt: ResourceType, events: Any, state: _WatchState) -> None:
         """A BOOKMARK at the newest revision known to be fully delivered (the store's progress when idle)."""
-        if queue.empty():
-            progress = events.progress_revision()
-            if progress is not None and progress > int(state.last_rv or 0):
-                state.last_rv = str(progress)
+        progress = events.progress_revision()
+        if progress is not None and progress > int(state.last_rv or 0):
+            state.last_rv = str(progress)
         if state.last_rv:
             await resp.write(orjson.dumps({"type": "BOOKMARK", "object": {
                 "kind": rt.kind, "apiVersion": rt.api_version,
@@ -518,57 +517,55 @@ class ApiHandler:
         deadline = loop.time() + timeout
         state = _WatchState(last_rv=spec.resource_version if spec.resource_version not in ("", "0") else "")
         last_bookmark = loop.time()
-        # A pump moves events from the store watch into a queue; this loop drains the queue in batches
-        # and writes each batch as one chunk (one syscall for a burst of events, not one per event).
-        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=_WATCH_BATCH * 4)
-        pump = asyncio.ensure_future(_pump(events, queue))
+        # Events are taken from the watch as they are ready (no task or queue per event) and every event ready
+        # at once is written as one chunk (one syscall for a burst of events, not one per event). While events
+        # keep coming, a chunk waits until _COALESCE after the previous one, so a busy watch makes a few hundred
+        # writes a second, each with many events; an idle watch sends its next event at once.
+        written_at = -_COALESCE
         try:
             done = False
             while not done:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                if queue.empty():
+                item = events.poll()
+                if item is None:
+                    if events.finished:
+                        break
                     wait = min(remaining, self.options.bookmark_interval if allow_bookmarks else remaining,
                                _DISCONNECT_CHECK)
-                    try:
-                        async with asyncio.timeout(wait):
-                            first = await queue.get()
-                    except TimeoutError:
-                        if request.transport is None or request.transport.is_closing():
-                            break
-                        if allow_bookmarks and loop.time() >= last_bookmark + self.options.bookmark_interval:
-                            last_bookmark = loop.time()
-                            await self._bookmark(resp, rt, events, state, queue)
+                    if await events.wait(wait):
+                        hold = written_at + _COALESCE - loop.time()
+                        if hold > 0:
+                            await asyncio.sleep(hold)
                         continue
-                else:
-                    first = queue.get_nowait()
-                batch = [first]
-                while len(batch) < _WATCH_BATCH and not queue.empty():
-                    batch.append(queue.get_nowait())
-                chunk = bytearray()
-                for item in batch:
-                    if item is _END:
-                        done = True
+                    if request.transport is None or request.transport.is_closing():
                         break
+                    if allow_bookmarks and loop.time() >= last_bookmark + self.options.bookmark_interval:
+                        last_bookmark = loop.time()
+                        await self._bookmark(resp, rt, events, state)
+                    continue
+                chunk = bytearray()
+                count = 0
+                while item is not None:
                     line = self._event_line(rt, item, state, allow_bookmarks, table, q)
                     if line:
                         chunk += line
                     if item[0] == "ERROR":
                         done = True
                         break
+                    count += 1
+                    if count >= _WATCH_BATCH:
+                        break
+                    item = events.poll()
                 if chunk:
                     await resp.write(bytes(chunk))
+                    written_at = loop.time()
         except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             if this is not None:
                 self._watches.discard(this)
-            pump.cancel()
-            try:
-                await pump
-            except (asyncio.CancelledError, Exception):
-                pass
             await events.aclose()
         try:
             await resp.write_eof()
@@ -583,21 +580,8 @@ class _WatchState:
     first_table: bool = True
 
 
-_END = object()
 _WATCH_BATCH = 256
-
-
-async def _pump(events: Any, queue: asyncio.Queue[Any]) -> None:
-    try:
-        async for item in events:
-            await queue.put(item)
-    except ApiError as e:
-        await queue.put(("ERROR", e.status()))
-    finally:
-        try:
-            queue.put_nowait(_END)
-        except asyncio.QueueFull:
-            pass
+_COALESCE = 0.002  # seconds: the shortest time between two chunks of a busy watch
 
 
 def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.Application:

@@ -1,7 +1,8 @@
 """Patch algorithms for PATCH requests: JSON merge patch, JSON patch, strategic merge patch, apply.
 
 Pure functions on plain JSON values (``dict``/``list``/``str``/``int``/``float``/``bool``/``None``).
-Inputs are never mutated and results never share mutable containers with the inputs.
+Inputs are never mutated and results never share mutable containers with the inputs, except in
+:func:`merge_patch_into`, which patches a target its caller owns in place.
 
 * :func:`apply_merge_patch` / :func:`merge_patch` - RFC 7386 (``application/merge-patch+json``).
 * :func:`apply_json_patch` - RFC 6902 (``application/json-patch+json``), at most 10,000 operations.
@@ -21,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 __all__ = [
     "BUILTIN_MERGE_KEYS",
     "EMPTY_MERGE_KEYS",
@@ -38,6 +41,7 @@ __all__ = [
     "merge_key_table_for",
     "merge_key_table_from_schema",
     "merge_patch",
+    "merge_patch_into",
 ]
 
 MAX_JSON_PATCH_OPERATIONS = 10_000
@@ -134,6 +138,45 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def merge_patch_into(target: dict[str, Any], patch: Any) -> dict[str, Any]:
+    """Apply a JSON merge patch to ``target`` IN PLACE (the one exception to "inputs are never mutated"):
+    for a caller that owns ``target``, e.g. a fresh decode of the stored object. Costs O(patch), not a copy of
+    the whole target. Values taken from ``patch`` are copied, so the result shares nothing with it. Returns
+    ``target``; the result equals ``apply_merge_patch(target, patch)``.
+    """
+    if not isinstance(target, dict):
+        raise PatchError(f"merge patch target must be a JSON object, got {_json_type(target)}")
+    if not isinstance(patch, dict):
+        raise PatchError(f"merge patch must be a JSON object, got {_json_type(patch)}")
+    _merge_into(target, patch)
+    return target
+
+
+def _merge_into(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict):
+            current = target.get(key)
+            if isinstance(current, dict):
+                _merge_into(current, value)
+            else:
+                target[key] = merge_patch(None, value)
+        elif isinstance(value, list):
+            target[key] = _copy_list(value)
+        else:
+            target[key] = value
+
+
+def _copy_list(value: list[Any]) -> list[Any]:
+    """A deep copy of a JSON array; through orjson when it can (many times faster for big ones)."""
+    try:
+        copied: list[Any] = orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):  # not plain JSON (or beyond orjson's integers): copy it as is
+        return [_copy(v) for v in value]
+    return copied
 
 
 def apply_merge_patch(target: dict[str, Any], patch: Any) -> dict[str, Any]:

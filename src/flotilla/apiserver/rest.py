@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +26,22 @@ from flotilla.apiserver.objects import decode, decode_kv, encode, generate_name,
 from flotilla.apiserver.patch import (
     PatchError,
     apply_json_patch,
-    apply_merge_patch,
     apply_server_side_apply,
     apply_strategic_merge_patch,
     merge_key_table_for,
+    merge_patch_into,
 )
 from flotilla.apiserver.resource_types import ResourceType
-from flotilla.apiserver.schema_check import apply_defaults, prune, schema_errors, unknown_fields
+from flotilla.apiserver.schema_check import (
+    Skip,
+    defaults,
+    has_unknown_fields,
+    prune,
+    schema_errors,
+    unchanged_parts,
+    unknown_fields,
+    valid,
+)
 from flotilla.apiserver.selectors import (
     SelectorError,
     check_supported,
@@ -50,7 +60,9 @@ from flotilla.storage import (
     KeyValue,
     Store,
     WatchClosedError,
+    WatchEvent,
 )
+from flotilla.storage.fanout import PolledWatcher
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -62,6 +74,47 @@ _RETRIES = 100
 
 NAMESPACE_FINALIZER = "kubernetes"
 PROGRESS = "PROGRESS"  # watch event type internal to the server: "everything up to this revision was sent"
+DECODED_CACHE_SIZE = 2048  # watch events decoded once and shared by every watcher: the newest ones kept
+_COMPUTE: Any = object()  # "compare with the stored object to find the unchanged parts"
+_ABSENT: Any = object()
+
+
+class DecodedObjects:
+    """Objects of recent watch events, decoded once per store revision and shared by every watcher.
+
+    A revision is one write of one key, so ``(value, revision)`` always decodes to the same object. The objects
+    are shared: whoever gets one must not mutate it (the HTTP layer only serializes them; the in-process
+    transport hands them to informers, whose caches are read-only by contract).
+    """
+
+    def __init__(self, size: int = DECODED_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[int, dict[str, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, value: bytes, revision: int, slot: int | None = None) -> dict[str, Any]:
+        """``decode(value, revision)``, shared. ``slot`` (default ``revision``) names the value when it is not
+        the one written at ``revision`` (a watch's previous value: ``-revision``)."""
+        key = revision if slot is None else slot
+        items = self._items
+        obj = items.get(key)
+        if obj is None:
+            obj = decode(value, revision)
+            if len(items) >= self.size:
+                items.popitem(last=False)
+            items[key] = obj
+        return obj
+
+    def cached(self, kv: KeyValue) -> dict[str, Any] | None:
+        """The shared object of ``kv``'s revision if it is here (read it, never change it), else None."""
+        return self._items.get(kv.mod_revision)
+
+    def peek(self, kv: KeyValue) -> dict[str, Any]:
+        """The shared object of ``kv`` if it is still here, else a new one (not kept: lists must not churn)."""
+        obj = self._items.get(kv.mod_revision)
+        return obj if obj is not None else decode(kv.value, kv.mod_revision)
 
 
 @dataclass
@@ -139,10 +192,24 @@ class ResourceStorage:
         self.namespace_rt = types.lookup("", "v1", "namespaces")
         # name -> terminating?, kept by NamespaceLifecycle; None: always read the store
         self.namespace_cache: dict[str, bool] | None = None
+        self.decoded = DecodedObjects()
 
     # ------------------------------------------------------------------ helpers
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> str:
         return rt.key(namespace, name)
+
+    def _old(self, kv: KeyValue) -> tuple[dict[str, Any], bool]:
+        """The stored object to write against, READ-ONLY, and whether it is shared (a watch event's object).
+
+        Writes read the stored object (preconditions, what changed, admission's ``old``) but never change it:
+        the revision's shared object serves when it was decoded already, which saves a decode per write. The
+        places that would hand a part of it to the caller (the status a main-resource write keeps, the object
+        a no-op write returns) copy it when it is shared.
+        """
+        shared = self.decoded.cached(kv)
+        if shared is not None:
+            return shared, True
+        return decode_kv(kv), False
 
     async def _get_kv(self, rt: ResourceType, namespace: str | None, name: str) -> KeyValue:
         kv = await self.store.get(self._key(rt, namespace, name))
@@ -175,9 +242,13 @@ class ResourceStorage:
                              "field": "metadata.namespace"}]},
             )
 
-    def _notify(self, rt: ResourceType, kind: str, obj: dict[str, Any]) -> None:
-        for cb in self.after_write:
-            cb(rt, kind, obj)
+    def _notify(self, rt: ResourceType, kind: str, value: bytes, revision: int) -> None:
+        """Tell the ``after_write`` hooks. They get the shared object of the revision (what its watch event will
+        carry, decoded once for both), never the object the writer returns: that one is the caller's."""
+        if self.after_write:
+            obj = self.decoded.get(value, revision)
+            for cb in self.after_write:
+                cb(rt, kind, obj)
 
     @staticmethod
     def _check_body(rt: ResourceType, body: Any) -> dict[str, Any]:
@@ -204,29 +275,87 @@ class ResourceStorage:
         body["kind"] = rt.kind
         return body
 
-    def _field_checks(self, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext) -> None:
+    def _patched_parts(self, rt: ResourceType, patch: dict[str, Any], obj: dict[str, Any],
+                       subresource: str | None, *, stored: bool) -> Skip | None:
+        """What :meth:`_unchanged` would find for a merge patch applied to a fresh decode of the stored object
+        (``obj``), without comparing anything: the parts the patch does not name are the stored bytes decoded,
+        exactly. (A part the patch names but leaves as it was counts as changed: it is checked again.)
+
+        ``stored``: for the object as ``_write_update`` validates it, where a status write has kept everything
+        but its status as stored and a main-resource write the stored status; else for the patched object as
+        it is. None (compare instead) when the kind has a server-side strategy, which may change any part.
+        """
+        if rt.from_crd or not rt.schema or (rt.group, rt.kind) in self.strategies:
+            return None
+        skip: Skip = {}
+        for k, v in obj.items():
+            if subresource == "status":
+                if k != "status":
+                    skip[k] = None
+                    continue
+                p = patch.get("status", _ABSENT)
+            else:
+                if stored and k == "status" and rt.has_status:
+                    skip[k] = None  # the stored status stays
+                    continue
+                p = patch.get(k, _ABSENT)
+            if p is _ABSENT:
+                skip[k] = None
+            elif isinstance(p, dict) and isinstance(v, dict):
+                if k == "metadata" and all(pk == "resourceVersion" for pk in p):
+                    skip[k] = None  # a precondition only; resourceVersion is the store's
+                    continue
+                inner: Skip = {k2: None for k2 in v if k2 not in p}
+                if inner:
+                    skip[k] = inner
+        return skip
+
+    @staticmethod
+    def _unchanged(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> Skip | None:
+        """The parts of ``obj`` exactly as in ``old``, a stored version of it, which passed the same checks.
+
+        Only for built-in kinds: their schemas never change while the server runs, so an unchanged part checks
+        out as it did when it was stored. A custom resource's schema changes with its CRD: checked in full.
+        """
+        if old is None or rt.from_crd or not rt.schema:
+            return None
+        return unchanged_parts(obj, old)
+
+    def _field_checks(self, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext,
+                      old: dict[str, Any] | None = None, skip: Any = _COMPUTE) -> None:
         """Unknown fields per fieldValidation (Strict: 400; Warn: warning) and pruning of them."""
         if not rt.schema:
             return
         enforce = rt.strict_schema or rt.from_crd
         if not enforce:
             return
-        unknown = unknown_fields(obj, rt.schema)
+        if skip is _COMPUTE:
+            skip = self._unchanged(rt, obj, old)
+        if skip is not None and rt.has_status and "status" in skip:
+            # status writes are not field-checked (nor defaulted): a stored status may hold what these find
+            skip = {k: v for k, v in skip.items() if k != "status"}
+        unknown = unknown_fields(obj, rt.schema, skip=skip) if has_unknown_fields(obj, rt.schema, skip) else []
         if unknown and ctx.field_validation == "Strict":
             msg = ", ".join(f'unknown field "{u}"' for u in unknown)
             raise errors.bad_request(f"strict decoding error: {msg}")
         if unknown and ctx.field_validation == "Warn":
             ctx.warnings.extend(f'unknown field "{u}"' for u in unknown)
         if unknown:
-            prune(obj, rt.schema)
-        apply_defaults(obj, rt.schema)
+            prune(obj, rt.schema, skip=skip)
+        defaults(obj, rt.schema, skip)
 
     def _validate(
-        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation, ctx: RequestContext
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation, ctx: RequestContext,
+        skip: Any = _COMPUTE,
     ) -> None:
-        causes: list[Cause] = validate_metadata(rt.group, rt.kind, obj, namespaced=rt.namespaced)
-        if rt.schema:
-            causes.extend(schema_errors(obj, rt.schema))
+        if skip is _COMPUTE:
+            skip = self._unchanged(rt, obj, old)
+        if skip is not None and "metadata" in skip and skip["metadata"] is None:
+            causes: list[Cause] = []  # metadata exactly as stored: it passed these checks then
+        else:
+            causes = validate_metadata(rt.group, rt.kind, obj, namespaced=rt.namespaced)
+        if rt.schema and not valid(obj, rt.schema, skip):  # the compiled check; the messages only when needed
+            causes.extend(schema_errors(obj, rt.schema, skip=skip))
         result = self.admission.admit(rt.group, rt.kind, obj, old, op)
         causes.extend(result.causes)
         ctx.warnings.extend(result.warnings)
@@ -296,19 +425,23 @@ class ResourceStorage:
             if ctx.dry_run:
                 return obj
             try:
-                rev = await self.store.create(self._key(rt, namespace, md["name"]), encode(obj))
+                value = encode(obj)
+                rev = await self.store.create(self._key(rt, namespace, md["name"]), value)
             except KeyExistsError:
                 if generate and attempt < 4:
                     continue
                 raise errors.already_exists(rt, md["name"]) from None
             md["resourceVersion"] = str(rev)
-            self._notify(rt, "ADDED", obj)
+            self._notify(rt, "ADDED", value, rev)
             return obj
         raise errors.already_exists(rt, md.get("name", ""))
 
     # ------------------------------------------------------------------ get / list
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        return decode_kv(await self._get_kv(rt, namespace, name))
+    async def get(self, rt: ResourceType, namespace: str | None, name: str, *, shared: bool = False) -> dict[str, Any]:
+        """The object, the caller's own; with ``shared`` (for a caller that only reads it, e.g. to serialize it)
+        possibly the revision's shared object, which saves decoding it again."""
+        kv = await self._get_kv(rt, namespace, name)
+        return self.decoded.peek(kv) if shared else decode_kv(kv)
 
     def _selectors(self, rt: ResourceType, label_selector: str, field_selector: str):  # type: ignore[no-untyped-def]
         try:
@@ -346,8 +479,11 @@ class ResourceStorage:
         continue_token: str = "",
         resource_version: str = "",
         resource_version_match: str = "",
+        shared: bool = False,
     ) -> dict[str, Any]:
+        """A List; its items are the caller's own, or with ``shared`` possibly shared objects (see ``get``)."""
         ls, fs = self._selectors(rt, label_selector, field_selector)
+        decode_item = self.decoded.peek if shared else decode_kv
         prefix = rt.key_prefix(namespace if rt.namespaced else None)
         revision = 0
         start_after = ""
@@ -387,13 +523,13 @@ class ResourceStorage:
                 list_rev = await self.store.current_revision()
                 kv = await self.store.get(self._key(rt, namespace, only_name)) if (namespace or not rt.namespaced) else None
                 if kv is not None:
-                    obj = decode_kv(kv)
+                    obj = decode_item(kv)
                     if self._matches(obj, ls, fs):
                         items.append(obj)
                 elif rt.namespaced and not namespace:
                     res = await self.store.list(prefix)
                     list_rev = res.revision
-                    items = [o for o in (decode_kv(k) for k in res.items) if self._matches(o, ls, fs)]
+                    items = [o for o in (decode_item(k) for k in res.items) if self._matches(o, ls, fs)]
             else:
                 list_rev = revision
                 cursor = start_after
@@ -404,7 +540,7 @@ class ResourceStorage:
                     list_rev = res.revision
                     for i, kv in enumerate(res.items):
                         cursor = kv.key
-                        obj = decode_kv(kv)
+                        obj = decode_item(kv)
                         if self._matches(obj, ls, fs):
                             items.append(obj)
                         if limit and len(items) >= limit:
@@ -448,24 +584,30 @@ class ResourceStorage:
 
     # ------------------------------------------------------------------ update
     def _merge_for_update(
-        self, rt: ResourceType, body: dict[str, Any], old: dict[str, Any], subresource: str | None
+        self, rt: ResourceType, body: dict[str, Any], old: dict[str, Any], subresource: str | None, kv: KeyValue,
+        old_shared: bool = False,
     ) -> dict[str, Any]:
+        """The object to store: ``body`` (which the caller hands over) merged with ``old`` per subresource.
+
+        A subresource write starts from a fresh copy of the stored object (decoding ``kv`` is several times
+        cheaper than deep-copying ``old``).
+        """
         if subresource == "status":
-            new = copy.deepcopy(old)
+            new = decode_kv(kv)
             if "status" in body:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
             return new
         if subresource == "finalize":
-            new = copy.deepcopy(old)
+            new = decode_kv(kv)
             spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
             new.setdefault("spec", {})["finalizers"] = list(spec.get("finalizers") or [])
             return new
         new = body
         if rt.has_status:
             if "status" in old:
-                new["status"] = old["status"]
+                new["status"] = orjson.loads(orjson.dumps(old["status"])) if old_shared else old["status"]
             else:
                 new.pop("status", None)
         return new
@@ -478,7 +620,11 @@ class ResourceStorage:
         body: Any,
         ctx: RequestContext | None = None,
         subresource: str | None = None,
+        *,
+        owned: bool = False,
     ) -> dict[str, Any]:
+        """PUT. ``owned``: the caller hands ``body`` over (the HTTP layer's parsed body, the in-process transport's
+        copy), so the write may build the new object out of it; else the body's nested objects are left alone."""
         ctx = ctx or RequestContext()
         body = self._check_body(rt, body)
         md = meta(body)
@@ -491,16 +637,29 @@ class ResourceStorage:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         precondition = md.get("resourceVersion") or ""
+        stored: tuple[KeyValue, dict[str, Any], bool] | None = None
         if subresource is None:
-            self._field_checks(rt, body, ctx)
-        for _ in range(_RETRIES):
-            kv = await self._get_kv(rt, namespace, name)
+            found = await self.store.get(self._key(rt, namespace, name))
+            if found is not None:
+                stored = (found, *self._old(found))
+            self._field_checks(rt, body, ctx, stored[1] if stored is not None else None)
+        pristine: bytes | None = None
+        for attempt in range(_RETRIES):
+            if attempt == 0 and stored is not None:
+                kv, old, shared = stored  # read just above, nothing awaited since
+            else:
+                kv = await self._get_kv(rt, namespace, name)
+                old, shared = self._old(kv)
             if precondition and precondition != str(kv.mod_revision):
                 raise errors.conflict(rt, name)
-            old = decode_kv(kv)
-            new = self._merge_for_update(rt, copy.deepcopy(body), old, subresource)
+            # an owned body is consumed by the first attempt; a retry (or a body not handed over) starts again
+            # from a copy taken before (an orjson round trip: several times cheaper than a deep copy)
+            if pristine is None:
+                pristine = orjson.dumps(body)
+            work = body if attempt == 0 and owned else orjson.loads(pristine)
+            new = self._merge_for_update(rt, work, old, subresource, kv, shared)
             try:
-                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource)
+                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared)
             except _Retry:
                 if precondition:
                     raise errors.conflict(rt, name) from None
@@ -517,8 +676,12 @@ class ResourceStorage:
         new: dict[str, Any],
         ctx: RequestContext,
         subresource: str | None,
+        old_shared: bool = False,
+        skip: Any = _COMPUTE,
     ) -> dict[str, Any]:
-        om, nm = meta(old), meta(new)
+        """Store ``new`` (the caller's from now on) over ``old`` (read-only; shared with watchers if
+        ``old_shared``)."""
+        om, nm = old["metadata"], meta(new)
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if key in om:
                 nm[key] = om[key]
@@ -546,21 +709,22 @@ class ResourceStorage:
             strategy(new, old)
         # admission defaults first (as kube-apiserver's mutating admission runs before the generation is decided):
         # a write whose spec only differs by what defaulting puts back is not a spec change
-        self._validate(rt, new, old, "UPDATE", ctx)
+        self._validate(rt, new, old, "UPDATE", ctx, skip)
         self._bump_generation(rt, new, old)
         value = encode(new)
         if value == kv.value:
-            return old  # no-op (encoding is canonical: sorted keys): nothing bumps, no event
+            # no-op (encoding is canonical: sorted keys): nothing bumps, no event
+            return decode_kv(kv) if old_shared else old
         if ctx.dry_run:
             nm["resourceVersion"] = str(kv.mod_revision)
             return new
         if nm.get("deletionTimestamp") and not pending_finalizers(rt, new):
             try:
-                rev, _ = await self.store.delete(kv.key, kv.mod_revision)
+                rev, last = await self.store.delete(kv.key, kv.mod_revision)
             except (ConflictError, KeyNotFoundError):
                 raise _Retry() from None
             nm["resourceVersion"] = str(rev)
-            self._notify(rt, "DELETED", new)
+            self._notify(rt, "DELETED", last.value, rev)
             return new
         try:
             rev = await self.store.update(kv.key, value, kv.mod_revision)
@@ -569,7 +733,7 @@ class ResourceStorage:
         except KeyNotFoundError:
             raise errors.not_found(rt, name) from None
         nm["resourceVersion"] = str(rev)
-        self._notify(rt, "MODIFIED", new)
+        self._notify(rt, "MODIFIED", value, rev)
         return new
 
     # ------------------------------------------------------------------ patch
@@ -612,9 +776,9 @@ class ResourceStorage:
                     meta(body)["name"] = name
                     return await self.create(rt, namespace, body, ctx), True
                 raise errors.not_found(rt, name)
-            old = decode_kv(kv)
+            old, shared = self._old(kv)
             try:
-                patched = self._apply_patch(rt, old, patch_type, patch)
+                patched = self._apply_patch(rt, old, kv, patch_type, patch)
             except PatchError as e:
                 raise errors.patch_failed(rt, name, str(e)) from None
             if not isinstance(patched, dict):
@@ -627,20 +791,44 @@ class ResourceStorage:
                 raise errors.conflict(rt, name)
             if patched.get("kind") not in (None, rt.kind) or patched.get("apiVersion") not in (None, rt.api_version):
                 raise errors.bad_request("a patch may not change apiVersion or kind")
+            skip: Any = _COMPUTE
+            fields_skip: Any = _COMPUTE
+            if patch_type == MERGE_PATCH and isinstance(patched, dict):
+                # what the patch names is all that may have changed: no need to compare to find the rest
+                skip = self._patched_parts(rt, patch, patched, subresource, stored=True)
+                if skip is None:
+                    skip = _COMPUTE
+                elif subresource is None:
+                    fields_skip = self._patched_parts(rt, patch, patched, subresource, stored=False)
             if subresource is None:
-                self._field_checks(rt, patched, ctx)
-            new = self._merge_for_update(rt, patched, old, subresource)
+                self._field_checks(rt, patched, ctx, old, fields_skip)
+                new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
+            elif subresource == "status" and patch_type == MERGE_PATCH:
+                # ``patched`` is a fresh copy of the stored object changed only where the patch says: the
+                # status write keeps its status and puts back what the patch changed elsewhere
+                new = patched
+                for k in patch:
+                    if k != "status":
+                        if k in old:
+                            new[k] = orjson.loads(orjson.dumps(old[k]))
+                        else:
+                            new.pop(k, None)
+            else:
+                new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
             try:
-                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource), False
+                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared,
+                                                skip), False
             except _Retry:
                 if precondition:
                     raise errors.conflict(rt, name) from None
                 continue
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
-    def _apply_patch(self, rt: ResourceType, old: dict[str, Any], patch_type: str, patch: Any) -> Any:
+    def _apply_patch(self, rt: ResourceType, old: dict[str, Any], kv: KeyValue, patch_type: str, patch: Any) -> Any:
+        """The patched object, sharing nothing with ``old`` or ``patch``."""
         if patch_type == MERGE_PATCH:
-            return apply_merge_patch(old, patch)
+            # into a fresh copy of the stored object: O(patch), not a copy of the whole object per level
+            return merge_patch_into(decode_kv(kv), patch)
         if patch_type == JSON_PATCH:
             return apply_json_patch(old, patch)
         table = merge_key_table_for(rt.group, rt.kind)
@@ -705,12 +893,13 @@ class ResourceStorage:
                 self._bump_generation(rt, new, obj)
                 if ctx.dry_run:
                     return new, 200
+                value = encode(new)
                 try:
-                    rev = await self.store.update(kv.key, encode(new), kv.mod_revision)
+                    rev = await self.store.update(kv.key, value, kv.mod_revision)
                 except ConflictError:
                     continue
                 nm["resourceVersion"] = str(rev)
-                self._notify(rt, "MODIFIED", new)
+                self._notify(rt, "MODIFIED", value, rev)
                 return new, 202 if propagation == "Foreground" else 200
             if ctx.dry_run:
                 return (obj if rt.return_deleted_object else self._success(rt, obj)), 200
@@ -719,7 +908,7 @@ class ResourceStorage:
             except (ConflictError, KeyNotFoundError):
                 continue
             deleted = decode(last.value, rev)
-            self._notify(rt, "DELETED", deleted)
+            self._notify(rt, "DELETED", last.value, rev)
             if rt.return_deleted_object:
                 return deleted, 200
             return self._success(rt, deleted, propagation), 200
@@ -763,7 +952,10 @@ class ResourceStorage:
 
     # ------------------------------------------------------------------ watch
     async def watch(self, rt: ResourceType, spec: WatchSpec) -> WatchStream:
-        """Yield (type, object). Raises ApiError(410) at once when the RV is too old."""
+        """The events (type, object) of a watch. Raises ApiError(410) at once when the RV is too old.
+
+        The objects are shared with every other watcher of the same revision: do not mutate them.
+        """
         ls, fs = self._selectors(rt, spec.label_selector, spec.field_selector)
         prefix = rt.key_prefix(spec.namespace if rt.namespaced else None)
         rv = spec.resource_version
@@ -771,7 +963,8 @@ class ResourceStorage:
         if spec.send_initial_events or rv in ("", "0"):
             res = await self.store.list(prefix)
             start = res.revision
-            initial = [o for o in (decode_kv(kv) for kv in res.items) if self._matches(o, ls, fs)]
+            peek = self.decoded.peek
+            initial = [o for o in (peek(kv) for kv in res.items) if self._matches(o, ls, fs)]
         else:
             try:
                 start = int(rv)
@@ -781,75 +974,162 @@ class ResourceStorage:
             watcher = await self.store.watch(prefix, start)
         except CompactedError as e:
             raise errors.expired(f"too old resource version: {start} ({e.compacted + 1})") from None
-        stream = WatchStream(watcher)
-        stream.events = self._watch_events(stream, rt, watcher, initial, start, ls, fs, spec)
-        return stream
-
-    async def _watch_events(
-        self, stream: WatchStream, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]], start: int,
-        ls: Any, fs: Any, spec: WatchSpec,
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        unfiltered = ls.empty and not fs.requirements
-        try:
-            for obj in initial:
-                yield "ADDED", obj
-            if spec.send_initial_events:
-                yield "BOOKMARK", {
-                    "kind": rt.kind,
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}},
-                }
-            elif initial or spec.resource_version in ("", "0"):
-                # not sent to clients: tells the HTTP layer the snapshot's revision, which later bookmarks
-                # may carry (the initial objects' own revisions are older and unordered)
-                yield PROGRESS, {"metadata": {"resourceVersion": str(start)}}
-            stream.initial_done = True
-            try:
-                async for ev in watcher:
-                    if ev.type == "DELETE":
-                        obj = decode(ev.value, ev.revision)
-                        if self._matches(obj, ls, fs):
-                            yield "DELETED", obj
-                        continue
-                    obj = decode(ev.value, ev.revision)
-                    now = self._matches(obj, ls, fs)
-                    if ev.prev_value is None:
-                        if now:
-                            yield "ADDED", obj
-                        continue
-                    before = True if unfiltered else self._matches(decode(ev.prev_value, ev.revision), ls, fs)
-                    if now and before:
-                        yield "MODIFIED", obj
-                    elif now:
-                        yield "ADDED", obj
-                    elif before:
-                        yield "DELETED", obj
-            except WatchClosedError:
-                yield "ERROR", errors.expired("watch closed by the server: the client fell too far behind; "
-                                              "re-list and watch again").status()
-            except CompactedError as e:
-                yield "ERROR", errors.expired(f"too old resource version: {start} ({e.compacted + 1})").status()
-        finally:
-            await watcher.close()
+        return WatchStream(self.decoded, rt, watcher, initial, start, ls, fs, spec)
 
 
 class WatchStream:
-    """The events of one watch (iterate it), and how far the underlying store watch has got."""
+    """The events of one watch, and how far the underlying store watch has got.
 
-    def __init__(self, watcher: Any) -> None:
+    Read it with ``poll`` (the next event ready now, or None; no await, no task) and ``wakeup`` (a future done
+    once ``poll`` has something again), or iterate it (async). ``finished``: nothing more will come. An
+    ``ERROR`` event (410 Expired: the store ended the watch, or its history was compacted) is the last one.
+    """
+
+    def __init__(self, decoded: DecodedObjects, rt: ResourceType, watcher: Any, initial: list[dict[str, Any]],
+                 start: int, ls: Any, fs: Any, spec: WatchSpec) -> None:
+        if not hasattr(watcher, "wakeup"):
+            watcher = PolledWatcher(watcher)
         self._watcher = watcher
-        self.initial_done = False
-        self.events: AsyncIterator[tuple[str, dict[str, Any]]]
+        self._decoded = decoded
+        self._ls = ls
+        self._fs = fs
+        self._filtered = not (ls.empty and not fs.requirements)
+        self._start = start
+        self._ended = False  # no more events from the store watch (closed, or an ERROR was produced)
+        self._closed = False
+        pending: deque[tuple[str, dict[str, Any]]] = deque(("ADDED", obj) for obj in initial)
+        if spec.send_initial_events:
+            pending.append(("BOOKMARK", {
+                "kind": rt.kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}},
+            }))
+        elif initial or spec.resource_version in ("", "0"):
+            # not sent to clients: tells the HTTP layer the snapshot's revision, which later bookmarks
+            # may carry (the initial objects' own revisions are older and unordered)
+            pending.append((PROGRESS, {"metadata": {"resourceVersion": str(start)}}))
+        self._pending = pending
+        self.initial_done = not pending
 
-    def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        return self.events
+    # -- reading -------------------------------------------------------------------------------
+    def poll(self) -> tuple[str, dict[str, Any]] | None:
+        """The next event if one is ready, else None (see ``finished``)."""
+        pending = self._pending
+        if pending:
+            item = pending.popleft()
+            if not pending:
+                self.initial_done = True
+            return item
+        if self._ended or self._closed:
+            return None
+        watcher = self._watcher
+        while True:
+            try:
+                ev = watcher.poll()
+            except WatchClosedError:
+                self._ended = True
+                return "ERROR", errors.expired("watch closed by the server: the client fell too far behind; "
+                                               "re-list and watch again").status()
+            except CompactedError as e:
+                self._ended = True
+                return "ERROR", errors.expired(f"too old resource version: {self._start} "
+                                               f"({e.compacted + 1})").status()
+            if ev is None:
+                if watcher.finished:
+                    self._ended = True
+                return None
+            item = self._event(ev)
+            if item is not None:
+                return item
+
+    def _event(self, ev: WatchEvent) -> tuple[str, dict[str, Any]] | None:
+        obj = self._decoded.get(ev.value, ev.revision)
+        if ev.type == "DELETE":
+            return ("DELETED", obj) if not self._filtered or self._matches(obj) else None
+        if not self._filtered:
+            return ("ADDED", obj) if ev.prev_value is None else ("MODIFIED", obj)
+        now = self._matches(obj)
+        if ev.prev_value is None:
+            return ("ADDED", obj) if now else None
+        before = self._matches(self._decoded.get(ev.prev_value, ev.revision, -ev.revision))
+        if now and before:
+            return "MODIFIED", obj
+        if now:
+            return "ADDED", obj
+        if before:
+            return "DELETED", obj
+        return None
+
+    def _matches(self, obj: dict[str, Any]) -> bool:
+        return ResourceStorage._matches(obj, self._ls, self._fs)
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will come (the store watch ended, or after an ERROR event)."""
+        return not self._pending and (self._ended or self._closed)
+
+    def wakeup(self) -> asyncio.Future[None]:
+        """A future done once ``poll`` may have something; cancelling it loses nothing."""
+        if self._pending or self._ended or self._closed:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        wakeup: asyncio.Future[None] = self._watcher.wakeup()
+        return wakeup
+
+    async def wait(self, within: float | None = None) -> bool:
+        """Wait until ``poll`` may have something, at most ``within`` seconds; False when the time ran out."""
+        wakeup = self.wakeup()
+        if wakeup.done():
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        wakeup.add_done_callback(wake)
+        timer = loop.call_later(within, wake) if within is not None else None
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            wakeup.remove_done_callback(wake)
+        return wakeup.done()
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> tuple[str, dict[str, Any]]:
+        while True:
+            item = self.poll()
+            if item is not None:
+                return item
+            if self.finished:
+                await self.aclose()
+                raise StopAsyncIteration
+            await self.wakeup()
 
     async def aclose(self) -> None:
-        await self.events.aclose()  # type: ignore[attr-defined]
+        if self._closed:
+            return
+        self._closed = True
+        self._pending.clear()
+        await self._watcher.close()
+
+    def __del__(self) -> None:
+        # a consumer that stopped reading without aclose: the store must not keep feeding the watcher
+        if not self._closed:
+            self._closed = True
+            discard = getattr(self._watcher, "discard", None)
+            if discard is not None:
+                discard()
 
     def progress_revision(self) -> int | None:
         """While the consumer waits for the next event: a revision every event up to which was sent."""
-        if not self.initial_done:
+        if not self.initial_done or self._closed:
             return None
         progress: int | None = self._watcher.progress_revision()
         return progress

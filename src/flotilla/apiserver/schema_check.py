@@ -2,11 +2,17 @@
 
 Three jobs: find unknown fields (fieldValidation=Strict/Warn), prune them (what the server stores),
 and report type/enum/required violations with Kubernetes field paths (422 causes).
+
+Every function takes an optional ``skip``: the parts of the object known to be exactly as in a stored version
+that passed the same checks against the same schema (see :func:`unchanged_parts`). Those parts would give the
+same answer again (no unknown fields, nothing to prune, defaults present, no errors), so they are not walked.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
 
 from flotilla.apiserver.errors import Cause
 
@@ -25,7 +31,56 @@ def _props(schema: dict[str, Any]) -> dict[str, Any] | None:
     return props if isinstance(props, dict) else None
 
 
-def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool = True) -> list[str]:
+#: ``skip`` maps a key of a dict to None (that value is unchanged: skip it) or to the ``skip`` of that value
+Skip = dict[str, "Skip | None"]
+_ABSENT: Any = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON, strictly: ``True`` is not ``1`` and ``1.0`` is not ``1`` (unlike Python's ``==``).
+
+    Python's ``==`` rules out most differences at C speed; equal containers are then compared as encoded JSON,
+    which tells ``true`` from ``1``. Members in another order encode differently: then they count as changed,
+    which only costs a check (objects patched in place keep their order).
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (dict, list)):
+        return bool(a == b) and orjson.dumps(a) == orjson.dumps(b)
+    return bool(a == b)
+
+
+def unchanged_parts(new: dict[str, Any], old: dict[str, Any]) -> Skip:
+    """The top-level values of ``new`` (and the values one level below them) exactly as in ``old``.
+
+    ``metadata.resourceVersion`` is left out of the comparison: it is the store's, not the object's.
+    """
+    skip: Skip = {}
+    for k, v in new.items():
+        o = old.get(k, _ABSENT)
+        if o is _ABSENT or type(o) is not type(v):
+            continue
+        if k == "metadata" and isinstance(v, dict):
+            v = {mk: mv for mk, mv in v.items() if mk != "resourceVersion"}
+            o = {mk: mv for mk, mv in o.items() if mk != "resourceVersion"}
+        if _same(v, o):
+            skip[k] = None
+        elif isinstance(v, dict):
+            inner: Skip = {k2: None for k2, v2 in v.items() if k2 in o and _same(v2, o[k2])}
+            if inner:
+                skip[k] = inner
+    return skip
+
+
+def _child_skip(skip: Skip | None, k: str) -> Any:
+    """_ABSENT: walk the child fully; None: skip it; a Skip: walk it, skipping those parts."""
+    if skip is None:
+        return _ABSENT
+    return skip.get(k, _ABSENT)
+
+
+def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool = True,
+                   skip: Skip | None = None) -> list[str]:
     """Paths of fields in ``obj`` the schema does not declare (``.spec.foo`` style, as Kubernetes prints)."""
     found: list[str] = []
     if not schema or schema.get(_PRESERVE):
@@ -36,10 +91,14 @@ def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: boo
         for k, v in obj.items():
             if top and k in _ALWAYS_KNOWN_TOP:
                 continue
+            s = _child_skip(skip, k)
+            if s is None:
+                continue
+            sub = None if s is _ABSENT else s
             if props is not None and k in props:
-                found.extend(unknown_fields(v, props[k], _join(path, k), top=False))
+                found.extend(unknown_fields(v, props[k], _join(path, k), top=False, skip=sub))
             elif isinstance(addl, dict):
-                found.extend(unknown_fields(v, addl, _join(path, k), top=False))
+                found.extend(unknown_fields(v, addl, _join(path, k), top=False, skip=sub))
             elif addl is True or (props is None and schema.get("type") != "object"):
                 continue
             elif props is not None or schema.get("type") == "object":
@@ -52,7 +111,7 @@ def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: boo
     return found
 
 
-def prune(obj: Any, schema: dict[str, Any], *, top: bool = True) -> None:
+def prune(obj: Any, schema: dict[str, Any], *, top: bool = True, skip: Skip | None = None) -> None:
     """Drop undeclared fields in place (keeps apiVersion/kind/metadata at the top)."""
     if not schema or schema.get(_PRESERVE):
         return
@@ -62,10 +121,14 @@ def prune(obj: Any, schema: dict[str, Any], *, top: bool = True) -> None:
         for k in list(obj):
             if top and k in _ALWAYS_KNOWN_TOP:
                 continue
+            s = _child_skip(skip, k)
+            if s is None:
+                continue
+            sub = None if s is _ABSENT else s
             if props is not None and k in props:
-                prune(obj[k], props[k], top=False)
+                prune(obj[k], props[k], top=False, skip=sub)
             elif isinstance(addl, dict):
-                prune(obj[k], addl, top=False)
+                prune(obj[k], addl, top=False, skip=sub)
             elif addl is True:
                 continue
             elif props is not None or schema.get("type") == "object":
@@ -113,7 +176,8 @@ _TYPE_NAMES = {
 }
 
 
-def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool = True) -> list[Cause]:
+def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool = True,
+                  skip: Skip | None = None) -> list[Cause]:
     """Type, enum, required, pattern-free checks; paths like ``spec.failover.cluster.purgeMode``."""
     causes: list[Cause] = []
     if not schema:
@@ -137,10 +201,14 @@ def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool
         for k, v in obj.items():
             if top and k in _SERVER_SET_TOP:
                 continue
+            s = _child_skip(skip, k)
+            if s is None:
+                continue
+            sub = None if s is _ABSENT else s
             if k in props:
-                causes.extend(schema_errors(v, props[k], _join(path, k), top=False))
+                causes.extend(schema_errors(v, props[k], _join(path, k), top=False, skip=sub))
             elif isinstance(addl, dict):
-                causes.extend(schema_errors(v, addl, _join(path, k), top=False))
+                causes.extend(schema_errors(v, addl, _join(path, k), top=False, skip=sub))
         _bounds(obj, schema, path, causes, len(obj), "properties")
     elif isinstance(obj, list):
         items = schema.get("items")
@@ -172,7 +240,7 @@ def _bounds(obj: Any, schema: dict[str, Any], path: str, causes: list[Cause], n:
         causes.append(Cause(path, f"Too many: {n}: must have at most {hi} {what}", "FieldValueTooMany"))
 
 
-def apply_defaults(obj: Any, schema: dict[str, Any], *, top: bool = True) -> None:
+def apply_defaults(obj: Any, schema: dict[str, Any], *, top: bool = True, skip: Skip | None = None) -> None:
     """Structural defaulting (as for CRDs): a missing property with a ``default`` gets it, recursively.
 
     Defaults apply only inside objects that exist, never create parents, and never override a value.
@@ -191,14 +259,363 @@ def apply_defaults(obj: Any, schema: dict[str, Any], *, top: bool = True) -> Non
 
                 obj[k] = copy.deepcopy(sub["default"])
             if k in obj:
-                apply_defaults(obj[k], sub, top=False)
+                s = _child_skip(skip, k)
+                if s is not None:
+                    apply_defaults(obj[k], sub, top=False, skip=None if s is _ABSENT else s)
         addl = schema.get("additionalProperties")
         if isinstance(addl, dict):
             for k, v in obj.items():
                 if k not in props:
-                    apply_defaults(v, addl, top=False)
+                    s = _child_skip(skip, k)
+                    if s is not None:
+                        apply_defaults(v, addl, top=False, skip=None if s is _ABSENT else s)
     else:
         items = schema.get("items")
         if isinstance(items, dict):
             for v in obj:
                 apply_defaults(v, items, top=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled fast paths
+# ---------------------------------------------------------------------------------------------
+#
+# The functions above interpret the schema at every node of every object: a dozen dictionary lookups per node
+# and a path string per field, even for an object that is fine. A schema is compiled once into closures that
+# know their node's rules; they answer "is there anything to report?" (``valid``, ``has_unknown_fields``) and
+# apply defaults (``defaults``) exactly as the functions above would. Only when there IS something to report
+# do the functions above run, for their messages and field paths, so the 400/422 answers stay byte for byte.
+
+_CacheEntry = tuple[dict[str, Any], "_Compiled | _Interpreted"]
+_compiled_cache: dict[int, _CacheEntry] = {}
+_COMPILED_CACHE_SIZE = 512  # schemas (one per served kind and version; CRDs replace theirs when they change)
+
+
+class _Node:
+    """A compiled check of one schema node; ``fn`` is set once its children exist (schemas may be recursive)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self) -> None:
+        self.fn: Any = None
+
+
+class _Compiled:
+    __slots__ = ("defaults", "errors", "unknown")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.errors = _compile_errors_top(schema)
+        self.unknown = _compile_unknown_top(schema)
+        self.defaults = _compile_defaults_top(schema)
+
+
+class _Interpreted:
+    """What a schema the compiler cannot handle (malformed) gets: the functions above, as they are."""
+
+    __slots__ = ("schema",)
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+
+    def errors(self, obj: Any, skip: Skip | None) -> bool:
+        return not schema_errors(obj, self.schema, skip=skip)
+
+    def unknown(self, obj: Any, skip: Skip | None) -> bool:
+        return bool(unknown_fields(obj, self.schema, skip=skip))
+
+    def defaults(self, obj: Any, skip: Skip | None) -> None:
+        apply_defaults(obj, self.schema, skip=skip)
+
+
+def _compiled(schema: dict[str, Any]) -> _Compiled | _Interpreted:
+    entry = _compiled_cache.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    compiled: _Compiled | _Interpreted
+    try:
+        compiled = _Compiled(schema)
+    except Exception:  # e.g. a non-object where a schema belongs: the interpreter reports it where it applies
+        compiled = _Interpreted(schema)
+    if len(_compiled_cache) >= _COMPILED_CACHE_SIZE:
+        _compiled_cache.pop(next(iter(_compiled_cache)))
+    _compiled_cache[id(schema)] = (schema, compiled)  # the schema is kept alive: its id stays its own
+    return compiled
+
+
+def valid(obj: dict[str, Any], schema: dict[str, Any], skip: Skip | None = None) -> bool:
+    """``not schema_errors(obj, schema, skip=skip)``, fast."""
+    if not schema:
+        return True
+    return bool(_compiled(schema).errors(obj, skip))
+
+
+def has_unknown_fields(obj: dict[str, Any], schema: dict[str, Any], skip: Skip | None = None) -> bool:
+    """``bool(unknown_fields(obj, schema, skip=skip))``, fast."""
+    if not schema or schema.get(_PRESERVE):
+        return False
+    return bool(_compiled(schema).unknown(obj, skip))
+
+
+def defaults(obj: dict[str, Any], schema: dict[str, Any], skip: Skip | None = None) -> None:
+    """``apply_defaults(obj, schema, skip=skip)``, fast: only the parts of the schema that have defaults."""
+    if not schema:
+        return
+    _compiled(schema).defaults(obj, skip)
+
+
+# -- type/enum/required/bounds (schema_errors) ------------------------------------------------------
+
+
+def _type_check(schema: dict[str, Any]) -> Any:
+    """A function value -> bool equal to ``_type_ok(value, schema)``."""
+    t = schema.get("type")
+    nullable = bool(schema.get("nullable")) or t is None
+    if schema.get(_INT_OR_STRING):
+        def int_or_string(v: Any) -> bool:
+            if v is None:
+                return nullable
+            return isinstance(v, (int, str)) and not isinstance(v, bool)
+        return int_or_string
+    if t is None:
+        return None  # anything goes (None included: nullable is True)
+    if t == "string":
+        return lambda v: isinstance(v, str) or (v is None and nullable)
+    if t == "integer":
+        return lambda v: ((isinstance(v, int) and not isinstance(v, bool))
+                          or (isinstance(v, float) and v.is_integer()) or (v is None and nullable))
+    if t == "number":
+        return lambda v: ((isinstance(v, (int, float)) and not isinstance(v, bool)) or (v is None and nullable))
+    if t == "boolean":
+        return lambda v: isinstance(v, bool) or (v is None and nullable)
+    if t == "object":
+        return lambda v: isinstance(v, dict) or (v is None and nullable)
+    if t == "array":
+        return lambda v: isinstance(v, list) or (v is None and nullable)
+    return lambda v: v is not None or nullable
+
+
+def _compile_errors(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node:
+    node = memo.get(id(schema))
+    if node is not None:
+        return node
+    node = memo[id(schema)] = _Node()
+    node.fn = _errors_fn(schema, memo, top=False)
+    return node
+
+
+def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
+    if not schema:
+        return lambda v, skip=None: True
+    type_ok = None if top else _type_check(schema)
+    enum = schema.get("enum")
+    props_raw = _props(schema) or {}
+    props = {k: _compile_errors(sub, memo) for k, sub in props_raw.items()}
+    required = [(r, bool(props_raw.get(r, {}).get("nullable"))) for r in (schema.get("required", ()) or ())]
+    addl_raw = schema.get("additionalProperties")
+    addl = _compile_errors(addl_raw, memo) if isinstance(addl_raw, dict) else None
+    items_raw = schema.get("items")
+    items = _compile_errors(items_raw, memo) if isinstance(items_raw, dict) else None
+    min_p, max_p = schema.get("minProperties"), schema.get("maxProperties")
+    min_i, max_i = schema.get("minItems"), schema.get("maxItems")
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    min_l, max_l = schema.get("minLength"), schema.get("maxLength")
+    server_set = _SERVER_SET_TOP if top else ()
+
+    def check(v: Any, skip: Skip | None = None) -> bool:
+        if type_ok is not None and not type_ok(v):
+            return False
+        if enum is not None and v is not None and v not in enum:
+            return False
+        if isinstance(v, dict):
+            for req, req_nullable in required:
+                if req not in v or (v[req] is None and not req_nullable):
+                    return False
+            for k, x in v.items():
+                if k in server_set:
+                    continue
+                if skip is not None:
+                    s = skip.get(k, _ABSENT)
+                    if s is None:
+                        continue
+                    sub = None if s is _ABSENT else s
+                else:
+                    sub = None
+                child = props.get(k)
+                if child is None:
+                    child = addl
+                    if child is None:
+                        continue
+                if not child.fn(x, sub):
+                    return False
+            n = len(v)
+            if (min_p is not None and n < min_p) or (max_p is not None and n > max_p):
+                return False
+        elif isinstance(v, list):
+            if items is not None:
+                fn = items.fn
+                for x in v:
+                    if not fn(x, None):
+                        return False
+            n = len(v)
+            if (min_i is not None and n < min_i) or (max_i is not None and n > max_i):
+                return False
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                return False
+        elif isinstance(v, str):
+            n = len(v)
+            if (min_l is not None and n < min_l) or (max_l is not None and n > max_l):
+                return False
+        return True
+
+    return check
+
+
+def _compile_errors_top(schema: dict[str, Any]) -> Any:
+    return _errors_fn(schema, {}, top=True)
+
+
+# -- unknown fields (unknown_fields) ----------------------------------------------------------------
+
+
+def _compile_unknown(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node:
+    node = memo.get(id(schema))
+    if node is not None:
+        return node
+    node = memo[id(schema)] = _Node()
+    node.fn = _unknown_fn(schema, memo, top=False)
+    return node
+
+
+def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
+    """A function (value, skip) -> True when ``unknown_fields`` would find something."""
+    if not schema or schema.get(_PRESERVE):
+        return lambda v, skip=None: False
+    props_raw = _props(schema)
+    props = {k: _compile_unknown(sub, memo) for k, sub in props_raw.items()} if props_raw is not None else None
+    addl_raw = schema.get("additionalProperties")
+    addl = _compile_unknown(addl_raw, memo) if isinstance(addl_raw, dict) else None
+    # a key neither declared nor covered by additionalProperties: unknown unless anything goes here
+    undeclared_ok = addl_raw is True or (props_raw is None and schema.get("type") != "object")
+    undeclared_unknown = not undeclared_ok and (props_raw is not None or schema.get("type") == "object")
+    items_raw = schema.get("items")
+    items = _compile_unknown(items_raw, memo) if isinstance(items_raw, dict) else None
+    always_known = _ALWAYS_KNOWN_TOP if top else ()
+
+    def check(v: Any, skip: Skip | None = None) -> bool:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in always_known:
+                    continue
+                if skip is not None:
+                    s = skip.get(k, _ABSENT)
+                    if s is None:
+                        continue
+                    sub = None if s is _ABSENT else s
+                else:
+                    sub = None
+                child = props.get(k) if props is not None else None
+                if child is None:
+                    child = addl
+                    if child is None:
+                        if undeclared_unknown:
+                            return True
+                        continue
+                if child.fn(x, sub):
+                    return True
+        elif isinstance(v, list) and items is not None:
+            fn = items.fn
+            for x in v:
+                if fn(x, None):
+                    return True
+        return False
+
+    return check
+
+
+def _compile_unknown_top(schema: dict[str, Any]) -> Any:
+    return _unknown_fn(schema, {}, top=True)
+
+
+# -- defaults (apply_defaults) ----------------------------------------------------------------------
+
+
+def _has_defaults(schema: Any, seen: set[int]) -> bool:
+    """Whether ``apply_defaults`` could ever change anything under this schema node."""
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return False
+    seen.add(id(schema))
+    for sub in (_props(schema) or {}).values():
+        if isinstance(sub, dict) and ("default" in sub or _has_defaults(sub, seen)):
+            return True
+    addl = schema.get("additionalProperties")
+    if isinstance(addl, dict) and _has_defaults(addl, seen):
+        return True
+    items = schema.get("items")
+    return isinstance(items, dict) and _has_defaults(items, seen)
+
+
+def _compile_defaults(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node | None:
+    if not _has_defaults(schema, set()):
+        return None
+    node = memo.get(id(schema))
+    if node is not None:
+        return node
+    node = memo[id(schema)] = _Node()
+    node.fn = _defaults_fn(schema, memo, top=False)
+    return node
+
+
+def _defaults_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
+    import copy
+
+    props = _props(schema) or {}
+    # in schema order (as apply_defaults goes): (key, has a default, default, compiled child or None)
+    plan = []
+    for k, sub in props.items():
+        if top and k in _ALWAYS_KNOWN_TOP:
+            continue
+        if not isinstance(sub, dict):
+            continue
+        has_default = "default" in sub
+        child = _compile_defaults(sub, memo)
+        if has_default or child is not None:
+            plan.append((k, has_default, sub.get("default"), child))
+    addl_raw = schema.get("additionalProperties")
+    addl = _compile_defaults(addl_raw, memo) if isinstance(addl_raw, dict) else None
+    items_raw = schema.get("items")
+    items = _compile_defaults(items_raw, memo) if isinstance(items_raw, dict) else None
+
+    def apply(v: Any, skip: Skip | None = None) -> None:
+        if isinstance(v, dict):
+            for k, has_default, default, child in plan:
+                if has_default and k not in v:
+                    v[k] = copy.deepcopy(default)
+                if child is not None and k in v:
+                    if skip is not None:
+                        s = skip.get(k, _ABSENT)
+                        if s is None:
+                            continue
+                        child.fn(v[k], None if s is _ABSENT else s)
+                    else:
+                        child.fn(v[k], None)
+            if addl is not None:
+                for k, x in v.items():
+                    if k not in props:
+                        if skip is not None:
+                            s = skip.get(k, _ABSENT)
+                            if s is None:
+                                continue
+                            addl.fn(x, None if s is _ABSENT else s)
+                        else:
+                            addl.fn(x, None)
+        elif isinstance(v, list) and items is not None:
+            fn = items.fn
+            for x in v:
+                fn(x, None)
+
+    return apply
+
+
+def _compile_defaults_top(schema: dict[str, Any]) -> Any:
+    return _defaults_fn(schema, {}, top=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.compactor import Compactor
 from flotilla.apiserver.crd import CRDManager
 from flotilla.apiserver.garbage_collector import GarbageCollector
+from flotilla.apiserver.gctune import tune_gc
 from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
@@ -203,9 +203,8 @@ async def serve_forever(config: ApiServerConfig) -> None:
     server = ApiServer(config)
     await server.start()
     # objects alive after start-up (types, schemas, caches) stay: keep them out of full collections,
-    # which otherwise stall every in-flight request for tens of milliseconds
-    gc.collect()
-    gc.freeze()
+    # which otherwise stall every in-flight request for tens of milliseconds; and collect less often
+    tune_gc()
     print(f"flotilla apiserver: serving {server.url} (kubeconfig: {server.kubeconfig_path})", flush=True)
     try:
         await asyncio.Event().wait()

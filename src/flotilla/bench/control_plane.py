@@ -1,9 +1,9 @@
 """``flotilla bench control-plane``: the control plane alone in one process, for ``flotilla bench failover``.
 
 What ``flotilla up`` runs (:class:`~flotilla.local.stack.LocalStack`) without the members: the API server on the
-given storage and every controller of the controller-manager, reached over HTTP (as ``flotilla up`` does;
-``--transport inprocess`` for the in-process client instead). Running alone, its CPU time and peak RSS are its
-own (``/proc/<pid>``).
+given storage and every controller of the controller-manager, which call it through the in-process transport (as
+``flotilla up`` does; ``--transport http`` for its URL instead, as a separate controller-manager would). Running
+alone, its CPU time and peak RSS are its own (``/proc/<pid>``).
 
 Controller flags come after ``--`` with the controller-manager's names and syntax (``-- --concurrent-syncs 10
 --resource-eviction-rate 1000``), parsed and validated by ``flotilla controller-manager``'s own parser.
@@ -61,8 +61,8 @@ def add_control_plane_parser(sub: Any) -> None:
     p.add_argument("--storage", default="sqlite://", help="memory://, sqlite:// or etcd://host:port")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="API port (0: a free one)")
-    p.add_argument("--transport", choices=("http", "inprocess"), default="http",
-                   help="how the controllers reach the API server (default http, as `flotilla up`)")
+    p.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
+                   help="how the controllers reach the API server (default inprocess, as `flotilla up`)")
     p.add_argument("controller_flags", nargs=argparse.REMAINDER,
                    help="after --: controller-manager flags (e.g. -- --resource-eviction-rate 1000)")
 
@@ -140,6 +140,7 @@ def recorder_gauges(registry: Any, manager: Any) -> None:
 
 async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: int, transport: str,
                             flags: list[str], stop: asyncio.Event) -> int:
+    from flotilla.apiserver.gctune import tune_gc
     from flotilla.apiserver.server import ApiServer, ApiServerConfig
     from flotilla.client import Client
     from flotilla.controllers.manager import ControllerManager
@@ -163,6 +164,7 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
         manager = ControllerManager(client, cfg.options, controllers=cfg.controllers, metrics=metrics)
         await manager.start()
         recorder_gauges(metrics.registry, manager)
+        tune_gc()  # as `flotilla up` and `flotilla apiserver` do once started
         print(f"{READY_LINE} {api.url} (kubeconfig: {api.kubeconfig_path}) metrics {server.url} pid {os.getpid()}",
               flush=True)
         await stop.wait()

@@ -3,8 +3,18 @@
 It mirrors what the HTTP layer (``flotilla.apiserver.app``) adds on top of ResourceStorage, so a controller sees
 the same semantics on either transport: query parameters, fieldValidation defaulting to Warn, strategic merge
 patches on custom resources applied as merge patches, the ``/scale`` subresource, watch bookmarks at an interval
-and ``timeoutSeconds``. Objects crossing the boundary are copied both ways, so a caller can never mutate the
-server's objects (nor the server the caller's).
+and ``timeoutSeconds``.
+
+Objects are handed over as Python dicts, with this ownership rule:
+
+* what the caller sends (bodies, patches, delete options) is copied on the way in (an orjson round trip: the
+  server may change its copy, and the caller sees exactly what JSON would carry), so the caller keeps its dicts;
+* what ``get``, ``list``, ``create``, ``update``, ``patch`` and ``delete`` return is the caller's own: the
+  server decodes or builds it for this call and keeps no reference to it (its ``after_write`` hooks get the
+  shared object of the revision instead), so the caller may mutate it (e.g. get-modify-update);
+* watch events carry the server's decoded object of that revision, shared with every other watcher (other
+  informers, HTTP watches): they are immutable. An informer's cache holds them as they are; whoever wants to
+  change one copies it first (``copy.deepcopy``), as the informer's contract already says.
 """
 
 from __future__ import annotations
@@ -48,6 +58,11 @@ def _copy(obj: Any) -> Any:
     """A deep copy that is also exactly what a JSON round trip would give (and several times faster than
     ``copy.deepcopy``)."""
     return orjson.loads(orjson.dumps(obj))
+
+
+#: what the caller sends, as the server would receive it over HTTP (tuples become lists, and a value JSON
+#: cannot carry raises TypeError, as the HTTP transport's encoder does)
+_copy_in = _copy
 
 
 def _exception(e: ApiError) -> ApiException:
@@ -110,7 +125,7 @@ class InProcessTransport(Transport):
 
     @staticmethod
     def _delete_options(options: dict[str, Any]) -> dict[str, Any]:
-        options = _copy(options)
+        options = _copy_in(options)
         grace = options.get("gracePeriodSeconds")
         if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool) or grace < 0):
             raise _exception(server_errors.bad_request(
@@ -127,7 +142,7 @@ class InProcessTransport(Transport):
         obj = await self._call(self.storage.get(rt, ns, name))
         if subresource == "scale":
             return scale_from_object(rt, obj)
-        return _copy(obj)
+        return obj  # decoded for this call: the caller's own
 
     async def list(self, res: Resource, namespace: str | None, query: Query) -> dict[str, Any]:
         rt = self._type(res)
@@ -144,24 +159,25 @@ class InProcessTransport(Transport):
             resource_version=query.get("resourceVersion", ""),
             resource_version_match=query.get("resourceVersionMatch", ""),
         ))
-        return _copy(result)
+        return result  # the items are decoded for this call: the caller's own
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any], query: Query) -> dict[str, Any]:
         rt = self._type(res)
         if rt.namespaced and not namespace:
             raise _exception(server_errors.method_not_allowed())
         ctx = self._ctx(query)
-        return _copy(await self._call(self.storage.create(rt, namespace if rt.namespaced else None, _copy(body), ctx)))
+        return await self._call(self.storage.create(rt, namespace if rt.namespaced else None, _copy_in(body), ctx))
 
     async def update(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],
                      subresource: str | None, query: Query) -> dict[str, Any]:
         rt, ns = self._item(res, namespace, subresource)
         ctx = self._ctx(query)
         if subresource == "scale":
-            patch = await self._call(self._scale_patch(rt, _copy(body)))
+            patch = await self._call(self._scale_patch(rt, _copy_in(body)))
             obj, _ = await self._call(self.storage.patch(rt, ns, name, MERGE_PATCH, patch, ctx))
             return scale_from_object(rt, obj)
-        return _copy(await self._call(self.storage.update(rt, ns, name, _copy(body), ctx, subresource=subresource)))
+        return await self._call(self.storage.update(rt, ns, name, _copy_in(body), ctx, subresource=subresource,
+                                                     owned=True))
 
     @staticmethod
     async def _scale_patch(rt: ResourceType, scale: Any) -> dict[str, Any]:
@@ -175,9 +191,9 @@ class InProcessTransport(Transport):
             current = scale_from_object(rt, await self._call(self.storage.get(rt, ns, name)))
             try:
                 if content_type == JSON_PATCH:
-                    patched = apply_json_patch(current, _copy(body))
+                    patched = apply_json_patch(current, _copy_in(body))
                 elif isinstance(body, dict):
-                    patched = apply_merge_patch(current, _copy(body))
+                    patched = apply_merge_patch(current, _copy_in(body))
                 else:
                     raise _exception(server_errors.bad_request("patch body must be a JSON object"))
             except PatchError as e:
@@ -187,16 +203,16 @@ class InProcessTransport(Transport):
             return scale_from_object(rt, obj)
         if content_type == STRATEGIC_PATCH and rt.from_crd:
             content_type = MERGE_PATCH  # as the HTTP layer does for custom resources
-        obj, _ = await self._call(self.storage.patch(rt, ns, name, content_type, _copy(body), ctx,
+        obj, _ = await self._call(self.storage.patch(rt, ns, name, content_type, _copy_in(body), ctx,
                                                      subresource=subresource))
-        return _copy(obj)
+        return obj
 
     async def delete(self, res: Resource, namespace: str | None, name: str, options: dict[str, Any],
                      query: Query) -> dict[str, Any]:
         rt, ns = self._item(res, namespace, None)
         ctx = self._ctx(query)
         result, _ = await self._call(self.storage.delete(rt, ns, name, self._delete_options(options), ctx))
-        return _copy(result)
+        return result
 
     async def delete_collection(self, res: Resource, namespace: str | None, options: dict[str, Any],
                                 query: Query) -> dict[str, Any]:
@@ -230,8 +246,9 @@ class InProcessTransport(Transport):
 class _InProcessWatch(WatchStream):
     """A ResourceStorage watch, with the HTTP layer's bookmarks (when idle) and timeoutSeconds.
 
-    The storage's event generator is advanced by a helper task, so a caller that times out a read (and so
-    cancels ``__anext__``) loses nothing: the pending read is picked up by the next call.
+    Events are polled from the storage's stream (no task per event); a caller that times out a read (and so
+    cancels ``__anext__``) loses nothing, since only the wait for the next event is cancelled. The objects are
+    the server's shared decoded objects (see the module's ownership rule): not copied, not to be mutated.
     """
 
     def __init__(self, transport: InProcessTransport, res: Resource, namespace: str | None, query: Query) -> None:
@@ -240,7 +257,6 @@ class _InProcessWatch(WatchStream):
         self._namespace = namespace
         self._query = dict(query)
         self._stream: StorageWatch | None = None
-        self._next: asyncio.Future[tuple[str, dict[str, Any]]] | None = None
         self._closed = False
         self._bookmarks = _truthy(query.get("allowWatchBookmarks"))
         self._kind = ""
@@ -289,40 +305,39 @@ class _InProcessWatch(WatchStream):
             except BaseException:
                 self._closed = True
                 raise
-        loop = asyncio.get_running_loop()
-        events = self._stream.events
+        stream = self._stream
+        loop: asyncio.AbstractEventLoop | None = None
         while True:
-            if self._next is None:
-                self._next = asyncio.ensure_future(events.__anext__())
-            now = loop.time()
-            wait = min(self._deadline, self._next_bookmark) - now
-            if wait > 0 and not self._next.done():
-                await asyncio.wait((self._next,), timeout=None if wait == float("inf") else wait)
-            if not self._next.done():
+            try:
+                item = stream.poll()
+            except Exception as e:  # a bug below; the HTTP server would end the watch too
+                await self.aclose()
+                raise ApiException(500, "InternalError", f"watch failed: {type(e).__name__}: {e}") from e
+            if item is None:
+                if stream.finished:
+                    await self.aclose()
+                    raise StopAsyncIteration
+                if loop is None:
+                    loop = asyncio.get_running_loop()
+                now = loop.time()
+                wait = min(self._deadline, self._next_bookmark) - now
+                if wait > 0 and await stream.wait(None if wait == float("inf") else wait):
+                    continue
                 now = loop.time()
                 if now >= self._deadline:
                     await self.aclose()
                     raise StopAsyncIteration
+                if now < self._next_bookmark:
+                    continue
                 self._next_bookmark = now + self._t.bookmark_interval
-                progress = self._stream.progress_revision()
+                progress = stream.progress_revision()
                 if progress is not None and progress > int(self._last_rv or 0):
                     self._last_rv = str(progress)
                 if not self._last_rv:
                     continue
                 return WatchEvent("BOOKMARK", {"kind": self._kind, "apiVersion": self._api_version,
                                                "metadata": {"resourceVersion": self._last_rv}})
-            task, self._next = self._next, None
-            try:
-                etype, obj = task.result()
-            except StopAsyncIteration:
-                await self.aclose()
-                raise
-            except ApiError as e:
-                await self.aclose()
-                raise _exception(e) from None
-            except Exception as e:  # e.g. the store was closed under the watch: the HTTP server would fail too
-                await self.aclose()
-                raise ApiException(500, "InternalError", f"watch failed: {type(e).__name__}: {e}") from e
+            etype, obj = item
             if etype == PROGRESS:
                 self._last_rv = obj["metadata"]["resourceVersion"]
                 continue
@@ -334,17 +349,13 @@ class _InProcessWatch(WatchStream):
                     continue
             self._last_rv = (obj.get("metadata") or {}).get("resourceVersion", self._last_rv)
             if self._bookmarks:
+                if loop is None:
+                    loop = asyncio.get_running_loop()
                 self._next_bookmark = loop.time() + self._t.bookmark_interval
-            return WatchEvent(etype, _copy(obj))
+            return WatchEvent(etype, obj)
 
     async def aclose(self) -> None:
         self._closed = True
-        task, self._next = self._next, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait((task,))
-        if task is not None and task.done() and not task.cancelled():
-            task.exception()  # retrieved: no "exception was never retrieved" warning
         stream, self._stream = self._stream, None
         if stream is not None:
             try:

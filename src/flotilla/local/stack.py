@@ -1,6 +1,7 @@
 """The whole of Flotilla on one machine, in one process: what ``flotilla up`` and ``flotilla demo`` run.
 
-* the control plane API server (SQLite in ``D/controlplane``), reached over HTTP like any other client;
+* the control plane API server (SQLite in ``D/controlplane``); the controllers call it through the in-process
+  transport (same client interface and semantics, no sockets, no JSON round trip), everyone else over HTTP;
 * ``members`` simulated member clusters (``flotilla.member``; SQLite each, so their workloads survive a restart),
   with the member-side savepoint rule on, sharing ``D/members/checkpoints``;
 * each member joined (Push mode, like ``flotilla join``);
@@ -82,6 +83,11 @@ class StackConfig:
     sim_options: dict[str, str] = field(default_factory=lambda: dict(MEMBER_SIM_OPTIONS))
     feature_gates: str = ""
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 8080)  # None: no metrics endpoint
+    # how the controllers reach the control plane's API server: "inprocess" (its storage, directly) or "http"
+    # (its URL, as a separate controller-manager would); members are always reached over HTTP
+    controller_transport: str = "inprocess"
+    # the garbage collector's settings for a long-running server (process-wide; tests embedding a stack may not)
+    tune_gc: bool = True
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
@@ -96,7 +102,8 @@ class LocalStack:
         self.say = say or (lambda message: log.info("%s", message))
         self.api: Any = None
         self.group: Any = None
-        self.client: Any = None
+        self.client: Any = None  # over HTTP: joins, the default taint policy, `flotilla demo`'s operator
+        self.controller_client: Any = None  # the controllers' (in-process unless configured otherwise)
         self.manager: Any = None
         self.metrics_server: Any = None
         self.record: StackRecord | None = None
@@ -133,6 +140,10 @@ class LocalStack:
                 await self._ensure_taint_policy()
             self._write_kubeconfig()
             await self._start_controllers()
+            if self.config.tune_gc:
+                from flotilla.apiserver.gctune import tune_gc
+
+                tune_gc()  # a long-running server process from here on (see flotilla.apiserver.gctune)
             record.api_port = self.api.port
             record.member_ports = {name: m.port for name, m in self.group.members.items()}
             self.layout.save_record(record)
@@ -150,6 +161,11 @@ class LocalStack:
             with contextlib.suppress(Exception):
                 await self.manager.stop()
             self.manager = None
+        if self.controller_client is not None:
+            if self.controller_client is not self.client:
+                with contextlib.suppress(Exception):
+                    await self.controller_client.close()
+            self.controller_client = None
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
@@ -254,6 +270,7 @@ class LocalStack:
         merge_contexts(self.layout.kubeconfig, entries, current_context="flotilla", replace=True)
 
     async def _start_controllers(self) -> None:
+        from flotilla.client import Client
         from flotilla.controllers.manager import ControllerManager
         from flotilla.controllers.options import ControllerOptions
         from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -262,7 +279,14 @@ class LocalStack:
         if self.config.feature_gates:
             options.set_gates(self.config.feature_gates)
         metrics = ControllerMetrics()
-        self.manager = ControllerManager(self.client, options, metrics=metrics)
+        transport = self.config.controller_transport
+        if transport == "inprocess":
+            self.controller_client = Client.in_process(self.api.storage, bookmark_interval=30.0)
+        elif transport == "http":
+            self.controller_client = self.client
+        else:
+            raise ValueError(f"unknown controller transport {transport!r}: inprocess or http")
+        self.manager = ControllerManager(self.controller_client, options, metrics=metrics)
         await self.manager.start()
         self.say(f"{len(self.manager.controllers)} controllers running")
         if self.config.metrics_address is not None:

@@ -10,6 +10,14 @@ To keep both the event loop and the SQLite thread busy, the next batch is staged
 one being written (at most ``MAX_IN_FLIGHT`` batches). Batches land in order; the thread refuses a
 batch whose first revision does not follow the last one committed, so when a transaction fails,
 every batch staged on top of it fails too and nothing is ever made visible out of order.
+
+A small batch with nothing in flight (the common case outside bursts) is written on the event loop
+itself: an SQLite commit in WAL mode with ``synchronous=NORMAL`` is a few tens of microseconds and no
+fsync, much less than handing it to a thread and back (the thread and the loop then pass the GIL to
+each other at every row). What could stall the loop, the checkpoints that copy the WAL into the
+database file and fsync it, never run there: automatic checkpoints are off, and after
+``CHECKPOINT_ROWS`` rows the next batch goes to the thread, which checkpoints after its commit
+(as SQLite's automatic checkpoint would, so the WAL is then written from its start again).
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ Row = tuple[int, str, int, int, int, int, bytes, bytes | None]
 
 COMPACT_CHUNK = 10_000  # revisions compacted per transaction, so writers are not stalled for long
 MAX_IN_FLIGHT = 2  # batches staged but not landed: one being written, one waiting for it
+SYNC_MAX_ROWS = 32  # a batch of at most this many rows, with nothing in flight, is written on the event loop
+CHECKPOINT_ROWS = 1000  # rows between two checkpoints (SQLite's own default: every 1000 pages of WAL)
 
 
 def row_of(change: Change) -> Row:
@@ -80,11 +90,13 @@ def change_of(row: Row) -> Change:
 
 
 class LogDB:
-    """The SQLite file. Not thread-safe: every method runs on the store's single writer thread."""
+    """The SQLite file. Not thread-safe: one call at a time, on the store's writer thread or (a small batch with
+    nothing in flight) on the event loop's."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
         self.last_revision = 0  # the newest revision committed to the file
+        self.checkpoints = 0
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -95,10 +107,12 @@ class LogDB:
 
     def load(self, max_watch_backlog: int) -> MVCC:
         """Open (creating if needed) and read the whole log into a new MVCC core."""
-        conn = sqlite3.connect(self.path, isolation_level=None)
+        # one writer connection, used by one thread at a time (the event loop's or the writer thread)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._conn = conn
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: see write(), only on the writer thread
         conn.executescript(_SCHEMA)
         found = conn.execute("SELECT value FROM meta WHERE name = 'compacted_revision'").fetchone()
         compacted = int(found[0]) if found else 0
@@ -114,8 +128,9 @@ class LogDB:
         self.last_revision = core.revision
         return core
 
-    def write(self, rows: list[Row], garbage: list[int], compacted: int | None) -> None:
-        """Append ``rows``, drop ``garbage`` ids and record ``compacted``, in one transaction.
+    def write(self, rows: list[Row], garbage: list[int], compacted: int | None, checkpoint: bool = False) -> None:
+        """Append ``rows``, drop ``garbage`` ids and record ``compacted``, in one transaction; then, with
+        ``checkpoint``, copy the WAL into the database file.
 
         Refuses rows that do not directly follow the last revision committed (their batch was
         staged on top of one that failed).
@@ -142,10 +157,13 @@ class LogDB:
             raise
         if rows:
             self.last_revision = rows[-1][0]
+        if checkpoint:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.checkpoints += 1
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            self._conn.close()  # the last connection to close checkpoints the WAL and removes it
             self._conn = None
 
 
@@ -174,9 +192,11 @@ class SQLiteStore(Store):
         self.path = db.path
         self.transactions = 0  # transactions committed by this instance
         self.writes = 0  # rows appended by this instance
+        self.sync_transactions = 0  # of which written on the event loop
         self._db = db
         self._executor = executor
         self._core = core
+        self._unchecked_rows = 0  # rows written since the last checkpoint
         self._loop = asyncio.get_running_loop()
         self._queue: list[_Request] = []
         self._stage_scheduled = False
@@ -245,11 +265,47 @@ class SQLiteStore(Store):
             flight.compact_to = 0
         rows = [row_of(change) for change in flight.batch.changes]
         flight.rows = len(rows)
+        checkpoint = False
+        if rows:
+            self._unchecked_rows += len(rows)
+            if self._unchecked_rows >= CHECKPOINT_ROWS:
+                checkpoint = True
+                self._unchecked_rows = 0
+        if not self._in_flight and not garbage and not checkpoint and len(rows) <= SYNC_MAX_ROWS:
+            self._write_here(flight, rows)
+            return
         self._in_flight.append(flight)
-        written = self._loop.run_in_executor(
-            self._executor, self._db.write, rows, garbage, flight.compact_to or None
-        )
+        if checkpoint:
+            written = self._loop.run_in_executor(
+                self._executor, self._db.write, rows, garbage, flight.compact_to or None, True
+            )
+        else:
+            written = self._loop.run_in_executor(
+                self._executor, self._db.write, rows, garbage, flight.compact_to or None
+            )
         written.add_done_callback(partial(self._landed, flight))
+
+    def _write_here(self, flight: _Flight, rows: list[Row]) -> None:
+        """Write a small batch on the event loop (nothing is in flight, so the connection is free)."""
+        try:
+            self._db.write(rows, [], flight.compact_to or None)
+        except Exception as exc:
+            self._fail(flight, exc)
+        else:
+            if rows:
+                self.sync_transactions += 1
+            try:
+                self._publish(flight)
+            except Exception as exc:  # a bug: still never leave a caller waiting
+                self._fail(flight, exc)
+        self._after_landing()
+
+    def _after_landing(self) -> None:
+        if self._queue and not self._stage_scheduled:
+            self._stage_scheduled = True
+            self._loop.call_soon(self._stage)
+        if not self._queue and not self._in_flight:
+            self._idle.set()
 
     def _landed(self, flight: _Flight, written: asyncio.Future[None]) -> None:
         """A batch's transaction ended (batches land in staging order): publish it or fail it."""

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from flotilla.storage import open_store
+from flotilla.storage import sqlite as sqlite_module
 from flotilla.storage.base import (
     CompactedError,
     ConflictError,
@@ -231,6 +232,7 @@ async def test_a_failed_batch_fails_the_batches_staged_on_top_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "db.sqlite"
+    monkeypatch.setattr(sqlite_module, "SYNC_MAX_ROWS", 0)  # every batch through the writer thread (pipelined)
     store = await SQLiteStore.open(path)
     try:
         rev = await store.create("/k/a", b"0")
@@ -263,5 +265,49 @@ async def test_a_failed_batch_fails_the_batches_staged_on_top_of_it(
     store = await SQLiteStore.open(path)
     try:
         assert (await store.list("/k/")).items == [KeyValue("/k/a", b"3", rev, rev + 1)]
+    finally:
+        await store.close()
+
+
+async def test_small_batches_are_written_on_the_loop_and_big_ones_on_the_thread(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    try:
+        rev = await store.create("/k/a", b"0")
+        rev = await store.update("/k/a", b"1", rev)
+        assert store.sync_transactions == store.transactions == 2
+        revs = await asyncio.gather(*(store.create(f"/g/{i}", b"x") for i in range(sqlite_module.SYNC_MAX_ROWS + 1)))
+        assert sorted(revs) == list(range(rev + 1, rev + 2 + sqlite_module.SYNC_MAX_ROWS))
+        assert store.transactions == 3 and store.sync_transactions == 2  # too many rows: the thread wrote them
+    finally:
+        await store.close()
+    store = await SQLiteStore.open(path)
+    try:
+        assert (await store.get("/k/a")).value == b"1"  # type: ignore[union-attr]
+        assert len((await store.list("/g/")).items) == sqlite_module.SYNC_MAX_ROWS + 1
+    finally:
+        await store.close()
+
+
+async def test_the_wal_is_checkpointed_on_the_thread_and_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "CHECKPOINT_ROWS", 15)
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    try:
+        for i in range(400):
+            await store.create(f"/k/{i}", b"v" * 4096)  # one at a time: on the loop, but every 15th on the thread
+        assert store._db.checkpoints >= 20
+        assert store.sync_transactions < store.transactions == 400
+        wal = Path(str(path) + "-wal")
+        assert wal.stat().st_size < 1024 * 1024  # 1.6 MB went through it: written from its start again
+        with sqlite3.connect(path) as conn:  # another reader sees every committed row
+            assert conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] == 400
+    finally:
+        await store.close()
+    store = await SQLiteStore.open(path)
+    try:
+        assert len((await store.list("/k/")).items) == 400
     finally:
         await store.close()
