@@ -65,7 +65,7 @@ class FailoverParams:
     plot: str = ""
     resource_eviction_rate: float = 1_000_000.0
     controller_flags: list[str] = field(default_factory=list)
-    transport: str = "http"
+    transport: str = "inprocess"
     timeout: float = 600.0
     setup_timeout: float = 900.0
     ceiling_writes: int = 5000

@@ -88,7 +88,7 @@ class CpuWindow:
 class StackParams:
     members: int = 3
     storage: str = "sqlite"
-    transport: str = "http"
+    transport: str = "inprocess"
     controller_flags: list[str] = field(default_factory=list)
     member_processes: int = 0  # 0: one per MEMBERS_PER_PROCESS members
     sim_options: tuple[str, ...] = FLINK_QUIET

@@ -64,7 +64,7 @@ class PropagateParams:
     placement: str = "duplicated"
     flink_share: float = 0.0
     storage: str = "sqlite"
-    transport: str = "http"
+    transport: str = "inprocess"
     controller_flags: list[str] = field(default_factory=list)
     concurrency: int = 64
     member_processes: int = 0

@@ -53,7 +53,7 @@ class ScaleParams:
     kind: str = "deployment"
     failed_workloads: int = 0  # 0: the first member's even share
     storage: str = "sqlite"
-    transport: str = "http"
+    transport: str = "inprocess"
     controller_flags: list[str] = field(default_factory=list)
     member_processes: int = 0
     concurrency: int = 32

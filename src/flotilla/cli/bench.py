@@ -803,9 +803,9 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
                    help="another controller-manager flag for the control plane, e.g. "
                         "--controller-flag=--concurrent-syncs=20 (repeatable)")
-    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
-                   help="how the controllers reach the API server in the control-plane process (default http, "
-                        "as flotilla up)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
+                   help="how the controllers reach the API server in the control-plane process (default inprocess, "
+                        "as flotilla up; http as split processes would)")
     f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
     f.add_argument("--setup-timeout", type=float, default=900.0,
                    help="seconds to wait until every workload is Healthy on member1 (default 900)")
@@ -847,8 +847,9 @@ def add_propagate_parser(bsub: argparse._SubParsersAction) -> None:  # type: ign
                    help="share of the templates that are FlinkDeployments, 0..1 (default 0)")
     f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
                    help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
-    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
-                   help="how the controllers reach the API server in the control-plane process (default http)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
+                   help="how the controllers reach the API server in the control-plane process (default inprocess, "
+                        "as flotilla up)")
     f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
                    help="another controller-manager flag for the control plane (repeatable)")
     f.add_argument("--concurrency", type=int, default=64, help="clients creating the templates (default 64)")

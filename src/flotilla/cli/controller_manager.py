@@ -630,6 +630,9 @@ def run_controller_manager_command(args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> int:
+        from flotilla.apiserver.gctune import tune_gc
+
+        tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

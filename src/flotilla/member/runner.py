@@ -176,6 +176,9 @@ async def run_members(configs: Sequence[MemberConfig], *, history_file: Path | N
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await group.start()
+    from flotilla.apiserver.gctune import tune_gc
+
+    tune_gc()  # a long-running process from here on (see flotilla.apiserver.gctune)
     try:
         for m in group.members.values():
             announce(f"flotilla member: {m.name} serving {m.url} (kubeconfig: {m.kubeconfig_path})")
