@@ -140,10 +140,15 @@ class Env(Pipeline):
     def other(self, member: str) -> str:
         return next(m for m in MEMBERS if m != member)
 
-    def where(self, name: str) -> dict[str, dict[str, Any]]:
-        """The member copies of Deployment ``name``, by member."""
+    def where(self, name: str, first: str | None = None) -> dict[str, dict[str, Any]]:
+        """The member copies of Deployment ``name``, by member; ``first``: the member read first.
+
+        The members are read one after the other, so a copy created in the second member just after the
+        first one's copy was deleted can be seen with it. Reading the new copy's member first makes "both
+        seen" mean both existed at once: the new copy existed at the first read and the old one still
+        at the second."""
         found = {}
-        for m in MEMBERS:
+        for m in sorted(MEMBERS, key=lambda m: m != first):
             obj = self.member_get(m, "deployments", name)
             if obj is not None:
                 found[m] = obj
@@ -442,7 +447,7 @@ def test_scenario_3_taint_cluster_with_noexecute_taint_directly_with_state_prese
         both: list[list[str]] = []
 
         def injected() -> None:
-            found = p.where(name)
+            found = p.where(name, first=new)
             if len(found) > 1:
                 both.append(sorted(found))
             assert new in found, f"{name} not in {new} yet"
@@ -598,7 +603,7 @@ def test_scenario_7_application_failover_directly_deletes_the_old_ones_first_the
         both: list[list[str]] = []
 
         def injected() -> None:
-            found = p.where(name)
+            found = p.where(name, first=new)
             if len(found) > 1:
                 both.append(sorted(found))
             assert new in found, f"{name} not in {new} yet (in {sorted(found)})"

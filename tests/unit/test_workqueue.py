@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections import Counter
 
@@ -48,6 +49,181 @@ def test_fifo_and_dedupe() -> None:
     assert q.depth == 3 and len(q) == 3
     assert q.adds == 3
     assert drain(q) == ["a", "b", "c"]
+
+
+def test_higher_priority_first_and_fifo_within_a_priority() -> None:
+    q, _ = make()
+    q.add("low1", -1)
+    q.add("a")
+    q.add("high", 5)
+    q.add("low2", -1)
+    q.add("b")
+    assert q.depth == 5 and q.ready() == ["high", "a", "b", "low1", "low2"]
+    assert drain(q) == ["high", "a", "b", "low1", "low2"]
+
+
+def test_adding_a_queued_key_raises_its_priority_but_never_lowers_it() -> None:
+    q, _ = make()
+    for key in ("a", "b", "c"):
+        q.add(key, -1)
+    q.add("x")
+    q.add("b")  # raised to 0: behind x, ahead of a and c
+    q.add("x", -1)  # not lowered
+    assert q.adds == 4 and q.depth == 4
+    assert q.ready() == ["x", "b", "a", "c"]
+    assert drain(q) == ["x", "b", "a", "c"]
+    # the stale entry b left in the -1 line is skipped, and does not hide a later add of b
+    q.add("a", -1)
+    q.add("b", -1)
+    assert drain(q) == ["a", "b"] and q.depth == 0
+
+
+def test_a_raised_key_added_again_at_its_old_priority_keeps_its_place() -> None:
+    q, _ = make()
+    q.add("k", -1)
+    q.add("other", -1)
+    q.add("k", 1)
+    assert q.get_nowait() == "k"
+    q.done("k")
+    q.add("k", -1)  # a new entry behind "other"; the stale one in front of it must not count
+    assert q.ready() == ["other", "k"]
+    assert drain(q) == ["other", "k"]
+
+
+def test_priority_of_a_key_re_added_while_processing_applies_on_done() -> None:
+    q, _ = make()
+    q.add("k")
+    key = q.get_nowait()
+    q.add("later")
+    q.add("k", -1)
+    q.add("k", 2)  # raised while processing
+    q.done(key)
+    assert q.ready() == ["k", "later"]
+
+
+def test_discard_ready_clears_every_priority() -> None:
+    q, _ = make()
+    q.add("a", -1)
+    q.add("b", 3)
+    q.add("a", 1)
+    q.shutdown(discard_ready=True)
+    assert q.depth == 0 and q.ready() == []
+    with pytest.raises(QueueShutDown):
+        q.get_nowait()
+
+
+def test_low_priority_limit_caps_the_keys_of_a_negative_priority_in_processing() -> None:
+    q, _ = make(low_priority_limit=1)
+    q.add("a", -1)
+    q.add("b", -1)
+    q.add("h")
+    assert q.get_nowait() == "h"
+    assert q.get_nowait() == "a"
+    with pytest.raises(LookupError):
+        q.get_nowait()  # b waits until a is done
+    assert q.depth == 1
+    q.add("x")
+    assert q.get_nowait() == "x"  # other keys are not held back
+    q.add("c", -1)
+    q.add("c")  # raised to 0: it may go at once
+    assert q.get_nowait() == "c"
+    q.done("a")
+    assert q.get_nowait() == "b"
+    q.done("b")
+    q.add("b", -5)
+    assert q.get_nowait() == "b"
+    with pytest.raises(ValueError):
+        WorkQueue("bad", low_priority_limit=0)
+
+
+async def test_a_low_priority_slot_freed_wakes_a_waiting_worker() -> None:
+    q, _ = make(low_priority_limit=1)
+    q.add("a", -1)
+    q.add("b", -1)
+    assert q.get_nowait() == "a"
+    waiter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    q.done("a")
+    assert await asyncio.wait_for(waiter, 1) == "b"
+
+
+async def test_run_workers_respect_the_low_priority_limit() -> None:
+    q: WorkQueue[str] = WorkQueue("t", prometheus=False, low_priority_limit=2)
+    active: set[str] = set()
+    most = 0
+    done: list[str] = []
+
+    async def handler(key: str) -> None:
+        nonlocal most
+        if key.startswith("low"):
+            active.add(key)
+            most = max(most, len(active))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        active.discard(key)
+        done.append(key)
+
+    for i in range(10):
+        q.add(f"low{i}", -1)
+        q.add(f"high{i}")
+    runner = asyncio.create_task(q.run_workers(6, handler))
+    for _ in range(500):
+        if len(done) == 20:
+            break
+        await asyncio.sleep(0)
+    await q.shutdown_with_drain()
+    await asyncio.wait_for(runner, 5)
+    assert sorted(done) == sorted([f"low{i}" for i in range(10)] + [f"high{i}" for i in range(10)])
+    assert most == 2
+
+
+def test_low_priority_quiet_holds_keys_of_a_negative_priority_while_others_come() -> None:
+    q, clock = make(low_priority_quiet=1.0)
+    q.add("low", -1)
+    q.add("h")
+    assert q.get_nowait() == "h"
+    with pytest.raises(LookupError):
+        q.get_nowait()
+    clock.advance(0.6)
+    q.add("x")  # still busy: the quiet period starts again
+    assert q.get_nowait() == "x"
+    clock.advance(0.9)
+    with pytest.raises(LookupError):
+        q.get_nowait()
+    clock.advance(0.2)
+    assert q.get_nowait() == "low"
+    q.add("low2", -1)  # a key of a negative priority does not restart the quiet period
+    assert q.get_nowait() == "low2"
+    q.add("late", -1)
+    q.add("late")  # raised to 0: it goes at once
+    assert q.get_nowait() == "late"
+    with pytest.raises(ValueError):
+        WorkQueue("bad", low_priority_quiet=-1)
+
+
+async def test_a_worker_waiting_for_the_quiet_period_is_woken_at_its_end() -> None:
+    q: WorkQueue[str] = WorkQueue("t", prometheus=False, low_priority_quiet=0.05)
+    q.add("h")
+    q.add("a", -1)
+    q.add("b", -1)
+    assert await q.get() == "h"
+    waiters = [asyncio.create_task(q.get()) for _ in range(2)]
+    await asyncio.sleep(0.01)
+    assert not any(w.done() for w in waiters)
+    got = await asyncio.wait_for(asyncio.gather(*waiters), 1)
+    assert sorted(got) == ["a", "b"]
+
+
+def test_shutdown_hands_out_held_back_keys_at_once() -> None:
+    q, _ = make(low_priority_quiet=10.0)
+    q.add("h")
+    q.add("low", -1)
+    q.shutdown()
+    assert q.get_nowait() == "h"
+    assert q.get_nowait() == "low"
+    with pytest.raises(QueueShutDown):
+        q.get_nowait()
 
 
 async def test_get_waits_for_add() -> None:
@@ -427,26 +603,41 @@ class WorkQueueMachine(RuleBasedStateMachine):
     owed or delayed key comes out exactly once: none lost, none duplicated, none made up.
     """
 
+    low_priority_limit: int | None = None
+    low_priority_quiet = 0.0
+
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
         self.limiter = _RecordingLimiter(0.005, 0.5)
-        self.q: WorkQueue[str] = WorkQueue(clock=self.clock, rate_limiter=self.limiter, prometheus=False)
+        self.q: WorkQueue[str] = WorkQueue(clock=self.clock, rate_limiter=self.limiter, prometheus=False,
+                                           low_priority_limit=self.low_priority_limit,
+                                           low_priority_quiet=self.low_priority_quiet)
+        self.last_add = -math.inf  # when a key of priority >= 0 was last added
         self.held: set[str] = set()
+        self.held_low: set[str] = set()  # held keys that were handed out with a negative priority
         self.owed: set[str] = set()
         self.due: dict[str, float] = {}
+        self.prio: dict[str, int] = {}  # of the owed keys: the highest priority they were added with
 
     def _delay(self, key: str, delay: float) -> None:
         if delay <= 0:
-            self.owed.add(key)
+            self._owe(key)
+            self.last_add = self.clock.now()
             return
         when = self.clock.now() + delay
         self.due[key] = min(self.due.get(key, when), when)
 
-    @rule(key=KEYS)
-    def add(self, key: str) -> None:
-        self.q.add(key)
+    def _owe(self, key: str, priority: int = 0) -> None:
+        self.prio[key] = max(self.prio[key], priority) if key in self.owed else priority
         self.owed.add(key)
+
+    @rule(key=KEYS, priority=st.sampled_from([0, 0, -1, 1]))
+    def add(self, key: str, priority: int) -> None:
+        self.q.add(key, priority)
+        self._owe(key, priority)
+        if priority >= 0:
+            self.last_add = self.clock.now()
 
     @rule(key=KEYS, delay=st.sampled_from([0, 0.001, 0.01, 0.1, 1.0]))
     def add_after(self, key: str, delay: float) -> None:
@@ -469,29 +660,50 @@ class WorkQueueMachine(RuleBasedStateMachine):
         for key, when in list(self.due.items()):
             if when <= self.clock.now():
                 del self.due[key]
-                self.owed.add(key)
+                self._owe(key)
+                self.last_add = max(self.last_add, when)
+
+    def _eligible(self) -> set[str]:
+        ready = self.owed - self.held
+        if (self.low_priority_limit is not None and len(self.held_low) >= self.low_priority_limit
+                or self.clock.now() < self.last_add + self.low_priority_quiet):
+            ready = {k for k in ready if self.prio[k] >= 0}
+        return ready
 
     @precondition(lambda self: self.q.depth > 0)
     @rule()
     def get(self) -> None:
+        eligible = self._eligible()
+        if not eligible:
+            with pytest.raises(LookupError):
+                self.q.get_nowait()
+            return
         key = self.q.get_nowait()
         assert key not in self.held, f"{key} handed out while being processed"
-        assert key in self.owed, f"{key} handed out but never (re-)added"
+        assert key in eligible, f"{key} handed out but not ready (or held back by the low-priority limit)"
+        highest = max(self.prio[k] for k in eligible)
+        assert self.prio[key] == highest, f"{key} (priority {self.prio[key]}) handed out before one of {highest}"
         self.held.add(key)
+        if self.prio[key] < 0:
+            self.held_low.add(key)
         self.owed.discard(key)
+        del self.prio[key]
 
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data())
     def done(self, data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(sorted(self.held)))
         self.held.discard(key)
+        self.held_low.discard(key)
         self.q.done(key)
 
     @invariant()
     def queue_has_no_duplicates(self) -> None:
-        ready = list(self.q._queue)
-        assert len(ready) == len(set(ready))
+        ready = self.q.ready()
+        assert len(ready) == len(set(ready)) == self.q.depth
         assert not set(ready) & self.held
+        assert set(ready) == self.owed - self.held
+        assert [self.prio[k] for k in ready] == sorted((self.prio[k] for k in ready), reverse=True)
         assert self.q.processing == len(self.held)
 
     def teardown(self) -> None:
@@ -509,6 +721,26 @@ TestWorkQueueMachine = WorkQueueMachine.TestCase
 TestWorkQueueMachine.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+class LimitedWorkQueueMachine(WorkQueueMachine):
+    """The same with at most one key of a negative priority processed at a time."""
+
+    low_priority_limit = 1
+
+
+TestLimitedWorkQueueMachine = LimitedWorkQueueMachine.TestCase
+TestLimitedWorkQueueMachine.settings = TestWorkQueueMachine.settings
+
+
+class QuietWorkQueueMachine(LimitedWorkQueueMachine):
+    """... and keys of a negative priority held back until no other key was added for 10 ms."""
+
+    low_priority_quiet = 0.01
+
+
+TestQuietWorkQueueMachine = QuietWorkQueueMachine.TestCase
+TestQuietWorkQueueMachine.settings = TestWorkQueueMachine.settings
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

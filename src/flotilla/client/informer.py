@@ -131,6 +131,9 @@ class ObjectCache:
         except Exception:
             log.exception("index function %r failed on %s", name, key)
             values = []
+        self._index_values(name, key, values)
+
+    def _index_values(self, name: str, key: str, values: list[str]) -> None:
         if values:
             self._values[name][key] = values
             idx = self._indices[name]
@@ -151,9 +154,18 @@ class ObjectCache:
         old = self._items.get(key)
         self._items[key] = obj
         for name in self._indexers:
-            if old is not None:
-                self._unindex(name, key)
-            self._index(name, key, obj)
+            if old is None:
+                self._index(name, key, obj)
+                continue
+            try:
+                values = [v for v in self._indexers[name](obj) if isinstance(v, str)]
+            except Exception:
+                log.exception("index function %r failed on %s", name, key)
+                values = []
+            if values == self._values[name].get(key, []):
+                continue  # the usual update: the same index values as before
+            self._unindex(name, key)
+            self._index_values(name, key, values)
         return old
 
     def _remove(self, key: str) -> Obj | None:
@@ -197,6 +209,10 @@ async def _call(fn: Callable[..., Any] | None, *args: Obj) -> None:
 async def _deliver(reg: HandlerRegistration, kind: str, args: tuple[Obj, ...]) -> None:
     fn = reg.on_add if kind == "add" else reg.on_update if kind == "update" else reg.on_delete
     await _call(fn, *args)
+
+
+def _handler_of(reg: HandlerRegistration, kind: str) -> Callable[..., Any] | None:
+    return reg.on_add if kind == "add" else reg.on_update if kind == "update" else reg.on_delete
 
 
 # ============================================================================================ informer
@@ -502,11 +518,23 @@ class Informer:
             await self._dispatch("update", (obj, obj))
 
     async def _dispatch(self, kind: str, args: tuple[Obj, ...]) -> None:
-        for reg in list(self._handlers):
+        # the body of _deliver/_call inlined: most handlers are plain functions, and a coroutine per
+        # handler per event would cost more than the handler
+        for reg in tuple(self._handlers):
             if reg.backlog is not None:
                 reg.backlog.append((kind, args))
-            else:
-                await _deliver(reg, kind, args)
+                continue
+            fn = _handler_of(reg, kind)
+            if fn is None:
+                continue
+            try:
+                result = fn(*args)
+                if result is not None and inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("informer event handler %r failed", fn)
 
     async def _replay(self, reg: HandlerRegistration, snapshot: list[Obj]) -> None:
         for obj in snapshot:

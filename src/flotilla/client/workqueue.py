@@ -3,7 +3,14 @@
 * A key is queued at most once (``add`` of a key that is already waiting is a no-op).
 * A key that is added while a worker processes it is not handed to a second worker; it is
   queued again when that worker calls ``done`` (so it is processed once more, afterwards).
-* Ready keys are handed out first in, first out.
+* Ready keys are handed out first in, first out, higher ``priority`` first (controller-runtime's
+  priority queue, which Karmada's ``ControllerPriorityQueue`` gate uses): ``add(key, priority=p)``;
+  the default is 0, and adding a key that is already queued with a higher priority raises its
+  priority (it moves to the end of that priority's line) but never lowers it.
+* Keys of a negative priority (background work) may be held back further: ``low_priority_limit``
+  caps how many of them are processed at once, and ``low_priority_quiet`` hands them out only once no
+  key of another priority was added for that many seconds (a burst of real changes first; a key raised
+  meanwhile is processed once, for both reasons).
 * ``add_after`` delays a key; when the same key is delayed more than once the earliest time wins.
   All delayed keys share one heap and a single timer handle.
 * ``add_rate_limited`` delays a key by the rate limiter: per-key exponential backoff
@@ -292,6 +299,19 @@ class _Prometheus:
         return cls._instance
 
 
+class _QueueMetrics:
+    """One queue's children (label ``name``) of the workqueue metrics."""
+
+    __slots__ = ("adds", "depth", "latency", "retries", "work")
+
+    def __init__(self, metrics: Any, name: str) -> None:
+        self.depth = metrics.depth.labels(name)
+        self.adds = metrics.adds.labels(name)
+        self.latency = metrics.latency.labels(name)
+        self.work = metrics.work.labels(name)
+        self.retries = metrics.retries.labels(name)
+
+
 # ---------------------------------------------------------------------------------------------
 # The queue
 
@@ -307,13 +327,33 @@ class WorkQueue(Generic[K]):
         rate_limiter: RateLimiter[K] | None = None,
         prometheus: bool = True,
         metrics: Any = None,
+        low_priority_limit: int | None = None,
+        low_priority_quiet: float = 0.0,
     ) -> None:
         self.name = name
+        if low_priority_limit is not None and low_priority_limit < 1:
+            raise ValueError("low_priority_limit must be at least 1")
+        if not low_priority_quiet >= 0:
+            raise ValueError("low_priority_quiet must be >= 0")
+        self.low_priority_limit = low_priority_limit
+        self.low_priority_quiet = low_priority_quiet
         self.clock: Clock = clock or LoopClock()
         self.rate_limiter: RateLimiter[K] = rate_limiter or default_rate_limiter(clock=self.clock)
 
-        self._queue: deque[K] = deque()
-        self._dirty: set[K] = set()
+        # ready keys: one FIFO line per priority (nearly always just 0). A key whose priority was raised
+        # leaves a stale entry in its old line, counted in _stale and skipped when reached.
+        self._queue: deque[K] = deque()  # the line of priority 0
+        self._lines: dict[int, deque[K]] = {0: self._queue}
+        self._order: list[int] = [0]  # the priorities of _lines, highest first
+        self._stale: dict[tuple[int, K], int] = {}
+        self._ready = 0  # keys in the lines (stale entries excluded)
+        # keys of a negative priority: ready, and being processed (at most low_priority_limit of them)
+        self._low_ready = 0
+        self._low_processing: set[K] = set()
+        self._last_add = -math.inf  # when a key of priority >= 0 was last added (low_priority_quiet)
+        self._quiet_timer: TimerHandle | None = None
+        # keys added and not yet handed out (ready, or re-added while processing) -> their priority
+        self._dirty: dict[K, int] = {}
         self._processing: set[K] = set()
         self._getters: deque[asyncio.Future[None]] = deque()
         self._shutting_down = False
@@ -337,16 +377,18 @@ class WorkQueue(Generic[K]):
         # where the counts are also recorded: ``metrics`` (an object with the attributes of _Prometheus, e.g.
         # flotilla.observability.metrics.WorkqueueMetrics), else prometheus_client when it is installed
         self._prom = metrics if metrics is not None else (_Prometheus.get() if (prometheus and name) else None)
+        # this queue's children of those metrics (looked up once: a lookup costs more than the recording)
+        self._m: _QueueMetrics | None = None if self._prom is None else _QueueMetrics(self._prom, name)
 
     # -- inspection ----------------------------------------------------------------------------
 
     @property
     def depth(self) -> int:
         """Keys ready to be handed out."""
-        return len(self._queue)
+        return self._ready
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self._ready
 
     @property
     def waiting(self) -> int:
@@ -360,6 +402,19 @@ class WorkQueue(Generic[K]):
     @property
     def shutting_down(self) -> bool:
         return self._shutting_down
+
+    def ready(self) -> list[K]:
+        """The ready keys in the order they will be handed out (for inspection and tests)."""
+        stale = dict(self._stale)
+        out: list[K] = []
+        for priority in self._order:
+            for key in self._lines[priority]:
+                left = stale.get((priority, key), 0)
+                if left:
+                    stale[(priority, key)] = left - 1
+                    continue
+                out.append(key)
+        return out
 
     def keys(self) -> set[K]:
         """Every key the queue holds: ready, delayed, or being processed."""
@@ -388,18 +443,29 @@ class WorkQueue(Generic[K]):
 
     # -- adding --------------------------------------------------------------------------------
 
-    def add(self, key: K) -> None:
-        """Queue the key unless it is already queued; a key being processed is queued on ``done``."""
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, priority: int = 0) -> None:
+        """Queue the key unless it is already queued; a key being processed is queued on ``done``.
+
+        ``priority``: keys of a higher priority are handed out first; a key already queued with a lower
+        priority is raised to this one (no new add is counted).
+        """
+        if self._shutting_down:
+            return
+        if priority >= 0 and self.low_priority_quiet:
+            self._last_add = self.clock.now()
+        current = self._dirty.get(key)
+        if current is not None:
+            if priority > current:
+                self._raise(key, current, priority)
             return
         self.adds += 1
-        if self._prom is not None:
-            self._prom.adds.labels(self.name).inc()
-        self._dirty.add(key)
+        if self._m is not None:
+            self._m.adds.inc()
+        self._dirty[key] = priority
         self._added_at.setdefault(key, self.clock.now())
         if key in self._processing:
             return
-        self._push_ready(key)
+        self._push_ready(key, priority)
 
     def add_after(self, key: K, delay: float) -> None:
         """Add the key once ``delay`` seconds have passed; an earlier pending time for it wins."""
@@ -423,8 +489,8 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         self.retries += 1
-        if self._prom is not None:
-            self._prom.retries.labels(self.name).inc()
+        if self._m is not None:
+            self._m.retries.inc()
         self.add_after(key, self.rate_limiter.when(key))
 
     def forget(self, key: K) -> None:
@@ -441,9 +507,11 @@ class WorkQueue(Generic[K]):
 
         Raises :class:`QueueShutDown` once the queue is shut down and no ready key is left.
         """
+        if self._available():
+            return self._take()
         loop = asyncio.get_running_loop()
-        while not self._queue:
-            if self._shutting_down:
+        while not self._available():
+            if self._shutting_down and not self._ready:
                 raise QueueShutDown(self.name)
             fut: asyncio.Future[None] = loop.create_future()
             self._getters.append(fut)
@@ -458,9 +526,10 @@ class WorkQueue(Generic[K]):
         return self._take()
 
     def get_nowait(self) -> K:
-        """A ready key (marked processing), or ``QueueShutDown`` / ``LookupError`` when there is none."""
-        if not self._queue:
-            if self._shutting_down:
+        """A ready key (marked processing), or ``QueueShutDown`` / ``LookupError`` when there is none (or only
+        keys of a negative priority held back by ``low_priority_limit`` or ``low_priority_quiet``)."""
+        if not self._available():
+            if self._shutting_down and not self._ready:
                 raise QueueShutDown(self.name)
             raise LookupError("no key is ready")
         return self._take()
@@ -470,15 +539,20 @@ class WorkQueue(Generic[K]):
         if key not in self._processing:
             return
         self._processing.discard(key)
+        if self._low_processing and key in self._low_processing:
+            self._low_processing.discard(key)
+            if self._low_ready:
+                self._wake_one()  # a key of a negative priority may be handed out again
         self._ready_since.pop(key, None)
         started = self._started_at.pop(key, None)
         if started is not None:
             elapsed = self.clock.now() - started
             self.work_duration.observe(elapsed)
-            if self._prom is not None:
-                self._prom.work.labels(self.name).observe(elapsed)
-        if key in self._dirty:
-            self._push_ready(key)
+            if self._m is not None:
+                self._m.work.observe(elapsed)
+        priority = self._dirty.get(key)
+        if priority is not None:
+            self._push_ready(key, priority)
         if self._drained is not None:
             self._drained.set()
 
@@ -490,6 +564,9 @@ class WorkQueue(Generic[K]):
         Keys already ready are still handed out (as in client-go) unless ``discard_ready``.
         """
         self._shutting_down = True
+        if self._quiet_timer is not None:
+            self._quiet_timer.cancel()
+            self._quiet_timer = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -500,7 +577,10 @@ class WorkQueue(Generic[K]):
             for key in self._dirty:
                 self._added_at.pop(key, None)
             self._dirty.clear()  # includes keys re-added while processing: done() won't requeue them
-            self._queue.clear()
+            for line in self._lines.values():
+                line.clear()
+            self._stale.clear()
+            self._ready = self._low_ready = 0
             self._set_depth()
         while self._getters:
             fut = self._getters.popleft()
@@ -510,7 +590,7 @@ class WorkQueue(Generic[K]):
     async def shutdown_with_drain(self, *, discard_ready: bool = False) -> None:
         """``shutdown``, then wait until no key is ready or being processed (workers must run)."""
         self.shutdown(discard_ready=discard_ready)
-        while self._processing or self._queue:
+        while self._processing or self._ready:
             self._drained = asyncio.Event()
             await self._drained.wait()
         self._drained = None
@@ -554,23 +634,101 @@ class WorkQueue(Generic[K]):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _push_ready(self, key: K) -> None:
-        self._queue.append(key)
+    def _line(self, priority: int) -> deque[K]:
+        line = self._lines.get(priority)
+        if line is None:
+            line = self._lines[priority] = deque()
+            self._order = sorted(self._lines, reverse=True)
+        return line
+
+    def _available(self) -> int:
+        """How many ready keys may be handed out now."""
+        if self._low_ready and not self._low_allowed():
+            return self._ready - self._low_ready
+        return self._ready
+
+    def _low_allowed(self) -> bool:
+        """Whether a key of a negative priority may be handed out now: fewer than ``low_priority_limit`` of them
+        are being processed, and no other key was added for ``low_priority_quiet`` seconds (else a timer is set
+        to look again then)."""
+        if self.low_priority_limit is not None and len(self._low_processing) >= self.low_priority_limit:
+            return False
+        if self.low_priority_quiet and not self._shutting_down:
+            until = self._last_add + self.low_priority_quiet
+            if self.clock.now() < until:
+                if self._quiet_timer is None:
+                    self._quiet_timer = self.clock.call_at(until, self._on_quiet)
+                return False
+        return True
+
+    def _on_quiet(self) -> None:
+        self._quiet_timer = None
+        if self._low_ready and not self._shutting_down:
+            # they look again (and set the timer again if keys were added meanwhile)
+            for _ in range(min(len(self._getters), max(1, self._available()))):
+                self._wake_one()
+
+    def _push_ready(self, key: K, priority: int = 0) -> None:
+        if priority == 0:
+            self._queue.append(key)
+        else:
+            self._line(priority).append(key)
+            if priority < 0:
+                self._low_ready += 1
+        self._ready += 1
         self._set_depth()
         self._wake_one()
 
+    def _raise(self, key: K, current: int, priority: int) -> None:
+        """A queued key gets a higher priority: if it is ready, it moves to the end of the higher line."""
+        self._dirty[key] = priority
+        if key in self._processing:
+            return  # queued on done(), with the new priority
+        if current < 0 <= priority:
+            self._low_ready -= 1
+            self._wake_one()  # it may be handed out now
+        stale = (current, key)
+        self._stale[stale] = self._stale.get(stale, 0) + 1
+        self._line(priority).append(key)
+
+    def _pop_ready(self) -> K:
+        if not self._stale and len(self._lines) == 1:
+            return self._queue.popleft()
+        low_allowed = not self._low_ready or self._low_allowed()
+        for priority in self._order:
+            if priority < 0 and not low_allowed:
+                break
+            line = self._lines[priority]
+            while line:
+                key = line.popleft()
+                if self._stale:
+                    # a raised key's earlier entry comes before its live one in the same line
+                    stale = (priority, key)
+                    left = self._stale.get(stale)
+                    if left is not None:
+                        if left > 1:
+                            self._stale[stale] = left - 1
+                        else:
+                            del self._stale[stale]
+                        continue
+                return key
+        raise LookupError("no key is ready")  # pragma: no cover - _ready counts the live entries
+
     def _take(self) -> K:
-        key = self._queue.popleft()
+        key = self._pop_ready()
+        self._ready -= 1
         self._set_depth()
         self._processing.add(key)
-        self._dirty.discard(key)
+        if self._dirty.pop(key) < 0:
+            self._low_ready -= 1
+            self._low_processing.add(key)
         now = self.clock.now()
         added = self._added_at.pop(key, None)
         self._ready_since[key] = now if added is None else added
         if added is not None:
             self.latency.observe(now - added)
-            if self._prom is not None:
-                self._prom.latency.labels(self.name).observe(now - added)
+            if self._m is not None:
+                self._m.latency.observe(now - added)
         self._started_at[key] = now
         return key
 
@@ -582,8 +740,8 @@ class WorkQueue(Generic[K]):
                 return
 
     def _set_depth(self) -> None:
-        if self._prom is not None:
-            self._prom.depth.labels(self.name).set(len(self._queue))
+        if self._m is not None:
+            self._m.depth.set(self._ready)
 
     def _arm(self, when: float) -> None:
         if self._timer is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -48,12 +48,18 @@ class ControllerContext:
 class Controller(ABC):
     name: ClassVar[str] = "controller"
     workers: ClassVar[int] = 2
+    #: keys enqueued with a negative priority (background work): at most this many reconciled at once (None: no
+    #: limit), and only once no other key was enqueued for ``low_priority_quiet`` seconds
+    low_priority_workers: ClassVar[int | None] = None
+    low_priority_quiet: ClassVar[float] = 0.0
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
         self.client = ctx.client
         self.options = ctx.options
-        self.queue: WorkQueue[str] = WorkQueue(self.name, metrics=ctx.metrics.workqueue)
+        self.queue: WorkQueue[str] = WorkQueue(self.name, metrics=ctx.metrics.workqueue,
+                                               low_priority_limit=self.low_priority_workers,
+                                               low_priority_quiet=self.low_priority_quiet)
         self._task: asyncio.Task[None] | None = None
 
     @abstractmethod
@@ -69,20 +75,21 @@ class Controller(ABC):
         :meth:`stop` (then forget them). Most controllers record as they go and need nothing here."""
         return None
 
-    def enqueue(self, key: str, after: float = 0.0) -> None:
+    def enqueue(self, key: str, after: float = 0.0, priority: int = 0) -> None:
+        """Queue ``key`` (after ``after`` seconds); a higher ``priority`` is handed to a worker first."""
         if after > 0:
             self.queue.add_after(key, after)
         else:
-            self.queue.add(key)
+            self.queue.add(key, priority)
 
     def informer(self, res: Resource, namespace: str | None = None, **kw: Any) -> Any:
         return self.ctx.informers.informer(res, namespace, **kw)
 
-    def enqueue_object(self, obj: dict[str, Any]) -> None:
+    def enqueue_object(self, obj: Mapping[str, Any], priority: int = 0) -> None:
         md = obj.get("metadata") or {}
         ns, name = md.get("namespace"), md.get("name")
         if name:
-            self.enqueue(f"{ns}/{name}" if ns else name)
+            self.queue.add(f"{ns}/{name}" if ns else name, priority)
 
     def handlers_enqueue_self(self) -> dict[str, Callable[..., None]]:
         """Handlers that enqueue the object's own key on add/update/delete."""
@@ -97,8 +104,17 @@ class Controller(ABC):
         if after is not None and after >= 0:
             self.queue.add_after(key, after)
 
+    def worker_count(self) -> int:
+        """How many keys this controller reconciles at once: its ``workers``, or ``--concurrent-syncs`` when that
+        is more (Karmada has one such flag per controller, ``--concurrent-work-syncs`` ..., 5 each). A worker is a
+        coroutine that mostly waits for the API, so a controller whose passes make several writes runs more."""
+        n = getattr(self.options, "concurrent_syncs", None)
+        flag = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+        return max(self.workers, flag)
+
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.queue.run_workers(self.workers, self._handle))
+        self._task = asyncio.get_running_loop().create_task(
+            self.queue.run_workers(self.worker_count(), self._handle))
 
     async def stop(self) -> None:
         self.queue.shutdown(discard_ready=True)

@@ -6,46 +6,73 @@ that matters (deletion started, labels or spec changed - not Ready flips) concer
 is scheduled against. Whether to schedule and what to write are
 :mod:`flotilla.propagation.schedule_triggers`; the placement itself is :func:`flotilla.scheduler.schedule`.
 
-Writes (merge patches with a resourceVersion precondition): ``spec.clusters`` and the
-``policy.karmada.io/applied-placement`` annotation (on success, and cleared on NoClusterFit), then
-the status: the ``Scheduled`` condition (Success / NoClusterFit / Unschedulable / SchedulerError),
-on success ``schedulerObservedGeneration`` (the generation read at the start of the pass) and
-``lastScheduledTime``, and ``schedulerObservingAffinityName`` with ``clusterAffinities``. Events
-``ScheduleBindingSucceed`` / ``ScheduleBindingFailed`` go to the binding and to its template.
+Writes: ``spec.clusters`` and the ``policy.karmada.io/applied-placement`` annotation (on success, and
+cleared on NoClusterFit), then the status: the ``Scheduled`` condition (Success / NoClusterFit /
+Unschedulable / SchedulerError), on success ``schedulerObservedGeneration`` (the generation read at the
+start of the pass) and ``lastScheduledTime``, and ``schedulerObservingAffinityName`` with
+``clusterAffinities``. Events ``ScheduleBindingSucceed`` / ``ScheduleBindingFailed`` go to the binding and
+to its template.
+
+Each write is guarded by exactly what it depends on, so that the status writes of the other controllers
+on the same binding (aggregated status, conditions) are no conflict: the spec write is a JSON patch that
+tests the uid, ``generation`` (the spec, and no deletion started), the labels (the claim) and the
+scheduler's own status fields the decision read; a status write of the scheduler's own fields only tests
+the uid; one that changes ``conditions`` (a list others write too) is a merge patch with the
+resourceVersion precondition. Where a guard cannot be expressed (a field that is absent), the merge patch
+with the resourceVersion precondition is used. A failed guard or a 409 reads the binding again and
+decides again at once (not through the rate-limited requeue). Until the informer shows the scheduler's
+own last write, a pass decides on what that write returned.
 
 Retries: NoClusterFit waits for the next event (as Karmada); other scheduling errors are retried
 after 1 s doubling up to 10 s; Unschedulable after 5 minutes; a new event schedules at once.
+
+Queue order: bindings enqueued by a Cluster change go behind those whose own spec changed (an eviction
+task, a new placement), one at a time, once no binding was enqueued for half a second - Karmada enqueues
+the same set of bindings, but a taint on a cluster of 1,000 bindings must not make an evicted binding
+wait for the other 999 passes. A binding in both is scheduled once.
+
+The pass Karmada makes after its own spec write (the write bumps ``generation``; the next pass normally
+finds the same result and only confirms ``schedulerObservedGeneration``) is made at once, on the patched
+object and the same cluster snapshot: when it decides nothing new, one status write confirms the new
+generation and the informer's echo of the spec write is not scheduled again. When it would decide
+something else, the first pass's status is written and the echo is scheduled as usual.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from flotilla.client import ApiException, Resource, is_conflict
+from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.client.resources import object_key
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
 from flotilla.controllers.members import CLUSTERS
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.matching import is_deleting
+from flotilla.propagation.jsondiff import with_precondition
 from flotilla.propagation.schedule_triggers import (
     DEFAULT_SCHEDULER_NAME,
     affected_by_cluster,
     cluster_update_matters,
     clusters_patch,
     considered,
+    guarded_clusters_patch,
+    guarded_status_patch,
     observed_generation_patch,
     schedule_reason,
-    scheduled_status,
-    status_patch,
+    scheduled_fields,
+    scheduled_status_patch,
 )
 from flotilla.scheduler import (
+    Cluster,
     FitError,
     ModelError,
     SchedulerError,
     ScheduleResult,
     UnschedulableError,
+    parse_cluster,
     schedule,
 )
 
@@ -59,6 +86,29 @@ SCHEDULE_BINDING_FAILED = "ScheduleBindingFailed"
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 10.0
 UNSCHEDULABLE_RETRY = 300.0
+#: passes over a binding whose spec write met a conflict, each on the binding read again, before the
+#: key goes back to the queue with backoff
+CONFLICT_ATTEMPTS = 3
+#: queue priority of bindings enqueued because a Cluster changed (their own spec changes use 0)
+CLUSTER_EVENT_PRIORITY = -1
+
+
+class _Changed(Exception):
+    """The binding changed in what a decision read before its spec write: ``fresh`` is how it is now (None:
+    gone)."""
+
+    def __init__(self, fresh: dict[str, Any] | None) -> None:
+        super().__init__("the binding changed")
+        self.fresh = fresh
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    """The resourceVersion as a number (the store revision), -1 when it is not one."""
+    value = _meta(obj).get("resourceVersion")
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return -1
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,9 +121,21 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
 class SchedulerController(Controller):
     name = "scheduler"
-    workers = 4
+    # a pass waits for one to three writes; 32 passes at once keep up with a mass eviction (a worker is a
+    # coroutine: idle ones cost nothing)
+    workers = 32
+    # bindings enqueued by a Cluster change are scheduled behind the others, one at a time (Karmada's scheduler
+    # has one worker) and only once no binding changed for a moment: after a taint most of them are evicted
+    # before their turn and then scheduled once, for both reasons
+    low_priority_workers = 1
+    low_priority_quiet = 0.5
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)
@@ -81,6 +143,14 @@ class SchedulerController(Controller):
         self.empty_workload_propagation: bool = bool(getattr(self.options, "enable_empty_workload_propagation",
                                                              False))
         self._failures: dict[str, int] = {}
+        # parsed Clusters: name -> (the cached object it was parsed from, the parse)
+        self._parsed: dict[str, tuple[Mapping[str, Any], Cluster]] = {}
+        # key -> the generation of our own spec write whose follow-up pass was already made (its echo
+        # from the informer is not scheduled again)
+        self._echo: dict[str, int] = {}
+        # key -> (resourceVersion, object) of our last write, until the cache has caught up with it: a pass
+        # right after our own write decides on what we wrote, not on an older cached version
+        self._written: dict[str, tuple[int, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ setup and event handlers
 
@@ -89,7 +159,8 @@ class SchedulerController(Controller):
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.clusters = self.informer(CLUSTERS)
         for inf in (self.rbs, self.crbs):
-            inf.add_handler(on_add=self._on_binding_add, on_update=self._on_binding_update)
+            inf.add_handler(on_add=self._on_binding_add, on_update=self._on_binding_update,
+                            on_delete=self._on_binding_delete)
         self.clusters.add_handler(on_update=self._on_cluster_update)
 
     def _considered(self, binding: Mapping[str, Any]) -> bool:
@@ -97,49 +168,147 @@ class SchedulerController(Controller):
 
     def _on_binding_add(self, binding: Mapping[str, Any]) -> None:
         if self._considered(binding):
-            self.enqueue_object(dict(binding))
+            self.enqueue_object(binding)
+
+    def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
+        if self._written or self._echo:
+            key = object_key(binding)
+            self._written.pop(key, None)
+            self._echo.pop(key, None)
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        if _meta(old).get("generation") != _meta(new).get("generation") and self._considered(new):
-            self.enqueue_object(dict(new))
+        if self._written:
+            key = object_key(new)
+            written = self._written.get(key)
+            if written is not None and _rv(new) >= written[0]:
+                del self._written[key]  # the cache has caught up with our write
+        generation = _meta(new).get("generation")
+        if _meta(old).get("generation") == generation:
+            return
+        if self._echo:
+            key = object_key(new)
+            if self._echo.get(key) == generation:
+                del self._echo[key]  # our own spec write, whose follow-up pass is done
+                return
+        if self._considered(new):
+            self.enqueue_object(new)
 
     def _on_cluster_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if not cluster_update_matters(old, new):
             return
-        for binding in self.rbs.store.list() + self.crbs.store.list():
-            if self._considered(binding) and (affected_by_cluster(binding, old) or affected_by_cluster(binding, new)):
-                self.enqueue_object(binding)
+        for cache in (self.rbs, self.crbs):
+            for binding in cache.store.list():
+                if self._considered(binding) and (affected_by_cluster(binding, old)
+                                                  or affected_by_cluster(binding, new)):
+                    self.enqueue_object(binding, CLUSTER_EVENT_PRIORITY)
+
+    def _cluster_snapshot(self) -> tuple[list[dict[str, Any]], tuple[Cluster, ...] | None]:
+        """Every cached Cluster, and their parses (None when one does not parse: then the scheduler
+        gets the objects and reports the error). A Cluster is parsed again only when it changed."""
+        objs = self.clusters.store.list()
+        parsed: list[Cluster] = []
+        cache = self._parsed
+        for obj in objs:
+            name = _meta(obj).get("name")
+            hit = cache.get(name) if isinstance(name, str) else None
+            if hit is None or hit[0] is not obj:
+                try:
+                    hit = (obj, parse_cluster(obj))
+                except ModelError:
+                    return objs, None
+                cache[hit[1].name] = hit
+            parsed.append(hit[1])
+        if len(cache) > len(objs):
+            live = {c.name for c in parsed}
+            for name in [n for n in cache if n not in live]:
+                del cache[name]
+        return objs, tuple(parsed)
 
     # ------------------------------------------------------------------ reconcile
 
     async def reconcile(self, key: str) -> float | None:
+        self._echo.pop(key, None)  # a pass of its own now: any echo left over is scheduled by it
         namespace, name = split_key(key)
         cache = self.rbs if namespace else self.crbs
-        binding = cache.store.get(key)
-        if binding is None or is_deleting(binding) or not self._considered(binding):
-            self._failures.pop(key, None)
-            return None
         res = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
-        clusters = self.clusters.store.list()
-        reason = schedule_reason(binding, clusters)
-        if reason is None:
-            self._failures.pop(key, None)
-            await patch_with_retry(self.client, res, binding, name, namespace, observed_generation_patch,
-                                   subresource="status")
+        binding = cache.store.get(key)
+        written = self._written.get(key)
+        if written is not None and binding is not None and _rv(binding) < written[0]:
+            binding = written[1]  # the cache has not seen our last write yet
+        for attempt in range(CONFLICT_ATTEMPTS):
+            if binding is None or is_deleting(binding) or not self._considered(binding):
+                self._failures.pop(key, None)
+                return None
+            clusters, parsed = self._cluster_snapshot()
+            reason = schedule_reason(binding, clusters)
+            if reason is None:
+                self._failures.pop(key, None)
+                self._remember(key, await patch_with_retry(self.client, res, binding, name, namespace,
+                                                           observed_generation_patch, subresource="status"),
+                               binding)
+                return None
+            log.debug("scheduler: scheduling %s (%s)", key, reason)
+            try:
+                return await self._schedule(key, res, binding, clusters, parsed)
+            except _Changed as e:
+                # the binding changed in what the decision read: decide again on it as it is now
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise ApiException(409, message=f"{key} kept changing while it was scheduled") from None
+                binding = e.fresh
+                continue
+            except ApiException as e:
+                # the binding moved on while we decided: decide again on the binding as it is now, rather
+                # than through the rate-limited requeue
+                if not is_conflict(e) or attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+            binding = await self._read(res, name, namespace)
+        raise RuntimeError("unreachable")  # pragma: no cover
+
+    async def _read(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(res, name, namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
+
+    def _decide(self, key: str, binding: Mapping[str, Any], clusters: list[dict[str, Any]],
+                parsed: tuple[Cluster, ...] | None, now: Any) -> ScheduleResult:
+        try:
+            return schedule(binding, None, parsed if parsed is not None else clusters, now=now,
+                            enable_empty_workload_propagation=self.empty_workload_propagation)
+        except (ModelError, ValueError, TypeError) as e:
+            return ScheduleResult(error=SchedulerError(f"cannot schedule {key}: {e}"))
+
+    def _follow_up(self, key: str, written: Mapping[str, Any], status: Mapping[str, Any],
+                   clusters: list[dict[str, Any]], parsed: tuple[Cluster, ...] | None, now: Any,
+                   result: ScheduleResult) -> tuple[int, str | None] | None:
+        """Karmada's next pass, triggered by our own spec write, made now on ``written`` (the patched
+        binding) with ``status`` (the one this pass writes): ``(generation, success event message or
+        None)`` when it only confirms ``generation``; None when it would decide something (or cannot
+        be made here), and then the informer's echo is scheduled as usual."""
+        generation = _meta(written).get("generation")
+        if not isinstance(generation, int) or isinstance(generation, bool):
             return None
-        log.debug("scheduler: scheduling %s (%s)", key, reason)
-        return await self._schedule(key, res, binding, clusters)
+        echo = dict(written)
+        echo["status"] = status
+        if is_deleting(echo) or not self._considered(echo):
+            return None
+        if schedule_reason(echo, clusters) is None:
+            return generation, None  # it would only confirm schedulerObservedGeneration
+        again = self._decide(key, echo, clusters, parsed, now)
+        if (not again.ok or again.attempts or again.affinity_name != result.affinity_name
+                or again.condition() != result.condition()
+                or clusters_patch(echo, again.target_clusters) is not None):
+            return None
+        return generation, again.event_message
 
     async def _schedule(self, key: str, res: Resource, binding: Mapping[str, Any],
-                        clusters: list[dict[str, Any]]) -> float | None:
+                        clusters: list[dict[str, Any]], parsed: tuple[Cluster, ...] | None) -> float | None:
         namespace, name = split_key(key)
         generation = _meta(binding).get("generation")
         now = self.ctx.now()
-        try:
-            result = schedule(binding, None, clusters, now=now,
-                              enable_empty_workload_propagation=self.empty_workload_propagation)
-        except (ModelError, ValueError, TypeError) as e:
-            result = ScheduleResult(error=SchedulerError(f"cannot schedule {key}: {e}"))
+        result = self._decide(key, binding, clusters, parsed, now)
         for attempt in result.attempts:
             self._event(binding, WARNING, SCHEDULE_BINDING_FAILED,
                         f"Scheduling with cluster affinity term {attempt.affinity_name!r} failed: "
@@ -147,11 +316,14 @@ class SchedulerController(Controller):
 
         current: Mapping[str, Any] = binding
         write_error: ApiException | None = None
+        spec_written = False
         if result.writes_clusters:
             try:
                 patch = clusters_patch(binding, result.target_clusters)
                 if patch is not None:
-                    current = await self.client.patch(res, name, patch, namespace=namespace)
+                    current = await self._write_spec(res, name, namespace, binding, patch)
+                    self._remember(key, current, binding)
+                    spec_written = True
             except ApiException as e:
                 if is_conflict(e):
                     raise  # the binding moved on while we decided: decide again with the new version
@@ -165,15 +337,25 @@ class SchedulerController(Controller):
         affinity = result.affinity_name if result.ok and write_error is None else None
         observed = generation if isinstance(generation, int) else None
 
-        def status_change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            return status_patch(obj, scheduled_status(obj, condition, now, affinity_name=affinity,
-                                                      generation=observed))
+        follow_up = None
+        if spec_written and result.ok:
+            status = {**_status(current),
+                      **scheduled_fields(current, condition, now, affinity_name=affinity, generation=observed)}
+            follow_up = self._follow_up(key, current, status, clusters, parsed, now, result)
+            if follow_up is not None:
+                observed = follow_up[0]
+                self._echo[key] = follow_up[0]  # before the next await: the echo may come meanwhile
 
-        await patch_with_retry(self.client, res, current, name, namespace, status_change, subresource="status")
+        def status_change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            return scheduled_status_patch(obj, condition, now, affinity_name=affinity, generation=observed)
+
+        self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
 
         if write_error is None and result.ok:
             self._failures.pop(key, None)
             self._event(current, NORMAL, SCHEDULE_BINDING_SUCCEED, result.event_message)
+            if follow_up is not None and follow_up[1] is not None:
+                self._event(current, NORMAL, SCHEDULE_BINDING_SUCCEED, follow_up[1])
             return None
         self._event(current, WARNING, SCHEDULE_BINDING_FAILED, condition["message"])
         if write_error is not None:
@@ -186,6 +368,58 @@ class SchedulerController(Controller):
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         return min(BACKOFF_MAX, BACKOFF_INITIAL * (2 ** failures))
+
+    async def _write_spec(self, res: Resource, name: str, namespace: str | None, binding: Mapping[str, Any],
+                          patch: dict[str, Any]) -> dict[str, Any]:
+        """The spec write: guarded by what the decision read (a JSON patch with tests) when it can be, so that
+        another controller's status write meanwhile is no conflict; else, or when a test fails (422), the merge
+        patch with the resourceVersion precondition, whose 409 means: decide again."""
+        ops = guarded_clusters_patch(binding, patch)
+        if ops is not None:
+            try:
+                return await self.client.patch(res, name, ops, namespace=namespace, patch_type="json")
+            except ApiException as e:
+                if e.status != 422:
+                    raise
+            # a test failed, or the write itself is invalid: which one, the binding as it is now tells
+            fresh = await self._read(res, name, namespace)
+            if fresh is None or guarded_clusters_patch(fresh, patch) != ops:
+                raise _Changed(fresh)
+            unguarded = {**patch, "metadata": {k: v for k, v in (patch.get("metadata") or {}).items()
+                                               if k != "resourceVersion"}}
+            patch = with_precondition(unguarded, fresh)  # the same write on the same decision: its error
+        return await self.client.patch(res, name, patch, namespace=namespace)
+
+    async def _write_status(self, res: Resource, name: str, namespace: str | None, current: Mapping[str, Any],
+                            change: Callable[[Mapping[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
+        """The status write: only the scheduler's own fields -> guarded by the uid alone; with ``conditions``
+        (which others write too) -> merge patch with the resourceVersion precondition, read again on 409.
+        Returns the binding written, or None when nothing was written."""
+        patch = change(current)
+        if patch is None:
+            return None
+        base: Mapping[str, Any] | None = current
+        ops = guarded_status_patch(current, patch)
+        if ops is not None:
+            try:
+                return await self.client.patch(res, name, ops, namespace=namespace, patch_type="json",
+                                               subresource="status")
+            except ApiException as e:
+                if is_not_found(e):
+                    return None
+                if e.status != 422:
+                    raise
+                base = None  # another binding of that name: read it
+        return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
+
+    def _remember(self, key: str, written: dict[str, Any] | None, before: Mapping[str, Any] | None = None) -> None:
+        """Keep ``written`` (what a write of ours returned) until the cache has it; ``before``: the version the
+        write was made on (a write that changed nothing returns an equal object: nothing to keep)."""
+        if written is None:
+            return
+        rv = _rv(written)
+        if rv >= 0 and (before is None or rv > _rv(before)):
+            self._written[key] = (rv, written)
 
     def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.ctx.recorder.event(binding, type_, reason, message)

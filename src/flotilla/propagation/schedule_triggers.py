@@ -42,11 +42,15 @@ __all__ = [
     "clusters_patch",
     "considered",
     "format_time",
+    "guarded_clusters_patch",
+    "guarded_status_patch",
     "observed_generation_patch",
     "placement_changed",
     "replicas_changed",
     "schedule_reason",
+    "scheduled_fields",
     "scheduled_status",
+    "scheduled_status_patch",
     "set_condition",
     "status_patch",
     "target_clusters_dicts",
@@ -316,6 +320,67 @@ def clusters_patch(binding: Mapping[str, Any], targets: Iterable[Mapping[str, An
     return with_precondition(patch, binding)
 
 
+def _pointer(*tokens: str) -> str:
+    """An RFC 6901 JSON pointer."""
+    return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def _guards(binding: Mapping[str, Any], *paths: tuple[str, ...]) -> list[dict[str, Any]] | None:
+    """JSON patch ``test`` operations that the binding still has the value of each path it has now; None when
+    one of them is absent (a test cannot say "still absent")."""
+    ops = []
+    for path in paths:
+        value: Any = binding
+        for token in path:
+            if not isinstance(value, Mapping) or token not in value:
+                return None
+            value = value[token]
+        ops.append({"op": "test", "path": _pointer(*path), "value": value})
+    return ops
+
+
+def guarded_clusters_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """``patch`` (from :func:`clusters_patch`) as a JSON patch whose precondition is not the resourceVersion
+    but what the decision read: the same object (uid), the same spec and no deletion started (generation),
+    the same claim (labels) and the same scheduler status (``schedulerObservingAffinityName``,
+    ``lastScheduledTime``). A status write of another controller meanwhile is then no conflict.
+
+    None when such a patch cannot say it (a guarded value is absent, or there is no annotations map to
+    add to): then the merge patch with the resourceVersion precondition is the way.
+    """
+    guards = _guards(binding, ("metadata", "uid"), ("metadata", "generation"), ("metadata", "labels"),
+                     ("status", "schedulerObservingAffinityName"), ("status", "lastScheduledTime"))
+    if guards is None or not isinstance(_meta(binding).get("annotations"), Mapping):
+        return None
+    ops = list(guards)
+    for key, value in ((patch.get("metadata") or {}).get("annotations") or {}).items():
+        ops.append({"op": "add", "path": _pointer("metadata", "annotations", key), "value": value})
+    spec_patch = patch.get("spec") or {}
+    if "clusters" in spec_patch:
+        clusters = spec_patch["clusters"]
+        if clusters is not None:
+            ops.append({"op": "add", "path": "/spec/clusters", "value": clusters})
+        elif "clusters" in _spec(binding):
+            ops.append({"op": "remove", "path": "/spec/clusters"})
+    return ops
+
+
+def guarded_status_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """``patch`` (from :func:`scheduled_status_patch`) as a JSON patch guarded only by the uid, when it
+    writes nothing but the scheduler's own fields (``schedulerObservedGeneration``, ``lastScheduledTime``,
+    ``schedulerObservingAffinityName``), which no other controller writes; None when it also writes
+    ``conditions`` (a list other controllers write too: the resourceVersion precondition guards it)."""
+    status = patch.get("status") or {}
+    if "conditions" in status or not isinstance(binding.get("status"), Mapping):
+        return None
+    ops = _guards(binding, ("metadata", "uid"))
+    if ops is None:
+        return None
+    for key, value in status.items():
+        ops.append({"op": "add", "path": _pointer("status", key), "value": value})
+    return ops
+
+
 def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any], now: str) -> list[dict[str, Any]]:
     """``meta.SetStatusCondition``: replace the condition of ``new['type']``; its
     ``lastTransitionTime`` moves to ``now`` only when the status changes (or it is new)."""
@@ -342,6 +407,23 @@ def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any
     return out
 
 
+def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,
+                     *, affinity_name: str | None = None, generation: int | None = None) -> dict[str, Any]:
+    """The status fields a scheduling pass sets (see :func:`scheduled_status`), and only those: ``conditions``
+    and, as the case may be, ``schedulerObservedGeneration``, ``lastScheduledTime`` and
+    ``schedulerObservingAffinityName``. Shares nothing with ``binding``."""
+    stamp = format_time(now)
+    fields: dict[str, Any] = {
+        "conditions": set_condition(_list(_status(binding).get("conditions")), condition, stamp)}
+    if condition.get("status") == "True":
+        fields["schedulerObservedGeneration"] = (
+            generation if generation is not None else _int(_meta(binding).get("generation")))
+        fields["lastScheduledTime"] = stamp
+    if affinity_name is not None:
+        fields["schedulerObservingAffinityName"] = affinity_name
+    return fields
+
+
 def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,
                      *, affinity_name: str | None = None, generation: int | None = None) -> dict[str, Any]:
     """The binding's status after a scheduling pass.
@@ -352,15 +434,28 @@ def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     ``affinity_name``: the ``clusterAffinities`` term used (None: leave it).
     """
     status = copy.deepcopy(dict(_status(binding)))
-    stamp = format_time(now)
-    status["conditions"] = set_condition(_list(status.get("conditions")), condition, stamp)
-    if condition.get("status") == "True":
-        status["schedulerObservedGeneration"] = (
-            generation if generation is not None else _int(_meta(binding).get("generation")))
-        status["lastScheduledTime"] = stamp
-    if affinity_name is not None:
-        status["schedulerObservingAffinityName"] = affinity_name
+    status.update(scheduled_fields(binding, condition, now, affinity_name=affinity_name, generation=generation))
     return status
+
+
+def scheduled_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,
+                           *, affinity_name: str | None = None, generation: int | None = None
+                           ) -> dict[str, Any] | None:
+    """``status_patch(binding, scheduled_status(binding, ...))`` without copying or comparing the rest of
+    the status (which a scheduling pass leaves alone)."""
+    old = _status(binding)
+    diff: dict[str, Any] = {}
+    for key, value in scheduled_fields(binding, condition, now, affinity_name=affinity_name,
+                                       generation=generation).items():
+        if key not in old:
+            diff[key] = value
+            continue
+        before = old[key]
+        if before != value or type(before) is not type(value):
+            diff[key] = value
+    if not diff:
+        return None
+    return with_precondition({"status": diff}, binding)
 
 
 def status_patch(binding: Mapping[str, Any], new_status: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -27,18 +27,12 @@ __all__ = ["UNAUTHENTIC_REPLICA", "allocatable_replicas", "general_estimate"]
 UNAUTHENTIC_REPLICA = -1
 
 
-def _pods(resources: Mapping[str, Fraction] | None) -> int:
-    if not resources or "pods" not in resources:
-        return 0
-    return quantity_value(resources["pods"])
-
-
 def general_estimate(cluster: Cluster, requirements: ReplicaRequirements | None) -> int:
     """The general estimator's maximum number of replicas for ``cluster`` (clamped to int32)."""
     summary = cluster.resource_summary
-    if summary is None:
+    pods_left = cluster.pods_left
+    if summary is None or pods_left is None:
         return 0
-    pods_left = _pods(summary.allocatable) - _pods(summary.allocated) - _pods(summary.allocating)
     if pods_left <= 0:
         return 0
     maximum = pods_left

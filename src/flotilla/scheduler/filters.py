@@ -15,7 +15,7 @@ workload is not placed on a cluster it would be evicted from at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -71,6 +71,16 @@ class FilterContext:
     spec: BindingSpec
     now: datetime
     affinity_name: str = ""
+    # derived once per scheduling attempt (the filters run once per cluster)
+    affinities: list[ClusterAffinity] | None = field(init=False, repr=False, compare=False)
+    targets: frozenset[str] = field(init=False, repr=False, compare=False)
+    evicting: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "affinities", affinities_for(self.spec, self.affinity_name))
+        object.__setattr__(self, "targets", frozenset(c.name for c in self.spec.clusters))
+        object.__setattr__(self, "evicting",
+                           frozenset(t.from_cluster for t in self.spec.graceful_eviction_tasks))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -230,15 +240,18 @@ def expired_no_execute_taint(
 
 
 def filter_cluster_affinity(ctx: FilterContext, cluster: Cluster) -> str | None:
-    affinities = affinities_for(ctx.spec, ctx.affinity_name)
-    if affinities is None or any(cluster_matches(cluster, a) for a in affinities):
+    affinities = ctx.affinities
+    if affinities is None:
         return None
+    for affinity in affinities:
+        if cluster_matches(cluster, affinity):
+            return None
     return REASON_AFFINITY
 
 
 def filter_taint_toleration(ctx: FilterContext, cluster: Cluster) -> str | None:
     """Untolerated NoSchedule/NoExecute taints keep *new* placements away; current targets always pass."""
-    if ctx.spec.target_contains(cluster.name):
+    if cluster.name in ctx.targets or not cluster.taints:
         return None
     tolerations = ctx.spec.placement.cluster_tolerations
     taint = find_untolerated_taint(cluster.taints, tolerations)
@@ -252,7 +265,7 @@ def filter_taint_toleration(ctx: FilterContext, cluster: Cluster) -> str | None:
 
 def filter_api_enablement(ctx: FilterContext, cluster: Cluster) -> str | None:
     """The cluster must be known to serve the template's kind (current targets always pass)."""
-    if ctx.spec.target_contains(cluster.name):
+    if cluster.name in ctx.targets:
         return None
     resource = ctx.spec.resource
     if cluster.api_enabled(resource.api_version, resource.kind) == "Enabled":
@@ -274,7 +287,7 @@ def filter_spread_constraint(ctx: FilterContext, cluster: Cluster) -> str | None
 
 def filter_cluster_eviction(ctx: FilterContext, cluster: Cluster) -> str | None:
     """A cluster with a graceful-eviction task in flight for this binding is skipped (any purge mode)."""
-    if ctx.spec.in_graceful_eviction(cluster.name):
+    if cluster.name in ctx.evicting:
         return REASON_EVICTION
     return None
 

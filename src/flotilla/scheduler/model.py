@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from flotilla.apiserver.selectors import LabelSelector, SelectorError, label_selector_from_dict
@@ -304,6 +305,12 @@ class ResourceSummary:
         )
 
 
+def _pods(resources: Mapping[str, Fraction] | None) -> int:
+    if not resources or "pods" not in resources:
+        return 0
+    return quantity_value(resources["pods"])
+
+
 @dataclass(frozen=True)
 class Cluster:
     """What the scheduler reads of a ``cluster.karmada.io/v1alpha1`` Cluster."""
@@ -318,6 +325,15 @@ class Cluster:
     complete_api_enablements: bool = False
     resource_summary: ResourceSummary | None = None
     deleting: bool = False
+
+    @cached_property
+    def pods_left(self) -> int | None:
+        """``allocatable.pods - allocated.pods - allocating.pods`` of the resource summary (None without
+        one); computed once per parsed Cluster, which the scheduler keeps while the object is unchanged."""
+        summary = self.resource_summary
+        if summary is None:
+            return None
+        return _pods(summary.allocatable) - _pods(summary.allocated) - _pods(summary.allocating)
 
     def api_enabled(self, api_version: str, kind: str) -> str:
         """``Cluster.APIEnablement(gvk)``: ``"Enabled"``, ``"Disabled"`` or ``"Unknown"``."""

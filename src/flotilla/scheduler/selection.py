@@ -89,15 +89,21 @@ def build_candidates(
     allocatable: Mapping[str, int],
 ) -> list[Candidate]:
     """The feasible clusters as sorted :class:`Candidate` entries."""
+    placement = spec.placement
+    if placement.cluster_affinity is not None or not placement.cluster_affinities:
+        orders = [0] * len(clusters)  # overflow_order's first case, for every cluster at once
+    else:
+        orders = [overflow_order(spec, affinity_name, c) for c in clusters]
+    assigned = {t.name: t.replicas for t in reversed(spec.clusters)}  # the first entry of a name wins
     candidates = [
         Candidate(
             cluster=c,
             score=scores.get(c.name, 0),
-            overflow_order=overflow_order(spec, affinity_name, c),
-            available_replicas=allocatable[c.name] + spec.assigned_replicas(c.name),
+            overflow_order=order,
+            available_replicas=allocatable[c.name] + assigned.get(c.name, 0),
             allocatable_replicas=allocatable[c.name],
         )
-        for c in clusters
+        for c, order in zip(clusters, orders, strict=True)
     ]
     candidates.sort(key=candidate_sort_key)
     return candidates

@@ -6,10 +6,12 @@ scheduler in a ControllerManager, Clusters created directly with a Ready status,
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.client import ApiException
 from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS
 from flotilla.policy.naming import depended_by_label_key
 from tests.integration.controllers.test_detector import (
@@ -347,3 +349,219 @@ async def test_scheduler_error_is_retried_with_backoff(plane: Plane) -> None:
     await plane.cluster("m3")
     rb = await eventually(lambda: scheduled(plane), within=15, what="scheduled on a retry")
     assert names(rb) == {"m1": 3, "m2": 3, "m3": 3}
+
+
+# ------------------------------------------------------------------ fewer passes and writes, same results
+
+
+async def _versions(plane: Plane, name: str, since: str, quiet: float = 0.4) -> list[dict[str, Any]]:
+    """Every version of binding ``name`` after resourceVersion ``since``, until none came for ``quiet`` s."""
+    out: list[dict[str, Any]] = []
+    stream = plane.client.watch(RBS, NS, resource_version=since, field_selector=f"metadata.name={name}")
+    try:
+        while True:
+            try:
+                ev = await asyncio.wait_for(stream.__anext__(), quiet)
+            except (TimeoutError, StopAsyncIteration):
+                return out
+            if ev.type == "MODIFIED":
+                out.append(ev.object)
+    finally:
+        await stream.aclose()
+
+
+async def test_a_new_result_is_confirmed_in_one_status_write(plane: Plane) -> None:
+    """Karmada's next pass after its own spec write (generation + 1, same result) is made at once: the spec
+    write is followed by one status write that already confirms the new generation."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start()
+    await plane.client.create(DEPLOYMENTS, deployment())
+    spread = [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]
+    await plane.client.create(PPS, policy(placement={"spreadConstraints": spread}))
+    rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+    assert names(rb) == {"m1": 3}
+    since = rb["metadata"]["resourceVersion"]
+    collecting = asyncio.ensure_future(_versions(plane, "nginx-deployment", since))
+    await asyncio.sleep(0.05)
+    # what the taint manager does: m1 leaves spec.clusters with a graceful-eviction task
+    task = {"fromCluster": "m1", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager",
+            "creationTimestamp": "2024-01-01T00:00:00Z"}
+    evicted = await plane.client.patch(RBS, "nginx-deployment", {
+        "metadata": {"resourceVersion": since},
+        "spec": {"clusters": None, "gracefulEvictionTasks": [task]}}, namespace=NS)
+    versions = await collecting
+    assert versions[0]["metadata"]["resourceVersion"] == evicted["metadata"]["resourceVersion"]
+    spec_write, status_write = versions[1:]  # nothing in between, nothing after
+    assert names(spec_write) == {"m2": 3}
+    assert spec_write["metadata"]["generation"] == evicted["metadata"]["generation"] + 1
+    assert spec_write["status"] == evicted["status"]
+    assert status_write["metadata"]["generation"] == spec_write["metadata"]["generation"]
+    assert status_write["status"]["schedulerObservedGeneration"] == spec_write["metadata"]["generation"]
+    assert condition(status_write)["reason"] == "Success"
+    # Karmada records an event for each of its two passes (aggregated into one Event with count 2)
+    events = await eventually(lambda: plane.events("ScheduleBindingSucceed", "nginx-deployment"),
+                              what="ScheduleBindingSucceed")
+    moved = [e for e in events if e["message"].endswith("Result: {m2:3}")]
+    assert moved and moved[0].get("count", 1) == 2
+
+
+async def test_a_spec_write_conflict_is_decided_again_at_once(plane: Plane) -> None:
+    """A 409 on the spec write (another controller wrote the binding meanwhile) reads the binding again and
+    decides at once, without the rate-limited requeue."""
+    await plane.cluster("m1")
+    conflicts = 0
+    patch = plane.client.patch
+
+    async def patch_once_conflicting(res: Any, name: str, body: Any, **kw: Any) -> Any:
+        nonlocal conflicts
+        if res == RBS and kw.get("subresource") is None and conflicts == 0 and "clusters" in body.get("spec", {}):
+            conflicts += 1
+            raise ApiException(409, message="the object has been modified")
+        return await patch(res, name, body, **kw)
+
+    plane.client.patch = patch_once_conflicting  # type: ignore[method-assign]
+    manager = await plane.start()
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.client.create(PPS, policy())
+    rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+    assert names(rb) == {"m1": 3} and conflicts == 1
+    scheduler = next(c for c in manager.controllers if c.name == "scheduler")
+    assert scheduler.queue.retries == 0
+
+
+async def test_bindings_enqueued_by_a_cluster_change_wait_behind_spec_changes(plane: Plane) -> None:
+    """Karmada enqueues every binding a Cluster change may concern; those whose own spec changed go first."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    await plane.client.create(PPS, policy(selectors=[{"apiVersion": "apps/v1", "kind": "Deployment"}]))
+    for i in range(4):
+        await plane.client.create(DEPLOYMENTS, deployment(f"app{i}"))
+    for i in range(4):
+        await plane.binding(f"app{i}-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    sched = SchedulerController(ctx)
+    sched.setup()
+    assert await ctx.informers.wait_for_sync(5)
+    while sched.queue.depth:  # the initial adds
+        sched.queue.done(sched.queue.get_nowait())
+    m1 = await plane.get(CLUSTERS, "m1", None)
+    tainted = {**m1, "metadata": {**m1["metadata"], "generation": m1["metadata"]["generation"] + 1}}
+    sched._on_cluster_update(m1, tainted)
+    assert sched.queue.ready() == [f"{NS}/app{i}-deployment" for i in range(4)]
+    old = sched.rbs.store.get(f"{NS}/app2-deployment")
+    assert old is not None
+    new = {**old, "metadata": {**old["metadata"], "generation": old["metadata"]["generation"] + 1}}
+    sched._on_binding_update(old, new)
+    assert sched.queue.ready() == [f"{NS}/app2-deployment", *(f"{NS}/app{i}-deployment" for i in (0, 1, 3))]
+    assert sched.queue.adds == 8  # 4 initial + 4 from the cluster; the spec change only moved app2 up
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_another_controllers_status_write_is_no_conflict_for_the_spec_write(plane: Plane) -> None:
+    """The spec write is guarded by what the decision read (uid, generation, labels, the scheduler's status),
+    not by the resourceVersion: a status write of another controller meanwhile does not send it round again."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    placement = {"clusterAffinities": [{"affinityName": "primary", "clusterNames": ["m1"]},
+                                       {"affinityName": "fallback", "clusterNames": ["m2"]}],
+                 "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]}
+    await plane.client.create(PPS, policy(placement=placement))
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.binding("nginx-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    sched = SchedulerController(ctx)
+    sched.setup()
+    assert await ctx.informers.wait_for_sync(5)
+    key = f"{NS}/nginx-deployment"
+    await sched.reconcile(key)
+    rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+    assert names(rb) == {"m1": 3} and rb["status"]["schedulerObservingAffinityName"] == "primary"
+
+    task = {"fromCluster": "m1", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager",
+            "creationTimestamp": "2024-01-01T00:00:00Z"}
+    evicted = await plane.client.patch(RBS, "nginx-deployment", {
+        "spec": {"clusters": None, "gracefulEvictionTasks": [task]}}, namespace=NS)
+    # another controller writes the status: the decision below is made on the version before it
+    await plane.client.patch(RBS, "nginx-deployment", {"status": {"aggregatedStatus": [{"clusterName": "m1"}]}},
+                             namespace=NS, subresource="status")
+    writes: list[tuple[str, str | None, int]] = []
+    patch = plane.client.patch
+
+    async def recording(res: Any, name: str, body: Any, **kw: Any) -> Any:
+        try:
+            out = await patch(res, name, body, **kw)
+        except ApiException as e:
+            writes.append((kw.get("patch_type", "merge"), kw.get("subresource"), e.status))
+            raise
+        writes.append((kw.get("patch_type", "merge"), kw.get("subresource"), 200))
+        return out
+
+    plane.client.patch = recording  # type: ignore[method-assign]
+    clusters, parsed = sched._cluster_snapshot()
+    await sched._schedule(key, RBS, evicted, clusters, parsed)
+    assert writes == [("json", None, 200), ("json", "status", 200)]
+    rb = await plane.get(RBS, "nginx-deployment")
+    # until the cache has it, a pass decides on what the scheduler wrote last, not on an older version
+    assert sched._written[key][1]["metadata"]["resourceVersion"] == rb["metadata"]["resourceVersion"]
+    await eventually(lambda: _true(key not in sched._written), what="the cache catching up")
+    assert names(rb) == {"m2": 3}
+    assert rb["status"]["aggregatedStatus"] == [{"clusterName": "m1"}]
+    assert rb["status"]["schedulerObservingAffinityName"] == "fallback"
+    assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+    assert condition(rb)["reason"] == "Success"
+
+    # a spec change meanwhile is a conflict: the decision is made again on the binding as it is now
+    stale = await plane.client.patch(RBS, "nginx-deployment", {"spec": {"clusters": None}}, namespace=NS)
+    await plane.client.patch(RBS, "nginx-deployment", {"spec": {"clusters": [{"name": "m2", "replicas": 3}]}},
+                             namespace=NS)
+    from flotilla.controllers.scheduler import _Changed
+
+    writes.clear()
+    clusters, parsed = sched._cluster_snapshot()
+    try:
+        await sched._schedule(key, RBS, stale, clusters, parsed)
+    except _Changed as e:
+        assert e.fresh is not None and e.fresh["metadata"]["generation"] == stale["metadata"]["generation"] + 1
+    else:
+        raise AssertionError("no conflict")
+    assert writes == [("json", None, 422)]
+    now = await plane.get(RBS, "nginx-deployment")
+
+    async def cache_caught_up() -> bool:
+        cached = sched.rbs.store.get(key)
+        return cached is not None and cached["metadata"]["resourceVersion"] == now["metadata"]["resourceVersion"]
+
+    await eventually(cache_caught_up, what="the cache at the binding's latest version")
+    await sched.reconcile(key)
+    rb = await plane.get(RBS, "nginx-deployment")
+    assert names(rb) == {"m2": 3} and rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+
+
+async def test_workers_are_the_controllers_own_or_concurrent_syncs_when_more(plane: Plane) -> None:
+    await plane.start(controllers=["detector"])
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from dataclasses import replace
+
+    from flotilla.controllers.base import ControllerContext
+    from flotilla.controllers.scheduler import SchedulerController
+
+    def with_syncs(n: int) -> ControllerContext:
+        return replace(ctx, options=replace(ctx.options, concurrent_syncs=n))
+
+    assert SchedulerController(with_syncs(5)).worker_count() == SchedulerController.workers
+    assert SchedulerController(with_syncs(100)).worker_count() == 100
+    detector = plane.managers[0].controllers[0]
+    assert detector.worker_count() == max(type(detector).workers, ctx.options.concurrent_syncs)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.apiserver.patch import PatchError, apply_json_patch, apply_merge_patch
 from flotilla.propagation.schedule_triggers import (
     REASON_CLUSTER_TERMINATING,
     REASON_DUPLICATED,
@@ -23,11 +23,14 @@ from flotilla.propagation.schedule_triggers import (
     clusters_patch,
     considered,
     format_time,
+    guarded_clusters_patch,
+    guarded_status_patch,
     observed_generation_patch,
     placement_changed,
     replicas_changed,
     schedule_reason,
     scheduled_status,
+    scheduled_status_patch,
     set_condition,
     status_patch,
 )
@@ -240,3 +243,76 @@ def test_status_after_success_and_failure() -> None:
 @pytest.mark.parametrize("value", [datetime(2024, 5, 6, 7, 8, 9), datetime(2024, 5, 6, 7, 8, 9, 500, tzinfo=UTC)])
 def test_format_time(value: datetime) -> None:
     assert format_time(value) == "2024-05-06T07:08:09Z"
+
+
+def test_scheduled_status_patch_is_status_patch_of_scheduled_status() -> None:
+    fully = {"type": "FullyApplied", "status": "True"}
+    for b in (binding(generation=5, observed=3, status={"conditions": [fully], "aggregatedStatus": [{"x": 1}]}),
+              binding(generation=5, observed=5, status={"lastScheduledTime": "2024-05-06T07:08:09Z",
+                                                        "schedulerObservingAffinityName": "a",
+                                                        "conditions": [fully, {**SUCCESS, "lastTransitionTime": "t"}]}),
+              binding()):
+        for cond, kw in ((SUCCESS, {"affinity_name": "a", "generation": 4}), (SUCCESS, {}), (FAILED, {})):
+            expected = status_patch(b, scheduled_status(b, cond, NOW, **kw))  # type: ignore[arg-type]
+            assert scheduled_status_patch(b, cond, NOW, **kw) == expected  # type: ignore[arg-type]
+
+
+GUARDED_STATUS = {"schedulerObservingAffinityName": "primary", "lastScheduledTime": "2024-05-06T07:00:00Z"}
+
+
+def test_guarded_clusters_patch_tests_what_the_decision_read() -> None:
+    b = binding({}, clusters=[{"name": "m1", "replicas": 3}], status=GUARDED_STATUS)
+    b["metadata"]["uid"] = "u1"
+    patch = clusters_patch(b, [{"name": "m2", "replicas": 3}])
+    assert patch is not None
+    ops = guarded_clusters_patch(b, patch)
+    assert ops is not None
+    assert [(o["op"], o["path"]) for o in ops] == [
+        ("test", "/metadata/uid"), ("test", "/metadata/generation"), ("test", "/metadata/labels"),
+        ("test", "/status/schedulerObservingAffinityName"), ("test", "/status/lastScheduledTime"),
+        ("add", "/metadata/annotations/policy.karmada.io~1applied-placement"), ("add", "/spec/clusters")]
+    done = apply_json_patch(b, ops)
+    assert done == apply_merge_patch(b, {k: v for k, v in patch.items() if k != "metadata"} | {
+        "metadata": {"annotations": patch["metadata"]["annotations"]}})
+    # a status write of another controller meanwhile is no conflict; a spec change, a new claim or another
+    # scheduling status is
+    assert apply_json_patch({**b, "status": {**b["status"], "aggregatedStatus": [{"x": 1}]}}, ops)["spec"] == done["spec"]
+    for path, value in ((("metadata", "generation"), 3), (("metadata", "labels"), {}), (("metadata", "uid"), "u2"),
+                        (("status", "schedulerObservingAffinityName"), "fallback")):
+        moved = copy.deepcopy(b)
+        moved[path[0]][path[1]] = value
+        with pytest.raises(PatchError):
+            apply_json_patch(moved, ops)
+    # clearing the clusters removes the field
+    cleared = clusters_patch(done, [])
+    assert cleared is not None
+    ops = guarded_clusters_patch(done, cleared)
+    assert ops is not None and ops[-1] == {"op": "remove", "path": "/spec/clusters"}
+    assert "clusters" not in apply_json_patch(done, ops)["spec"]
+
+
+def test_guarded_clusters_patch_falls_back_when_a_guard_cannot_be_tested() -> None:
+    b = binding({}, status=GUARDED_STATUS)
+    b["metadata"]["uid"] = "u1"
+    patch = clusters_patch(b, [{"name": "m2", "replicas": 3}])
+    assert patch is not None and guarded_clusters_patch(b, patch) is not None
+    for drop in (("metadata", "uid"), ("metadata", "annotations"), ("status", "lastScheduledTime"),
+                 ("status", "schedulerObservingAffinityName")):
+        partial = copy.deepcopy(b)
+        del partial[drop[0]][drop[1]]
+        assert guarded_clusters_patch(partial, patch) is None, drop
+
+
+def test_guarded_status_patch_only_for_the_schedulers_own_fields() -> None:
+    b = binding(generation=5, observed=4, status={**GUARDED_STATUS, "conditions": [{**SUCCESS, "lastTransitionTime": "t"}]})
+    b["metadata"]["uid"] = "u1"
+    patch = scheduled_status_patch(b, SUCCESS, NOW, affinity_name="fallback", generation=5)
+    assert patch is not None and "conditions" not in patch["status"]
+    ops = guarded_status_patch(b, patch)
+    assert ops is not None and ops[0] == {"op": "test", "path": "/metadata/uid", "value": "u1"}
+    assert apply_json_patch(b, ops)["status"] == apply_merge_patch(b, patch)["status"]
+    with pytest.raises(PatchError):
+        apply_json_patch({**b, "metadata": {**b["metadata"], "uid": "u2"}}, ops)
+    flipped = scheduled_status_patch(b, FAILED, NOW)
+    assert flipped is not None and "conditions" in flipped["status"]
+    assert guarded_status_patch(b, flipped) is None
