@@ -24,19 +24,17 @@ import contextlib
 import os
 import re
 import shlex
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 
 from flotilla.bench import stats
+from flotilla.bench.harness import Ending, Profiler, finish_command, machine_cpu_seconds, run_in_workdir, say
 from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
 from flotilla.bench.workloads import FLINK, NAMESPACE, kinds_for, policy, workload, workload_kinds
 
@@ -89,21 +87,6 @@ class FailoverParams:
         return shlex.join(cmd)
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def machine_cpu_seconds() -> tuple[float, float]:
-    """(busy, irq) CPU seconds of the whole machine (/proc/stat); (0, 0) if unknown."""
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return 0.0, 0.0
-    hz = os.sysconf("SC_CLK_TCK")
-    return (sum(ticks) - ticks[3] - ticks[4]) / hz, (ticks[5] + ticks[6]) / hz
-
-
 class Run:
     """One benchmark run: the processes, the clients, the observer; :meth:`execute` returns the result."""
 
@@ -125,7 +108,7 @@ class Run:
         self.admin_url = ""
         self.storage_url = ""
         self.http: aiohttp.ClientSession | None = None
-        self.profiler: asyncio.subprocess.Process | None = None
+        self.profiler: Profiler | None = None
         self.result: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ processes
@@ -163,10 +146,8 @@ class Run:
         self.http = aiohttp.ClientSession()
 
     async def stop(self) -> None:
-        if self.profiler is not None and self.profiler.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.profiler.kill()
-            await self.profiler.wait()
+        if self.profiler is not None:
+            await self.profiler.kill()
         if self.observer is not None:
             await self.observer.stop()
         for client in [self.cp, *self.member_clients.values()]:
@@ -216,7 +197,7 @@ class Run:
         self.observer = FailoverObserver(cp, self.member_clients, self.failed, names, state=p.state)
         self.observer.start()
         t0 = time.monotonic()
-        _say(f"creating {p.workloads} workloads ({p.kind}) pinned to {self.failed} ...")
+        say(f"creating {p.workloads} workloads ({p.kind}) pinned to {self.failed} ...")
         queue = iter(names)
 
         async def creator() -> None:
@@ -226,14 +207,14 @@ class Run:
         await asyncio.gather(*(creator() for _ in range(max(1, min(p.create_concurrency, p.workloads)))))
         created_s = time.monotonic() - t0
         ok = await self.observer.wait_for(self.observer.all_placed, p.setup_timeout,
-                                          lambda: _say(f"  placed and Healthy on {self.failed}: "
+                                          lambda: say(f"  placed and Healthy on {self.failed}: "
                                                        f"{len(self.observer.placed)}/{p.workloads}"))
         if not ok:
             raise RuntimeError(f"only {len(self.observer.placed)} of {p.workloads} workloads were Healthy on "
                                f"{self.failed} after {p.setup_timeout:.0f}s")
         self.result["setup"] = {"create_seconds": round(created_s, 1),
                                 "placed_seconds": round(time.monotonic() - t0, 1)}
-        _say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
+        say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
 
     async def _poll(self, check: Any, what: str, within: float) -> None:
         deadline = time.monotonic() + within
@@ -274,36 +255,12 @@ class Run:
 
         sizes = list(self.observer.binding_sizes.values())
         value_bytes = int(statistics.median(sizes)) if sizes else 2048
-        _say(f"store ceiling: {self.p.ceiling_writes} creates + CAS updates of {value_bytes}-byte values on "
+        say(f"store ceiling: {self.p.ceiling_writes} creates + CAS updates of {value_bytes}-byte values on "
              f"{self.p.storage} ...")
         return await measure_store_ceiling(self.storage_url, self.workdir / "ceiling", value_bytes,
                                            self.p.ceiling_writes)
 
     # ------------------------------------------------------------------ the fault
-    async def start_profiler(self) -> None:
-        spy = py_spy()
-        assert self.cp_proc is not None
-        self.profiler = await asyncio.create_subprocess_exec(
-            spy, "record", "--pid", str(self.cp_proc.pid), "--rate", "100", "--format", "raw", "--nonblocking",
-            "--output", self.p.profile, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL)
-
-    async def stop_profiler(self) -> dict[str, Any]:
-        import signal
-
-        if self.profiler is None:
-            return {}
-        with contextlib.suppress(ProcessLookupError):
-            self.profiler.send_signal(signal.SIGINT)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(30):
-                await self.profiler.wait()
-        try:
-            text = _read_text(self.p.profile)
-        except OSError as e:
-            return {"error": f"no profile written: {e}"}
-        return {"file": self.p.profile, **stats.profile_top(text)}
-
     async def fault(self) -> dict[str, Any]:
         from flotilla.api import resources as R
 
@@ -352,7 +309,7 @@ class Run:
         obs = self.observer
         tls = list(obs.timelines.values())
         counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in stats.STAGES)
-        _say(f"  T+{time.time() - obs.fault_at:6.1f}s  {counts}  (of {len(tls)})")
+        say(f"  T+{time.time() - obs.fault_at:6.1f}s  {counts}  (of {len(tls)})")
 
     async def settle(self, background: float) -> tuple[float, stats.Samples]:
         """Wait (at most SETTLE_MAX_SECONDS) until writes fall back to the background rate; (when, metrics)."""
@@ -386,8 +343,9 @@ class Run:
         rss_before = rss_mb(self.cp_proc.pid)
         before = await self.scrape()
         if p.profile:
-            await self.start_profiler()
-        _say(f"fault: {p.fault} on {self.failed} ...")
+            self.profiler = Profiler(self.cp_proc.pid, p.profile)
+            await self.profiler.start()
+        say(f"fault: {p.fault} on {self.failed} ...")
         fault = await self.fault()
         obs = self.observer
         t0 = obs.fault_at
@@ -404,7 +362,7 @@ class Run:
                 fence_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 fault.update(await fence_task)
-        profile = await self.stop_profiler()
+        profile = await self.profiler.stop(limit=15) if self.profiler is not None else {}
         settled_at, settled = await self.settle(background)
         peak = peak_rss_mb(self.cp_proc.pid)
         rss_after = rss_mb(self.cp_proc.pid)
@@ -506,41 +464,9 @@ def _per_transaction(before: stats.Samples, after: stats.Samples) -> float | Non
     return round(rows / transactions, 2) if transactions > 0 else None
 
 
-def py_spy() -> str:
-    """The py-spy executable (on PATH or beside this Python); RuntimeError when there is none."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not Path(spy).exists():
-        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
-    return spy
-
-
-def _read_text(path: str) -> str:
-    return Path(path).read_text()
-
-
-def _workdir(data_dir: str) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
-    if data_dir:
-        workdir = Path(data_dir)
-        if workdir.exists() and any(workdir.iterdir()):
-            raise RuntimeError(f"--data-dir {workdir} is not empty")
-        workdir.mkdir(parents=True, exist_ok=True)
-        return workdir, None
-    cleanup = tempfile.TemporaryDirectory(prefix="flotilla-bench-failover-")
-    return Path(cleanup.name), cleanup
-
-
 async def run_failover_bench(p: FailoverParams) -> dict[str, Any]:
     """Run the benchmark once; the result document (see the module docstring)."""
-    workdir, cleanup = _workdir(p.data_dir)
-    run = Run(p, workdir)
-    try:
-        try:
-            return await run.execute()
-        finally:
-            await run.stop()
-    finally:
-        if cleanup is not None:
-            cleanup.cleanup()
+    return await run_in_workdir(lambda workdir: Run(p, workdir), p.data_dir, "flotilla-bench-failover-")
 
 
 def result_problems(result: dict[str, Any], p: FailoverParams) -> list[str]:
@@ -578,23 +504,11 @@ def run_failover_command(args: Any) -> int:
 
         require_matplotlib()  # fail before an hour of benchmark, not after
     print(f"command: {p.command_line()}", flush=True)
-    try:
-        result = asyncio.run(run_failover_bench(p))
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla bench failover: {e}", file=sys.stderr)
-        return 1
-    found = result_problems(result, p)
-    result["problems"] = found
-    print(render_report(result))
-    for problem in found:
-        print(f"PROBLEM: {problem}")
-    if p.json:
-        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.json}")
-    if p.plot:
+
+    def draw(result: dict[str, Any], path: str) -> None:
         from flotilla.bench.plot import plot_recovery
 
-        plot_recovery(result, p.plot)
-        print(f"plot written to {p.plot}")
-    return 1 if found else 0
+        plot_recovery(result, path)
+
+    ending = Ending("failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw)
+    return finish_command(ending, lambda: run_failover_bench(p))

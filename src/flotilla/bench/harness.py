@@ -21,16 +21,19 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
+import orjson
 
 from flotilla.bench import stats
 from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
 
-__all__ = ["BenchStack", "CpuWindow", "StackParams", "machine_cpu_seconds", "say"]
+__all__ = ["BenchStack", "CpuWindow", "Ending", "StackParams", "finish_command", "machine_cpu_seconds", "py_spy",
+           "run_in_workdir", "say", "workdir_for"]
 
 #: Members' settings: capacity so large that it never decides (as ``flotilla bench failover``)
 MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
@@ -293,10 +296,18 @@ class BenchStack:
         return CpuWindow(pids)
 
 
+def py_spy() -> str:
+    """The py-spy executable (on PATH or beside this Python); RuntimeError when there is none."""
+    import shutil
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+    return spy
+
+
 def profile_command(pid: int, output: str, rate: int = 100) -> list[str]:
     """py-spy record of ``pid`` (collapsed stacks, ``--format raw``) until SIGINT."""
-    from flotilla.bench.failover import py_spy
-
     return [py_spy(), "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking",
             "--output", output]
 
@@ -358,3 +369,58 @@ def workdir_for(data_dir: str, prefix: str) -> tuple[Path, Any]:
         return workdir, None
     cleanup = tempfile.TemporaryDirectory(prefix=prefix)
     return Path(cleanup.name), cleanup
+
+
+class BenchRun(Protocol):
+    async def execute(self) -> dict[str, Any]: ...
+
+    async def stop(self) -> None: ...
+
+
+async def run_in_workdir(make_run: Callable[[Path], BenchRun], data_dir: str, prefix: str) -> dict[str, Any]:
+    """Run one benchmark in its directory (``data_dir``, or a temporary one removed afterwards); always stopped."""
+    workdir, cleanup = workdir_for(data_dir, prefix)
+    try:
+        run = make_run(workdir)
+        try:
+            return await run.execute()
+        finally:
+            await run.stop()
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
+
+
+@dataclass
+class Ending:
+    """How one bench command finishes: its name (for messages), invariants, report, and optional outputs."""
+
+    name: str
+    problems: Callable[[dict[str, Any]], list[str]]
+    render: Callable[[dict[str, Any]], str]
+    json: str = ""
+    plot: str = ""
+    draw: Callable[[dict[str, Any], str], None] | None = None
+
+
+def finish_command(ending: Ending, bench: Callable[[], Coroutine[Any, Any, dict[str, Any]]]) -> int:
+    """Run the bench, print its report and problems, write the JSON and the plot; the command's exit status
+    (1 when it could not run or an invariant did not hold)."""
+    try:
+        result = asyncio.run(bench())
+    except (RuntimeError, OSError) as e:
+        print(f"flotilla bench {ending.name}: {e}", file=sys.stderr)
+        return 1
+    found = ending.problems(result)
+    result["problems"] = found
+    print(ending.render(result))
+    for problem in found:
+        print(f"PROBLEM: {problem}")
+    if ending.json:
+        Path(ending.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(ending.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        print(f"results written to {ending.json}")
+    if ending.plot and ending.draw is not None:
+        ending.draw(result, ending.plot)
+        print(f"plot written to {ending.plot}")
+    return 1 if found else 0

@@ -32,10 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
 from flotilla.bench import stats
-from flotilla.bench.harness import BenchStack, Profiler, StackParams, say, workdir_for
+from flotilla.bench.harness import (
+    BenchStack,
+    Ending,
+    Profiler,
+    StackParams,
+    finish_command,
+    run_in_workdir,
+    say,
+)
 from flotilla.bench.processes import peak_rss_mb, rss_mb
 from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpec, workload
 
@@ -479,16 +485,8 @@ class Run:
 
 
 async def run_propagate_bench(p: PropagateParams) -> dict[str, Any]:
-    workdir, cleanup = workdir_for(p.data_dir, "flotilla-bench-propagate-")
-    run = Run(p, workdir)
-    try:
-        try:
-            return await run.execute()
-        finally:
-            await run.stop()
-    finally:
-        if cleanup is not None:
-            cleanup.cleanup()
+    """Run the benchmark once; the result document."""
+    return await run_in_workdir(lambda workdir: Run(p, workdir), p.data_dir, "flotilla-bench-propagate-")
 
 
 def result_problems(result: dict[str, Any], p: PropagateParams) -> list[str]:
@@ -635,21 +633,6 @@ def run_propagate_command(args: Any) -> int:
 
         require_matplotlib()
     print(f"command: {p.command_line()}", flush=True)
-    try:
-        result = asyncio.run(run_propagate_bench(p))
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla bench propagate: {e}", file=sys.stderr)
-        return 1
-    found = result_problems(result, p)
-    result["problems"] = found
-    print(render_report(result))
-    for problem in found:
-        print(f"PROBLEM: {problem}")
-    if p.json:
-        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.json}")
-    if p.plot:
-        plot_propagation(result, p.plot)
-        print(f"plot written to {p.plot}")
-    return 1 if found else 0
+    ending = Ending("propagate", lambda result: result_problems(result, p), render_report, p.json, p.plot,
+                    plot_propagation)
+    return finish_command(ending, lambda: run_propagate_bench(p))

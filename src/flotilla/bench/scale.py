@@ -32,10 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
 from flotilla.bench import stats
-from flotilla.bench.harness import BenchStack, Profiler, StackParams, say, workdir_for
+from flotilla.bench.harness import (
+    BenchStack,
+    Ending,
+    Profiler,
+    StackParams,
+    finish_command,
+    run_in_workdir,
+    say,
+)
 from flotilla.bench.processes import peak_rss_mb, rss_mb
 from flotilla.bench.workloads import FLINK, NAMESPACE, KindSpec, kinds_for, policy, workload, workload_kinds
 
@@ -422,16 +428,8 @@ class Run:
 
 
 async def run_scale_bench(p: ScaleParams) -> dict[str, Any]:
-    workdir, cleanup = workdir_for(p.data_dir, "flotilla-bench-scale-")
-    run = Run(p, workdir)
-    try:
-        try:
-            return await run.execute()
-        finally:
-            await run.stop()
-    finally:
-        if cleanup is not None:
-            cleanup.cleanup()
+    """Run the benchmark once; the result document."""
+    return await run_in_workdir(lambda workdir: Run(p, workdir), p.data_dir, "flotilla-bench-scale-")
 
 
 def result_problems(result: dict[str, Any], p: ScaleParams) -> list[str]:
@@ -539,18 +537,5 @@ def run_scale_command(args: Any) -> int:
     if p.idle_seconds <= 0:
         raise SystemExit("flotilla bench scale: --idle-seconds must be greater than 0")
     print(f"command: {p.command_line()}", flush=True)
-    try:
-        result = asyncio.run(run_scale_bench(p))
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla bench scale: {e}", file=sys.stderr)
-        return 1
-    found = result_problems(result, p)
-    result["problems"] = found
-    print(render_report(result))
-    for problem in found:
-        print(f"PROBLEM: {problem}")
-    if p.json:
-        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.json}")
-    return 1 if found else 0
+    ending = Ending("scale", lambda result: result_problems(result, p), render_report, p.json)
+    return finish_command(ending, lambda: run_scale_bench(p))
