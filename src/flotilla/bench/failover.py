@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -48,6 +48,10 @@ MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000G
 FLINK_QUIET = ("flink_checkpoint_interval=60", "flink_progress_interval=60")
 SETTLE_QUIET_SECONDS = 1.0
 SETTLE_MAX_SECONDS = 15.0
+#: the numbers ``--repeat`` tabulates (run by run, and their median)
+SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
+                  "cpu_seconds", "peak_rss_mb", "writes_per_workload", "store_ceiling_writes_per_s", "ceiling_ratio",
+                  "cpu_cores.other")
 
 
 @dataclass
@@ -70,6 +74,7 @@ class FailoverParams:
     create_concurrency: int = 16
     profile: str = ""
     data_dir: str = ""
+    repeat: int = 1
 
     def command_line(self) -> str:
         cmd = ["flotilla", "bench", "failover", "--workloads", str(self.workloads), "--members", str(self.members),
@@ -84,6 +89,8 @@ class FailoverParams:
             cmd += ["--plot", self.plot]
         if self.profile:
             cmd += ["--profile", self.profile]
+        if self.repeat > 1:
+            cmd += ["--repeat", str(self.repeat)]
         return shlex.join(cmd)
 
 
@@ -488,7 +495,8 @@ def params_from_args(args: Any) -> FailoverParams:
         state=args.state, storage=args.storage, fault=args.fault, json=args.json or "", plot=args.plot or "",
         resource_eviction_rate=args.resource_eviction_rate, controller_flags=list(args.controller_flag or []),
         transport=args.transport, timeout=args.timeout, setup_timeout=args.setup_timeout,
-        ceiling_writes=args.ceiling_writes, profile=args.profile or "", data_dir=args.data_dir or "")
+        ceiling_writes=args.ceiling_writes, profile=args.profile or "", data_dir=args.data_dir or "",
+        repeat=args.repeat)
 
 
 def run_failover_command(args: Any) -> int:
@@ -510,5 +518,6 @@ def run_failover_command(args: Any) -> int:
 
         plot_recovery(result, path)
 
-    ending = Ending("failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw)
+    ending = Ending("failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw,
+                    repeat=p.repeat, summary=SUMMARY)
     return finish_command(ending, lambda: run_failover_bench(p))

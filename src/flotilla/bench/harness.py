@@ -401,26 +401,45 @@ class Ending:
     json: str = ""
     plot: str = ""
     draw: Callable[[dict[str, Any], str], None] | None = None
+    #: how many runs (``--repeat``); with more than one, the medians of ``summary`` (dotted keys of the result)
+    repeat: int = 1
+    summary: tuple[str, ...] = ()
+    #: the key that orders the runs to pick the median one (its JSON and plot are written)
+    order_key: str = "total_seconds"
 
 
 def finish_command(ending: Ending, bench: Callable[[], Coroutine[Any, Any, dict[str, Any]]]) -> int:
-    """Run the bench, print its report and problems, write the JSON and the plot; the command's exit status
-    (1 when it could not run or an invariant did not hold)."""
-    try:
-        result = asyncio.run(bench())
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla bench {ending.name}: {e}", file=sys.stderr)
-        return 1
-    found = ending.problems(result)
-    result["problems"] = found
-    print(ending.render(result))
-    for problem in found:
-        print(f"PROBLEM: {problem}")
+    """Run the bench (``ending.repeat`` times), print each report and its problems, then with several runs the
+    table of medians; write the JSON and the plot (of the median run). The command's exit status: 1 when a run
+    could not run or an invariant did not hold in any run."""
+    from flotilla.bench.repeat import render_table, with_repeat
+
+    results: list[dict[str, Any]] = []
+    for index in range(ending.repeat):
+        if ending.repeat > 1:
+            say(f"run {index + 1} of {ending.repeat}")
+        try:
+            result = asyncio.run(bench())
+        except (RuntimeError, OSError) as e:
+            print(f"flotilla bench {ending.name}: {e}", file=sys.stderr)
+            return 1
+        found = ending.problems(result)
+        result["problems"] = found
+        print(ending.render(result))
+        for problem in found:
+            print(f"PROBLEM: {problem}")
+        results.append(result)
+    doc = results[0]
+    if len(results) > 1:
+        doc = with_repeat(results, ending.summary, ending.order_key)
+        print(f"\n{len(results)} runs (the JSON and the plot are run {doc['repeat']['median_run']}'s, the median by "
+              f"{ending.order_key})")
+        print(render_table(results, ending.summary))
     if ending.json:
         Path(ending.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(ending.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        Path(ending.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         print(f"results written to {ending.json}")
     if ending.plot and ending.draw is not None:
-        ending.draw(result, ending.plot)
+        ending.draw(doc, ending.plot)
         print(f"plot written to {ending.plot}")
-    return 1 if found else 0
+    return 1 if doc["problems"] else 0

@@ -48,6 +48,9 @@ from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpe
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
 
 PLACEMENTS: Final = ("duplicated", "single")
+#: the numbers ``--repeat`` tabulates (run by run, and their median)
+SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
+                  "cpu_seconds", "peak_rss_mb", "cpu_cores.other")
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
 EXECUTION_SPACE_PREFIX = "karmada-es-"
@@ -79,6 +82,7 @@ class PropagateParams:
     plot: str = ""
     profile: str = ""
     data_dir: str = ""
+    repeat: int = 1
 
     def command_line(self) -> str:
         cmd = ["flotilla", "bench", "propagate", "--templates", str(self.templates), "--members", str(self.members),
@@ -90,6 +94,8 @@ class PropagateParams:
         for opt, value in (("--json", self.json), ("--plot", self.plot), ("--profile", self.profile)):
             if value:
                 cmd += [opt, value]
+        if self.repeat > 1:
+            cmd += ["--repeat", str(self.repeat)]
         return shlex.join(cmd)
 
     def target_count(self) -> int:
@@ -617,7 +623,8 @@ def params_from_args(args: Any) -> PropagateParams:
         templates=args.templates, members=args.members, placement=args.placement, flink_share=args.flink_share,
         storage=args.storage, transport=args.transport, controller_flags=list(args.controller_flag or []),
         concurrency=args.concurrency, member_processes=args.member_processes, timeout=args.timeout,
-        json=args.json or "", plot=args.plot or "", profile=args.profile or "", data_dir=args.data_dir or "")
+        json=args.json or "", plot=args.plot or "", profile=args.profile or "", data_dir=args.data_dir or "",
+        repeat=args.repeat)
 
 
 def run_propagate_command(args: Any) -> int:
@@ -634,5 +641,5 @@ def run_propagate_command(args: Any) -> int:
         require_matplotlib()
     print(f"command: {p.command_line()}", flush=True)
     ending = Ending("propagate", lambda result: result_problems(result, p), render_report, p.json, p.plot,
-                    plot_propagation)
+                    plot_propagation, repeat=p.repeat, summary=SUMMARY)
     return finish_command(ending, lambda: run_propagate_bench(p))
