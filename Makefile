@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean venv
+.PHONY: demo test bench soak lint clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ bench: $(STAMP)
 		--json bench-propagate.json --plot docs/img/propagate-1000.png
 	$(VENV)/bin/flotilla bench scale --members 100 --workloads 10000 --storage sqlite --idle-seconds 30 \
 		--failover --failed-workloads 1000 --json bench-scale.json
+
+soak: $(STAMP)
+	$(VENV)/bin/flotilla soak crash --trials 10 --workloads 500 --members 3 --kind mix --seed 1 --json soak-crash.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests

@@ -117,6 +117,7 @@ class Run:
         self.http: aiohttp.ClientSession | None = None
         self.profiler: Profiler | None = None
         self.result: dict[str, Any] = {}
+        self.cp_port = 0  # the control plane's API port (0: a free one; a crash trial fixes it to restart on it)
 
     # ------------------------------------------------------------------ processes
     async def start_processes(self) -> None:
@@ -131,7 +132,7 @@ class Run:
         flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *p.controller_flags]
         self.cp_proc = ChildProcess("control plane", [
             "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
-            "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
+            "--port", str(self.cp_port), "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
         members_args = ["member", "--count", str(p.members), "--data-dir", str(self.members_dir),
                         "--ready-delay", "0", "--storage", "memory://", *MEMBER_ARGS]
         for option in FLINK_QUIET:

@@ -66,6 +66,8 @@ class FailoverObserver:
         self.binding_sizes: dict[str, int] = {}
         self.recovered = 0
         self.cluster_events: dict[str, float] = {}  # what happened to the failed Cluster, first time after fault
+        #: bindings seen (after the fault) with more than one graceful eviction task from the same cluster
+        self.duplicate_tasks: dict[str, list[str]] = {}
         self._informers: list[Informer] = []
         self._changed = asyncio.Event()
         self._size_of: Callable[[dict[str, Any]], int] | None = None
@@ -136,6 +138,7 @@ class FailoverObserver:
             return
         now = time.time()
         clusters = _clusters(obj)
+        self._count_tasks(name, obj)
         if tl.evicted is None:
             for task in (obj.get("spec") or {}).get("gracefulEvictionTasks") or []:
                 if task.get("fromCluster") == self.failed:
@@ -152,6 +155,14 @@ class FailoverObserver:
             tl.healthy = now
             self.recovered += 1
         self._changed.set()
+
+    def _count_tasks(self, name: str, obj: dict[str, Any]) -> None:
+        seen: set[str] = set()
+        for task in (obj.get("spec") or {}).get("gracefulEvictionTasks") or []:
+            source = str(task.get("fromCluster") or "")
+            if source in seen:
+                self.duplicate_tasks.setdefault(name, []).append(source)
+            seen.add(source)
 
     def _placement(self, name: str, tl: Timeline, obj: dict[str, Any]) -> None:
         ok = _clusters(obj) == [self.failed] and _healthy_on(obj, self.failed)

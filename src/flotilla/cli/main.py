@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.demo import add_demo_parser
 
     add_demo_parser(sub)  # `flotilla demo` (what `make demo` runs)
+
+    from flotilla.cli.soak import add_soak_parsers
+
+    add_soak_parsers(sub)  # `flotilla soak crash` (what `make soak` runs)
     return p
 
 

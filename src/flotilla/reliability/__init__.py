@@ -1,0 +1,1 @@
+"""Reliability trials: real faults against real processes, and the invariants that must hold afterwards."""

@@ -1,0 +1,98 @@
+"""The promises a converged failover must keep, judged from end-state snapshots (flotilla.reliability.invariants)."""
+
+from __future__ import annotations
+
+from flotilla.reliability.crash import kill_moments
+from flotilla.reliability.invariants import WorkloadEnd, converged_problems
+
+LABEL = "failover.flink.io/job-id"
+
+
+def _good(name: str = "w1-flinkdeployment", target: str = "member2") -> WorkloadEnd:
+    return WorkloadEnd(binding=name, clusters=[target], healthy_on=[target], works_in=[target],
+                       objects_in={target: {LABEL: "job-1"}}, state_label=LABEL, expected_state="job-1")
+
+
+def _check(*ends: WorkloadEnd, max_copies: int = 1, duplicates: dict | None = None, expected: int | None = None):
+    return converged_problems(list(ends), failed="member1", allowed=["member2", "member3"],
+                              expected=len(ends) if expected is None else expected, max_copies=max_copies,
+                              duplicate_tasks=duplicates or {})
+
+
+def test_a_clean_end_state_has_no_problem() -> None:
+    assert _check(_good(), _good("w2-deployment", "member3")) == []
+
+
+def test_a_copy_left_in_the_failed_member_is_a_leak() -> None:
+    w = _good()
+    w.objects_in["member1"] = {LABEL: "job-1"}
+    assert _check(w) == ["w1-flinkdeployment: copies in ['member1', 'member2'], expected only in member2"]
+
+
+def test_a_work_left_for_the_failed_member_is_a_leak() -> None:
+    w = _good()
+    w.works_in = ["member1", "member2"]
+    assert _check(w) == ["w1-flinkdeployment: Works for ['member1', 'member2'], expected one for member2"]
+
+
+def test_staying_on_the_failed_member_or_an_unlisted_one_is_not_allowed() -> None:
+    on_failed = _good(target="member1")
+    elsewhere = _good("w3-statefulset", target="member9")
+    problems = _check(on_failed, elsewhere)
+    assert "w1-flinkdeployment: placed on member1, which is not allowed" in problems
+    assert "w3-statefulset: placed on member9, which is not allowed" in problems
+
+
+def test_two_targets_or_none_are_not_one_copy() -> None:
+    two = _good()
+    two.clusters = ["member2", "member3"]
+    none = _good("w4-deployment")
+    none.clusters, none.objects_in, none.works_in = [], {}, []
+    problems = _check(two, none)
+    assert "w1-flinkdeployment: targets ['member2', 'member3'], not exactly one" in problems
+    assert "w4-deployment: targets no cluster, not exactly one" in problems
+
+
+def test_a_copy_that_is_not_healthy_is_not_recovered() -> None:
+    w = _good()
+    w.healthy_on = []
+    assert _check(w) == ["w1-flinkdeployment: not Healthy on member2"]
+
+
+def test_injected_state_must_equal_what_the_previous_copy_reported() -> None:
+    wrong, missing = _good(), _good("w5-flinkdeployment")
+    wrong.objects_in["member2"][LABEL] = "job-0"
+    missing.objects_in["member2"] = {}
+    problems = _check(wrong, missing)
+    assert problems == [
+        "w1-flinkdeployment: injected failover.flink.io/job-id='job-0', the previous copy reported 'job-1'",
+        "w5-flinkdeployment: injected failover.flink.io/job-id=None, the previous copy reported 'job-1'",
+    ]
+
+
+def test_state_is_not_judged_when_none_was_expected() -> None:
+    w = _good()
+    w.expected_state, w.objects_in["member2"] = None, {}
+    assert _check(w) == []
+
+
+def test_tasks_left_duplicated_tasks_and_two_running_copies_are_reported() -> None:
+    w = _good()
+    w.tasks = ["member1"]
+    problems = _check(w, max_copies=2, duplicates={"w1-flinkdeployment": ["member1", "member1"]})
+    assert problems == [
+        "w1-flinkdeployment: graceful eviction tasks left for ['member1']",
+        "w1-flinkdeployment: graceful eviction task from ['member1'] duplicated",
+        "2 copies of one workload ran at the same time",
+    ]
+
+
+def test_a_lost_binding_is_reported() -> None:
+    assert _check(_good(), expected=2) == ["1 of 2 workloads have a binding"]
+
+
+def test_kill_moments_are_reproducible_from_the_seed_and_inside_the_window() -> None:
+    first = kill_moments(7, 10, 5.0)
+    assert first == kill_moments(7, 10, 5.0)
+    assert first != kill_moments(8, 10, 5.0)
+    assert len(first) == 10 and all(0.0 <= t < 5.0 for t in first)
