@@ -47,6 +47,7 @@ from typing import Any, BinaryIO
 import aiohttp
 import orjson
 
+from flotilla.cli.argtypes import positive_int
 from flotilla.storage import ConflictError, Store, open_store
 
 STORE_TASKS = 200  # concurrent tasks writing to the store
@@ -760,17 +761,6 @@ def _ratio_or_rate(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
 def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``flotilla bench failover``, ``propagate``, ``scale`` and the internal ``flotilla bench control-plane`` (next to
     ``apiserver``)."""
@@ -806,7 +796,7 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                    help="taint: a NoExecute taint on member1; down: member1 powered off (API and workloads gone; "
                         "with Directly it is fenced once the not-ready taint appears) (default taint)")
     f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
-    f.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
+    f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                    help="run N times back to back and add a table of each run's headline numbers and their "
                         "median; the JSON and the plot are the median run's (default 1)")
     f.add_argument("--plot", default="", metavar="FILE.png",
@@ -872,7 +862,7 @@ def add_propagate_parser(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait until every template is Healthy (default 600)")
     f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
-    f.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
+    f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                    help="run N times back to back and add a table of each run's headline numbers and their "
                         "median; the JSON and the plot are the median run's (default 1)")
     f.add_argument("--plot", default="", metavar="FILE.png",

@@ -5,15 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
+from flotilla.cli.argtypes import positive_int
 
 
 def _crash(args: argparse.Namespace) -> int:
@@ -44,8 +36,8 @@ def add_soak_parsers(sub: Any) -> None:
                "  flotilla soak crash --trials 10 --workloads 500 --seed 1 --json crash.json\n"
                "  flotilla soak crash --trials 2 --workloads 60 --kill-window 1.5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--trials", type=_positive_int, default=10, help="how many trials (default 10)")
-    c.add_argument("--workloads", type=_positive_int, default=500, help="workloads per trial (default 500)")
+    c.add_argument("--trials", type=positive_int, default=10, help="how many trials (default 10)")
+    c.add_argument("--workloads", type=positive_int, default=500, help="workloads per trial (default 500)")
     c.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
     c.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
     c.add_argument("--seed", type=int, default=1, help="seed of the kill moments (default 1)")
