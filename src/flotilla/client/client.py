@@ -5,6 +5,7 @@ Objects are plain dicts (unknown fields round-trip). Errors are ApiException (se
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Mapping
@@ -69,9 +70,17 @@ class Client:
     @classmethod
     def from_credentials(cls, creds: ClusterCredentials, *, request_timeout: float = 30.0,
                          connection_limit: int = 256, read_retries: int = 3) -> Client:
-        transport = HttpTransport(creds, request_timeout=request_timeout, connection_limit=connection_limit,
-                                  read_retries=read_retries)
-        return cls(transport, namespace=creds.namespace)
+        def http(server: str) -> HttpTransport:
+            return HttpTransport(dataclasses.replace(creds, server=server, fallback_servers=()),
+                                 request_timeout=request_timeout, connection_limit=connection_limit,
+                                 read_retries=read_retries)
+
+        if creds.fallback_servers:  # HA: several API server replicas
+            from flotilla.client.multiserver import MultiServerTransport
+
+            return cls(MultiServerTransport([http(s) for s in (creds.server, *creds.fallback_servers)]),
+                       namespace=creds.namespace)
+        return cls(http(creds.server), namespace=creds.namespace)
 
     @classmethod
     def in_process(cls, storage: ResourceStorage, *, bookmark_interval: float = 30.0) -> Client:

@@ -31,6 +31,7 @@ __all__ = [
     "ClusterCredentials",
     "KubeconfigEntry",
     "KubeconfigError",
+    "SERVERS_EXTENSION",
     "default_kubeconfig_path",
     "load_kubeconfig",
     "merge_contexts",
@@ -43,6 +44,10 @@ class KubeconfigError(ValueError):
 
 
 # ============================================================================================ writing
+
+
+#: the kubeconfig cluster extension that lists every API server of a control plane (HA: several replicas)
+SERVERS_EXTENSION = "servers.flotilla.io"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class KubeconfigEntry:
     namespace: str | None = "default"
     insecure_skip_tls_verify: bool = False
     tls_server_name: str | None = None
+    #: other API servers of the same control plane (replicas), tried in turn when ``server`` cannot be reached;
+    #: kept in the cluster's ``extensions`` (``servers.flotilla.io``), which kubectl ignores
+    fallback_servers: tuple[str, ...] = ()
 
     @property
     def cluster_name(self) -> str:
@@ -95,6 +103,9 @@ class KubeconfigEntry:
             c["insecure-skip-tls-verify"] = True
         if self.tls_server_name:
             c["tls-server-name"] = self.tls_server_name
+        if self.fallback_servers:
+            c["extensions"] = [{"name": SERVERS_EXTENSION,
+                                "extension": {"servers": [self.server, *self.fallback_servers]}}]
         return c
 
     def user_dict(self) -> dict[str, Any]:
@@ -154,6 +165,26 @@ def _build(config: dict[str, Any], entries: Iterable[KubeconfigEntry]) -> list[s
     return names
 
 
+def _fallback_servers(cluster: Mapping[str, Any], server: str, name: str, kpath: Any) -> tuple[str, ...]:
+    """The other servers listed in the cluster's ``servers.flotilla.io`` extension (``server`` itself excluded)."""
+    for ext in cluster.get("extensions") or []:
+        if not isinstance(ext, Mapping) or ext.get("name") != SERVERS_EXTENSION:
+            continue
+        body = ext.get("extension")
+        servers = body.get("servers") if isinstance(body, Mapping) else None
+        if not isinstance(servers, list) or not all(isinstance(x, str) and x for x in servers):
+            raise KubeconfigError(f"{kpath}: cluster {name!r}: extension {SERVERS_EXTENSION} needs "
+                                  f"'servers: [URL, ...]'")
+        main = server.rstrip("/")
+        out: list[str] = []
+        for url in servers:
+            url = url.rstrip("/")
+            if url != main and url not in out:
+                out.append(url)
+        return tuple(out)
+    return ()
+
+
 def write_kubeconfig(
     path: str | os.PathLike[str],
     *,
@@ -168,6 +199,7 @@ def write_kubeconfig(
     namespace: str | None = "default",
     insecure_skip_tls_verify: bool = False,
     tls_server_name: str | None = None,
+    fallback_servers: tuple[str, ...] = (),
 ) -> Path:
     """Write (replacing any existing file) a kubeconfig with one context, which becomes current."""
     entry = KubeconfigEntry(
@@ -182,6 +214,7 @@ def write_kubeconfig(
         namespace=namespace,
         insecure_skip_tls_verify=insecure_skip_tls_verify,
         tls_server_name=tls_server_name,
+        fallback_servers=tuple(fallback_servers),
     )
     config = _empty_config()
     _build(config, [entry])
@@ -244,6 +277,8 @@ class ClusterCredentials:
     tls_server_name: str | None = None
     context: str = ""
     token_file: Path | None = None
+    #: the control plane's other API servers (the ``servers.flotilla.io`` extension of the kubeconfig's cluster)
+    fallback_servers: tuple[str, ...] = ()
 
     @property
     def is_https(self) -> bool:
@@ -420,8 +455,10 @@ def load_kubeconfig(
         )
 
     tls_server_name = cluster.get("tls-server-name") or None
+    fallbacks = _fallback_servers(cluster, server, cluster_name, kpath)
     return ClusterCredentials(
         server=server.rstrip("/"),
+        fallback_servers=fallbacks,
         token=token,
         ca_pem=ca_pem,
         client_cert_pem=client_cert,
