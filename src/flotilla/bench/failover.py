@@ -133,25 +133,30 @@ class Run:
         self.cp_proc = ChildProcess("control plane", [
             "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
             "--port", str(self.cp_port), "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
-        members_args = ["member", "--count", str(p.members), "--data-dir", str(self.members_dir),
-                        "--ready-delay", "0", "--storage", "memory://", *MEMBER_ARGS]
-        for option in FLINK_QUIET:
-            members_args += ["--sim-option", option]
-        self.members_proc = ChildProcess("members", members_args, self.workdir / "members.log")
-        line, mline = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"),
-                                           self.members_proc.start(r"admin endpoint"))
+        line, _ = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"), self.start_members())
         found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", line)
         if found is None:
             raise RuntimeError(f"cannot read the control plane's ready line: {line!r}")
         self.metrics_url = found.group(2)
+        from flotilla.client import Client
+
+        self.cp = Client.from_kubeconfig(found.group(1))
+        self.http = aiohttp.ClientSession()
+
+    async def start_members(self) -> None:
+        """The simulated members (one process, ready delay 0) and a client for each."""
+        members_args = ["member", "--count", str(self.p.members), "--data-dir", str(self.members_dir),
+                        "--ready-delay", "0", "--storage", "memory://", *MEMBER_ARGS]
+        for option in FLINK_QUIET:
+            members_args += ["--sim-option", option]
+        self.members_proc = ChildProcess("members", members_args, self.workdir / "members.log")
+        mline = await self.members_proc.start(r"admin endpoint")
         admin = re.search(r"admin endpoint (\S+)", mline)
         self.admin_url = admin.group(1) if admin else ""
         from flotilla.client import Client
 
-        self.cp = Client.from_kubeconfig(found.group(1))
         for name in self.names:
             self.member_clients[name] = Client.from_kubeconfig(str(self.members_dir / name / "kubeconfig"))
-        self.http = aiohttp.ClientSession()
 
     async def stop(self) -> None:
         if self.profiler is not None:

@@ -66,8 +66,9 @@ class ChildProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         return open(self.log_path, "ab")  # noqa: SIM115 - closed by the caller once the child has its copy
 
-    async def start(self, ready: str, within: float = 120.0) -> str:
-        """Start and wait for the first stdout line matching the regex ``ready``; returns that line."""
+    async def start(self, ready: str | None, within: float = 120.0) -> str:
+        """Start and wait for the first stdout line matching the regex ``ready``; returns that line (``None``: do
+        not wait; the caller knows another way when the child is ready)."""
         log = self._open_log()
         try:
             self.proc = await asyncio.create_subprocess_exec(
@@ -76,6 +77,9 @@ class ChildProcess:
         finally:
             log.close()
         assert self.proc.stdout is not None
+        if ready is None:
+            self._drain = asyncio.create_task(self._drain_stdout())
+            return ""
         pattern = re.compile(ready)
         try:
             async with asyncio.timeout(within):

@@ -14,6 +14,12 @@ def _crash(args: argparse.Namespace) -> int:
     return run_crash_command(args)
 
 
+def _ha(args: argparse.Namespace) -> int:
+    from flotilla.reliability.ha import run_ha_command
+
+    return run_ha_command(args)
+
+
 def add_soak_parsers(sub: Any) -> None:
     from flotilla.bench.workloads import KIND_CHOICES
 
@@ -53,3 +59,33 @@ def add_soak_parsers(sub: Any) -> None:
     c.add_argument("--json", default="", metavar="FILE", help="write every trial as JSON to FILE")
     c.add_argument("--data-dir", default="", help="keep the trials' files here (default: a temporary directory)")
     c.set_defaults(fn=_crash)
+
+    h = ssub.add_parser(
+        "ha", help="the HA deployment on etcd loses its leading controller-manager, an etcd member, an API server",
+        description="Start a three-member etcd cluster, two `flotilla apiserver` replicas on it, two "
+                    "`flotilla controller-manager --leader-elect` replicas whose kubeconfig lists both API servers, "
+                    "and simulated members. Place N stateful workloads (Directly, with state) on member1 and taint "
+                    "it; once --kill-at of them are evicted, SIGKILL the controller-manager holding the lease: the "
+                    "standby must take over within the lease duration and finish the failover with every "
+                    "invariant of `flotilla soak crash`. Then SIGKILL one etcd member, then the first API server: "
+                    "after each, --extra new workloads must still become Healthy. Exit 1 on any problem.",
+        epilog="examples:\n"
+               "  flotilla soak ha --workloads 200 --json ha.json\n"
+               "  flotilla soak ha --workloads 45 --extra 3 --lease-duration 3",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    h.add_argument("--workloads", type=positive_int, default=200, help="workloads that fail over (default 200)")
+    h.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
+    h.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
+    h.add_argument("--kill-at", type=float, default=0.3, metavar="SHARE",
+                   help="kill the leading controller-manager once this share of the workloads is evicted "
+                        "(default 0.3)")
+    h.add_argument("--lease-duration", type=float, default=4.0, metavar="S",
+                   help="the controller-managers' --leader-elect-lease-duration in seconds (default 4)")
+    h.add_argument("--extra", type=positive_int, default=10,
+                   help="new workloads created after each later fault (default 10)")
+    h.add_argument("--timeout", type=float, default=300.0, help="seconds each step may take (default 300)")
+    h.add_argument("--setup-timeout", type=float, default=600.0,
+                   help="seconds to wait until the workloads are Healthy on member1 (default 600)")
+    h.add_argument("--json", default="", metavar="FILE", help="write the trial as JSON to FILE")
+    h.add_argument("--data-dir", default="", help="keep the trial's files here (default: a temporary directory)")
+    h.set_defaults(fn=_ha)

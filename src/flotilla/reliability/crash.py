@@ -30,7 +30,7 @@ from flotilla.bench import stats
 from flotilla.bench.harness import say, workdir_for
 from flotilla.reliability.invariants import WorkloadEnd, converged_problems
 
-__all__ = ["CrashParams", "kill_moments", "run_crash_command", "run_crash_trials"]
+__all__ = ["CrashParams", "converged_now", "kill_moments", "run_crash_command", "run_crash_trials"]
 
 EXECUTION_SPACE_PREFIX = "karmada-es-"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
@@ -131,10 +131,21 @@ def _history_copies(run: Any) -> int:
     return stats.max_concurrent_copies(intervals, NAMESPACE)[0]
 
 
-async def _problems(run: Any, p: CrashParams) -> list[str]:
+async def _problems(run: Any, expected: int) -> list[str]:
     ends = await read_ends(run)
-    return converged_problems(ends, failed=run.failed, allowed=run.names[1:], expected=p.workloads,
+    return converged_problems(ends, failed=run.failed, allowed=run.names[1:], expected=expected,
                               max_copies=_history_copies(run), duplicate_tasks=run.observer.duplicate_tasks)
+
+
+async def converged_now(run: Any, expected: int, within: float) -> list[str]:
+    """The broken promises of the run's end state, re-read every second for up to ``within`` seconds while some
+    remain (the purge of old copies and Works may still be under way); empty once all hold."""
+    deadline = time.monotonic() + within
+    problems = await _problems(run, expected)
+    while problems and time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        problems = await _problems(run, expected)
+    return problems
 
 
 async def run_trial(p: CrashParams, index: int, delay: float, workdir: Path) -> dict[str, Any]:
@@ -163,11 +174,7 @@ async def run_trial(p: CrashParams, index: int, delay: float, workdir: Path) -> 
         result["restart_s"] = round(restarted - killed_at, 2)
         recovered = await run.observer.wait_for(run.observer.all_recovered, p.timeout)
         result["recovered_after_restart_s"] = round(time.monotonic() - restarted, 2) if recovered else None
-        deadline = time.monotonic() + (p.timeout if recovered else 0.0)
-        problems = await _problems(run, p)
-        while problems and time.monotonic() < deadline:  # the purge of old copies and Works may still be under way
-            await asyncio.sleep(1.0)
-            problems = await _problems(run, p)
+        problems = await converged_now(run, p.workloads, p.timeout if recovered else 0.0)
         result["converged_after_restart_s"] = round(time.monotonic() - restarted, 2) if not problems else None
         result["problems"] = problems
     except (RuntimeError, OSError) as e:

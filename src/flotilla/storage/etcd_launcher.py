@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-__all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "free_ports", "start_etcd"]
+__all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "free_ports", "start_etcd", "start_etcd_cluster"]
 
 
 class EtcdNotFoundError(RuntimeError):
@@ -142,3 +142,43 @@ def start_etcd(data_dir: Path, *, timeout: float = 20.0, extra_args: list[str] |
             last_error = f"etcd not healthy after {timeout:.0f}s:\n{etcd.log_tail()}"
         etcd.stop()
     raise RuntimeError(last_error)
+
+
+def start_etcd_cluster(data_dir: Path, members: int = 3, *, timeout: float = 30.0) -> list[EtcdProcess]:
+    """Start an etcd cluster of ``members`` on loopback (each in ``data_dir/m<i>``, wiped first); return once every
+    member answers ``/health`` (which needs a quorum, so they are started together)."""
+    binary = find_etcd()
+    data_dir = Path(data_dir)
+    ports = free_ports(2 * members)
+    names = [f"m{i}" for i in range(members)]
+    peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(members)]
+    initial = ",".join(f"{name}={peer}" for name, peer in zip(names, peers, strict=True))
+    procs: list[EtcdProcess] = []
+    for i, name in enumerate(names):
+        member_dir = data_dir / name
+        shutil.rmtree(member_dir, ignore_errors=True)
+        member_dir.mkdir(parents=True, exist_ok=True)
+        client = f"http://127.0.0.1:{ports[2 * i]}"
+        args = [binary, "--name", name, "--data-dir", str(member_dir / "data"),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+                "--initial-cluster", initial, "--initial-cluster-state", "new",
+                "--initial-cluster-token", f"flotilla-ha-{ports[0]}", "--logger", "zap", "--log-level", "error",
+                "--enable-v2=false"]
+        log_path = member_dir / "etcd.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        procs.append(EtcdProcess(proc, ports[2 * i], log_path))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = [p for p in procs if p.process.poll() is not None]
+        if dead:
+            break
+        if all(p.healthy() for p in procs):
+            return procs
+        time.sleep(0.1)
+    tails = "\n".join(p.log_tail() for p in procs)
+    for p in procs:
+        p.stop()
+    raise RuntimeError(f"the {members}-member etcd cluster did not become healthy within {timeout:.0f}s:\n{tails}")
