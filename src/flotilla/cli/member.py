@@ -51,6 +51,9 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                    help="API port of the first member, the next ones use P+1, P+2, ... (0: free ports)")
     m.add_argument("--admin-port", type=int, default=0, help="port of this process's admin endpoint (0: free)")
     m.add_argument("--storage", default="memory://", help="storage of each member's API server (default memory://)")
+    m.add_argument("--secure", action="store_true",
+                   help="each member serves TLS with its own CA and requires its admin token (both in its "
+                        "kubeconfig, which `flotilla join` turns into the cluster's Secret)")
     m.add_argument("--ready-delay", type=float, default=1.0,
                    help="seconds until a simulated pod is ready / a Job completes (default 1)")
     m.add_argument("--broken-image-pattern", default=r"^fake/",
@@ -141,7 +144,8 @@ def run_member_command(args: argparse.Namespace) -> int:
                          broken_image_pattern=args.broken_image_pattern, progress_deadline=args.progress_deadline,
                          nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
                          node_pods=args.node_pods, daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,
-                         checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options))
+                         checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options),
+                         secure=args.secure)
             for i, name in enumerate(names)
         ]
     except ValueError as e:  # --nodes or a node quantity out of range

@@ -62,6 +62,10 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--no-default-taint-policy", action="store_true",
                    help=f"do not install the ClusterTaintPolicy turning Ready False/Unknown into {NOT_READY_TAINT}")
     u.add_argument("--detach", action="store_true", help="run in the background; stop with `flotilla down`")
+    u.add_argument("--secure", action="store_true",
+                   help="TLS and tokens everywhere: the control plane serves https with its own CA and requires a "
+                        "token (D/kubeconfig: admin; D/viewer.kubeconfig: read-only), every member too (joined "
+                        "with its token, kept in the cluster's Secret)")
     u.add_argument("--feature-gates", default="", help="Name=true|false,... as the controller-manager's flag")
     u.add_argument("--metrics-bind-address", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="serve the controllers' Prometheus metrics on http://HOST:PORT/metrics (default "
@@ -109,7 +113,7 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
     metrics = parse_bind_address(args.metrics_bind_address)  # ValueError says what is wrong
     return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
-                       feature_gates=args.feature_gates, metrics_address=metrics)
+                       feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure)
 
 
 def _check_dependencies() -> str | None:
@@ -193,6 +197,8 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
             "--host", args.host, "--metrics-bind-address", args.metrics_bind_address]
     if args.no_default_taint_policy:
         argv.append("--no-default-taint-policy")
+    if args.secure:
+        argv.append("--secure")
     if args.feature_gates:
         argv += ["--feature-gates", args.feature_gates]
     for name in LAPTOP_TIMINGS:

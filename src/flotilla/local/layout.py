@@ -8,6 +8,7 @@
     D/members/             the members' databases, kubeconfigs, admin.json, checkpoints/, history.jsonl
     D/up.pid               the pid of a running ``flotilla up`` (removed when it stops)
     D/up.log               the log of a detached ``flotilla up``
+    D/viewer.kubeconfig    with ``--secure``: a read-only kubeconfig (the viewer token)
 
 Everything here is pure: reading, checking and writing the record; the stack itself is in
 :mod:`flotilla.local.stack`.
@@ -51,10 +52,11 @@ class StackRecord:
     version: str = field(default_factory=_version)
     api_port: int = 0
     member_ports: dict[str, int] = field(default_factory=dict)
+    secure: bool = False  # created by ``flotilla up --secure``: TLS and tokens everywhere
 
     def to_json(self) -> bytes:
         doc = {"format": self.format, "version": self.version, "apiPort": self.api_port,
-               "members": dict(self.member_ports)}
+               "members": dict(self.member_ports), "secure": self.secure}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
     @classmethod
@@ -78,7 +80,7 @@ class StackRecord:
         api_port = doc.get("apiPort")
         return cls(format=DATA_FORMAT, version=str(doc.get("version") or "unknown"),
                    api_port=api_port if isinstance(api_port, int) and not isinstance(api_port, bool) else 0,
-                   member_ports=ports)
+                   member_ports=ports, secure=doc.get("secure") is True)
 
 
 def pid_alive(pid: int) -> bool:
@@ -104,6 +106,11 @@ class Layout:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def viewer_kubeconfig(self) -> Path:
+        """With ``--secure``: the read-only kubeconfig (the viewer's token)."""
+        return self.root / "viewer.kubeconfig"
 
     @property
     def controlplane(self) -> Path:

@@ -88,6 +88,9 @@ class StackConfig:
     controller_transport: str = "inprocess"
     # the garbage collector's settings for a long-running server (process-wide; tests embedding a stack may not)
     tune_gc: bool = True
+    # TLS and tokens: the control plane (an admin and a read-only viewer token) and every member (its own CA and
+    # admin token, which the join puts into the cluster's Secret)
+    secure: bool = False
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
@@ -107,6 +110,8 @@ class LocalStack:
         self.manager: Any = None
         self.metrics_server: Any = None
         self.record: StackRecord | None = None
+        self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
+        self.viewer_token: str | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -129,7 +134,13 @@ class LocalStack:
         cfg = self.config
         if cfg.members < 1:
             raise ValueError("--members must be at least 1")
-        record = self.layout.load_record() or StackRecord()
+        record = self.layout.load_record()
+        if record is not None and record.api_port and record.secure != cfg.secure:
+            was, now = ("with", "without") if record.secure else ("without", "with")
+            raise DataDirError(f"{self.layout.root} was created {was} --secure and cannot be resumed {now} it: "
+                               f"pass {'--secure' if record.secure else 'no --secure'}, or another --data-dir")
+        record = record or StackRecord()
+        record.secure = cfg.secure
         self.record = record
         try:
             await self._start_api()
@@ -190,8 +201,12 @@ class LocalStack:
         from flotilla.apiserver.server import ApiServer, ApiServerConfig
 
         cfg = self.config
+        if cfg.secure:
+            from flotilla.local.secure import ensure_tokens
+
+            self.admin_token, self.viewer_token = ensure_tokens(self.layout.controlplane)
         api = ApiServer(ApiServerConfig(storage_url="sqlite://", data_dir=self.layout.controlplane, host=cfg.host,
-                                        port=cfg.port, context_name="flotilla"))
+                                        port=cfg.port, context_name="flotilla", secure=cfg.secure))
         try:
             await api.start()
         except OSError as e:
@@ -211,7 +226,7 @@ class LocalStack:
         cfg = self.config
         return [MemberConfig(name=name, data_dir=self.layout.members, host=cfg.host, port=ports.get(name, 0),
                              storage_url="sqlite://", ready_delay=cfg.ready_delay,
-                             options=dict(cfg.sim_options))
+                             options=dict(cfg.sim_options), secure=cfg.secure)
                 for name in cfg.member_names()]
 
     async def _start_members(self, record: StackRecord) -> None:
@@ -262,12 +277,18 @@ class LocalStack:
     def _write_kubeconfig(self) -> None:
         from flotilla.client.kubeconfig import KubeconfigEntry, load_kubeconfig, merge_contexts
 
-        entries = [KubeconfigEntry(context="flotilla", server=self.api.url)]
+        cp = load_kubeconfig(str(self.api.kubeconfig_path))
+        entries = [KubeconfigEntry(context="flotilla", server=self.api.url, token=cp.token, ca_pem=cp.ca_pem)]
         for name, m in self.group.members.items():
             creds = load_kubeconfig(str(m.kubeconfig_path))
             entries.append(KubeconfigEntry(context=name, server=creds.server, token=creds.token,
                                            ca_pem=creds.ca_pem, insecure_skip_tls_verify=creds.insecure))
         merge_contexts(self.layout.kubeconfig, entries, current_context="flotilla", replace=True)
+        if self.config.secure:
+            from flotilla.client.kubeconfig import write_kubeconfig
+
+            write_kubeconfig(self.layout.viewer_kubeconfig, server=self.api.url, context="flotilla-viewer",
+                             token=self.viewer_token, ca_pem=cp.ca_pem)
 
     async def _start_controllers(self) -> None:
         from flotilla.client import Client

@@ -61,6 +61,7 @@ class MemberConfig:
     simulators: Sequence[str] | None = None  # names of registered simulators to run; None: all
     bookmark_interval: float = 30.0
     options: dict[str, Any] = field(default_factory=dict)  # free-form settings for plug-in simulators
+    secure: bool = False  # serve TLS (its own CA in D/<name>/pki) and require its admin token (D/<name>/tokens.csv)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -223,7 +224,7 @@ class MemberCluster:
         factories = list(self._factories) if self._factories is not None else simulator_factories(cfg.simulators)
         api = ApiServerConfig(storage_url=cfg.storage_url, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,
-                              middlewares=[self.faults.middleware()], karmada_admission=False)
+                              middlewares=[self.faults.middleware()], karmada_admission=False, secure=cfg.secure)
         self.server = ApiServer(api)
         try:
             await self.server.start()
