@@ -524,6 +524,6 @@ def run_failover_command(args: Any) -> int:
 
         plot_recovery(result, path)
 
-    ending = Ending("failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw,
+    ending = Ending("bench failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw,
                     repeat=p.repeat, summary=SUMMARY)
     return finish_command(ending, lambda: run_failover_bench(p))

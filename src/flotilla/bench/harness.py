@@ -393,7 +393,8 @@ async def run_in_workdir(make_run: Callable[[Path], BenchRun], data_dir: str, pr
 
 @dataclass
 class Ending:
-    """How one bench command finishes: its name (for messages), invariants, report, and optional outputs."""
+    """How one bench or soak command finishes: its name (``bench failover``, for messages), invariants, report, and
+    optional outputs."""
 
     name: str
     problems: Callable[[dict[str, Any]], list[str]]
@@ -421,7 +422,7 @@ def finish_command(ending: Ending, bench: Callable[[], Coroutine[Any, Any, dict[
         try:
             result = asyncio.run(bench())
         except (RuntimeError, OSError) as e:
-            print(f"flotilla bench {ending.name}: {e}", file=sys.stderr)
+            print(f"flotilla {ending.name}: {e}", file=sys.stderr)
             return 1
         found = ending.problems(result)
         result["problems"] = found

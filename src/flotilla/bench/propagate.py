@@ -640,6 +640,6 @@ def run_propagate_command(args: Any) -> int:
 
         require_matplotlib()
     print(f"command: {p.command_line()}", flush=True)
-    ending = Ending("propagate", lambda result: result_problems(result, p), render_report, p.json, p.plot,
+    ending = Ending("bench propagate", lambda result: result_problems(result, p), render_report, p.json, p.plot,
                     plot_propagation, repeat=p.repeat, summary=SUMMARY)
     return finish_command(ending, lambda: run_propagate_bench(p))

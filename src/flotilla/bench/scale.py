@@ -537,5 +537,5 @@ def run_scale_command(args: Any) -> int:
     if p.idle_seconds <= 0:
         raise SystemExit("flotilla bench scale: --idle-seconds must be greater than 0")
     print(f"command: {p.command_line()}", flush=True)
-    ending = Ending("scale", lambda result: result_problems(result, p), render_report, p.json)
+    ending = Ending("bench scale", lambda result: result_problems(result, p), render_report, p.json)
     return finish_command(ending, lambda: run_scale_bench(p))

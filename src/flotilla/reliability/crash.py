@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from flotilla.bench import stats
-from flotilla.bench.harness import say, workdir_for
+from flotilla.bench.harness import Ending, finish_command, say, workdir_for
 from flotilla.reliability.invariants import WorkloadEnd, converged_problems
 
 __all__ = ["CrashParams", "converged_now", "kill_moments", "run_crash_command", "run_crash_trials"]
@@ -216,28 +216,20 @@ def render_report(r: dict[str, Any]) -> str:
     lines = [f"flotilla soak crash: {len(r['trials'])} trials, kills within {r['kill_window_s']:g}s of the fault"]
     for t in r["trials"]:
         lines.append(_trial_line(t))
-        lines += [f"    PROBLEM: {problem}" for problem in (t.get("problems") or [])[:20]]
     lines.append(f"{len(r['trials']) - r['failed_trials']} of {len(r['trials'])} trials held every invariant")
     return "\n".join(lines)
 
 
 def run_crash_command(args: Any) -> int:
-    import orjson
-
     p = CrashParams(trials=args.trials, workloads=args.workloads, members=args.members, kind=args.kind,
                     seed=args.seed, storage=args.storage, kill_window=args.kill_window, timeout=args.timeout,
                     setup_timeout=args.setup_timeout, json=args.json or "", data_dir=args.data_dir or "")
     if p.members < 2:
         raise SystemExit("flotilla soak crash: --members must be at least 2 (one fails, one takes over)")
     print(f"command: {p.command_line()}", flush=True)
-    try:
-        result = asyncio.run(run_crash_trials(p))
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla soak crash: {e}", file=sys.stderr)
-        return 1
-    print(render_report(result))
-    if p.json:
-        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.json}")
-    return 1 if result["failed_trials"] else 0
+    ending = Ending("soak crash", _all_problems, render_report, p.json)
+    return finish_command(ending, lambda: run_crash_trials(p))
+
+
+def _all_problems(result: dict[str, Any]) -> list[str]:
+    return [f"trial {t['trial']}: {problem}" for t in result["trials"] for problem in t.get("problems") or []]

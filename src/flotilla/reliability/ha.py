@@ -22,7 +22,6 @@ import os
 import re
 import shlex
 import signal
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 from flotilla.bench.control_plane import BENCH_TIMINGS
 from flotilla.bench.failover import FailoverParams, Run
-from flotilla.bench.harness import say, workdir_for
+from flotilla.bench.harness import Ending, finish_command, say, workdir_for
 from flotilla.bench.processes import ChildProcess
 from flotilla.reliability.crash import converged_now
 
@@ -257,14 +256,11 @@ def render_report(r: dict[str, Any]) -> str:
         f"  API server killed: {r['params']['extra']} new workloads Healthy after "
         f"{r.get('healthy_after_apiserver_loss_s', '-')}s (clients now on {r.get('driver_server_after', '-')})",
     ]
-    lines += [f"  PROBLEM: {problem}" for problem in r["problems"][:30]]
-    lines.append("every invariant held" if not r["problems"] else f"{len(r['problems'])} problems")
+    lines.append("every invariant held" if not r["problems"] else f"{len(r['problems'])} problems:")
     return "\n".join(lines)
 
 
 def run_ha_command(args: Any) -> int:
-    import orjson
-
     p = HaParams(workloads=args.workloads, members=args.members, kind=args.kind, kill_at=args.kill_at,
                  lease_duration=args.lease_duration, extra=args.extra, timeout=args.timeout,
                  setup_timeout=args.setup_timeout, json=args.json or "", data_dir=args.data_dir or "")
@@ -283,15 +279,8 @@ def run_ha_command(args: Any) -> int:
             if cleanup is not None:
                 cleanup.cleanup()
 
-    try:
-        result = asyncio.run(trial())
-    except (RuntimeError, OSError) as e:
-        print(f"flotilla soak ha: {e}", file=sys.stderr)
-        return 1
-    result["command"] = p.command_line()
-    print(render_report(result))
-    if p.json:
-        Path(p.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(p.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.json}")
-    return 1 if result["problems"] else 0
+    def problems(result: dict[str, Any]) -> list[str]:
+        result["command"] = p.command_line()
+        return list(result["problems"])
+
+    return finish_command(Ending("soak ha", problems, render_report, p.json), trial)
