@@ -52,14 +52,14 @@ from flotilla.failover.purge import (
     directly_pending_clusters,
     directly_purged_clusters,
 )
-from flotilla.failover.state import parse_time
+from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 
 log = logging.getLogger(__name__)
 
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "binding_needs_assessment",
-           "removal_event", "stamps_new_tasks", "template_ref"]
+           "graceful_eviction_running", "removal_event", "stamps_new_tasks", "template_ref"]
 
 #: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
 EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
@@ -72,6 +72,13 @@ def stamps_new_tasks(ctx: Any) -> bool:
     with their ``creationTimestamp``: exactly when this controller runs beside it, which would stamp the task on
     its first pass anyway. Writing it with the task saves that write (and a generation, so a scheduler pass)."""
     return bool(ctx.extras.get(_RUNNING))
+
+def graceful_eviction_running(ctx: Any) -> bool:
+    """Whether this controller runs in the controller-manager of ``ctx``: then it stamps the D5 ``healthyAt`` of
+    a binding with eviction tasks (:func:`~flotilla.failover.state.injected_state_stamp`), with the task removal
+    the same Health allows."""
+    return bool(ctx.extras.get(_RUNNING))
+
 
 _Obj = dict[str, Any]
 
@@ -151,6 +158,7 @@ class GracefulEvictionController(Controller):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.enabled = self.options.gate("GracefulEviction")
+        self.stamps_health = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
         self.rbs: Any = None
         self.crbs: Any = None
         self.works: Any = None
@@ -229,7 +237,13 @@ class GracefulEvictionController(Controller):
                                         directly_pending=self.directly_pending(obj, label))
             outcome["a"] = assessment
             assessed["b"] = obj
-            return assessment.spec_patch(_map(obj.get("metadata")).get("resourceVersion"))
+            rv = _map(obj.get("metadata")).get("resourceVersion")
+            patch = assessment.spec_patch(rv)
+            stamp = injected_state_stamp(obj, self.ctx.now()) if self.stamps_health else None
+            if stamp is not None:  # D5, in the same write as the removal the same Health allows
+                patch = patch or {"metadata": {"resourceVersion": rv}}
+                patch.setdefault("metadata", {"resourceVersion": rv})["annotations"] = stamp
+            return patch
 
         patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
         assessment = outcome.get("a")

@@ -109,6 +109,7 @@ __all__ = [
     "injected_copy_health_pending",
     "injected_state_patch",
     "injected_state_record",
+    "injected_state_stamp",
     "observe_injected_copy_health",
     "on_extraction_failure",
     "on_extraction_success",
@@ -712,6 +713,19 @@ def observe_injected_copy_health(
         if isinstance(item, Mapping) and item.get("clusterName") == record.cluster and item.get("health") == HEALTHY:
             return replace(record, healthy_at=now)
     return record
+
+
+def injected_state_stamp(binding: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The annotations merge patch stamping ``healthyAt`` on ``binding``'s record when its own
+    ``status.aggregatedStatus`` reports the record's copy Healthy for the first time (D5); ``None``: nothing to
+    stamp (no record, already stamped, not Healthy, or the binding is being deleted)."""
+    if _map(_map(binding).get("metadata")).get("deletionTimestamp"):
+        return None
+    record = parse_injected_state_record(binding)
+    stamped = observe_injected_copy_health(record, binding, now)
+    if stamped is record or stamped is None:
+        return None
+    return {INJECTED_STATE_ANNOTATION: stamped.to_json()}
 
 
 # ============================================================================================ D5
