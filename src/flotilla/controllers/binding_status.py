@@ -24,12 +24,19 @@ resourceVersion; on a 409 the binding is read again and the stamp decided again 
 there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
 record is left alone.
 
+Coalescing: a pass that finds a Work of the binding just created (no ``Applied`` condition yet) writes nothing, for
+at most :data:`FIRST_STATUS_WAIT` seconds from when a pass first found that Work: its first status, moments later
+as a rule, brings the binding back, and one status write serves both (an item "not applied" would be superseded at
+once). Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next status write (a
+pass that has some writes at once).
+
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
 generation or ``spec.resource.resourceVersion`` changed (a change of the generation alone is looked at after
 :data:`SPEC_CHANGE_SETTLE`: the Work deletions and creations it causes come first and bring the new picture, so one
 status write covers both), or when it brings a new injected-state record not yet stamped Healthy; Work status or
 deletion change, delete (mapped to the binding by the Work's binding annotations; as in Karmada a Work's creation
-is not a trigger: its first status is); Cluster readiness change or delete.
+is not a trigger: its first status is; a step of a copy still coming up is looked at after :data:`STARTING_SETTLE`,
+so that the report superseding it is written in the same status write); Cluster readiness change or delete.
 Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding and the template;
 ``StatusStale`` (Warning) / ``StatusUpToDate`` (Normal) on the binding when its StatusUpToDate condition flips.
 """
@@ -37,6 +44,7 @@ Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding an
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -73,6 +81,17 @@ RETRIES = 5
 #: follow such a change (deleted, created) queue it at once with the new picture; this later pass only catches a
 #: change no Work event follows (then ``FullyApplied`` is rewritten), so one status write serves both.
 SPEC_CHANGE_SETTLE = 1.0
+
+#: Seconds a binding waits after a Work status step of a copy still coming up (:func:`st.work_status_starting`:
+#: applied without a report yet, or Unknown/Unhealthy before it was ever Healthy). Its next report (Healthy, as a
+#: rule) queues the binding at once, so one status write covers both; a copy that stays in such a step is
+#: written this much later. A first Healthy, a copy that was Healthy and stops being so, a failed apply or a
+#: deletion are written at once.
+STARTING_SETTLE = 1.0
+#: Seconds at most that a binding's status write waits for the first status of a Work just created (no
+#: ``Applied`` condition yet) from when a pass first found it; the execution controller's first status (as a
+#: rule much sooner) brings the binding back at once, and one status write serves both.
+FIRST_STATUS_WAIT = 10.0
 
 _Obj = dict[str, Any]
 
@@ -166,6 +185,8 @@ class BindingStatusController(Controller):
         #: per binding key: (template key, template resourceVersion, items) of the last aggregation onto the
         #: template that left it as wanted (same inputs again: nothing to aggregate)
         self._aggregated: dict[str, tuple[str, Any, list[dict[str, Any]]]] = {}
+        #: per binding key: Works without a first status yet -> when a pass first found them (monotonic)
+        self._awaited: dict[str, dict[str, float]] = {}
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)
@@ -211,8 +232,12 @@ class BindingStatusController(Controller):
             self.enqueue(key)
 
     def _on_work_update(self, old: _Obj, new: _Obj) -> None:
-        if st.work_status_changed(old, new):
-            self._enqueue_for_work(new)
+        if not st.work_status_changed(old, new):
+            return
+        key = st.binding_key_for_work(new)
+        if key is not None:
+            # a copy still coming up reports again within moments: one status write for the steps in between
+            self.enqueue(key, STARTING_SETTLE if st.work_status_starting(old, new) else 0.0)
 
     def _on_cluster_update(self, old: _Obj, new: _Obj) -> None:
         if st.ready_changed(old, new):
@@ -241,16 +266,20 @@ class BindingStatusController(Controller):
             return None
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             self._aggregated.pop(key, None)
+            self._awaited.pop(key, None)
             self._handoff.drop(key)
             return None
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return None  # admission always sets it; without it no Work can be found
         works = self.works.store.by_index(_label_index(label), permanent_id)
+        handed = self._handoff.pending(key)
+        wait = None if handed else self._await_first_status(key, works)
+        if wait is not None:
+            return wait  # that Work's first status (sooner, as a rule) brings the binding back
         resource = (binding.get("spec") or {}).get("resource") or {}
         items = st.build_aggregated_status(works, resource, self._ready)
         stale = st.stale_clusters(items, self._ready)
-        handed = self._handoff.pending(key)
         # D5 stamp: while the graceful-eviction controller runs here and the binding has eviction tasks, a status
         # write that changes aggregatedStatus wakes that controller, which stamps with the task removal the same
         # Health allows (one binding write instead of two); otherwise the stamp goes first, so the status write
@@ -274,6 +303,22 @@ class BindingStatusController(Controller):
             written = observed
         await self._sync_template(key, written, items)
         return None
+
+    def _await_first_status(self, key: str, works: list[_Obj]) -> float | None:
+        """Seconds to wait for the first status of a Work just created (at most :data:`FIRST_STATUS_WAIT` from
+        when a pass first found it), or ``None``: write now. Written now, its item would say "not applied" until
+        that status comes and is written again; that status brings the binding back at once."""
+        waiting = {uid for uid in map(st.work_awaits_first_status, works) if uid is not None}
+        if not waiting:
+            self._awaited.pop(key, None)
+            return None
+        now = time.monotonic()
+        seen = self._awaited.setdefault(key, {})
+        for uid in list(seen):
+            if uid not in waiting:
+                del seen[uid]
+        left = min(seen.setdefault(uid, now) + FIRST_STATUS_WAIT - now for uid in waiting)
+        return left if left > 0 else None
 
     def _stamp_deferred(self, binding: _Obj, items: list[dict[str, Any]]) -> bool:
         """Whether the graceful-eviction controller takes this pass's D5 stamp (see :meth:`reconcile`)."""

@@ -584,3 +584,25 @@ def test_injected_state_stamp_patches_healthy_at_once_the_bindings_own_status_re
     assert injected_state_stamp(binding("Healthy", None), now) is None
     assert injected_state_stamp(binding("Healthy", deleting=True), now) is None
     assert injected_state_stamp(binding("Healthy", patch[INJECTED_STATE_ANNOTATION]), now) is None  # once
+
+
+def test_injected_state_for_schedule_is_the_record_the_render_of_the_new_clusters_writes() -> None:
+    from flotilla.failover.state import injected_state_for_schedule
+
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    task = {"fromCluster": "m1", "purgeMode": "Directly", "clustersBeforeFailover": ["m1"],
+            "preservedLabelState": {"job": "cafe"}}
+    binding = {"metadata": {"annotations": {}}, "spec": {"gracefulEvictionTasks": [task]}}
+    value = injected_state_for_schedule(binding, [{"name": "m2", "replicas": 1}], now)
+    assert value is not None
+    assert json.loads(value) == {"cluster": "m2", "labels": {"job": "cafe"}, "fromCluster": "m1",
+                                 "at": "2025-01-01T00:00:00Z"}
+    assert injected_state_for_schedule(binding, [{"name": "m2", "replicas": 1}], now, gate=False) is None
+    assert injected_state_for_schedule(binding, [], now) is None  # nothing rendered: nothing to record
+    two = [{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]
+    assert injected_state_for_schedule(binding, two, now) is None  # Karmada injects into one target only
+    back = [{"name": "m1", "replicas": 1}]
+    assert injected_state_for_schedule(binding, back, now) is None  # clustersBeforeFailover (D9)
+    recorded = {"metadata": {"annotations": {"failover.flotilla.io/injected-state": value}},
+                "spec": binding["spec"]}
+    assert injected_state_for_schedule(recorded, [{"name": "m2", "replicas": 1}], now) is None  # already so
