@@ -33,7 +33,8 @@ pass that has some writes at once).
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
 generation or ``spec.resource.resourceVersion`` changed (a change of the generation alone is looked at after
 :data:`SPEC_CHANGE_SETTLE`: the Work deletions and creations it causes come first and bring the new picture, so one
-status write covers both), or when it brings a new injected-state record not yet stamped Healthy; Work status or
+status write covers both; and not at all when it leaves the clusters ``FullyApplied`` expects as they are), or
+when it brings a new injected-state record not yet stamped Healthy whose copy already reports Healthy; Work status or
 deletion change, delete (mapped to the binding by the Work's binding annotations; as in Karmada a Work's creation
 is not a trigger: its first status is; a step of a copy still coming up is looked at after :data:`STARTING_SETTLE`,
 so that the report superseding it is written in the same status write); Cluster readiness change or delete.
@@ -211,7 +212,13 @@ class BindingStatusController(Controller):
             # the copy's next Work status change brings the binding here, with the status it leads to)
             self.enqueue(key)
         elif st.binding_needs_sync(old, new):
-            self.enqueue(key, SPEC_CHANGE_SETTLE if st.binding_spec_only_changed(old, new) else 0.0)
+            if not st.binding_spec_only_changed(old, new):
+                self.enqueue(key)
+            elif old is None or st.expected_clusters(old.get("spec") or {}) != st.expected_clusters(
+                    new.get("spec") or {}):
+                self.enqueue(key, SPEC_CHANGE_SETTLE)
+            # else: a spec change that leaves the expected clusters as they are (e.g. a Directly eviction task
+            # removed) changes nothing a pass writes
 
     def _injected_copy_healthy_now(self, binding: _Obj, prefix: str) -> bool:
         """Whether the Works of ``binding`` as cached already report its injected-state record's copy Healthy."""
