@@ -15,14 +15,17 @@ keep their last ``status`` and report ``health: Unknown``; the binding's ``Statu
 those clusters. A Cluster's Ready flip (or its deletion) re-aggregates every binding with a Work there.
 
 D5: with the gate ``StatefulFailoverInjection`` on, every pass also looks at the binding's injected-state record
-(annotation ``failover.flotilla.io/injected-state``, written by the binding controller, D4): the first time the
+(annotation ``failover.flotilla.io/injected-state``, written by the scheduler or the binding controller, D4): the first time the
 aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the record
 (:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows whether
 the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
 status write is the pass's last change of the binding) with a metadata-only merge patch guarded by the binding's
 resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
 there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
-record is left alone.
+record is left alone. While the graceful-eviction controller runs here and the binding has eviction tasks, a pass
+whose status write changes ``aggregatedStatus`` leaves the stamp to that controller, which that write wakes: it
+stamps in the write removing the task the same Health allows (one binding write instead of two); if the tasks are
+gone when the status is written, the stamp follows here.
 
 Coalescing: a pass that finds a Work of the binding just created (no ``Applied`` condition yet) writes nothing, for
 at most :data:`FIRST_STATUS_WAIT` seconds from when a pass first found that Work: its first status, moments later

@@ -39,8 +39,9 @@ that lead to a fresh injection (:func:`injected_state_for_schedule`), which spar
 over again from a cluster where its copy never became Healthy after the previous injection, the state
 preserved is the previous one, not what the unhealthy copy reported (a fresh Flink job has a new job id and
 no checkpoint; Karmada #6232); both failover triggers apply it. Whether the copy became Healthy is recorded
-in the D4 record (``healthyAt``, stamped by the binding-status controller with
-:func:`observe_injected_copy_health`), so a controller restart does not forget it.
+in the D4 record (``healthyAt``, stamped with :func:`observe_injected_copy_health` by the binding-status
+controller, or by the graceful-eviction controller with the task removal while the binding has tasks:
+:func:`injected_state_stamp`), so a controller restart does not forget it.
 
 **D6, no silent blocking** (:func:`on_extraction_failure`). A failed extraction still blocks the eviction
 and is retried, as in Karmada, but every attempt yields a Warning Event ``StatePreservationFailed`` naming
