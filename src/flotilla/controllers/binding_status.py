@@ -15,10 +15,10 @@ keep their last ``status`` and report ``health: Unknown``; the binding's ``Statu
 those clusters. A Cluster's Ready flip (or its deletion) re-aggregates every binding with a Work there.
 
 D5: with the gate ``StatefulFailoverInjection`` on, every pass also looks at the binding's injected-state record
-(annotation ``failover.flotilla.io/injected-state``, written by the scheduler or the binding controller, D4): the first time the
-aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the record
-(:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows whether
-the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
+(annotation ``failover.flotilla.io/injected-state``, written by the scheduler or the binding controller, D4): the
+first time the aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the
+record (:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows
+whether the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
 status write is the pass's last change of the binding) with a metadata-only merge patch guarded by the binding's
 resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
 there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
@@ -147,7 +147,8 @@ def hand_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, Any],
     handoff = ctx.extras.get(_HANDOFF)
     label = CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if res is CLUSTER_RESOURCE_BINDINGS else \
         RESOURCE_BINDING_PERMANENT_ID_LABEL
-    if not isinstance(handoff, ConditionHandoff) or not ((binding.get("metadata") or {}).get("labels") or {}).get(label):
+    labels = (binding.get("metadata") or {}).get("labels") or {}
+    if not isinstance(handoff, ConditionHandoff) or not labels.get(label):
         return False  # not running here, or a binding it does not look at (no permanent id)
     handoff.offer(_status_key(res, binding), conditions)
     return True
@@ -225,7 +226,8 @@ class BindingStatusController(Controller):
 
     def _injected_copy_healthy_now(self, binding: _Obj, prefix: str) -> bool:
         """Whether the Works of ``binding`` as cached already report its injected-state record's copy Healthy."""
-        label = RESOURCE_BINDING_PERMANENT_ID_LABEL if prefix == "rb" else CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
+        label = (RESOURCE_BINDING_PERMANENT_ID_LABEL if prefix == "rb"
+                 else CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return False
