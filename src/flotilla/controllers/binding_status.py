@@ -15,21 +15,32 @@ keep their last ``status`` and report ``health: Unknown``; the binding's ``Statu
 those clusters. A Cluster's Ready flip (or its deletion) re-aggregates every binding with a Work there.
 
 D5: with the gate ``StatefulFailoverInjection`` on, every pass also looks at the binding's injected-state record
-(annotation ``failover.flotilla.io/injected-state``, written by the binding controller, D4): the first time the
-aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the record
-(:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows whether
-the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
+(annotation ``failover.flotilla.io/injected-state``, written by the scheduler or the binding controller, D4): the
+first time the aggregated item of the record's cluster reports ``health: Healthy``, ``healthyAt`` is stamped on the
+record (:func:`flotilla.failover.state.observe_injected_copy_health`), so a later failover from that cluster knows
+whether the copy ever ran with the injected state. The annotation is written just before that pass's status (so the
 status write is the pass's last change of the binding) with a metadata-only merge patch guarded by the binding's
 resourceVersion; on a 409 the binding is read again and the stamp decided again on the record found
 there, so it never overwrites a record the binding controller replaced or dropped meanwhile. With the gate off the
-record is left alone.
+record is left alone. While the graceful-eviction controller runs here and the binding has eviction tasks, a pass
+whose status write changes ``aggregatedStatus`` leaves the stamp to that controller, which that write wakes: it
+stamps in the write removing the task the same Health allows (one binding write instead of two); if the tasks are
+gone when the status is written, the stamp follows here.
+
+Coalescing: a pass that finds a Work of the binding just created (no ``Applied`` condition yet) writes nothing, for
+at most :data:`FIRST_STATUS_WAIT` seconds from when a pass first found that Work: its first status, moments later
+as a rule, brings the binding back, and one status write serves both (an item "not applied" would be superseded at
+once). Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next status write (a
+pass that has some writes at once).
 
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
 generation or ``spec.resource.resourceVersion`` changed (a change of the generation alone is looked at after
 :data:`SPEC_CHANGE_SETTLE`: the Work deletions and creations it causes come first and bring the new picture, so one
-status write covers both), or when it brings a new injected-state record not yet stamped Healthy; Work status or
+status write covers both; and not at all when it leaves the clusters ``FullyApplied`` expects as they are), or
+when it brings a new injected-state record not yet stamped Healthy whose copy already reports Healthy; Work status or
 deletion change, delete (mapped to the binding by the Work's binding annotations; as in Karmada a Work's creation
-is not a trigger: its first status is); Cluster readiness change or delete.
+is not a trigger: its first status is; a step of a copy still coming up is looked at after :data:`STARTING_SETTLE`,
+so that the report superseding it is written in the same status write); Cluster readiness change or delete.
 Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding and the template;
 ``StatusStale`` (Warning) / ``StatusUpToDate`` (Normal) on the binding when its StatusUpToDate condition flips.
 """
@@ -37,7 +48,8 @@ Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding an
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.labels import (
@@ -48,6 +60,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, shared_interpreter
 from flotilla.failover.state import (
@@ -64,7 +77,8 @@ from flotilla.propagation.written import WrittenObjects
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController"]
+__all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController", "ConditionHandoff",
+           "drop_handed_off_conditions", "hand_off_conditions", "has_eviction_tasks"]
 
 RETRIES = 5
 #: Seconds a binding waits after a spec-only change (generation) before it is aggregated again. The Works that
@@ -72,7 +86,83 @@ RETRIES = 5
 #: change no Work event follows (then ``FullyApplied`` is rewritten), so one status write serves both.
 SPEC_CHANGE_SETTLE = 1.0
 
+#: Seconds a binding waits after a Work status step of a copy still coming up (:func:`st.work_status_starting`:
+#: applied without a report yet, or Unknown/Unhealthy before it was ever Healthy). Its next report (Healthy, as a
+#: rule) queues the binding at once, so one status write covers both; a copy that stays in such a step is
+#: written this much later. A first Healthy, a copy that was Healthy and stops being so, a failed apply or a
+#: deletion are written at once.
+STARTING_SETTLE = 1.0
+#: Seconds at most that a binding's status write waits for the first status of a Work just created (no
+#: ``Applied`` condition yet) from when a pass first found it; the execution controller's first status (as a
+#: rule much sooner) brings the binding back at once, and one status write serves both.
+FIRST_STATUS_WAIT = 10.0
+
 _Obj = dict[str, Any]
+
+
+#: ``ControllerContext.extras`` key of the running binding-status controller's :class:`ConditionHandoff`.
+_HANDOFF = "binding-status-condition-handoff"
+
+
+class ConditionHandoff:
+    """Binding conditions another controller of this controller-manager hands over to be written with this
+    controller's next status write of the binding (the taint manager's ``StatePreserved`` after an eviction:
+    the old Work's deletion or the spec change brings the binding here shortly anyway, so one status write
+    carries both). Keys are this controller's (``rb|<ns>|<name>``, ``crb|<name>``)."""
+
+    def __init__(self, enqueue: Callable[[str, float], None]) -> None:
+        self._pending: dict[str, list[dict[str, Any]]] = {}
+        self._enqueue = enqueue
+
+    def offer(self, key: str, conditions: list[dict[str, Any]]) -> None:
+        """Queue ``conditions`` (later ones of the same type win) and look at the binding within
+        :data:`SPEC_CHANGE_SETTLE` seconds (sooner when a Work event comes first)."""
+        self._pending[key] = [*self._pending.get(key, []), *(dict(c) for c in conditions)]
+        self._enqueue(key, SPEC_CHANGE_SETTLE)
+
+    def pending(self, key: str) -> list[dict[str, Any]]:
+        return self._pending.get(key, [])
+
+    def settle(self, key: str, written: list[dict[str, Any]]) -> None:
+        """``written`` is on the binding now: forget it unless more was offered meanwhile."""
+        if written and self._pending.get(key) is written:
+            del self._pending[key]
+
+    def drop(self, key: str) -> None:
+        """Forget what is pending for ``key`` (the binding is gone, or its owner writes a newer condition)."""
+        self._pending.pop(key, None)
+
+
+def _status_key(res: Resource, binding: Mapping[str, Any]) -> str:
+    md = binding.get("metadata") or {}
+    if res is CLUSTER_RESOURCE_BINDINGS:
+        return f"crb|{md.get('name')}"
+    return f"rb|{md.get('namespace')}|{md.get('name')}"
+
+
+def hand_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, Any],
+                        conditions: list[dict[str, Any]]) -> bool:
+    """Hand ``conditions`` of ``binding`` to the binding-status controller running in this controller-manager
+    (written with its next status write); ``False`` when it does not run here (write them yourself)."""
+    handoff = ctx.extras.get(_HANDOFF)
+    label = CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if res is CLUSTER_RESOURCE_BINDINGS else \
+        RESOURCE_BINDING_PERMANENT_ID_LABEL
+    labels = (binding.get("metadata") or {}).get("labels") or {}
+    if not isinstance(handoff, ConditionHandoff) or not labels.get(label):
+        return False  # not running here, or a binding it does not look at (no permanent id)
+    handoff.offer(_status_key(res, binding), conditions)
+    return True
+
+
+def drop_handed_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, Any]) -> None:
+    """Forget conditions handed over for ``binding`` and not written yet (a newer condition supersedes them)."""
+    handoff = ctx.extras.get(_HANDOFF)
+    if isinstance(handoff, ConditionHandoff):
+        handoff.drop(_status_key(res, binding))
+
+
+def has_eviction_tasks(binding: Mapping[str, Any] | None) -> bool:
+    return bool(((binding or {}).get("spec") or {}).get("gracefulEvictionTasks"))
 
 
 def _label_index(label: str) -> str:
@@ -92,12 +182,16 @@ class BindingStatusController(Controller):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
+        self._handoff = ConditionHandoff(self.enqueue)
+        self.ctx.extras[_HANDOFF] = self._handoff
         #: bindings and templates as this controller last wrote them (read your own writes, no 409)
         self._written = WrittenObjects()
         self._written_templates = WrittenObjects()
         #: per binding key: (template key, template resourceVersion, items) of the last aggregation onto the
         #: template that left it as wanted (same inputs again: nothing to aggregate)
         self._aggregated: dict[str, tuple[str, Any, list[dict[str, Any]]]] = {}
+        #: per binding key: Works without a first status yet -> when a pass first found them (monotonic)
+        self._awaited: dict[str, dict[str, float]] = {}
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)
@@ -117,10 +211,32 @@ class BindingStatusController(Controller):
         md = new.get("metadata") or {}
         key = f"rb|{md.get('namespace')}|{md.get('name')}" if prefix == "rb" else f"crb|{md.get('name')}"
         if st.binding_needs_sync(None, new) and self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE) and \
-                injected_copy_health_pending(old, new):
+                injected_copy_health_pending(old, new) and self._injected_copy_healthy_now(new, prefix):
+            # a new record whose copy already reports Healthy: no Work event may follow, stamp it now (otherwise
+            # the copy's next Work status change brings the binding here, with the status it leads to)
             self.enqueue(key)
         elif st.binding_needs_sync(old, new):
-            self.enqueue(key, SPEC_CHANGE_SETTLE if st.binding_spec_only_changed(old, new) else 0.0)
+            if not st.binding_spec_only_changed(old, new):
+                self.enqueue(key)
+            elif old is None or st.expected_clusters(old.get("spec") or {}) != st.expected_clusters(
+                    new.get("spec") or {}):
+                self.enqueue(key, SPEC_CHANGE_SETTLE)
+            # else: a spec change that leaves the expected clusters as they are (e.g. a Directly eviction task
+            # removed) changes nothing a pass writes
+
+    def _injected_copy_healthy_now(self, binding: _Obj, prefix: str) -> bool:
+        """Whether the Works of ``binding`` as cached already report its injected-state record's copy Healthy."""
+        label = (RESOURCE_BINDING_PERMANENT_ID_LABEL if prefix == "rb"
+                 else CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
+        if not permanent_id:
+            return False
+        works = self.works.store.by_index(_label_index(label), permanent_id)
+        if not works:
+            return False
+        items = st.build_aggregated_status(works, (binding.get("spec") or {}).get("resource") or {}, self._ready)
+        record = parse_injected_state_record(binding)
+        return observe_injected_copy_health(record, items, self.ctx.now()) is not record
 
     def _enqueue_for_work(self, work: _Obj) -> None:
         key = st.binding_key_for_work(work)
@@ -128,8 +244,12 @@ class BindingStatusController(Controller):
             self.enqueue(key)
 
     def _on_work_update(self, old: _Obj, new: _Obj) -> None:
-        if st.work_status_changed(old, new):
-            self._enqueue_for_work(new)
+        if not st.work_status_changed(old, new):
+            return
+        key = st.binding_key_for_work(new)
+        if key is not None:
+            # a copy still coming up reports again within moments: one status write for the steps in between
+            self.enqueue(key, STARTING_SETTLE if st.work_status_starting(old, new) else 0.0)
 
     def _on_cluster_update(self, old: _Obj, new: _Obj) -> None:
         if st.ready_changed(old, new):
@@ -158,24 +278,64 @@ class BindingStatusController(Controller):
             return None
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             self._aggregated.pop(key, None)
+            self._awaited.pop(key, None)
+            self._handoff.drop(key)
             return None
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return None  # admission always sets it; without it no Work can be found
         works = self.works.store.by_index(_label_index(label), permanent_id)
+        handed = self._handoff.pending(key)
+        wait = None if handed else self._await_first_status(key, works)
+        if wait is not None:
+            return wait  # that Work's first status (sooner, as a rule) brings the binding back
         resource = (binding.get("spec") or {}).get("resource") or {}
         items = st.build_aggregated_status(works, resource, self._ready)
         stale = st.stale_clusters(items, self._ready)
-        # the D5 stamp goes first: the status write that follows is then the binding's last change of this pass,
-        # the one the graceful-eviction controller acts on (no 409 for its task removal)
-        observed = await self._observe_injected_copy(key, res, binding, items)
-        if observed is None:
+        # D5 stamp: while the graceful-eviction controller runs here and the binding has eviction tasks, a status
+        # write that changes aggregatedStatus wakes that controller, which stamps with the task removal the same
+        # Health allows (one binding write instead of two); otherwise the stamp goes first, so the status write
+        # is the binding's last change of this pass, the one the graceful-eviction controller acts on
+        deferred = self._stamp_deferred(binding, items)
+        if not deferred:
+            observed = await self._observe_injected_copy(key, res, binding, items)
+            if observed is None:
+                return None
+            binding = observed
+        written = await self._patch_binding(key, res, binding, items, stale, handed)
+        if written is None:
+            self._handoff.drop(key)
             return None
-        binding = await self._patch_binding(key, res, observed, items, stale)
-        if binding is None:
-            return None
-        await self._sync_template(key, binding, items)
+        self._handoff.settle(key, handed)
+        if deferred and not has_eviction_tasks(written):
+            # the tasks went meanwhile (no graceful-eviction pass will follow): stamp here
+            observed = await self._observe_injected_copy(key, res, written, items)
+            if observed is None:
+                return None
+            written = observed
+        await self._sync_template(key, written, items)
         return None
+
+    def _await_first_status(self, key: str, works: list[_Obj]) -> float | None:
+        """Seconds to wait for the first status of a Work just created (at most :data:`FIRST_STATUS_WAIT` from
+        when a pass first found it), or ``None``: write now. Written now, its item would say "not applied" until
+        that status comes and is written again; that status brings the binding back at once."""
+        waiting = {uid for uid in map(st.work_awaits_first_status, works) if uid is not None}
+        if not waiting:
+            self._awaited.pop(key, None)
+            return None
+        now = time.monotonic()
+        seen = self._awaited.setdefault(key, {})
+        for uid in list(seen):
+            if uid not in waiting:
+                del seen[uid]
+        left = min(seen.setdefault(uid, now) + FIRST_STATUS_WAIT - now for uid in waiting)
+        return left if left > 0 else None
+
+    def _stamp_deferred(self, binding: _Obj, items: list[dict[str, Any]]) -> bool:
+        """Whether the graceful-eviction controller takes this pass's D5 stamp (see :meth:`reconcile`)."""
+        return (graceful_eviction_running(self.ctx) and has_eviction_tasks(binding)
+                and ((binding.get("status") or {}).get("aggregatedStatus") or []) != items)
 
     async def _observe_injected_copy(self, key: str, res: Resource, binding: _Obj,
                                      items: list[dict[str, Any]]) -> _Obj | None:
@@ -208,12 +368,13 @@ class BindingStatusController(Controller):
         return st.cluster_ready(self.clusters.store.get(cluster))
 
     async def _patch_binding(self, key: str, res: Resource, binding: _Obj, items: list[dict[str, Any]],
-                             stale: list[str]) -> _Obj | None:
-        """Write the aggregated status; the binding as last known (``None``: it is gone or being deleted)."""
+                             stale: list[str], handed: list[dict[str, Any]]) -> _Obj | None:
+        """Write the aggregated status, and the conditions ``handed`` over by another controller
+        (:class:`ConditionHandoff`); the binding as last known (``None``: it is gone or being deleted)."""
         md = binding.get("metadata") or {}
         ns, name = md.get("namespace"), str(md.get("name"))
         spec = binding.get("spec") or {}
-        conditions = [st.fully_applied_condition(spec, items), st.status_up_to_date_condition(stale)]
+        conditions = [*handed, st.fully_applied_condition(spec, items), st.status_up_to_date_condition(stale)]
         for _ in range(RETRIES):
             status = binding.get("status") or {}
             patch = st.binding_status_patch(status, items, conditions, self.ctx.now())

@@ -27,8 +27,9 @@ Metrics: ``flotilla_graceful_eviction_tasks_removed_total{trigger, reason}`` for
 ``flotilla_eviction_to_healthy_seconds{trigger}`` (from the task's ``creationTimestamp``) for each task
 removed because every target is Healthy; ``trigger`` follows the task's ``producer``.
 
-Triggers: binding created with tasks; binding updated while it has tasks and its generation,
-``schedulerObservedGeneration`` or ``aggregatedStatus`` changed; a Work of the binding deleted.
+Triggers: binding created with tasks; binding updated while it has tasks and its tasks changed, or its generation,
+``schedulerObservedGeneration`` or ``aggregatedStatus`` changed such that a pass can act (the scheduler caught up
+and every target Healthy, or a D5 stamp due: :func:`binding_needs_assessment`); a Work of the binding deleted.
 Runs only while the ``GracefulEviction`` feature gate is on.
 """
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from flotilla.api.labels import (
@@ -46,20 +48,28 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS,
 from flotilla.client import Informer, Resource, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
-from flotilla.failover.graceful import Assessment, Removal, RemovalReason, assess_binding, task_timeout
+from flotilla.failover.graceful import (
+    Assessment,
+    Removal,
+    RemovalReason,
+    all_targets_healthy,
+    assess_binding,
+    has_scheduled,
+    task_timeout,
+)
 from flotilla.failover.purge import (
     EXECUTION_SPACE_PREFIX,
     directly_pending_clusters,
     directly_purged_clusters,
 )
-from flotilla.failover.state import parse_time
+from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 
 log = logging.getLogger(__name__)
 
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "binding_needs_assessment",
-           "removal_event", "stamps_new_tasks", "template_ref"]
+           "graceful_eviction_running", "removal_event", "removal_possible", "stamps_new_tasks", "template_ref"]
 
 #: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
 EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
@@ -72,6 +82,13 @@ def stamps_new_tasks(ctx: Any) -> bool:
     with their ``creationTimestamp``: exactly when this controller runs beside it, which would stamp the task on
     its first pass anyway. Writing it with the task saves that write (and a generation, so a scheduler pass)."""
     return bool(ctx.extras.get(_RUNNING))
+
+def graceful_eviction_running(ctx: Any) -> bool:
+    """Whether this controller runs in the controller-manager of ``ctx``: then it stamps the D5 ``healthyAt`` of
+    a binding with eviction tasks (:func:`~flotilla.failover.state.injected_state_stamp`), with the task removal
+    the same Health allows."""
+    return bool(ctx.extras.get(_RUNNING))
+
 
 _Obj = dict[str, Any]
 
@@ -106,17 +123,47 @@ def _tasks(binding: Mapping[str, Any] | None) -> list[Any]:
     return tasks if isinstance(tasks, list) else []
 
 
-def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """Whether a binding event can change what the assessment decides (Karmada's predicate)."""
+def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, Any], *,
+                             stamps_health: bool = False, now: datetime | None = None) -> bool:
+    """Whether a binding event can change what the assessment decides.
+
+    Karmada's predicate (tasks present; created, or its generation, ``schedulerObservedGeneration`` or
+    ``aggregatedStatus`` changed), narrowed to the events after which a pass can do something: the tasks
+    themselves changed (new, unstamped, ``suppressDeletion``), or the scheduler has caught up and every target
+    reports Healthy (a removal), or, with ``stamps_health``, the D5 ``healthyAt`` stamp is due. Timeouts come
+    from the pass's own requeue, a held ``Directly`` task from the deletion of its Work (D2).
+    """
     if not _tasks(new):
         return False
-    if old is None:
-        return True
-    if _map(old.get("metadata")).get("generation") != _map(new.get("metadata")).get("generation"):
+    if old is None or _tasks(old) != _tasks(new):
         return True
     old_status, new_status = _map(old.get("status")), _map(new.get("status"))
-    return (old_status.get("schedulerObservedGeneration") != new_status.get("schedulerObservedGeneration")
-            or old_status.get("aggregatedStatus") != new_status.get("aggregatedStatus"))
+    if (_map(old.get("metadata")).get("generation") == _map(new.get("metadata")).get("generation")
+            and old_status.get("schedulerObservedGeneration") == new_status.get("schedulerObservedGeneration")
+            and old_status.get("aggregatedStatus") == new_status.get("aggregatedStatus")):
+        return False
+    if removal_possible(new):
+        return True
+    return stamps_health and injected_state_stamp(new, now or datetime.now(UTC)) is not None
+
+
+def removal_possible(binding: Mapping[str, Any]) -> bool:
+    """The scheduler has caught up with the binding and every cluster of ``spec.clusters`` reports Healthy."""
+    if not has_scheduled(binding):
+        return False
+    names = [n for n in (_map(c).get("name") for c in _clusters(binding)) if isinstance(n, str)]
+    items = [i for i in _status_items(binding) if isinstance(i, Mapping)]
+    return all_targets_healthy(names, items)
+
+
+def _clusters(binding: Mapping[str, Any]) -> list[Any]:
+    value = _map(binding.get("spec")).get("clusters")
+    return value if isinstance(value, list) else []
+
+
+def _status_items(binding: Mapping[str, Any]) -> list[Any]:
+    value = _map(binding.get("status")).get("aggregatedStatus")
+    return value if isinstance(value, list) else []
 
 
 def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -151,6 +198,7 @@ class GracefulEvictionController(Controller):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.enabled = self.options.gate("GracefulEviction")
+        self.stamps_health = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
         self.rbs: Any = None
         self.crbs: Any = None
         self.works: Any = None
@@ -172,7 +220,7 @@ class GracefulEvictionController(Controller):
         self.works.add_handler(on_delete=self._on_work_delete)
 
     def _on_binding(self, cluster_scoped: bool, old: _Obj | None, new: _Obj) -> None:
-        if binding_needs_assessment(old, new):
+        if binding_needs_assessment(old, new, stamps_health=self.stamps_health, now=self.ctx.now()):
             key = binding_key(new, cluster_scoped)
             if key:
                 self.enqueue(key)
@@ -229,7 +277,13 @@ class GracefulEvictionController(Controller):
                                         directly_pending=self.directly_pending(obj, label))
             outcome["a"] = assessment
             assessed["b"] = obj
-            return assessment.spec_patch(_map(obj.get("metadata")).get("resourceVersion"))
+            rv = _map(obj.get("metadata")).get("resourceVersion")
+            patch = assessment.spec_patch(rv)
+            stamp = injected_state_stamp(obj, self.ctx.now()) if self.stamps_health else None
+            if stamp is not None:  # D5, in the same write as the removal the same Health allows
+                patch = patch or {"metadata": {"resourceVersion": rv}}
+                patch.setdefault("metadata", {"resourceVersion": rv})["annotations"] = stamp
+            return patch
 
         patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
         assessment = outcome.get("a")

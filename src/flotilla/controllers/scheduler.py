@@ -11,7 +11,9 @@ cleared on NoClusterFit), then the status: the ``Scheduled`` condition (Success 
 Unschedulable / SchedulerError), on success ``schedulerObservedGeneration`` (the generation read at the
 start of the pass) and ``lastScheduledTime``, and ``schedulerObservingAffinityName`` with
 ``clusterAffinities``. Events ``ScheduleBindingSucceed`` / ``ScheduleBindingFailed`` go to the binding and
-to its template.
+to its template. With the gate ``StatefulFailoverInjection``, a ``spec.clusters`` write that leads to a fresh
+state injection (BEHAVIOR.md D4) carries the ``failover.flotilla.io/injected-state`` record the binding
+controller would write before rendering it (:func:`~flotilla.failover.state.injected_state_for_schedule`).
 
 Each write is guarded by exactly what it depends on, so that the status writes of the other controllers
 on the same binding (aggregated status, conditions) are no conflict: the spec write is a JSON patch that
@@ -49,6 +51,11 @@ from flotilla.client.resources import object_key
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.state import (
+    INJECTED_STATE_ANNOTATION,
+    STATEFUL_FAILOVER_INJECTION_GATE,
+    injected_state_for_schedule,
+)
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.matching import is_deleting
 from flotilla.propagation.jsondiff import with_precondition
@@ -319,7 +326,7 @@ class SchedulerController(Controller):
         spec_written = False
         if result.writes_clusters:
             try:
-                patch = clusters_patch(binding, result.target_clusters)
+                patch = self._with_injected_state(binding, clusters_patch(binding, result.target_clusters), now)
                 if patch is not None:
                     current = await self._write_spec(res, name, namespace, binding, patch)
                     self._remember(key, current, binding)
@@ -368,6 +375,21 @@ class SchedulerController(Controller):
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         return min(BACKOFF_MAX, BACKOFF_INITIAL * (2 ** failures))
+
+    def _with_injected_state(self, binding: Mapping[str, Any], patch: dict[str, Any] | None,
+                             now: Any) -> dict[str, Any] | None:
+        """``patch`` with the D4 injected-state record the binding controller would write before rendering the
+        new ``spec.clusters`` (:func:`~flotilla.failover.state.injected_state_for_schedule`): one write less."""
+        spec_patch = (patch or {}).get("spec") or {}
+        if patch is None or "clusters" not in spec_patch:
+            return patch
+        value = injected_state_for_schedule(binding, spec_patch.get("clusters"), now,
+                                            gate=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE))
+        if value is None:
+            return patch
+        metadata = dict(patch.get("metadata") or {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), INJECTED_STATE_ANNOTATION: value}
+        return {**patch, "metadata": metadata}
 
     async def _write_spec(self, res: Resource, name: str, namespace: str | None, binding: Mapping[str, Any],
                           patch: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,10 @@ so a stale copy costs a 409, after which the binding is read again and everythin
    merge patch guarded by ``resourceVersion`` (409: read again, decide again). While the graceful-eviction
    controller runs in the same controller-manager the task is written with its ``creationTimestamp`` (that
    controller's first pass would stamp it: one binding write and one generation less per eviction). The
-   ``StatePreserved`` condition of a successful extraction follows in the background, so the worker takes the next
-   key at once (the writes of one binding keep their order). A failed write emits Warning
+   ``StatePreserved`` condition of a successful extraction is handed to the binding-status controller when it runs
+   in the same controller-manager (:func:`~flotilla.controllers.binding_status.hand_off_conditions`: written with
+   the status write the eviction leads to, within a second); otherwise it follows in the background, so the
+   worker takes the next key at once (the writes of one binding keep their order). A failed write emits Warning
    ``EvictWorkloadFromClusterFailed`` ("Evict from cluster C failed.") on the binding and its template and is
    retried. As in Karmada, ``EvictWorkloadFromClusterSucceed`` is not emitted here (it is the graceful-eviction
    controller's, when the task is removed).
@@ -65,6 +67,7 @@ from typing import Any
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext, split_key
+from flotilla.controllers.binding_status import drop_handed_off_conditions, hand_off_conditions
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.graceful_eviction import stamps_new_tasks
 from flotilla.failover.eviction import (
@@ -407,7 +410,7 @@ class TaintManager(Controller):
         self._event(evicted, "Normal", EVENT_EVICTION_PERFORMED, performed_message(cluster_name, decision, evicted))
         for ev in after:  # once the eviction is written: not again for an attempt that did not evict
             self._event(evicted, ev.type, ev.reason, ev.message)
-        if extra_conditions:
+        if extra_conditions and not hand_off_conditions(self.ctx, res, evicted, extra_conditions):
             self._set_conditions_later(res, evicted, extra_conditions)
         log.info("taint-manager: evicted %s from cluster %s (%s)", binding_key_of(binding), cluster_name,
                  "with state" if state is not None else "without state")
@@ -518,6 +521,7 @@ class TaintManager(Controller):
                 lambda obj: {"metadata": {"annotations": {STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: value},
                                           "resourceVersion": _meta(obj).get("resourceVersion")}})
             current = patched or binding
+        drop_handed_off_conditions(self.ctx, res, current)  # this newer condition supersedes them
         await self._set_condition(res, current, result.condition)
         failures = self._state_failures.get(key, 0)
         self._state_failures[key] = failures + 1

@@ -23,6 +23,10 @@ request to apply the Work again, made through the Work only: the execution contr
 when this annotation changes (besides its own §5.4 drift handling). Member-side edits of a managed object are
 the execution controller's drift correction alone.
 
+Member object events of a Work the cache shows being deleted (or, for a deletion, gone) are not queued (nothing
+to record nor to re-apply); nor are Work events of a Work not applied or being deleted (a ``work|`` pass does
+nothing then).
+
 Queue keys: ``work|<ns>|<name>`` (set up informers for a Work), ``cluster|<name>`` (start/stop informers for a
 cluster) and ``obj|<cluster>|<apiVersion>|<kind>|<ns>|<name>|<work ns>|<work name>`` (reflect one object).
 """
@@ -160,10 +164,11 @@ class WorkStatusController(Controller):
                                   on_delete=self._on_cluster)
 
     def _on_work_add(self, work: _Obj) -> None:
-        self._enqueue_work(work)
+        if _syncable(work):  # a Work just created is not applied yet: its Applied condition is the event
+            self._enqueue_work(work)
 
     def _on_work_update(self, old: _Obj, new: _Obj) -> None:
-        if st.work_needs_informer_sync(old, new):
+        if st.work_needs_informer_sync(old, new) and _syncable(new):
             self._enqueue_work(new)
 
     def _on_work_delete(self, work: _Obj) -> None:
@@ -194,7 +199,22 @@ class WorkStatusController(Controller):
             if key is not None:
                 self.enqueue(key)
 
-        return {"on_add": enqueue, "on_update": lambda old, new: enqueue(new), "on_delete": enqueue}
+        def work_of(obj: _Obj) -> _Obj | None:
+            ref = st.work_ref_of(obj)
+            return self.works.store.get(f"{ref[0]}/{ref[1]}") if ref is not None else None
+
+        def updated(obj: _Obj) -> None:
+            work = work_of(obj)
+            if work is None or not (work.get("metadata") or {}).get("deletionTimestamp"):
+                enqueue(obj)  # (the status of a Work being deleted is not recorded any more)
+
+        def deleted(obj: _Obj) -> None:
+            # the object of a Work gone or going from the cache went with it: nothing to reflect nor to re-apply
+            work = work_of(obj)
+            if work is not None and not (work.get("metadata") or {}).get("deletionTimestamp"):
+                enqueue(obj)
+
+        return {"on_add": enqueue, "on_update": lambda old, new: updated(new), "on_delete": deleted}
 
     # ------------------------------------------------------------------ lifecycle
     async def stop(self) -> None:
@@ -427,6 +447,11 @@ class WorkStatusController(Controller):
         log.info("work-status: %s %s missing in cluster %s; re-apply of Work %s/%s requested", kind,
                  _display(obj_ns, obj_name), cluster, work_ns, work_name)
         return None
+
+
+def _syncable(work: _Obj) -> bool:
+    """Whether a ``work|`` pass can do anything for the Work: it is applied and not being deleted."""
+    return not (work.get("metadata") or {}).get("deletionTimestamp") and st.work_applied(work)[0]
 
 
 def _display(namespace: str, name: str) -> str:

@@ -32,14 +32,16 @@ Karmada drops the labels as soon as the task is removed. Flotilla records the la
 recorded labels into the recorded cluster until the record is superseded: by a later injection, by an
 eviction task from that cluster (its copy is being replaced, so the state it started from is history), or
 when that cluster is no longer a target. The binding controller writes the record
-(:func:`injected_state_patch`) before the Works.
+(:func:`injected_state_patch`) before the Works; the scheduler writes it already with the ``spec.clusters``
+that lead to a fresh injection (:func:`injected_state_for_schedule`), which spares that write.
 
 **D5, consecutive failovers** (:func:`previous_injection`, :func:`carry_forward`). When the workload fails
 over again from a cluster where its copy never became Healthy after the previous injection, the state
 preserved is the previous one, not what the unhealthy copy reported (a fresh Flink job has a new job id and
 no checkpoint; Karmada #6232); both failover triggers apply it. Whether the copy became Healthy is recorded
-in the D4 record (``healthyAt``, stamped by the binding-status controller with
-:func:`observe_injected_copy_health`), so a controller restart does not forget it.
+in the D4 record (``healthyAt``, stamped with :func:`observe_injected_copy_health` by the binding-status
+controller, or by the graceful-eviction controller with the task removal while the binding has tasks:
+:func:`injected_state_stamp`), so a controller restart does not forget it.
 
 **D6, no silent blocking** (:func:`on_extraction_failure`). A failed extraction still blocks the eviction
 and is retried, as in Karmada, but every attempt yields a Warning Event ``StatePreservationFailed`` naming
@@ -108,7 +110,9 @@ __all__ = [
     "inject_labels",
     "injected_copy_health_pending",
     "injected_state_patch",
+    "injected_state_for_schedule",
     "injected_state_record",
+    "injected_state_stamp",
     "observe_injected_copy_health",
     "on_extraction_failure",
     "on_extraction_success",
@@ -712,6 +716,39 @@ def observe_injected_copy_health(
         if isinstance(item, Mapping) and item.get("clusterName") == record.cluster and item.get("health") == HEALTHY:
             return replace(record, healthy_at=now)
     return record
+
+
+def injected_state_for_schedule(
+    binding: Mapping[str, Any], new_clusters: Sequence[Mapping[str, Any]] | None, now: datetime, *, gate: bool = True
+) -> str | None:
+    """D4: the ``failover.flotilla.io/injected-state`` value that the binding controller's render of ``binding``
+    with ``spec.clusters = new_clusters`` records before its Works, when that render is a fresh injection
+    (Karmada's rule, :func:`plan_injection`) that changes the record; else ``None``. The scheduler writes it with
+    the ``spec.clusters`` that lead to it (one binding write less per stateful failover); the binding controller
+    then finds it recorded (:meth:`InjectedStateRecord.same_injection`) and writes nothing. Drops of a
+    superseded record are left to the binding controller."""
+    if not gate:
+        return None
+    spec = {**_map(binding.get("spec")), "clusters": list(new_clusters or [])}
+    plan = plan_injection(spec, parse_injected_state_record(binding), now)
+    if not plan.record_changed or plan.record is None:
+        return None
+    if not any(d.source == "task" for d in plan.decisions.values()):
+        return None
+    return plan.record.to_json()
+
+
+def injected_state_stamp(binding: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The annotations merge patch stamping ``healthyAt`` on ``binding``'s record when its own
+    ``status.aggregatedStatus`` reports the record's copy Healthy for the first time (D5); ``None``: nothing to
+    stamp (no record, already stamped, not Healthy, or the binding is being deleted)."""
+    if _map(_map(binding).get("metadata")).get("deletionTimestamp"):
+        return None
+    record = parse_injected_state_record(binding)
+    stamped = observe_injected_copy_health(record, binding, now)
+    if stamped is record or stamped is None:
+        return None
+    return {INJECTED_STATE_ANNOTATION: stamped.to_json()}
 
 
 # ============================================================================================ D5

@@ -501,6 +501,30 @@ def work_status_changed(old: Obj, new: Obj) -> bool:
     return bool(_md(old).get("deletionTimestamp")) != bool(_md(new).get("deletionTimestamp"))
 
 
+def _reports_healthy(work: Obj) -> bool:
+    """Whether every manifest of an applied Work reports ``Healthy`` (no report yet: not Healthy)."""
+    reports = _status(work).get("manifestStatuses") or []
+    return bool(reports) and all(isinstance(r, Mapping) and r.get("health") == HEALTH_HEALTHY for r in reports)
+
+
+def work_awaits_first_status(work: Obj) -> str | None:
+    """The uid of a Work that has no ``Applied`` condition yet and is not being deleted (just created: the
+    execution controller's first status follows), else ``None``."""
+    if _md(work).get("deletionTimestamp") or find_condition(_status(work).get("conditions"), CONDITION_APPLIED):
+        return None
+    return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
+
+
+def work_status_starting(old: Obj, new: Obj) -> bool:
+    """Whether a Work status change is a copy still starting: applied, not being deleted, not all Healthy
+    before nor now (applied without a report yet, or reporting Unknown/Unhealthy while it comes up). Such a
+    step is usually superseded within moments by the next report; a copy that was Healthy and stops being so,
+    a failed apply, a deletion or the first Healthy are never such a step."""
+    if _md(new).get("deletionTimestamp") or not work_applied(new)[0]:
+        return False
+    return not _reports_healthy(new) and not _reports_healthy(old)
+
+
 def template_status_changed(old: Obj, new: Obj) -> bool:
     """Whether the aggregation changed the template's ``status``."""
     return old.get("status") != new.get("status")

@@ -381,3 +381,48 @@ async def test_d5_application_failover_carries_forward_state_from_a_copy_that_ne
     record = await eventually(env.record, what="the record of the injection into member1")
     assert {k: record[k] for k in ("cluster", "labels", "fromCluster")} == {
         "cluster": "member1", "labels": {JOB: "from-member1"}, "fromCluster": "member2"}
+
+
+async def test_d5_healthy_at_is_stamped_in_the_same_write_as_the_task_removal(env: Env) -> None:
+    """With the graceful-eviction controller running, the copy's first Healthy removes the task and stamps
+    ``healthyAt`` in one binding write (D5 unchanged: the stamp is on the binding when the task goes)."""
+    await env.start()
+    template = await env.template(deployment())
+    rb = await env.create_binding(template, "member2", [directly_task("member1", {JOB: "cafe"})])
+    stream = env.cp.watch(RESOURCE_BINDINGS, "default", resource_version=rb["metadata"]["resourceVersion"],
+                          field_selector=f"metadata.name={BINDING}")
+    versions: list[dict[str, Any]] = []
+    try:
+        while True:
+            ev = await asyncio.wait_for(stream.__anext__(), 20)
+            if ev.type == "MODIFIED":
+                versions.append(ev.object)
+                if not ev.object["spec"].get("gracefulEvictionTasks"):
+                    break
+    finally:
+        await stream.aclose()
+
+    def record_of(obj: dict[str, Any]) -> dict[str, Any]:
+        raw = (obj["metadata"].get("annotations") or {}).get(INJECTED_STATE_ANNOTATION)
+        return json.loads(raw) if raw else {}
+
+    removal = versions[-1]
+    assert "healthyAt" in record_of(removal)
+    assert all("healthyAt" not in record_of(v) for v in versions[:-1])  # not stamped in a write of its own
+    assert any(i.get("clusterName") == "member2" and i.get("health") == "Healthy"
+               for i in removal["status"].get("aggregatedStatus") or [])
+
+
+async def test_d5_healthy_at_is_stamped_without_the_graceful_eviction_controller(env: Env) -> None:
+    """Without the graceful-eviction controller the binding-status controller stamps ``healthyAt`` itself."""
+    env.managers.append(await ControllerManager(env.cp, ControllerOptions(), controllers=[
+        c for c in CONTROLLERS if c != "graceful-eviction"]).start())
+    template = await env.template(deployment())
+    await env.create_binding(template, "member2", [directly_task("member1", {JOB: "cafe"})])
+
+    async def stamped() -> dict[str, Any] | None:
+        record = await env.record()
+        return record if record and "healthyAt" in record else None
+
+    record = await eventually(stamped, what="healthyAt stamped by the binding-status controller")
+    assert record["cluster"] == "member2" and await env.tasks()  # nobody removed the task

@@ -13,6 +13,7 @@ from typing import Any
 from flotilla.api import labels as L
 from flotilla.client import ApiException
 from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS
+from flotilla.failover.state import INJECTED_STATE_ANNOTATION
 from flotilla.policy.naming import depended_by_label_key
 from tests.integration.controllers.test_detector import (
     CLUSTERS,
@@ -565,3 +566,31 @@ async def test_workers_are_the_controllers_own_or_concurrent_syncs_when_more(pla
     assert SchedulerController(with_syncs(100)).worker_count() == 100
     detector = plane.managers[0].controllers[0]
     assert detector.worker_count() == max(type(detector).workers, ctx.options.concurrent_syncs)
+
+
+async def test_a_result_leading_to_a_state_injection_carries_the_injected_state_record(plane: Plane) -> None:
+    """D4: the spec write that places a stateful failover on its new cluster also records the state the binding
+    controller injects there (the record it would write before its Works): one binding write less."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start()
+    await plane.client.create(DEPLOYMENTS, deployment())
+    spread = [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]
+    await plane.client.create(PPS, policy(placement={"spreadConstraints": spread}))
+    rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+    assert names(rb) == {"m1": 3}
+    task = {"fromCluster": "m1", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager",
+            "creationTimestamp": "2024-01-01T00:00:00Z", "clustersBeforeFailover": ["m1"],
+            "preservedLabelState": {"example.io/job-id": "cafe"}}
+    await plane.client.patch(RBS, "nginx-deployment", {
+        "metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]},
+        "spec": {"clusters": None, "gracefulEvictionTasks": [task]}}, namespace=NS)
+
+    async def moved() -> dict[str, Any] | None:
+        got = await plane.client.get(RBS, "nginx-deployment", NS)
+        return got if names(got) == {"m2": 3} else None
+
+    rb = await eventually(moved, what="rescheduled to m2")
+    record = json.loads(rb["metadata"]["annotations"][INJECTED_STATE_ANNOTATION])
+    assert {k: record[k] for k in ("cluster", "labels", "fromCluster")} == {
+        "cluster": "m2", "labels": {"example.io/job-id": "cafe"}, "fromCluster": "m1"}

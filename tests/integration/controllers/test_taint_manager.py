@@ -379,3 +379,29 @@ async def test_unreadable_applied_placement_emits_evict_failed_and_counts_an_err
     assert metrics.evictions.value("cluster_taint", "TaintUntolerated", "error") >= 1
     assert metrics.eviction_processing_total.value("taint-manager", "error") >= 1
     await plane.stays_on_m1(0.3)
+
+
+async def test_with_the_binding_status_controller_state_preserved_is_written_by_it(
+        plane: Plane, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The StatePreserved condition of a successful extraction is handed to the binding-status controller of
+    the same controller-manager, which writes it with the status write the eviction leads to."""
+    from flotilla.controllers import taint_manager as tm_module
+
+    handed: list[bool] = []
+    real = tm_module.hand_off_conditions
+
+    def spy(*args: Any) -> bool:
+        handed.append(real(*args))
+        return handed[-1]
+
+    monkeypatch.setattr(tm_module, "hand_off_conditions", spy)
+    m = await ControllerManager(plane.client, ControllerOptions(),
+                                controllers=["taint-manager", "binding-status"]).start()
+    plane.managers.append(m)
+    await plane.binding()
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.evicted()
+    cond = await eventually(lambda: _condition_of(plane))
+    assert cond["status"] == "True" and cond["reason"] == "StatePreserved"
+    assert "extracted from cluster m1" in cond["message"]
+    assert handed == [True]

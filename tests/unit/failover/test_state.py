@@ -561,3 +561,48 @@ def test_d6_first_failure_time_is_persisted_per_cluster() -> None:
     assert remaining is not None and set(failing_since(remaining)) == {"m2"}
     assert clear_failing_since(remaining, "m2") is None
     assert failing_since("garbage") == {}
+
+
+def test_injected_state_stamp_patches_healthy_at_once_the_bindings_own_status_reports_the_copy_healthy() -> None:
+    from flotilla.failover.state import INJECTED_STATE_ANNOTATION, injected_state_record, injected_state_stamp
+
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    now = at + timedelta(seconds=5)
+    record = injected_state_record("m2", {"job": "cafe"}, "m1", at)
+
+    def binding(health: str, record_value: str | None = record, deleting: bool = False) -> dict[str, Any]:
+        md: dict[str, Any] = {"annotations": {INJECTED_STATE_ANNOTATION: record_value} if record_value else {}}
+        if deleting:
+            md["deletionTimestamp"] = "2025-01-01T00:00:09Z"
+        return {"metadata": md, "status": {"aggregatedStatus": [{"clusterName": "m2", "health": health}]}}
+
+    patch = injected_state_stamp(binding("Healthy"), now)
+    assert patch is not None
+    stamped = json.loads(patch[INJECTED_STATE_ANNOTATION])
+    assert stamped["healthyAt"] == "2025-01-01T00:00:05Z" and stamped["cluster"] == "m2"
+    assert injected_state_stamp(binding("Unknown"), now) is None
+    assert injected_state_stamp(binding("Healthy", None), now) is None
+    assert injected_state_stamp(binding("Healthy", deleting=True), now) is None
+    assert injected_state_stamp(binding("Healthy", patch[INJECTED_STATE_ANNOTATION]), now) is None  # once
+
+
+def test_injected_state_for_schedule_is_the_record_the_render_of_the_new_clusters_writes() -> None:
+    from flotilla.failover.state import injected_state_for_schedule
+
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    task = {"fromCluster": "m1", "purgeMode": "Directly", "clustersBeforeFailover": ["m1"],
+            "preservedLabelState": {"job": "cafe"}}
+    binding = {"metadata": {"annotations": {}}, "spec": {"gracefulEvictionTasks": [task]}}
+    value = injected_state_for_schedule(binding, [{"name": "m2", "replicas": 1}], now)
+    assert value is not None
+    assert json.loads(value) == {"cluster": "m2", "labels": {"job": "cafe"}, "fromCluster": "m1",
+                                 "at": "2025-01-01T00:00:00Z"}
+    assert injected_state_for_schedule(binding, [{"name": "m2", "replicas": 1}], now, gate=False) is None
+    assert injected_state_for_schedule(binding, [], now) is None  # nothing rendered: nothing to record
+    two = [{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]
+    assert injected_state_for_schedule(binding, two, now) is None  # Karmada injects into one target only
+    back = [{"name": "m1", "replicas": 1}]
+    assert injected_state_for_schedule(binding, back, now) is None  # clustersBeforeFailover (D9)
+    recorded = {"metadata": {"annotations": {"failover.flotilla.io/injected-state": value}},
+                "spec": binding["spec"]}
+    assert injected_state_for_schedule(recorded, [{"name": "m2", "replicas": 1}], now) is None  # already so

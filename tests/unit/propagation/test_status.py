@@ -344,3 +344,38 @@ def test_template_status_changed() -> None:
     assert not st.template_status_changed({"status": {"replicas": 1}}, {"status": {"replicas": 1}})
     assert st.template_status_changed({"status": {"replicas": 1}}, {"status": {"replicas": 2}})
     assert st.template_status_changed({}, {"status": {}})
+
+
+def _work(conditions: list[dict[str, Any]] | None = None, reports: list[str] | None = None,
+          deleting: bool = False) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": "w", "namespace": "karmada-es-m2", "uid": "u-1"}
+    if deleting:
+        md["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    status: dict[str, Any] = {}
+    if conditions is not None:
+        status["conditions"] = conditions
+    if reports is not None:
+        status["manifestStatuses"] = [{"identifier": {"ordinal": i}, "health": h} for i, h in enumerate(reports)]
+    return {"metadata": md, "status": status}
+
+
+APPLIED = [{"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": ""}]
+NOT_APPLIED = [{"type": "Applied", "status": "False", "reason": "AppliedFailed", "message": "boom"}]
+
+
+def test_a_copy_still_coming_up_is_a_starting_step_and_its_first_healthy_or_a_failure_is_not() -> None:
+    new, applied = _work(), _work(APPLIED)
+    assert st.work_status_starting(new, applied)  # applied, no report yet
+    assert st.work_status_starting(applied, _work(APPLIED, ["Unknown"]))
+    assert st.work_status_starting(_work(APPLIED, ["Unknown"]), _work(APPLIED, ["Unhealthy"]))
+    assert not st.work_status_starting(_work(APPLIED, ["Unhealthy"]), _work(APPLIED, ["Healthy"]))  # first Healthy
+    assert not st.work_status_starting(_work(APPLIED, ["Healthy"]), _work(APPLIED, ["Unhealthy"]))  # was Healthy
+    assert not st.work_status_starting(new, _work(NOT_APPLIED))  # a failed apply
+    assert not st.work_status_starting(applied, _work(APPLIED, deleting=True))
+
+
+def test_a_work_awaits_its_first_status_until_it_has_an_applied_condition() -> None:
+    assert st.work_awaits_first_status(_work()) == "u-1"
+    assert st.work_awaits_first_status(_work(APPLIED)) is None
+    assert st.work_awaits_first_status(_work(NOT_APPLIED)) is None
+    assert st.work_awaits_first_status(_work(deleting=True)) is None
