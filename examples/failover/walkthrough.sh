@@ -37,6 +37,7 @@ MEMBERS_DIR="$WORK/members"
 export KUBECONFIG="$CP_DIR/kubeconfig"
 
 PIDS=()     # processes started here, in start order
+TASK_WATCH=""  # the kubectl watch that records the binding's eviction tasks during the failover
 NAMES=()
 OK=0
 
@@ -60,6 +61,7 @@ fail() {
 
 cleanup() {
   local i pid
+  if [[ -n "$TASK_WATCH" ]]; then kill "$TASK_WATCH" 2>/dev/null || true; fi
   step "Cleaning up: stopping the processes this walkthrough started"
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
     pid="${PIDS[$i]}"
@@ -215,9 +217,31 @@ cp_kubectl get rb -n "$NS"
 
 # ------------------------------------------------------------------------------------------------- failover
 
+# a watch sees every version of the binding, so the eviction task is shown however briefly it exists
+TASKS="$WORK/eviction-tasks.txt"
+# (one line per version: the tasks as JSON, empty when there are none; a {range} would end the watch at the first
+# version without tasks)
+cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" --watch -o 'jsonpath={.spec.gracefulEvictionTasks}{"\n"}' \
+  >"$TASKS" 2>/dev/null &
+TASK_WATCH=$!
+sleep 0.5  # the watch is open before the taint
+
 step "Tainting $OLD with $TAINT_KEY:NoExecute (as a ClusterTaintPolicy does when Ready turns False)"
 cp_kubectl patch cluster "$OLD" --type merge \
   -p "{\"spec\":{\"taints\":[{\"key\":\"$TAINT_KEY\",\"effect\":\"NoExecute\"}]}}"
+
+show_task() {  # the first eviction task the watch saw, once
+  local task
+  if [[ "$TASK_SHOWN" == 0 ]]; then
+    task="$(grep -m1 . "$TASKS" 2>/dev/null || true)"
+    if [[ -n "$task" ]]; then
+      task="$(printf '{"items": %s}' "$task" | "$FLOTILLA" jsonpath \
+        '{range .items[*]}fromCluster={.fromCluster} purgeMode={.purgeMode} preservedLabelState={.preservedLabelState}{end}' -f -)"
+      info "eviction task on the binding: $task"
+      TASK_SHOWN=1
+    fi
+  fi
+}
 
 step "Watching the job move from $OLD to $NEW"
 SEEN_LABEL=""
@@ -226,14 +250,7 @@ moved=0
 deadline=$((SECONDS + WAIT))
 while ((SECONDS < deadline)); do
   check_alive
-  if [[ "$TASK_SHOWN" == 0 ]]; then
-    task="$(cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" \
-      -o 'jsonpath={range .spec.gracefulEvictionTasks[*]}fromCluster={.fromCluster} purgeMode={.purgeMode} preservedLabelState={.preservedLabelState}{"\n"}{end}' 2>/dev/null || true)"
-    if [[ -n "$task" ]]; then
-      info "eviction task on the binding: $task"
-      TASK_SHOWN=1
-    fi
-  fi
+  show_task
   value="$(label "$NEW" "$JOB_LABEL" || true)"
   if [[ -n "$value" && -z "$SEEN_LABEL" ]]; then
     SEEN_LABEL="$value"
@@ -247,6 +264,7 @@ while ((SECONDS < deadline)); do
   sleep 0.1
 done
 ((moved)) || fail "$NAME did not end up RUNNING in $NEW only within ${WAIT}s"
+show_task
 
 NEW_JOB_ID="$(flink_field "$NEW" '{.status.jobStatus.jobId}')"
 RULE_PATH="$(annotation "$NEW" savepoint-rule.flotilla.io/restored-from || true)"
