@@ -60,6 +60,17 @@ class PatchError(ValueError):
 # ---------------------------------------------------------------------------------------------
 
 
+def _copy_doc(value: Any) -> Any:
+    """Deep copy of a whole JSON document; through orjson when it can (a round trip in C is several times faster
+    than copying dict by dict in Python), else as :func:`_copy` does."""
+    if isinstance(value, (dict, list)):
+        try:
+            return orjson.loads(orjson.dumps(value))
+        except (TypeError, orjson.JSONEncodeError):  # not plain JSON (or beyond orjson's integers)
+            pass
+    return _copy(value)
+
+
 def _copy(value: Any) -> Any:
     """Deep copy of a JSON value (only dicts and lists are mutable)."""
     if isinstance(value, dict):
@@ -294,7 +305,7 @@ def apply_json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
         raise PatchError(
             f"the allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}"
         )
-    doc: Any = _copy(target)
+    doc: Any = _copy_doc(target)
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise PatchError(f"json patch operation {i}: must be a JSON object, got {_json_type(op)}")
@@ -929,7 +940,7 @@ def apply_strategic_merge_patch(
         raise PatchError(f"strategic merge patch target must be a JSON object, got {_json_type(target)}")
     if not isinstance(patch, dict):
         raise PatchError(f"strategic merge patch must be a JSON object, got {_json_type(patch)}")
-    result = _SMP(_lookup_fn(merge_keys)).merge_map(_copy(target), _copy(patch), ())
+    result = _SMP(_lookup_fn(merge_keys)).merge_map(_copy_doc(target), _copy(patch), ())
     return {} if result is _DELETED else result
 
 
