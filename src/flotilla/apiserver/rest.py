@@ -819,8 +819,10 @@ class ResourceStorage:
                 return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared,
                                                 skip), False
             except _Retry:
-                if precondition:
-                    raise errors.conflict(rt, name) from None
+                # another write landed first: apply the patch again to what it wrote (kube-apiserver's
+                # GuaranteedUpdate). A patch that carries a resourceVersion precondition then meets the check
+                # above and gets 409; one without always applies to the newest object (``precondition`` is read
+                # off the patched object, which otherwise carries the stored object's own resourceVersion)
                 continue
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
