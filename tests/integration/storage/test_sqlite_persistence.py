@@ -358,3 +358,24 @@ async def test_a_log_whose_updates_carry_their_old_value_still_loads(tmp_path: P
         await watcher.close()
     finally:
         await store.close()
+
+
+async def test_the_log_has_no_index_but_the_revision_and_an_old_one_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    with sqlite3.connect(path) as conn:  # a log as an earlier version created it
+        conn.executescript(
+            "CREATE TABLE log (id INTEGER PRIMARY KEY, name TEXT NOT NULL, created INTEGER NOT NULL, "
+            "deleted INTEGER NOT NULL, create_revision INTEGER NOT NULL, prev_revision INTEGER NOT NULL, "
+            "value BLOB NOT NULL, old_value BLOB);"
+            "CREATE UNIQUE INDEX log_name_prev_revision ON log (name, prev_revision);"
+            "INSERT INTO log VALUES (1, '/k/a', 1, 0, 1, 0, x'6131', NULL);"
+        )
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store.get("/k/a") == KeyValue("/k/a", b"a1", 1, 1)
+        assert await store.update("/k/a", b"a2", 1) == 2
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        indexes = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'log'").fetchall()
+    assert indexes == []
