@@ -884,7 +884,7 @@ class ResourceStorage:
                 if md.get("deletionTimestamp") and len(md.get("finalizers") or []) == len(kv_finalizers(kv)):
                     # already being deleted and this request adds nothing: report the object as it is
                     return obj, 202 if propagation == "Foreground" else 200
-                new = copy.deepcopy(obj)
+                new = orjson.loads(orjson.dumps(obj))  # a JSON object's deep copy, several times cheaper
                 nm = meta(new)
                 if not nm.get("deletionTimestamp"):
                     nm["deletionTimestamp"] = now_rfc3339()
