@@ -506,3 +506,18 @@ async def test_a_modification_that_leaves_owners_and_deletion_state_alone_does_n
     # finalizers and deletion are seen as well: deleting the owner collects the dependent as before
     await api.delete(api.cm, "owner")
     await api.gone(api.cm, "dep")
+
+
+async def test_events_are_ignored_as_by_kubernetes_garbage_collector(api: Api, gc: GarbageCollector) -> None:
+    event_rt = api.rt("", "v1", "events")
+    owner = await api.create(api.cm, "owner")
+    event = await api.storage.create(event_rt, NS, {
+        "metadata": {"name": "owner.1", "ownerReferences": [ref(owner)]},
+        "involvedObject": {"kind": "ConfigMap", "name": "owner", "namespace": NS}, "reason": "R", "message": "m"})
+    dep = await api.create(api.cm, "dep", [ref(owner)])
+    await api.delete(api.cm, "owner")
+    await api.gone(api.cm, "dep")
+    await settled(gc)
+    assert event["metadata"]["uid"] not in gc.nodes
+    assert await api.get(event_rt, "owner.1") is not None  # kube-controller-manager leaves Events to their TTL
+    assert dep["metadata"]["uid"] not in gc.nodes

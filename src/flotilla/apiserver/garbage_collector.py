@@ -239,6 +239,11 @@ class _Requeue(Exception):
 # ============================================================================================== collector
 
 
+#: what the collector does not follow, as kube-controller-manager's garbage collector by default
+#: (``DefaultIgnoredResources``): Events, the most written kind, whose owners are never looked at
+IGNORED_RESOURCES: frozenset[tuple[str, str]] = frozenset({("", "events"), ("events.k8s.io", "events")})
+
+
 class GarbageCollector:
     """Cascading deletion by ownerReferences for every type ``storage`` serves."""
 
@@ -323,7 +328,7 @@ class GarbageCollector:
         if self._rts_generation != self.types.generation:
             rts: dict[str, ResourceType] = {}
             for rt in self.types.all():
-                if "delete" in rt.verbs and "list" in rt.verbs:
+                if "delete" in rt.verbs and "list" in rt.verbs and (rt.group, rt.plural) not in IGNORED_RESOURCES:
                     rts.setdefault(rt.key_prefix(None), rt)
             self._rts = rts
             self._rts_generation = self.types.generation
