@@ -77,6 +77,7 @@ PROGRESS = "PROGRESS"  # watch event type internal to the server: "everything up
 DECODED_CACHE_SIZE = 2048  # watch events decoded once and shared by every watcher: the newest ones kept
 _COMPUTE: Any = object()  # "compare with the stored object to find the unchanged parts"
 _ABSENT: Any = object()
+_RV_ONLY = frozenset({"resourceVersion"})
 
 
 class DecodedObjects:
@@ -302,7 +303,7 @@ class ResourceStorage:
             if p is _ABSENT:
                 skip[k] = None
             elif isinstance(p, dict) and isinstance(v, dict):
-                if k == "metadata" and all(pk == "resourceVersion" for pk in p):
+                if k == "metadata" and p.keys() <= _RV_ONLY:
                     skip[k] = None  # a precondition only; resourceVersion is the store's
                     continue
                 inner: Skip = {k2: None for k2 in v if k2 not in p}
