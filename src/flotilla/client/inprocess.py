@@ -266,6 +266,7 @@ class _InProcessWatch(WatchStream):
         self._next_bookmark = float("inf")
         # what ``ready`` took from the stream but cannot hand out without awaiting: ``__anext__`` handles it
         self._held: tuple[str, dict[str, Any]] | Exception | None = None
+        self._active = False  # events were handed out since the stream was last idle
 
     def ready(self) -> WatchEvent | None:
         """The next event if the server has it ready now (no await, no timer: what a reader tries before it
@@ -293,8 +294,7 @@ class _InProcessWatch(WatchStream):
 
     def _event(self, etype: str, obj: dict[str, Any]) -> WatchEvent:
         self._last_rv = (obj.get("metadata") or {}).get("resourceVersion", self._last_rv)
-        if self._bookmarks:
-            self._next_bookmark = asyncio.get_running_loop().time() + self._t.bookmark_interval
+        self._active = True  # the next bookmark is due an interval after the stream goes idle
         return WatchEvent(etype, obj)
 
     async def _open(self) -> StorageWatch:
@@ -355,6 +355,10 @@ class _InProcessWatch(WatchStream):
                 if loop is None:
                     loop = asyncio.get_running_loop()
                 now = loop.time()
+                if self._active:
+                    self._active = False
+                    if self._bookmarks:
+                        self._next_bookmark = now + self._t.bookmark_interval
                 wait = min(self._deadline, self._next_bookmark) - now
                 if wait > 0 and await stream.wait(None if wait == float("inf") else wait):
                     continue
