@@ -464,3 +464,60 @@ async def test_odd_objects_do_not_disturb_the_collector(api: Api, gc: GarbageCol
     await api.create(api.cm, "after-odd-dep", [ref(owner)])
     await api.delete(api.cm, "after-odd")
     await api.gone(api.cm, "after-odd-dep")
+
+
+async def test_a_modification_that_leaves_owners_and_deletion_state_alone_does_not_rebuild_the_node(
+        api: Api, gc: GarbageCollector) -> None:
+    owner = await api.create(api.cm, "owner")
+    other = await api.create(api.cm, "other")
+    dep = await api.create(api.cm, "dep", [ref(owner)])
+    uid = dep["metadata"]["uid"]
+
+    async def node_built() -> bool:
+        return uid in gc.nodes
+
+    await eventually(node_built, what="the dependent's node")
+    node = gc.nodes[uid]
+    # a label and data change: the same node object stays (nothing rebuilt, nothing queued)
+    await api.storage.patch(api.cm, NS, "dep", "application/merge-patch+json",
+                            {"metadata": {"labels": {"x": "1"}}, "data": {"k": "v"}})
+    await api.storage.patch(api.cm, NS, "dep", "application/merge-patch+json", {"data": {"k": "w"}})
+    await settled(gc)
+    await asyncio.sleep(0.05)
+    assert gc.nodes[uid] is node
+    # a new owner reference is seen
+    await api.storage.patch(api.cm, NS, "dep", "application/merge-patch+json",
+                            {"metadata": {"ownerReferences": [ref(owner), ref(other)]}})
+
+    async def two_owners() -> bool:
+        return len(gc.nodes[uid].owners) == 2
+
+    await eventually(two_owners, what="the new owner reference")
+    assert uid in gc.dependents[other["metadata"]["uid"]]
+    # and a change back to the earlier references too (compared with the last event, not the first)
+    await api.storage.patch(api.cm, NS, "dep", "application/merge-patch+json",
+                            {"metadata": {"ownerReferences": [ref(owner)]}})
+
+    async def one_owner() -> bool:
+        return len(gc.nodes[uid].owners) == 1
+
+    await eventually(one_owner, what="the reference removed")
+    assert other["metadata"]["uid"] not in gc.dependents
+    # finalizers and deletion are seen as well: deleting the owner collects the dependent as before
+    await api.delete(api.cm, "owner")
+    await api.gone(api.cm, "dep")
+
+
+async def test_events_are_ignored_as_by_kubernetes_garbage_collector(api: Api, gc: GarbageCollector) -> None:
+    event_rt = api.rt("", "v1", "events")
+    owner = await api.create(api.cm, "owner")
+    event = await api.storage.create(event_rt, NS, {
+        "metadata": {"name": "owner.1", "ownerReferences": [ref(owner)]},
+        "involvedObject": {"kind": "ConfigMap", "name": "owner", "namespace": NS}, "reason": "R", "message": "m"})
+    dep = await api.create(api.cm, "dep", [ref(owner)])
+    await api.delete(api.cm, "owner")
+    await api.gone(api.cm, "dep")
+    await settled(gc)
+    assert event["metadata"]["uid"] not in gc.nodes
+    assert await api.get(event_rt, "owner.1") is not None  # kube-controller-manager leaves Events to their TTL
+    assert dep["metadata"]["uid"] not in gc.nodes

@@ -154,6 +154,11 @@ def _node_of(prefix: str, rt: ResourceType, obj: dict[str, Any]) -> Node | None:
     )
 
 
+def _graph_fields(md: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The metadata a node is built from besides the immutable identity (uid, name, namespace)."""
+    return md.get("ownerReferences"), bool(md.get("deletionTimestamp")), md.get("finalizers")
+
+
 def _compatible(owner: Node, dependent: Node) -> bool:
     """Whether ``owner`` can own ``dependent``: same namespace, or a cluster-scoped owner."""
     if owner.namespace is None:
@@ -234,6 +239,11 @@ class _Requeue(Exception):
 # ============================================================================================== collector
 
 
+#: what the collector does not follow, as kube-controller-manager's garbage collector by default
+#: (``DefaultIgnoredResources``): Events, the most written kind, whose owners are never looked at
+IGNORED_RESOURCES: frozenset[tuple[str, str]] = frozenset({("", "events"), ("events.k8s.io", "events")})
+
+
 class GarbageCollector:
     """Cascading deletion by ownerReferences for every type ``storage`` serves."""
 
@@ -250,6 +260,8 @@ class GarbageCollector:
         self._types_generation = -1
         self._types_changed = asyncio.Event()
         self._unresolved: set[_Item] = set()
+        # uid -> the metadata fields its node was built from (by the last watch event that built it)
+        self._graph_fields: dict[str, tuple[Any, Any, Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
 
@@ -302,6 +314,7 @@ class GarbageCollector:
         self._queue = _WorkQueue()
         self.nodes.clear()
         self.dependents.clear()
+        self._graph_fields.clear()
         self._unresolved.clear()
         self.synced = False
 
@@ -315,7 +328,7 @@ class GarbageCollector:
         if self._rts_generation != self.types.generation:
             rts: dict[str, ResourceType] = {}
             for rt in self.types.all():
-                if "delete" in rt.verbs and "list" in rt.verbs:
+                if "delete" in rt.verbs and "list" in rt.verbs and (rt.group, rt.plural) not in IGNORED_RESOURCES:
                     rts.setdefault(rt.key_prefix(None), rt)
             self._rts = rts
             self._rts_generation = self.types.generation
@@ -366,6 +379,7 @@ class GarbageCollector:
             node = _node_of(prefix, rt, obj)
             if node is not None:
                 seen.add(node.uid)
+                self._graph_fields.pop(node.uid, None)
                 self._on_upsert(node)
         for node in [n for n in self.nodes.values() if n.prefix == prefix and n.uid not in seen]:
             self._on_deleted(node)
@@ -388,7 +402,10 @@ class GarbageCollector:
                         break
                     if etype not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(obj, dict):
                         continue
-                    rv = _str(meta(obj).get("resourceVersion")) or rv
+                    md = meta(obj)
+                    rv = _str(md.get("resourceVersion")) or rv
+                    if etype == "MODIFIED" and self._unchanged(md):
+                        continue  # owners, deletion state and finalizers as before: nothing for the graph
                     node = _node_of(prefix, rt, obj)
                     if node is None:
                         continue
@@ -396,6 +413,7 @@ class GarbageCollector:
                         self._on_deleted(node)
                     else:
                         self._on_upsert(node)
+                        self._graph_fields[node.uid] = _graph_fields(md)
                 rv = None  # the watch ended (410 Gone / closed): list again
             except asyncio.CancelledError:
                 raise
@@ -452,7 +470,17 @@ class GarbageCollector:
         if node.orphan:
             self._queue.add(_item(_ORPHAN, node))
 
+    def _unchanged(self, md: dict[str, Any]) -> bool:
+        """Whether a modified object's node is as it was: what builds it (owner references, deletion state,
+        finalizers) equals what the last event of this object carried. Kubernetes' graph builder does nothing
+        for such an update either (it acts on changed references and on deletion transitions only)."""
+        uid = md.get("uid")
+        if not isinstance(uid, str) or uid not in self.nodes:
+            return False
+        return self._graph_fields.get(uid) == _graph_fields(md)
+
     def _on_deleted(self, node: Node) -> None:
+        self._graph_fields.pop(node.uid, None)
         current = self.nodes.get(node.uid)
         if current is not None:
             self._unlink(current)

@@ -77,6 +77,7 @@ PROGRESS = "PROGRESS"  # watch event type internal to the server: "everything up
 DECODED_CACHE_SIZE = 2048  # watch events decoded once and shared by every watcher: the newest ones kept
 _COMPUTE: Any = object()  # "compare with the stored object to find the unchanged parts"
 _ABSENT: Any = object()
+_RV_ONLY = frozenset({"resourceVersion"})
 
 
 class DecodedObjects:
@@ -302,7 +303,7 @@ class ResourceStorage:
             if p is _ABSENT:
                 skip[k] = None
             elif isinstance(p, dict) and isinstance(v, dict):
-                if k == "metadata" and all(pk == "resourceVersion" for pk in p):
+                if k == "metadata" and p.keys() <= _RV_ONLY:
                     skip[k] = None  # a precondition only; resourceVersion is the store's
                     continue
                 inner: Skip = {k2: None for k2 in v if k2 not in p}
@@ -819,8 +820,10 @@ class ResourceStorage:
                 return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared,
                                                 skip), False
             except _Retry:
-                if precondition:
-                    raise errors.conflict(rt, name) from None
+                # another write landed first: apply the patch again to what it wrote (kube-apiserver's
+                # GuaranteedUpdate). A patch that carries a resourceVersion precondition then meets the check
+                # above and gets 409; one without always applies to the newest object (``precondition`` is read
+                # off the patched object, which otherwise carries the stored object's own resourceVersion)
                 continue
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
@@ -882,7 +885,7 @@ class ResourceStorage:
                 if md.get("deletionTimestamp") and len(md.get("finalizers") or []) == len(kv_finalizers(kv)):
                     # already being deleted and this request adds nothing: report the object as it is
                     return obj, 202 if propagation == "Foreground" else 200
-                new = copy.deepcopy(obj)
+                new = orjson.loads(orjson.dumps(obj))  # a JSON object's deep copy, several times cheaper
                 nm = meta(new)
                 if not nm.get("deletionTimestamp"):
                     nm["deletionTimestamp"] = now_rfc3339()

@@ -460,8 +460,18 @@ class Informer:
         loop = asyncio.get_running_loop()
         started = last_activity = loop.time()
         delivered = False
+        # an event the stream has ready is taken without arming a timer (the in-process transport's streams
+        # have them ready most of the time); only waiting for one is timed
+        ready: Callable[[], WatchEvent | None] | None = getattr(stream, "ready", None)
         try:
             while True:
+                if ready is not None:
+                    ev = ready()
+                    if ev is not None:  # (a resync that falls due meanwhile is done once the stream is idle)
+                        last_activity = loop.time()
+                        delivered = True
+                        await self._handle(ev)
+                        continue
                 wake = last_activity + self.inactivity_timeout
                 if self.resync > 0:
                     wake = min(wake, self._next_resync)

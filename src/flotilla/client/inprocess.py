@@ -264,6 +264,38 @@ class _InProcessWatch(WatchStream):
         self._last_rv = ""
         self._deadline = float("inf")
         self._next_bookmark = float("inf")
+        # what ``ready`` took from the stream but cannot hand out without awaiting: ``__anext__`` handles it
+        self._held: tuple[str, dict[str, Any]] | Exception | None = None
+        self._active = False  # events were handed out since the stream was last idle
+
+    def ready(self) -> WatchEvent | None:
+        """The next event if the server has it ready now (no await, no timer: what a reader tries before it
+        waits), else None; then ``__anext__`` reads on (it also sends bookmarks, ends the watch at its
+        deadline and raises an ERROR)."""
+        stream = self._stream
+        if stream is None or self._closed or self._held is not None:
+            return None
+        while True:
+            try:
+                item = stream.poll()
+            except Exception as e:
+                self._held = e
+                return None
+            if item is None:
+                return None
+            etype, obj = item
+            if etype == PROGRESS:
+                self._last_rv = obj["metadata"]["resourceVersion"]
+                continue
+            if etype in ("ERROR", "BOOKMARK"):
+                self._held = item
+                return None
+            return self._event(etype, obj)
+
+    def _event(self, etype: str, obj: dict[str, Any]) -> WatchEvent:
+        self._last_rv = (obj.get("metadata") or {}).get("resourceVersion", self._last_rv)
+        self._active = True  # the next bookmark is due an interval after the stream goes idle
+        return WatchEvent(etype, obj)
 
     async def _open(self) -> StorageWatch:
         t, q = self._t, self._query
@@ -308,8 +340,11 @@ class _InProcessWatch(WatchStream):
         stream = self._stream
         loop: asyncio.AbstractEventLoop | None = None
         while True:
+            held, self._held = self._held, None
             try:
-                item = stream.poll()
+                if isinstance(held, Exception):
+                    raise held
+                item = stream.poll() if held is None else held
             except Exception as e:  # a bug below; the HTTP server would end the watch too
                 await self.aclose()
                 raise ApiException(500, "InternalError", f"watch failed: {type(e).__name__}: {e}") from e
@@ -320,6 +355,10 @@ class _InProcessWatch(WatchStream):
                 if loop is None:
                     loop = asyncio.get_running_loop()
                 now = loop.time()
+                if self._active:
+                    self._active = False
+                    if self._bookmarks:
+                        self._next_bookmark = now + self._t.bookmark_interval
                 wait = min(self._deadline, self._next_bookmark) - now
                 if wait > 0 and await stream.wait(None if wait == float("inf") else wait):
                     continue
@@ -347,12 +386,7 @@ class _InProcessWatch(WatchStream):
             if etype == "BOOKMARK":
                 if not self._bookmarks:
                     continue
-            self._last_rv = (obj.get("metadata") or {}).get("resourceVersion", self._last_rv)
-            if self._bookmarks:
-                if loop is None:
-                    loop = asyncio.get_running_loop()
-                self._next_bookmark = loop.time() + self._t.bookmark_interval
-            return WatchEvent(etype, obj)
+            return self._event(etype, obj)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -41,7 +41,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, is_already_exists, is_not_found
@@ -93,8 +92,8 @@ class _Entry:
     type: str
     reason: str
     message: str
-    first_wall: datetime
-    last_wall: datetime
+    first_wall: float  # time.time()
+    last_wall: float
     last_mono: float
     count: int
     seen: _Seen | None
@@ -115,11 +114,13 @@ class _Similar:
     last_mono: float
 
 
-def _timestamp(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _timestamp(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
 
 
 def _truncate(message: str) -> str:
+    if len(message) <= _MAX_MESSAGE // 4:  # at most 4 bytes a character: short enough without encoding it
+        return message
     raw = message.encode()
     if len(raw) <= _MAX_MESSAGE:
         return message
@@ -285,7 +286,7 @@ class EventRecorder:
         if entry is None:
             key, message = self._aggregate(obj_key, type, reason, message, now)
             entry = self._pending.get(key)
-        wall = datetime.now(UTC)
+        wall = time.time()
         if entry is not None:  # a write of this Event is pending: fold the occurrence into it
             if entry.inflight:
                 entry.more += 1

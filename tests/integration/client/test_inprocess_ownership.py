@@ -120,3 +120,28 @@ async def test_bodies_are_copied_in_and_deleted_objects_are_the_callers(local_se
             assert created["data"] == {"k": "v"}
         finally:
             await w.aclose()
+
+
+async def test_in_process_watch_hands_out_ready_events_without_waiting(local_server: LocalServer) -> None:
+    async with Client.in_process(local_server.storage) as c:
+        await c.create(NAMESPACES, {"metadata": {"name": "ready"}})
+        w = c.watch(CONFIGMAPS, "ready", resource_version="1")
+        try:
+            assert w.ready() is None  # not open yet: the first read opens it
+            first = await c.create(CONFIGMAPS, {"metadata": {"name": "a"}}, "ready")
+            ev = await _next(w)
+            assert (ev.type, ev.object["metadata"]["name"]) == ("ADDED", "a")
+            assert w.ready() is None  # nothing more yet
+            await c.patch(CONFIGMAPS, "a", {"data": {"k": "1"}}, namespace="ready")
+            await c.delete(CONFIGMAPS, "a", "ready")
+            got = [w.ready(), w.ready(), w.ready()]
+            assert [(e.type, e.object["metadata"]["name"]) for e in got if e is not None] == [
+                ("MODIFIED", "a"), ("DELETED", "a")]
+            assert got[2] is None
+            assert int(got[1].object["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
+            # a later write is read by __anext__ as before
+            await c.create(CONFIGMAPS, {"metadata": {"name": "b"}}, "ready")
+            ev = await _next(w)
+            assert (ev.type, ev.object["metadata"]["name"]) == ("ADDED", "b")
+        finally:
+            await w.aclose()

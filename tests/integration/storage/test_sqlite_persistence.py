@@ -311,3 +311,71 @@ async def test_the_wal_is_checkpointed_on_the_thread_and_stays_bounded(
         assert len((await store.list("/k/")).items) == 400
     finally:
         await store.close()
+
+
+async def test_updates_do_not_store_the_old_value_and_reopen_still_replays_it(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    r1 = await store.create("/k/a", b"a1")
+    r2 = await store.update("/k/a", b"a2", r1)
+    r3 = await store.create("/k/b", b"b1")
+    r4 = await store.update("/k/a", b"a3", r2)
+    r5 = await store.update("/k/b", b"b2", r3)
+    r6, _ = await store.delete("/k/a")
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        old_values = dict(conn.execute("SELECT id, old_value FROM log"))
+    assert old_values == {r1: None, r2: None, r3: None, r4: None, r5: None, r6: b"a3"}  # a tombstone keeps it
+
+    store = await SQLiteStore.open(path)
+    try:
+        watcher = await store.watch("/k/", after_revision=r1)
+        replay = [await asyncio.wait_for(anext(aiter(watcher)), 5.0) for _ in range(5)]
+        await watcher.close()
+        assert replay == [
+            WatchEvent("PUT", "/k/a", b"a2", r2, r1, b"a1"),
+            WatchEvent("PUT", "/k/b", b"b1", r3, r3, None),
+            WatchEvent("PUT", "/k/a", b"a3", r4, r1, b"a2"),
+            WatchEvent("PUT", "/k/b", b"b2", r5, r3, b"b1"),
+            WatchEvent("DELETE", "/k/a", b"a3", r6, r1, b"a3"),
+        ]
+    finally:
+        await store.close()
+
+
+async def test_a_log_whose_updates_carry_their_old_value_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = await SQLiteStore.open(path)
+    r1 = await store.create("/k/a", b"a1")
+    r2 = await store.update("/k/a", b"a2", r1)
+    await store.close()
+    with sqlite3.connect(path) as conn:  # as an earlier version wrote it
+        conn.execute("UPDATE log SET old_value = ? WHERE id = ?", (b"a1", r2))
+    store = await SQLiteStore.open(path)
+    try:
+        watcher = await store.watch("/k/", after_revision=r1)
+        assert await asyncio.wait_for(anext(aiter(watcher)), 5.0) == WatchEvent("PUT", "/k/a", b"a2", r2, r1, b"a1")
+        await watcher.close()
+    finally:
+        await store.close()
+
+
+async def test_the_log_has_no_index_but_the_revision_and_an_old_one_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    with sqlite3.connect(path) as conn:  # a log as an earlier version created it
+        conn.executescript(
+            "CREATE TABLE log (id INTEGER PRIMARY KEY, name TEXT NOT NULL, created INTEGER NOT NULL, "
+            "deleted INTEGER NOT NULL, create_revision INTEGER NOT NULL, prev_revision INTEGER NOT NULL, "
+            "value BLOB NOT NULL, old_value BLOB);"
+            "CREATE UNIQUE INDEX log_name_prev_revision ON log (name, prev_revision);"
+            "INSERT INTO log VALUES (1, '/k/a', 1, 0, 1, 0, x'6131', NULL);"
+        )
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store.get("/k/a") == KeyValue("/k/a", b"a1", 1, 1)
+        assert await store.update("/k/a", b"a2", 1) == 2
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        indexes = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'log'").fetchall()
+    assert indexes == []
