@@ -185,13 +185,30 @@ def _same_besides_volatile(old: Mapping[str, Any], new: Mapping[str, Any]) -> bo
     return all(nm[key] == value for key, value in om.items() if key not in _VOLATILE_METADATA)
 
 
+#: Top-level fields the pruning of another field may depend on (kind, the Secret's type; metadata for names)
+_PRUNE_INPUTS = frozenset(("apiVersion", "kind", "type", "metadata"))
+
+
+def _differing_part(obj: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` without its status, the volatile metadata, and the top-level fields equal in ``other`` (pruning a
+    field depends only on it and :data:`_PRUNE_INPUTS`, so the pruned parts compare as the whole objects do)."""
+    out = {k: v for k, v in obj.items()
+           if k != "status" and (k in _PRUNE_INPUTS or k not in other or other[k] != v)}
+    meta = out.get("metadata")
+    if isinstance(meta, Mapping):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA}
+    return out
+
+
 def content_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a member object's update changed its pruned content (karmada-core.md §5.4: only such an update
-    re-syncs its Work). A status-only update (the usual one) is told without pruning (copying) either side."""
+    re-syncs its Work). A status-only update (the usual one) is told without pruning (copying) either side; any
+    other is pruned without what did not change (a spec and a status are not copied for a new annotation)."""
     if _same_besides_volatile(old, new):
         return False
     try:
-        return bool(prune_irrelevant_fields(old) != prune_irrelevant_fields(new))
+        return bool(prune_irrelevant_fields(_differing_part(old, new)) !=
+                    prune_irrelevant_fields(_differing_part(new, old)))
     except Exception:  # noqa: BLE001 - not prunable: treated as changed (the Work is synced again)
         return True
 

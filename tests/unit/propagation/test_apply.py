@@ -328,3 +328,20 @@ def test_applied_condition_many_errors() -> None:
     cond = applied_condition(1, ["a", "b"])
     assert cond["reason"] == "AppliedFailed" and cond["message"] == "Failed to apply all manifests (1/3): [a, b]"
     assert dispatching_condition(True)["reason"] == "SuspendDispatching"
+
+
+def test_pruned_parts_of_other_fields_are_not_a_content_change() -> None:
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default", "resourceVersion": "3",
+                            "labels": {L.MANAGED_LABEL: "true"}},
+               "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}
+    assigned = copy.deepcopy(service)
+    assigned["metadata"]["resourceVersion"] = "4"
+    assigned["spec"]["clusterIP"] = "10.0.0.7"  # set by the member, pruned
+    assert not content_changed(service, assigned)
+    assigned["spec"]["ports"][0]["port"] = 81
+    assert content_changed(service, assigned)
+    token = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+             "metadata": {"name": "t", "namespace": "default"}}
+    filled = {**token, "data": {"token": "YWJj"}}  # data of a token Secret is pruned
+    assert not content_changed(token, filled)
