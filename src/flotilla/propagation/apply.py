@@ -58,10 +58,12 @@ __all__ = [
     "ApplyDecision",
     "AppliedRecord",
     "DeleteAction",
+    "LazyRecord",
     "WorkDeletion",
     "applied_condition",
     "cluster_ready",
     "cluster_terminating",
+    "content_changed",
     "content_digest",
     "decide_apply",
     "decide_delete",
@@ -152,10 +154,63 @@ def is_managed(obj: Mapping[str, Any]) -> bool:
 
 
 def content_digest(obj: Mapping[str, Any]) -> str:
-    """A digest of ``obj`` without its resourceVersion (canonical JSON, sorted keys)."""
-    clean = copy.deepcopy(dict(obj))
-    _meta(clean).pop("resourceVersion", None)
+    """A digest of ``obj`` without its resourceVersion (canonical JSON, sorted keys; nothing is copied but the
+    top level and ``metadata``)."""
+    clean = dict(obj)
+    meta = clean.get("metadata")
+    if isinstance(meta, Mapping) and "resourceVersion" in meta:
+        clean["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
     return hashlib.sha256(orjson.dumps(clean, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+#: What every prune drops, whatever the kind (:func:`~flotilla.interpreter.prune_irrelevant_fields`): an update
+#: that changed only these cannot have changed the pruned content.
+_VOLATILE_METADATA = frozenset(("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
+                                "managedFields", "resourceVersion", "selfLink", "uid", "ownerReferences",
+                                "finalizers"))
+
+
+def _same_besides_volatile(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``old`` and ``new`` are equal but for ``status`` and :data:`_VOLATILE_METADATA` (compared in place)."""
+    if old.keys() - {"status"} != new.keys() - {"status"}:
+        return False
+    for key, value in old.items():
+        if key != "status" and key != "metadata" and new[key] != value:
+            return False
+    om, nm = old.get("metadata"), new.get("metadata")
+    if not (isinstance(om, Mapping) and isinstance(nm, Mapping)):
+        return om == nm
+    if om.keys() - _VOLATILE_METADATA != nm.keys() - _VOLATILE_METADATA:
+        return False
+    return all(nm[key] == value for key, value in om.items() if key not in _VOLATILE_METADATA)
+
+
+#: Top-level fields the pruning of another field may depend on (kind, the Secret's type; metadata for names)
+_PRUNE_INPUTS = frozenset(("apiVersion", "kind", "type", "metadata"))
+
+
+def _differing_part(obj: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` without its status, the volatile metadata, and the top-level fields equal in ``other`` (pruning a
+    field depends only on it and :data:`_PRUNE_INPUTS`, so the pruned parts compare as the whole objects do)."""
+    out = {k: v for k, v in obj.items()
+           if k != "status" and (k in _PRUNE_INPUTS or k not in other or other[k] != v)}
+    meta = out.get("metadata")
+    if isinstance(meta, Mapping):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA}
+    return out
+
+
+def content_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a member object's update changed its pruned content (karmada-core.md §5.4: only such an update
+    re-syncs its Work). A status-only update (the usual one) is told without pruning (copying) either side; any
+    other is pruned without what did not change (a spec and a status are not copied for a new annotation)."""
+    if _same_besides_volatile(old, new):
+        return False
+    try:
+        return bool(prune_irrelevant_fields(_differing_part(old, new)) !=
+                    prune_irrelevant_fields(_differing_part(new, old)))
+    except Exception:  # noqa: BLE001 - not prunable: treated as changed (the Work is synced again)
+        return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +271,8 @@ class ApplyAction(StrEnum):
 
 @dataclass(frozen=True)
 class ApplyDecision:
-    """What to do with one manifest; ``obj`` is the body to create/PUT, ``message`` why a refusal."""
+    """What to do with one manifest; ``obj`` is the body to create/PUT (to be sent, not changed: it may share nested
+    values with the desired object), ``message`` why a refusal."""
 
     action: ApplyAction
     obj: dict[str, Any] | None = None
@@ -239,6 +295,26 @@ def _pruned(obj: Mapping[str, Any]) -> dict[str, Any]:
 def record_after_write(sent: Mapping[str, Any], answer: Mapping[str, Any]) -> AppliedRecord:
     """The record of a successful create/update: the body sent and the member's answer to it."""
     return AppliedRecord(content_digest(sent), content_digest(_pruned(answer)))
+
+
+class LazyRecord:
+    """:func:`record_after_write` whose member-side digest is computed when first asked for (pruning the answer is a
+    deep copy, and most objects written are never compared again). Holds the answer until then: it must not be
+    changed afterwards (a decoded response, or an informer's cached object, are not)."""
+
+    __slots__ = ("_answer", "_record", "desired")
+
+    def __init__(self, sent: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        self.desired = content_digest(sent)
+        self._answer: Mapping[str, Any] | None = answer
+        self._record: AppliedRecord | None = None
+
+    def record(self) -> AppliedRecord:
+        if self._record is None:
+            assert self._answer is not None
+            self._record = AppliedRecord(self.desired, content_digest(_pruned(self._answer)))
+            self._answer = None
+        return self._record
 
 
 def refusal_message(desired: Mapping[str, Any], cluster: str) -> str:
@@ -266,20 +342,21 @@ def decide_apply(
 
     Raises :class:`~flotilla.interpreter.InterpreterError` when a Retain hook fails.
     """
-    if observed is None:
-        return ApplyDecision(ApplyAction.CREATE, copy.deepcopy(dict(desired)))
+    if observed is None:  # the body is sent as it is: a shallow copy (nested values are shared, read-only)
+        return ApplyDecision(ApplyAction.CREATE, dict(desired))
     if not _allow_update(desired, observed):
         return ApplyDecision(ApplyAction.REFUSE, None, refusal_message(desired, cluster))
     retained = retain_cluster_fields(desired, observed)
     if interpreter is not None and interpreter.hook_enabled(retained, Operation.RETAIN):
         retained = interpreter.retain(retained, observed)
-    if last_applied is not None and last_applied == AppliedRecord(content_digest(retained),
-                                                                  content_digest(_pruned(observed))):
-        return ApplyDecision(ApplyAction.UNCHANGED, retained)
     try:
-        current = retain_cluster_fields(_pruned(observed), observed)
+        pruned: dict[str, Any] | None = _pruned(observed)
     except InterpreterError:
-        current = None
+        pruned = None
+    if last_applied is not None and pruned is not None and last_applied == AppliedRecord(content_digest(retained),
+                                                                                         content_digest(pruned)):
+        return ApplyDecision(ApplyAction.UNCHANGED, retained)
+    current = retain_cluster_fields(pruned, observed) if pruned is not None else None
     if current is not None and current == retained:
         return ApplyDecision(ApplyAction.UNCHANGED, retained)
     return ApplyDecision(ApplyAction.UPDATE, retained)

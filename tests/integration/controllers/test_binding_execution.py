@@ -487,3 +487,30 @@ async def test_directly_purge_writes_the_new_work_as_soon_as_the_old_one_is_gone
     assert loop.time() - gone_at < 2.0
     assert await env.member_object("member1") is None
     await eventually(lambda: env.member_object("member2"), what="the Deployment in member2")
+
+
+async def test_a_burst_of_works_is_applied_concurrently_not_five_at_a_time(env: Env) -> None:
+    # Every request to member1 now takes 1 s: applied five at a time (Karmada's --concurrent-work-syncs), 30 Works
+    # would take 6 rounds of a create (the first one after a read): >= 7 s. The execution controller runs 32 at once.
+    await env.group.members["member1"].faults.set("slow", latency=1.0)
+    count = 30
+    loop = asyncio.get_running_loop()
+    for i in range(count):
+        template = deployment()
+        template["metadata"]["name"] = f"web-{i}"
+        template = await env.cp.create(DEPLOYMENTS, template)
+        await env.create_binding(template, [("member1", 3)])
+    names = [generate_work_name("Deployment", f"web-{i}", "default") for i in range(count)]
+    await eventually(lambda: _all(env.work("member1", n) for n in names), what="the Works")
+    started = loop.time()
+
+    async def all_applied() -> bool:
+        return await _all(env.applied("member1", name=n) for n in names)
+
+    await eventually(all_applied, timeout=30.0, what="the Works applied")
+    elapsed = loop.time() - started
+    assert elapsed < 5.0, elapsed
+
+
+async def _all(awaitables: Any) -> bool:
+    return all(await asyncio.gather(*awaitables))

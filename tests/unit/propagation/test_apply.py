@@ -13,9 +13,11 @@ from flotilla.propagation.apply import (
     AppliedRecord,
     ApplyAction,
     DeleteAction,
+    LazyRecord,
     WorkDeletion,
     applied_condition,
     cluster_ready,
+    content_changed,
     content_digest,
     decide_apply,
     decide_delete,
@@ -178,6 +180,55 @@ def test_content_digest_ignores_resource_version() -> None:
     assert isinstance(record_after_write(d, observed_from(d)), AppliedRecord)
 
 
+def test_content_digest_does_not_change_its_input_and_sees_nested_changes() -> None:
+    o = observed_from(desired(), rv="7")
+    before = copy.deepcopy(o)
+    digest = content_digest(o)
+    assert o == before
+    o["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.26"
+    assert content_digest(o) != digest
+
+
+def test_lazy_record_is_the_record_after_write() -> None:
+    d = desired()
+    answer = observed_from(d)
+    assert LazyRecord(d, answer).record() == record_after_write(d, answer)
+
+
+def test_create_decision_is_a_copy_that_shares_nothing_it_changes() -> None:
+    d = desired()
+    decision = decide_apply(d, None, cluster="member1")
+    assert decision.obj == d and decision.obj is not d
+    assert d == desired()
+
+
+def test_status_only_update_is_not_a_content_change() -> None:
+    old = observed_from(desired(), rv="10")
+    new = observed_from(desired(), rv="11", generation=2, managedFields=[{"manager": "kubelet"}])
+    new["status"] = {"replicas": 2, "readyReplicas": 2}
+    assert not content_changed(old, new)
+
+
+def test_member_edit_is_a_content_change() -> None:
+    old = observed_from(desired(), rv="10")
+    edited = observed_from(desired(), rv="11")
+    edited["spec"]["replicas"] = 5
+    assert content_changed(old, edited)
+    annotated = observed_from(desired(), rv="11")
+    annotated["metadata"]["annotations"]["someone"] = "else"
+    assert content_changed(old, annotated)
+    relabelled = observed_from(desired(), rv="11")
+    del relabelled["metadata"]["labels"]["app"]
+    assert content_changed(old, relabelled)
+
+
+def test_pruned_fields_are_not_a_content_change() -> None:
+    old = observed_from(desired(), rv="10")
+    new = observed_from(desired(), rv="11")
+    new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "2"  # pruned for Deployments
+    assert not content_changed(old, new)
+
+
 def test_object_key_and_managed() -> None:
     assert object_key(desired()) == "apps/v1, Kind=Deployment/default/nginx"
     assert is_managed(desired()) and not is_managed(unmanaged())
@@ -277,3 +328,20 @@ def test_applied_condition_many_errors() -> None:
     cond = applied_condition(1, ["a", "b"])
     assert cond["reason"] == "AppliedFailed" and cond["message"] == "Failed to apply all manifests (1/3): [a, b]"
     assert dispatching_condition(True)["reason"] == "SuspendDispatching"
+
+
+def test_pruned_parts_of_other_fields_are_not_a_content_change() -> None:
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default", "resourceVersion": "3",
+                            "labels": {L.MANAGED_LABEL: "true"}},
+               "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}
+    assigned = copy.deepcopy(service)
+    assigned["metadata"]["resourceVersion"] = "4"
+    assigned["spec"]["clusterIP"] = "10.0.0.7"  # set by the member, pruned
+    assert not content_changed(service, assigned)
+    assigned["spec"]["ports"][0]["port"] = 81
+    assert content_changed(service, assigned)
+    token = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+             "metadata": {"name": "t", "namespace": "default"}}
+    filled = {**token, "data": {"token": "YWJj"}}  # data of a token Secret is pruned
+    assert not content_changed(token, filled)
