@@ -599,3 +599,42 @@ def test_every_member_down_at_once_halts_evictions_and_loses_nothing(env: Env) -
         assert p.targets(name) == [first] and p.tasks(name) == [], (name, p.targets(name), p.tasks(name))
         assert p.where(name) == [first], f"{name} is in {p.where(name)}"
     p.remove(*homes)
+
+
+#: seconds of intermittent faults in the next test; ``make soak`` sets FLOTILLA_PARTITION_SOAK_SECONDS (600)
+BLIP_SECONDS = float(os.environ.get("FLOTILLA_PARTITION_SOAK_SECONDS") or 4)
+BLIP = FAILURE_THRESHOLD / 4  # each fault lasts a quarter of the failure threshold
+
+
+def test_faults_shorter_than_the_failure_threshold_never_flip_ready(env: Env) -> None:
+    """Blips: member2 down and member3 frozen for a quarter of the failure threshold, again and again (with time to answer
+    in between): the probes fail or hang, but never for as long as the threshold, so Ready never changes, nothing
+    is tainted and nothing moves."""
+    p = env
+    p.apply("blip", placed("blip", "member2", "member1"))
+    p.applied("blip")
+    p.eventually(lambda: p.placed_in("blip", "member2"), "blip in member2", "rb blip-deployment")
+    p.eventually(p.all_ready, "every cluster Ready and untainted", *(f"cluster {m}" for m in MEMBERS))
+    proc = frozen_process(p)
+    t0 = time.monotonic()
+    cycles = 0
+    try:
+        while time.monotonic() - t0 < BLIP_SECONDS:
+            p.fault_now("member2", "down")
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(BLIP)
+            os.kill(proc.pid, signal.SIGCONT)
+            p.fault_now("member2", "recover")
+            time.sleep(BLIP + 2 * PERIOD)  # (every probe that hung has answered, and a healthy one follows)
+            cycles += 1
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        p.fault_now("member2", "recover")
+    time.sleep(FAILURE_THRESHOLD)
+    for m in ("member2", FROZEN):
+        assert p.recorder.ready_transitions(t0, m) == [], (m, p.recorder.since(t0, m))
+        assert all(not s.taints for s in p.recorder.since(t0, m)), (m, p.recorder.since(t0, m))
+    assert p.targets("blip") == ["member2"] and p.tasks("blip") == []
+    measured(f"{cycles} blips of {BLIP}s (member2 down, {FROZEN} frozen) in {time.monotonic() - t0:.0f}s: "
+             "no Ready transition, no taint, no eviction")
+    p.remove("blip")
