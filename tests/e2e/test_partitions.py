@@ -606,6 +606,7 @@ BLIP_SECONDS = float(os.environ.get("FLOTILLA_PARTITION_SOAK_SECONDS") or 4)
 BLIP = FAILURE_THRESHOLD / 4  # each fault lasts a quarter of the failure threshold
 
 
+@pytest.mark.timeout(BLIP_SECONDS + 120)
 def test_faults_shorter_than_the_failure_threshold_never_flip_ready(env: Env) -> None:
     """Blips: member2 down and member3 frozen for a quarter of the failure threshold, again and again (with time to answer
     in between): the probes fail or hang, but never for as long as the threshold, so Ready never changes, nothing
