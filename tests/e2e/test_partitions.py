@@ -20,8 +20,16 @@ Ready condition and taints, with the time it was seen, so that a test can assert
 * down (``--mode down``: refused): Ready False with Karmada's reason ``ClusterNotReachable`` (the same reason and
   message as frozen, as in Karmada: a request error is "not reachable"; Flotilla's Event tells refused and timed
   out apart), failover, and back.
-* every member down at once: D10 halts the evictions (Warning ``EvictionHalted`` on the bindings, the rate
-  limiter's ``Halted`` gauge); when the members come back every workload is where it was.
+* every member down at once (through the member processes' admin endpoint, so the faults coincide): D10 halts
+  the evictions (Warning ``EvictionHalted`` on the bindings, the rate limiter's ``Halted`` gauge); when the
+  members come back every workload is where it was. The workloads tolerate ``not-ready:NoExecute`` for 3 s, longer
+  than the members' not-Ready times differ: the brake looks at the clusters' status when an eviction is due, and
+  a workload that tolerates nothing can be evicted in the moment when some of the members are already not Ready
+  and the others not yet (seen: 2 of 3 not Ready for 0.17 s, one eviction at the secondary rate).
+* blips (a member down and another frozen for a quarter of the failure threshold, again and again): Ready never
+  changes. ``FLOTILLA_PARTITION_SOAK_SECONDS=600`` runs them for 10 minutes (``make soak``).
+
+Each test removes its workloads at the end. Run with ``-s`` to see the detection times measured.
 """
 
 from __future__ import annotations
