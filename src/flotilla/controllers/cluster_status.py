@@ -541,7 +541,6 @@ class ClusterStatusController(Controller):
 
     async def sync(self, cluster: dict[str, Any]) -> None:
         name = cluster["metadata"]["name"]
-        now = self.ctx.now()
         client: Client | None = None
         try:
             client, reused = await self._member_client(cluster)
@@ -557,6 +556,9 @@ class ClusterStatusController(Controller):
             client = None
             obs = Observation.client_failure(str(e))
             log.warning("cluster %s: cannot build a client: %s", name, e)
+        # the time of the observation, after the probe (Karmada's time.Now() in thresholdAdjustedReadyCondition):
+        # a probe that hung until a frozen member resumed must not count its hang towards the threshold
+        now = self.ctx.now()
         observed = observed_ready_condition(obs)
         ready = self.thresholds.adjust(name, ready_condition(cluster), observed, now)
         if ready.get("status") != observed.get("status"):

@@ -185,7 +185,7 @@ class ExecutionController(Controller):
         self._purge_locks: dict[str, asyncio.Lock] = {}
         self._works.add_handler(on_add=self._work_added, on_update=self._work_updated)
         self._clusters.add_handler(on_add=self._cluster_changed,
-                                   on_update=lambda old, new: self._cluster_changed(new),
+                                   on_update=self._cluster_updated,
                                    on_delete=self._cluster_deleted)
 
     async def stop(self) -> None:
@@ -214,6 +214,16 @@ class ExecutionController(Controller):
             self._recovering.add(name)
         elif name in self._recovering:  # back: purge before anything else is applied there
             self.enqueue(PURGE_KEY_PREFIX + name)
+
+    def _cluster_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._cluster_changed(new)
+        if is_fenced(new) and not is_fenced(old):
+            # D2: the deletions waiting for this member can complete now; after a long outage their retries are
+            # backed off for minutes, and the failover of a Directly workload waits for them
+            name = str(_meta(new).get("name") or "")
+            for work in self._works.store.list():
+                if work_cluster(work) == name and _meta(work).get("deletionTimestamp"):
+                    self.enqueue_object(work)
 
     def _cluster_deleted(self, cluster: dict[str, Any]) -> None:
         name = str(_meta(cluster).get("name") or "")
