@@ -75,6 +75,14 @@ def test_secure_up_serves_tls_with_tokens_and_keeps_credentials_out_of_logs_even
                                                                          "cluster.cluster.karmada.io/member2"]
     denied = viewer.run("create", "namespace", "not-allowed", check=False)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
+    # kubectl auth can-i asks the server's authorizer (SelfSubjectAccessReview, sent as protobuf)
+    can = {(who, q): k.run("auth", "can-i", *q.split(), check=False).stdout.strip()
+           for who, k in (("viewer", viewer), ("admin", admin))
+           for q in ("create namespaces", "list clusters.cluster.karmada.io", "delete deployments -n default")}
+    assert can == {("viewer", "create namespaces"): "no", ("viewer", "list clusters.cluster.karmada.io"): "yes",
+                   ("viewer", "delete deployments -n default"): "no", ("admin", "create namespaces"): "yes",
+                   ("admin", "list clusters.cluster.karmada.io"): "yes",
+                   ("admin", "delete deployments -n default"): "yes"}
     assert _status_without_token(clusters[0]["spec"]["apiEndpoint"] + "/api/v1/namespaces") == 401  # a member
 
     # a failover, so that every controller logs and records Events about the members

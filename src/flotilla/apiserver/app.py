@@ -148,11 +148,40 @@ class ApiHandler:
         }
 
     async def _self_subject_access_review(self, request: web.Request) -> web.Response:
-        body = await self._body(request)
+        """``kubectl auth can-i``: what the authorizer would decide for the requesting user."""
+        from flotilla.apiserver.auth import RequestAttributes
+        from flotilla.apiserver.protobuf_ssar import decode_self_subject_access_review
+
+        if request.method != "POST":
+            raise errors.method_not_allowed()
+        body = await self._body(request, protobuf=decode_self_subject_access_review)
         if not isinstance(body, dict):
             raise errors.bad_request("expected a SelfSubjectAccessReview object")
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if (res is None) == (non is None) or not isinstance(res or non, dict):
+            message = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+            cause = errors.Cause("spec.resourceAttributes", message)
+            raise errors.ApiError(422, "Invalid", f'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                                  f"spec.resourceAttributes: Invalid value: {message}",
+                                  {"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview",
+                                   "causes": [cause.as_dict()]})
+        attrs_in = res if res is not None else non
+        verb = str(attrs_in.get("verb") or "")
+        if res is not None:
+            attrs = RequestAttributes(verb=verb, path="", resource_request=True,
+                                      api_group=str(res.get("group") or ""), api_version=str(res.get("version") or ""),
+                                      namespace=str(res.get("namespace") or ""), resource=str(res.get("resource") or ""),
+                                      subresource=str(res.get("subresource") or ""), name=str(res.get("name") or ""))
+        else:
+            attrs = RequestAttributes(verb=verb, path=str(non.get("path") or ""))
+        user, authorizer = request.get("user"), request.get("authorizer")
+        if user is None or authorizer is None:
+            allowed, reason = True, "this API server authorizes every request (it was not started with --secure)"
+        else:
+            allowed, reason = authorizer.authorize(user, verb, attrs)
         body.setdefault("metadata", {})
-        body["status"] = {"allowed": True, "reason": "flotilla authorizes this user"}
+        body["status"] = {"allowed": bool(allowed), **({"reason": reason} if reason else {})}
         return _json(body, status=201)
 
     # --------------------------------------------------------------- discovery / openapi
@@ -259,7 +288,8 @@ class ApiHandler:
         raise errors.method_not_allowed()
 
     # --------------------------------------------------------------- request helpers
-    async def _body(self, request: web.Request, *, allow_empty: bool = False, patch: bool = False) -> Any:
+    async def _body(self, request: web.Request, *, allow_empty: bool = False, patch: bool = False,
+                    protobuf: Any = None) -> Any:
         ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             raise errors.too_large(MAX_BODY_BYTES)
@@ -277,6 +307,11 @@ class ApiHandler:
             if allow_empty:
                 return None
             raise errors.bad_request("the request body is empty; send a JSON object")
+        if protobuf is not None and raw[:4] == b"k8s\x00":  # the one kind kubectl sends as protobuf regardless
+            try:
+                return protobuf(raw)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise errors.bad_request(f"the protobuf body cannot be read: {e}") from None
         if "protobuf" in ctype or raw[:4] == b"k8s\x00":
             raise errors.unsupported_media_type("application/vnd.kubernetes.protobuf",
                                                 list(PATCH_TYPES) if patch else ACCEPTED_BODY_TYPES)

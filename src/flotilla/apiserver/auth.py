@@ -690,6 +690,7 @@ def auth_middleware(
             user = ANONYMOUS
         request["user"] = user
         request["request_attributes"] = attrs
+        request["authorizer"] = authorizer  # what a SelfSubjectAccessReview asks
         allowed, reason = authorizer.authorize(user, attrs.verb, attrs)
         if not allowed:
             return _status_response(forbidden_status(user, attrs.verb, attrs, reason))
