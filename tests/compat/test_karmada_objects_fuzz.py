@@ -588,3 +588,12 @@ def test_an_integer_field_takes_int64_values_only(api: tuple[str, requests.Sessi
         assert reply.status_code == 422, reply.text
         assert reply.json()["details"]["causes"][0]["field"] == "spec.priority"
         assert "spec.priority in body must be of type integer" in reply.json()["message"]
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_watch_with_a_non_finite_timeout_is_a_bad_request(api: tuple[str, requests.Session], value: str) -> None:
+    """Was: a 200 watch that never ended (nan) or ran for ever (inf); Kubernetes refuses a non-integer."""
+    url, session = api
+    reply = session.get(f"{url}{KINDS['ClusterTaintPolicy']['coll']}?watch=1&timeoutSeconds={value}", timeout=10)
+    assert reply.status_code == 400, reply.text
+    assert "timeoutSeconds" in reply.json()["message"]

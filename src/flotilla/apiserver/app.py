@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -495,6 +496,8 @@ class ApiHandler:
             timeout = float(q.get("timeoutSeconds") or 0)
         except ValueError:
             raise errors.bad_request("invalid timeoutSeconds") from None
+        if not math.isfinite(timeout):  # nan would never end the watch
+            raise errors.bad_request("invalid timeoutSeconds")
         if timeout <= 0:
             timeout = self.options.default_watch_timeout * (1 + random.random())
         table = wants_table(request.headers.get("Accept", ""))
