@@ -597,3 +597,28 @@ def test_watch_with_a_non_finite_timeout_is_a_bad_request(api: tuple[str, reques
     reply = session.get(f"{url}{KINDS['ClusterTaintPolicy']['coll']}?watch=1&timeoutSeconds={value}", timeout=10)
     assert reply.status_code == 400, reply.text
     assert "timeoutSeconds" in reply.json()["message"]
+
+
+def test_rule_messages_reach_the_client_in_karmadas_format(api: tuple[str, requests.Session]) -> None:
+    """§8: a single error is printed as it is, several as ``[e1, e2]``; each is a cause with its field path."""
+    url, session = api
+    base = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}
+    one = {**base, "metadata": {"name": "one-error"},
+           "spec": {**base["spec"], "failover": {"application": {"decisionConditions": {}}}}}
+    reply = create(api, one)
+    assert reply.status_code == 422
+    e4 = "spec.propagateDeps: Invalid value: false: application failover is set, propagateDeps must be true"
+    assert reply.json()["message"] == f'PropagationPolicy.policy.karmada.io "one-error" is invalid: {e4}'
+    two = {**base, "metadata": {"name": "two-errors"},
+           "spec": {**base["spec"], "failover": {"application": {"decisionConditions": {"tolerationSeconds": -5}}}}}
+    reply = create(api, two)
+    assert reply.status_code == 422
+    e5 = ("spec.failover.application.decisionConditions.tolerationSeconds: Invalid value: -5: must be greater than "
+          "or equal to 0")
+    status = reply.json()
+    assert status["message"] == f'PropagationPolicy.policy.karmada.io "two-errors" is invalid: [{e4}, {e5}]'
+    assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
+        ("spec.propagateDeps", "FieldValueInvalid"),
+        ("spec.failover.application.decisionConditions.tolerationSeconds", "FieldValueInvalid")]
+    assert session.get(url + KINDS["PropagationPolicy"]["coll"] + "/two-errors").status_code == 404
