@@ -5,7 +5,8 @@ and raw bodies, sent over HTTP to an API server.
   the defaults of Karmada's CRDs and mutating webhooks (karmada-failover.md §8.1), modelled here independently.
 - The same object with one field broken (wrong type, unsupported enum value, number out of range, missing
   required field, unknown field with ``fieldValidation=Strict``) is refused with a ``Status`` naming the
-  field path: 422 ``Invalid``, or 400 for a strict-decoding unknown field (as Kubernetes does).
+  field path: 422 ``Invalid``, or 400 for a strict-decoding unknown field (as Kubernetes does); sent as an
+  update (PUT or merge patch) it is refused the same way and the stored object stays as it was.
 - Raw bodies (truncated or non-object JSON, huge numbers, deep nesting, YAML, a wrong content type) get a 4xx.
 Nothing ever gets a 5xx. ``FLOTILLA_FUZZ_EXAMPLES`` (default 100) sets the examples per test; ``make soak`` can
 raise it.
@@ -382,9 +383,11 @@ def _matching(patterns: list[str], paths: list[str]) -> list[str]:
 
 
 @st.composite
-def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
-    """A valid object with one field broken: (object, field path the error must name, how it was broken)."""
+def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str, dict[str, Any]]:
+    """A valid object with one field broken: (object, field path the error must name, how it was broken, the
+    valid object)."""
     obj = draw(karmada_object())
+    valid = copy.deepcopy(obj)
     nodes = dict(_nodes(obj["spec"], "spec"))
     paths = sorted(nodes)
     how = draw(st.sampled_from(["type", "enum", "range", "required", "unknown"]))
@@ -409,14 +412,14 @@ def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str]:
     else:
         path = f"{path}.{draw(st.from_regex(r'zz[a-z]{1,8}', fullmatch=True))}"
         _set(obj, path, 1)
-    return obj, path, how
+    return obj, path, how, valid
 
 
 @FUZZ
 @given(case=broken_object())
 def test_invalid_object_is_refused_with_its_field_path(api: tuple[str, requests.Session],
-                                                       case: tuple[dict[str, Any], str, str]) -> None:
-    obj, path, how = case
+                                                       case: tuple[dict[str, Any], str, str, Any]) -> None:
+    obj, path, how, _ = case
     event(f"{obj['kind']}: {how}")
     reply = create(api, obj, "?fieldValidation=Strict")
     assert reply.status_code != 201, f"{how} at {path} was accepted: {reply.text}"
@@ -426,7 +429,12 @@ def test_invalid_object_is_refused_with_its_field_path(api: tuple[str, requests.
         assert reply.status_code == 400, reply.text  # strict decoding, as Kubernetes
         assert path in status["message"], (path, status["message"])
         return
+    assert_names_the_field(reply, path)
+
+
+def assert_names_the_field(reply: requests.Response, path: str) -> None:
     assert reply.status_code == 422, reply.text
+    status = reply.json()
     assert status["reason"] == "Invalid"
     fields = [c.get("field", "") for c in status["details"]["causes"]]
     # the broken field itself, or (when a whole list item went wrong) the object holding it
@@ -435,10 +443,40 @@ def test_invalid_object_is_refused_with_its_field_path(api: tuple[str, requests.
 
 
 @FUZZ
+@given(case=broken_object(), verb=st.sampled_from(["PUT", "merge-patch"]))
+def test_invalid_update_is_refused_and_changes_nothing(api: tuple[str, requests.Session],
+                                                      case: tuple[dict[str, Any], str, str, Any], verb: str) -> None:
+    broken, path, how, valid = case
+    url, session = api
+    created = create(api, valid)
+    assert created.status_code == 201, created.text
+    item = url + KINDS[valid["kind"]]["coll"] + "/" + valid["metadata"]["name"]
+    if verb == "PUT":
+        broken["metadata"]["resourceVersion"] = created.json()["metadata"]["resourceVersion"]
+        reply = session.put(item + "?fieldValidation=Strict", data=json.dumps(broken),
+                            headers={"Content-Type": "application/json"})
+    else:
+        reply = session.patch(item + "?fieldValidation=Strict", data=json.dumps({"spec": broken["spec"]}),
+                              headers={"Content-Type": "application/merge-patch+json"})
+    assert reply.status_code < 500, reply.text
+    if how == "required" and verb == "merge-patch" and "[" not in path:
+        # a merge patch that leaves a map key out keeps the stored value: the update is valid
+        assert reply.status_code == 200, reply.text
+    elif how == "unknown":
+        assert reply.status_code == 400, reply.text
+        assert path in reply.json()["message"]
+    else:
+        assert_names_the_field(reply, path)
+    if reply.status_code != 200:
+        assert session.get(item).json() == created.json()
+    assert session.delete(item).status_code == 200
+
+
+@FUZZ
 @given(case=broken_object())
 def test_unknown_fields_are_dropped_with_a_warning_by_default(api: tuple[str, requests.Session],
-                                                               case: tuple[dict[str, Any], str, str]) -> None:
-    obj, path, how = case
+                                                               case: tuple[dict[str, Any], str, str, Any]) -> None:
+    obj, path, how, _ = case
     if how != "unknown":
         return
     reply = create(api, obj)
