@@ -660,3 +660,20 @@ def test_rule_messages_reach_the_client_in_karmadas_format(api: tuple[str, reque
         ("spec.propagateDeps", "FieldValueInvalid"),
         ("spec.failover.application.decisionConditions.tolerationSeconds", "FieldValueInvalid")]
     assert session.get(url + KINDS["PropagationPolicy"]["coll"] + "/two-errors").status_code == 404
+
+
+@pytest.mark.parametrize(("key", "value"), [("max", "1e999999999"), ("max", "1e99999999999999999999"),
+                                            ("min", "9" * 5000), ("max", "lots")])
+def test_cluster_resource_model_quantity_that_cannot_be_computed_is_refused(api: tuple[str, requests.Session],
+                                                                            key: str, value: str) -> None:
+    """Was: ``1e999999999`` kept the server busy for ever computing 10**999999999 (found by schemathesis), and a
+    number of 5000 digits was a 500. Now each is a 422 at its field."""
+    url, session = api
+    first = {"name": "cpu", "min": "0", "max": value if key == "max" else "2"}
+    second = {"name": "cpu", "min": value if key == "min" else "2", "max": "9223372036854775807"}
+    cluster = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+               "metadata": {"name": f"q-{key}-{len(value)}-{value[-1]}"},
+               "spec": {"syncMode": "Push", "apiEndpoint": "https://m.example:6443",
+                        "resourceModels": [{"grade": 0, "ranges": [first]}, {"grade": 1, "ranges": [second]}]}}
+    reply = session.post(url + "/apis/cluster.karmada.io/v1alpha1/clusters", json=cluster, timeout=10)
+    assert_names_the_field(reply, f"spec.resourceModels[{0 if key == 'max' else 1}].ranges[0].{key}")

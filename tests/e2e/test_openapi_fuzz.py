@@ -45,7 +45,7 @@ class Finding:
     detail: str
 
     def __str__(self) -> str:
-        return f"{self.method} {self.url} -> {self.status}: {self.detail[:400]}"
+        return f"{self.method} {self.url} -> {self.status}: {self.detail[:4000]}"
 
 
 def _seed_objects(url: str) -> None:
@@ -121,7 +121,8 @@ def fuzz(url: str, proc: ServerProcess, budget: float, seed: int) -> tuple[int, 
                 try:
                     reply = _send(case, url, session)
                 except requests.RequestException as e:
-                    findings.append(Finding(case.method, case.formatted_path, "no reply", repr(e)))
+                    findings.append(Finding(case.method, case.formatted_path, "no reply",
+                                            f"{e!r} query={case.query!r} body={case.body!r}"))
                     return
                 if reply.status_code >= 500:
                     findings.append(Finding(case.method, reply.request.url or "", reply.status_code,
