@@ -677,3 +677,16 @@ def test_cluster_resource_model_quantity_that_cannot_be_computed_is_refused(api:
                         "resourceModels": [{"grade": 0, "ranges": [first]}, {"grade": 1, "ranges": [second]}]}}
     reply = session.post(url + "/apis/cluster.karmada.io/v1alpha1/clusters", json=cluster, timeout=10)
     assert_names_the_field(reply, f"spec.resourceModels[{0 if key == 'max' else 1}].ranges[0].{key}")
+
+
+@pytest.mark.parametrize("finalizers", [-182087, "kubernetes", {"a": 1}, True])
+def test_namespace_with_non_list_finalizers_is_refused_at_its_field(api: tuple[str, requests.Session],
+                                                                   finalizers: Any) -> None:
+    """Was a 500 (the namespace strategy iterated over an int; a string became a list of its characters),
+    found by schemathesis."""
+    url, session = api
+    name = f"fin-{type(finalizers).__name__}"
+    reply = session.post(url + "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": name},
+                                                           "spec": {"finalizers": finalizers}})
+    assert_names_the_field(reply, "spec.finalizers")
