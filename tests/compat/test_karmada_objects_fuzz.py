@@ -690,3 +690,24 @@ def test_namespace_with_non_list_finalizers_is_refused_at_its_field(api: tuple[s
                                                            "metadata": {"name": name},
                                                            "spec": {"finalizers": finalizers}})
     assert_names_the_field(reply, "spec.finalizers")
+
+
+@pytest.mark.parametrize("field", ["zz\x16\x0bctl", "zz\x7fdel", "zzé\U000c56ba", "zz\\back"])
+def test_unknown_field_with_control_characters_gets_a_reply_and_a_warning(api: tuple[str, requests.Session],
+                                                                         field: str) -> None:
+    """Was: the Warning header naming the unknown field held a control character, and the server dropped the
+    connection without a reply (found by schemathesis)."""
+    url, session = api
+    name = f"ctl-{abs(hash(field)) % 10**6}"
+    obj = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": name},
+           "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}], field: 1}}
+    reply = create(api, obj)
+    assert reply.status_code == 201, reply.text
+    assert field not in reply.json()["spec"]
+    warning = reply.headers["Warning"]
+    assert warning.isascii() and warning.isprintable()
+    assert 'unknown field "spec.zz' in warning.replace("'", '"')
+    patched = session.patch(url + KINDS["PropagationPolicy"]["coll"] + "/" + name, data=json.dumps({"spec": {field: 2}}),
+                            headers={"Content-Type": "application/merge-patch+json"})
+    assert patched.status_code == 200, patched.text
+    assert "Warning" in patched.headers

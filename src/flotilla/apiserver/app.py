@@ -65,6 +65,8 @@ def error_response(err: ApiError) -> web.Response:
 def _warning_headers(resp: web.StreamResponse, warnings: list[str]) -> None:
     for w in dict.fromkeys(warnings):
         text = w.replace('"', "'").replace("\n", " ")
+        # a header carries printable ASCII only: a control character would abort the whole response
+        text = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode("ascii") for c in text)
         resp.headers.add("Warning", f'299 - "{text}"')
 
 
