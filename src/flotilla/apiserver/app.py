@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,8 @@ def error_response(err: ApiError) -> web.Response:
 def _warning_headers(resp: web.StreamResponse, warnings: list[str]) -> None:
     for w in dict.fromkeys(warnings):
         text = w.replace('"', "'").replace("\n", " ")
+        # a header carries printable ASCII only: a control character would abort the whole response
+        text = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode("ascii") for c in text)
         resp.headers.add("Warning", f'299 - "{text}"')
 
 
@@ -530,6 +533,8 @@ class ApiHandler:
             timeout = float(q.get("timeoutSeconds") or 0)
         except ValueError:
             raise errors.bad_request("invalid timeoutSeconds") from None
+        if not math.isfinite(timeout):  # nan would never end the watch
+            raise errors.bad_request("invalid timeoutSeconds")
         if timeout <= 0:
             timeout = self.options.default_watch_timeout * (1 + random.random())
         table = wants_table(request.headers.get("Accept", ""))

@@ -65,8 +65,15 @@ def to_json_value(value: Any) -> Any:
             raise errors.bad_request("the request body expands to too many values (YAML aliases?)")
         if depth > MAX_DEPTH:
             raise errors.bad_request(f"the request body nests deeper than {MAX_DEPTH} levels")
-        if v is None or isinstance(v, (str, bool, int)):
+        if v is None or isinstance(v, (str, bool)):
             return v
+        if isinstance(v, int):
+            if -(1 << 63) <= v < (1 << 64):
+                return v
+            try:  # beyond 64 bits a number is a float, as when JSON is decoded (orjson, Kubernetes)
+                return float(v)
+            except OverflowError:
+                raise errors.bad_request(f"the request body has a number out of range at {path or '<root>'}") from None
         if isinstance(v, float):
             if v != v or v in (float("inf"), float("-inf")):
                 raise errors.bad_request(f"the request body has a non-finite number at {path or '<root>'}")

@@ -32,7 +32,7 @@ def gv_path(group: str, version: str) -> str:
 
 
 def _params(names: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [{"name": n, "in": "query", "schema": {"type": "string"}, "uniqueItems": True} for n in names]
+    return [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}} for n in names]
 
 
 def _ref(rt: ResourceType) -> dict[str, Any]:

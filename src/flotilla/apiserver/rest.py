@@ -147,7 +147,7 @@ def _namespace_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None
         return  # schema validation rejects it with a field path
     if old is None:
         fins = spec.get("finalizers") or []
-        if NAMESPACE_FINALIZER not in fins:
+        if isinstance(fins, list) and NAMESPACE_FINALIZER not in fins:  # else the schema check names the field
             spec["finalizers"] = [*fins, NAMESPACE_FINALIZER]
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     if meta(obj).get("deletionTimestamp"):

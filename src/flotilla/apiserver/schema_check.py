@@ -140,6 +140,23 @@ def prune(obj: Any, schema: dict[str, Any], *, top: bool = True, skip: Skip | No
                 prune(v, items, top=False)
 
 
+_INT64 = range(-(1 << 63), 1 << 63)
+_MAX_JSON_INTEGER = float((1 << 53) - 1)  # the largest float that still counts as an integer (as in go-openapi)
+
+
+def _is_integer(value: Any) -> bool:
+    """An int64, or a float with an exact integer value (JSON ``5.0``); not 1e20, not 2**64."""
+    if isinstance(value, int):
+        return not isinstance(value, bool) and value in _INT64
+    return isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_JSON_INTEGER
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        return "number"  # what a JSON decoder makes of an integer beyond int64
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
 def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
     t = schema.get("type")
     if value is None:
@@ -151,9 +168,7 @@ def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
     if t == "string":
         return isinstance(value, str)
     if t == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
+        return _is_integer(value)
     if t == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if t == "boolean":
@@ -183,7 +198,7 @@ def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool
     if not schema:
         return causes
     if not top and not _type_ok(obj, schema):
-        got = _TYPE_NAMES.get(type(obj), type(obj).__name__)
+        got = _type_name(obj)
         want = "integer or string" if schema.get(_INT_OR_STRING) else schema.get("type")
         causes.append(Cause(path, f'Invalid value: "{got}": {path} in body must be of type {want}: "{got}"',
                             "FieldValueTypeInvalid"))
@@ -381,8 +396,7 @@ def _type_check(schema: dict[str, Any]) -> Any:
     if t == "string":
         return lambda v: isinstance(v, str) or (v is None and nullable)
     if t == "integer":
-        return lambda v: ((isinstance(v, int) and not isinstance(v, bool))
-                          or (isinstance(v, float) and v.is_integer()) or (v is None and nullable))
+        return lambda v: _is_integer(v) or (v is None and nullable)
     if t == "number":
         return lambda v: ((isinstance(v, (int, float)) and not isinstance(v, bool)) or (v is None and nullable))
     if t == "boolean":

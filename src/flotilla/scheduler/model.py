@@ -191,6 +191,8 @@ def parse_quantity(value: Any, where: str = "quantity") -> Fraction:
     match = _QUANTITY_RE.match(value.strip())
     if match is None:
         raise ModelError(f"{where}: {value!r} is not a quantity")
+    if len(match.group(1)) > 1000:  # Python refuses to parse integers of more than 4300 digits
+        raise ModelError(f"{where}: {value!r} has too many digits")
     number = Fraction(match.group(1))
     suffix = match.group(2)
     if suffix in _BINARY_SUFFIXES:
@@ -199,7 +201,10 @@ def parse_quantity(value: Any, where: str = "quantity") -> Fraction:
         return number * _DECIMAL_SUFFIXES[suffix]
     exponent = _EXPONENT_RE.match(suffix)
     if exponent is not None:
-        return number * Fraction(10) ** int(exponent.group(1))
+        power = exponent.group(1)
+        if len(power.lstrip("+-").lstrip("0")) > 4 or abs(int(power)) > 1000:  # 10**1e9 would never finish
+            raise ModelError(f"{where}: {value!r} has an exponent out of range")
+        return number * Fraction(10) ** int(power)
     raise ModelError(f"{where}: {value!r} is not a quantity")
 
 

@@ -133,6 +133,16 @@ INVALID: list[Any] = [
     pytest.param(pp(failover={"cluster": {"purgeMode": "Never"}}),
                  ['spec.failover.cluster.purgeMode: Unsupported value: "Never": supported values: "Directly", '
                   '"Gracefully"'], id="S4-cluster-purgeMode-enum-no-Never"),
+    pytest.param(pp(failover={"cluster": {"purgeMode": "Immediately"}}),
+                 ['spec.failover.cluster.purgeMode: Unsupported value: "Immediately": supported values: "Directly", '
+                  '"Gracefully"'], id="S8-cluster-purgeMode-Immediately-removed"),
+    pytest.param(pp(failover={"cluster": {"purgeMode": "Graciously"}}),
+                 ['spec.failover.cluster.purgeMode: Unsupported value: "Graciously": supported values: "Directly", '
+                  '"Gracefully"'], id="S8-cluster-purgeMode-Graciously-removed"),
+    pytest.param(pp(propagateDeps=True, failover=app_failover(decisionConditions={"tolerationSeconds": "60"})),
+                 ['spec.failover.application.decisionConditions.tolerationSeconds: Invalid value: "string": '
+                  'spec.failover.application.decisionConditions.tolerationSeconds in body must be of type integer: '
+                  '"string"'], id="S2-tolerationSeconds-is-an-integer"),
     pytest.param(pp(placement=ONE_CLUSTER, failover={"cluster": {"purgeMode": "Directly", "statePreservation": {}}}),
                  ["spec.failover.cluster.statePreservation.rules: Required value"], id="S5-rules-required"),
     pytest.param(pp(placement=ONE_CLUSTER, failover={"cluster": {"purgeMode": "Directly",
@@ -230,6 +240,18 @@ INVALID: list[Any] = [
                   '"minGroups":1},{"spreadByField":"cluster","maxGroups":2,"minGroups":1},{"spreadByField":"cluster",'
                   '"maxGroups":3,"minGroups":1}]: multiple cluster spread constraints are not allowed'],
                  id="V17-same-field-twice-reported-once"),
+    pytest.param(pp(placement={"spreadConstraints": [{"spreadByField": "region", "maxGroups": 1},
+                                                     {"spreadByField": "cluster", "maxGroups": 1},
+                                                     {"spreadByField": "region", "maxGroups": 2},
+                                                     {"spreadByField": "cluster", "maxGroups": 2}]}),
+                 ['spec.placement.spreadConstraints: Invalid value: [{"spreadByField":"region","maxGroups":1,'
+                  '"minGroups":1},{"spreadByField":"cluster","maxGroups":1,"minGroups":1},{"spreadByField":"region",'
+                  '"maxGroups":2,"minGroups":1},{"spreadByField":"cluster","maxGroups":2,"minGroups":1}]: multiple '
+                  'region spread constraints are not allowed',
+                  'spec.placement.spreadConstraints: Invalid value: [{"spreadByField":"region","maxGroups":1,'
+                  '"minGroups":1},{"spreadByField":"cluster","maxGroups":1,"minGroups":1},{"spreadByField":"region",'
+                  '"maxGroups":2,"minGroups":1},{"spreadByField":"cluster","maxGroups":2,"minGroups":1}]: multiple '
+                  'cluster spread constraints are not allowed'], id="V17-once-per-field"),
     pytest.param(pp(placement={"spreadConstraints": [{"spreadByField": "region", "maxGroups": 1}]}),
                  ['spec.placement.spreadConstraints: Invalid value: [{"spreadByField":"region","maxGroups":1,'
                   '"minGroups":1}]: the cluster spread constraint must be enabled in one of the constraints in case of '
@@ -279,6 +301,14 @@ INVALID: list[Any] = [
     pytest.param(ctp({"value": "v"}),
                  ["spec.taints[0].effect: Required value", "spec.taints[0].key: Required value"],
                  id="CTP-schema-taint-key-and-effect-required"),
+    pytest.param({**ctp(), "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}],
+                                    "addOnConditions": [{}], "removeOnConditions": [{"conditionType": "Ready"}]}},
+                 ["spec.addOnConditions[0].conditionType: Required value",
+                  "spec.addOnConditions[0].operator: Required value",
+                  "spec.addOnConditions[0].statusValues: Required value",
+                  "spec.removeOnConditions[0].operator: Required value",
+                  "spec.removeOnConditions[0].statusValues: Required value"],
+                 id="CTP-schema-match-condition-fields-required"),
     # ------------------------------------------------------------------ §8.3 Cluster taints
     pytest.param(cluster({"key": "bad key", "effect": "NoSchedule"}),
                  [f'spec.taints[0].key: Invalid value: "bad key": {NAME_PART}'], id="C-key-qualified-name"),
@@ -313,6 +343,12 @@ INVALID: list[Any] = [
                  [f'{TASK}.reason: Invalid value: "": {TASK}.reason in body should be at least 1 chars long',
                   f'{TASK}.reason: Invalid value: "": {TASK}.reason in body should match \'{REASON_PATTERN}\''],
                  id="E-reason-empty"),
+    pytest.param(rb(task(purgeMode="Graciously")),
+                 [f'{TASK}.purgeMode: Unsupported value: "Graciously": supported values: "Directly", "Gracefully", '
+                  '"Never"'], id="E-purgeMode-Graciously-removed"),
+    pytest.param(cluster({"key": "k", "value": "-" * 64, "effect": "NoSchedule"}),
+                 [f'spec.taints[0].value: Invalid value: "{"-" * 64}": must be no more than 63 bytes;{LABEL_VALUE}'],
+                 id="C-value-messages-joined"),
     pytest.param(rb(task(reason="R" * 33)), [f"{TASK}.reason: Too long: may not be more than 32 bytes"],
                  id="E-reason-too-long"),
     pytest.param(rb(task(message="m" * 1025)), [f"{TASK}.message: Too long: may not be more than 1024 bytes"],
@@ -357,6 +393,7 @@ VALID: list[Any] = [
                  id="C-same-key-other-effect"),
     pytest.param(rb(task(reason="A"), task(fromCluster="m2", reason="Taint_Untolerated,x:y", message="m" * 1024,
                                           purgeMode="Never")), id="E-boundaries"),
+    pytest.param(rb(task(reason="R" * 32)), id="E-reason-32-characters"),
 ]
 
 
@@ -380,6 +417,16 @@ def test_t1_and_t2_together() -> None:
         f"spec.taints[0]: {T1}",
         'spec.taints[0]: Duplicate value: "Duplicate taint with the same key(a) and effect(NoExecute) is not allowed"',
         f"spec.taints[1]: {T1}",
+    ]
+
+
+def test_t1_t2_apply_on_update_too() -> None:
+    old = ctp({"key": "a", "effect": "NoSchedule"})
+    new = ctp({"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule", "value": "x"},
+              {"key": "b", "effect": "NoExecute"})
+    assert write(new, old, allow_no_execute=False).errors == [
+        'spec.taints[0]: Duplicate value: "Duplicate taint with the same key(a) and effect(NoSchedule) is not allowed"',
+        f"spec.taints[2]: {T1}",
     ]
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from flotilla.api.admission.common import (
     MAX_INT64,
+    MAX_QUANTITY_DIGITS,
+    MAX_QUANTITY_EXPONENT,
     GoStruct,
     NoOpPlugin,
     as_dict,
@@ -286,8 +288,13 @@ def validate_resource_models(models: list[Any], path: str) -> list[Cause]:
             return fail("The number of resource types should be the same")
         for j, r in enumerate(ranges):
             lo, hi = parse_quantity(r.get("min")), parse_quantity(r.get("max"))
+            for key, parsed in (("min", lo), ("max", hi)):
+                if parsed is None and isinstance(r.get(key), str):
+                    return [invalid(f"{path}[{i}].ranges[{j}].{key}", r[key], "quantities must match the regular "
+                                    "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (exponent at most "
+                                    f"{MAX_QUANTITY_EXPONENT}, at most {MAX_QUANTITY_DIGITS} digits)")]
             if lo is None or hi is None:
-                continue  # the schema reports malformed quantities
+                continue  # the schema reports quantities of the wrong type
             if hi <= lo:
                 return fail("The max value of each resource must be greater than the min value")
             if i == 0:

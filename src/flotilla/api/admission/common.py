@@ -553,6 +553,8 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
             "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
             "P": Fraction(10**15), "E": Fraction(10**18)}
 MAX_INT64 = 2**63 - 1
+MAX_QUANTITY_DIGITS = 1000  # longer numbers are refused rather than parsed (Python caps int parsing at 4300 digits)
+MAX_QUANTITY_EXPONENT = 1000
 
 
 def parse_quantity(value: Any) -> Fraction | None:
@@ -566,14 +568,17 @@ def parse_quantity(value: Any) -> Fraction | None:
     if not isinstance(value, str):
         return None
     m = _QUANTITY_RE.match(value.strip())
-    if not m:
+    if not m or len(m.group(1)) > MAX_QUANTITY_DIGITS:
         return None
     number = Fraction(m.group(1))
     suffix = m.group(2) or ""
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix and suffix[0] in "eE":
-        return number * Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:]) if len(suffix) <= 6 else MAX_QUANTITY_EXPONENT + 1
+        if abs(exponent) > MAX_QUANTITY_EXPONENT:  # 10**1e9 would take the server for ever to compute
+            return None
+        return number * Fraction(10) ** exponent
     return number * _DECIMAL[suffix]
 
 
