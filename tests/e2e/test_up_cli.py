@@ -70,6 +70,35 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     flotilla("down", "--data-dir", str(d))
 
 
+def _listening_addresses(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket of process ``pid`` in LISTEN state (IPv4 and IPv6), from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    out: list[tuple[str, int]] = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                continue
+            raw_host, raw_port = cols[1].split(":")
+            if width == 8:
+                host = ".".join(str(b) for b in reversed(bytes.fromhex(raw_host)))
+            else:
+                host = "::" if int(raw_host, 16) == 0 else raw_host
+            out.append((host, int(raw_port, 16)))
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -95,6 +124,13 @@ def test_up_detach_serves_clusters_policy_and_propagation_then_down_and_up_resum
         return names
 
     eventually(ready, "both members Ready")
+    # the default embedded mode serves on loopback only: every socket of the process listens on 127.0.0.1
+    pid = int((data_dir / "up.pid").read_text().split()[0])
+    listening = _listening_addresses(pid)
+    assert listening and all(host == "127.0.0.1" for host, _ in listening), listening
+    servers = [k.run("config", "view", "--minify", "--context", c, "-o", "jsonpath={.clusters[0].cluster.server}")
+               .stdout for c in contexts]
+    assert {int(url.rsplit(":", 1)[1]) for url in servers} | {metrics_port} <= {port for _, port in listening}
     ctp = get(k, "clustertaintpolicy", "not-ready")
     assert ctp["spec"]["taints"] == [{"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}]
     assert sorted(ctp["spec"]["targetClusters"]["clusterNames"]) == ["member1", "member2"]
