@@ -34,7 +34,16 @@ from typing import Any, Final
 import aiohttp
 
 from flotilla.bench import stats
-from flotilla.bench.harness import Ending, Profiler, finish_command, machine_cpu_seconds, run_in_workdir, say
+from flotilla.bench.harness import (
+    Ending,
+    Profiler,
+    clusters_ready,
+    finish_command,
+    machine_cpu_seconds,
+    poll_until,
+    run_in_workdir,
+    say,
+)
 from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
 from flotilla.bench.workloads import FLINK, NAMESPACE, kinds_for, policy, workload, workload_kinds
 
@@ -199,10 +208,10 @@ class Run:
         for name in self.names:
             creds = load_kubeconfig(str(self.members_dir / name / "kubeconfig"))
             await join_cluster(cp, join_spec_from_credentials(name, creds))
-        await self._poll(self._clusters_ready, "every member Ready and untainted", 120)
+        await poll_until(lambda: clusters_ready(cp, len(self.names)), "every member Ready and untainted", 120, 0.2)
         await cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         if any(s.resource == FLINK for s in specs):
-            await self._poll(self._flink_served, "the FlinkDeployment CRD to be served", 60)
+            await poll_until(self._flink_served, "the FlinkDeployment CRD to be served", 60, 0.2)
         for spec in specs:
             await cp.create(R.PROPAGATION_POLICIES, policy(spec, self.names, purge_mode=p.purge_mode,
                                                            state=p.state, run=self.run_id), NAMESPACE)
@@ -228,28 +237,6 @@ class Run:
         self.result["setup"] = {"create_seconds": round(created_s, 1),
                                 "placed_seconds": round(time.monotonic() - t0, 1)}
         say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
-
-    async def _poll(self, check: Any, what: str, within: float) -> None:
-        deadline = time.monotonic() + within
-        last = ""
-        while time.monotonic() < deadline:
-            try:
-                if await check():
-                    return
-            except Exception as e:  # noqa: BLE001 - the API may not serve it yet; said on timeout
-                last = str(e)
-            await asyncio.sleep(0.2)
-        raise RuntimeError(f"timed out after {within:.0f}s waiting for {what}" + (f" ({last})" if last else ""))
-
-    async def _clusters_ready(self) -> bool:
-        from flotilla.api import resources as R
-
-        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
-        ready = [c for c in items
-                 if any(x.get("type") == "Ready" and x.get("status") == "True"
-                        for x in (c.get("status") or {}).get("conditions") or [])
-                 and not (c.get("spec") or {}).get("taints")]
-        return len(ready) == len(self.names)
 
     async def _flink_served(self) -> bool:
         await self.cp.list(FLINK, NAMESPACE, limit=1)

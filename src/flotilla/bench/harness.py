@@ -113,6 +113,34 @@ def member_names(groups: list[tuple[str, int]]) -> list[str]:
     return [f"{prefix}{i}" for prefix, count in groups for i in range(1, count + 1)]
 
 
+async def poll_until(check: Callable[[], Coroutine[Any, Any, bool]], what: str, within: float,
+                     every: float = 0.5) -> None:
+    """Set-up only: call ``check()`` until it is true; RuntimeError naming ``what`` (and the last error) after
+    ``within`` seconds."""
+    deadline = time.monotonic() + within
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            if await check():
+                return
+        except Exception as e:  # noqa: BLE001 - the API may not serve it yet; said on timeout
+            last = str(e)
+        await asyncio.sleep(every)
+    raise RuntimeError(f"timed out after {within:.0f}s waiting for {what}" + (f" ({last})" if last else ""))
+
+
+async def clusters_ready(cp: Any, expected: int) -> bool:
+    """Whether ``expected`` Clusters are Ready and untainted."""
+    from flotilla.api import resources as R
+
+    items = (await cp.list(R.CLUSTERS)).get("items") or []
+    ready = [c for c in items
+             if any(x.get("type") == "Ready" and x.get("status") == "True"
+                    for x in (c.get("status") or {}).get("conditions") or [])
+             and not (c.get("spec") or {}).get("taints")]
+    return len(ready) == expected
+
+
 class BenchStack:
     """The control plane and the member processes of one benchmark run, and clients to all of them."""
 
@@ -227,26 +255,10 @@ class BenchStack:
 
     async def poll(self, check: Any, what: str, within: float, every: float = 0.5) -> None:
         """Set-up only: call ``check()`` until it is true."""
-        deadline = time.monotonic() + within
-        last = ""
-        while time.monotonic() < deadline:
-            try:
-                if await check():
-                    return
-            except Exception as e:  # noqa: BLE001 - the API may not serve it yet; said on timeout
-                last = str(e)
-            await asyncio.sleep(every)
-        raise RuntimeError(f"timed out after {within:.0f}s waiting for {what}" + (f" ({last})" if last else ""))
+        await poll_until(check, what, within, every)
 
     async def clusters_ready(self) -> bool:
-        from flotilla.api import resources as R
-
-        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
-        ready = [c for c in items
-                 if any(x.get("type") == "Ready" and x.get("status") == "True"
-                        for x in (c.get("status") or {}).get("conditions") or [])
-                 and not (c.get("spec") or {}).get("taints")]
-        return len(ready) == len(self.names)
+        return await clusters_ready(self.cp, len(self.names))
 
     async def install_flink_crd(self) -> None:
         from flotilla.bench.workloads import FLINK, NAMESPACE

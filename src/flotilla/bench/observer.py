@@ -18,7 +18,7 @@ from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
 
-__all__ = ["FailoverObserver"]
+__all__ = ["FailoverObserver", "wait_on"]
 
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
@@ -43,6 +43,26 @@ def _item(binding: dict[str, Any], cluster: str) -> dict[str, Any] | None:
 def _healthy_on(binding: dict[str, Any], cluster: str) -> bool:
     item = _item(binding, cluster)
     return item is not None and item.get("health") == "Healthy"
+
+
+async def wait_on(changed: asyncio.Event, done: Callable[[], bool], within: float,
+                  progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
+    """True once ``done()`` holds (checked each time ``changed`` is set), False after ``within`` seconds; calls
+    ``progress()`` every ``every`` seconds meanwhile. What the benchmarks' observers wait with."""
+    deadline = time.monotonic() + within
+    next_report = time.monotonic() + every
+    while not done():
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if progress is not None and now >= next_report:
+            progress()
+            next_report = now + every
+        changed.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(deadline, next_report) - now):
+                await changed.wait()
+    return True
 
 
 class FailoverObserver:
@@ -102,20 +122,7 @@ class FailoverObserver:
     async def wait_for(self, done: Callable[[], bool], within: float,
                        progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
         """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        deadline = time.monotonic() + within
-        next_report = time.monotonic() + every
-        while not done():
-            now = time.monotonic()
-            if now >= deadline:
-                return False
-            if progress is not None and now >= next_report:
-                progress()
-                next_report = now + every
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(deadline, next_report) - now):
-                    await self._changed.wait()
-        return True
+        return await wait_on(self._changed, done, within, progress, every)
 
     def all_placed(self) -> bool:
         return len(self.placed) == len(self.timelines)

@@ -22,7 +22,6 @@ member), p50/p90/p99/max, with the throughput, the control plane's CPU seconds a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shlex
 import sys
@@ -42,7 +41,9 @@ from flotilla.bench.harness import (
     run_in_workdir,
     say,
 )
+from flotilla.bench.observer import wait_on
 from flotilla.bench.processes import peak_rss_mb, rss_mb
+from flotilla.bench.report import profile_lines
 from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpec, workload
 
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
@@ -253,20 +254,7 @@ class PropagationObserver:
     async def wait_for(self, done: Callable[[], bool], within: float,
                        progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
         """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        deadline = time.monotonic() + within
-        next_report = time.monotonic() + every
-        while not done():
-            now = time.monotonic()
-            if now >= deadline:
-                return False
-            if progress is not None and now >= next_report:
-                progress()
-                next_report = now + every
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(deadline, next_report) - now):
-                    await self._changed.wait()
-        return True
+        return await wait_on(self._changed, done, within, progress, every)
 
     def all_healthy(self) -> bool:
         return self.healthy == len(self.timelines)
@@ -573,11 +561,7 @@ def render_report(r: dict[str, Any]) -> str:
         f"  machine                     {(r.get('machine') or {}).get('nproc')} CPUs, load average (1 min) "
         f"{(r.get('machine') or {}).get('loadavg_1m')}",
     ]
-    profile = r.get("profile") or {}
-    if profile.get("self"):
-        lines.append(f"  profile (py-spy, control plane, {profile.get('file')}): top functions by own samples")
-        for name, pct in profile["self"][:10]:
-            lines.append(f"    {pct:5.1f}%  {name}")
+    lines += profile_lines(r.get("profile") or {})
     return "\n".join(lines)
 
 

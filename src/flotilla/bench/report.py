@@ -6,7 +6,7 @@ from typing import Any
 
 from flotilla.bench.stats import STAGES
 
-__all__ = ["render_report", "stage_table"]
+__all__ = ["profile_lines", "render_report", "stage_table"]
 
 
 def _fmt_ms(value: Any) -> str:
@@ -99,9 +99,14 @@ def render_report(result: dict[str, Any]) -> str:
         f"  machine               {(r.get('machine') or {}).get('nproc')} CPUs, load average (1 min) "
         f"{(r.get('machine') or {}).get('loadavg_1m')}",
     ]
-    profile = r.get("profile") or {}
-    if profile.get("self"):
-        lines.append(f"  profile (py-spy, control plane, {profile.get('file')}): top functions by own samples")
-        for name, pct in profile["self"][:10]:
-            lines.append(f"    {pct:5.1f}%  {name}")
+    lines += profile_lines(r.get("profile") or {})
     return "\n".join(lines)
+
+
+def profile_lines(profile: dict[str, Any]) -> list[str]:
+    """The report's lines for a ``--profile`` run: the control plane's top functions by own samples."""
+    if not profile.get("self"):
+        return []
+    lines = [f"  profile (py-spy, control plane, {profile.get('file')}): top functions by own samples"]
+    lines += [f"    {pct:5.1f}%  {name}" for name, pct in profile["self"][:10]]
+    return lines
