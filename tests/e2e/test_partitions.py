@@ -396,7 +396,7 @@ def frozen_process(p: Env) -> subprocess.Popen[bytes]:
 # ----------------------------------------------------------------------------------------------- the tests
 
 
-def test_frozen_member_times_out_fails_over_and_is_purged_before_anything_runs_there(env: Env) -> None:
+def test_d2_frozen_member_times_out_fails_over_and_is_purged_before_anything_runs_there(env: Env) -> None:
     p = env
     p.apply("fz-grace", placed("fz-grace", FROZEN, "member1", "Gracefully"))
     p.apply("fz-direct", placed("fz-direct", FROZEN, "member1", "Directly"))
@@ -563,7 +563,7 @@ def test_down_member_is_not_reachable_like_a_frozen_one_and_fails_over(env: Env)
     p.remove("dn-app")
 
 
-def test_every_member_down_at_once_halts_evictions_and_loses_nothing(env: Env) -> None:
+def test_d10_every_member_down_at_once_halts_evictions_and_loses_nothing(env: Env) -> None:
     p = env
     homes = {"all-1": ("member1", "member2"), "all-2": ("member2", "member3"), "all-3": ("member3", "member1")}
     # not-ready tolerated for a few seconds, longer than the members' not-Ready times differ (up to a status
