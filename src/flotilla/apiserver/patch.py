@@ -34,6 +34,7 @@ __all__ = [
     "PatchError",
     "PatchMeta",
     "apply_json_patch",
+    "apply_json_patch_into",
     "apply_merge_patch",
     "apply_server_side_apply",
     "apply_strategic_merge_patch",
@@ -299,13 +300,23 @@ def apply_json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
 
     The patched document must still be a JSON object (a Kubernetes object), else PatchError.
     """
+    _check_ops(ops)
+    return apply_json_patch_into(_copy_doc(target), ops)
+
+
+def _check_ops(ops: Any) -> None:
     if not isinstance(ops, list):
         raise PatchError(f"json patch must be a JSON array of operations, got {_json_type(ops)}")
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise PatchError(
             f"the allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}"
         )
-    doc: Any = _copy_doc(target)
+
+
+def apply_json_patch_into(doc: Any, ops: Any) -> dict[str, Any]:
+    """:func:`apply_json_patch` on ``doc`` itself, a private copy the caller gives away (a freshly decoded
+    object): no copy is made, and on an error ``doc`` is left half patched."""
+    _check_ops(ops)
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise PatchError(f"json patch operation {i}: must be a JSON object, got {_json_type(op)}")

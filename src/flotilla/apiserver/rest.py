@@ -25,7 +25,7 @@ from flotilla.apiserver.errors import ApiError, Cause
 from flotilla.apiserver.objects import decode, decode_kv, encode, generate_name, meta, new_uid, now_rfc3339
 from flotilla.apiserver.patch import (
     PatchError,
-    apply_json_patch,
+    apply_json_patch_into,
     apply_server_side_apply,
     apply_strategic_merge_patch,
     merge_key_table_for,
@@ -833,7 +833,7 @@ class ResourceStorage:
             # into a fresh copy of the stored object: O(patch), not a copy of the whole object per level
             return merge_patch_into(decode_kv(kv), patch)
         if patch_type == JSON_PATCH:
-            return apply_json_patch(old, patch)
+            return apply_json_patch_into(decode_kv(kv), patch)  # into a fresh copy too: one decode, no copy
         table = merge_key_table_for(rt.group, rt.kind)
         if patch_type == STRATEGIC_PATCH:
             return apply_strategic_merge_patch(old, patch, table)
