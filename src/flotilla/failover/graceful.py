@@ -45,13 +45,13 @@ Without ``directly_pending`` the assessment is exactly Karmada's.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from flotilla.api.jsoncopy import json_copy
 from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_message, format_timestamp
 from flotilla.failover.purge import is_purged_directly
 
@@ -232,7 +232,7 @@ def assess_eviction_tasks(
     """
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
-    original = [copy.deepcopy(dict(t)) for t in tasks if isinstance(t, Mapping)]
+    original = [json_copy(dict(t)) for t in tasks if isinstance(t, Mapping)]
     kept: list[dict[str, Any]] = []
     result = Assessment(tasks=kept, changed=False)
     healthy: bool | None = None

@@ -13,13 +13,13 @@ always written.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from flotilla.api.jsoncopy import json_copy
 from flotilla.interpreter.operations import (
     GVK,
     JSON,
@@ -329,11 +329,11 @@ def pod_replica_requirements(pod_spec: Mapping[str, Any] | None) -> dict[str, An
     else:
         assert node_claim is not None
         if node_selector:
-            node_claim["nodeSelector"] = copy.deepcopy(node_selector)
+            node_claim["nodeSelector"] = json_copy(node_selector)
         if tolerations:
-            node_claim["tolerations"] = copy.deepcopy(tolerations)
+            node_claim["tolerations"] = json_copy(tolerations)
         if hard is not None:
-            node_claim["hardNodeAffinity"] = copy.deepcopy(hard)
+            node_claim["hardNodeAffinity"] = json_copy(hard)
 
     res = _Resources()
     for i, c in enumerate(spec.get("containers") or []):
@@ -389,7 +389,7 @@ REPLICA_RULES: dict[GVK, Callable[[JSON], ReplicaResult]] = {
 
 def _revise_field(field: str) -> Callable[[JSON, int], JSON]:
     def revise(obj: JSON, replicas: int) -> JSON:
-        out = copy.deepcopy(obj)
+        out = json_copy(obj)
         # Only an existing field is rewritten (templates from the API server always have it).
         if _int(obj, "spec", field, default=None) is not None:
             out["spec"][field] = replicas
@@ -410,7 +410,7 @@ REVISE_RULES: dict[GVK, Callable[[JSON, int], JSON]] = {
 
 
 def _retain_workload_replicas(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     labels = _string_map(desired, "metadata", "labels") or {}
     if labels.get(RETAIN_REPLICAS_LABEL) == "true":
         replicas = _path(observed, "spec", "replicas")
@@ -422,23 +422,23 @@ def _retain_workload_replicas(desired: JSON, observed: JSON) -> JSON:
 
 
 def _retain_pod(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     spec = out.setdefault("spec", {})
     if not isinstance(spec, dict):
         raise _err(desired, "spec must be an object")
     member = _map(observed, "spec")
     for key in ("nodeName", "serviceAccountName", "volumes"):
-        _set_or_drop(spec, key, copy.deepcopy(member.get(key)))
+        _set_or_drop(spec, key, json_copy(member.get(key)))
     for key in ("containers", "initContainers"):
         by_name = {c.get("name"): c for c in member.get(key) or [] if isinstance(c, Mapping)}
         for c in spec.get(key) or []:
             if isinstance(c, dict) and c.get("name") in by_name:
-                _set_or_drop(c, "volumeMounts", copy.deepcopy(by_name[c.get("name")].get("volumeMounts")))
+                _set_or_drop(c, "volumeMounts", json_copy(by_name[c.get("name")].get("volumeMounts")))
     return out
 
 
 def _retain_service(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     port = _int(observed, "spec", "healthCheckNodePort", default=None)
     if port is not None and port > 0:
         _set_path(out, ("spec", "healthCheckNodePort"), port)
@@ -449,7 +449,7 @@ def _retain_service(desired: JSON, observed: JSON) -> JSON:
 
 
 def _retain_service_account(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     for key in ("secrets", "imagePullSecrets"):
         merged: list[Any] = []
         seen: set[str] = set()
@@ -460,13 +460,13 @@ def _retain_service_account(desired: JSON, observed: JSON) -> JSON:
                     raise _err(src, f"every entry of {key} needs a name")
                 if name not in seen:
                     seen.add(name)
-                    merged.append(copy.deepcopy(ref))
+                    merged.append(json_copy(ref))
         _set_or_drop(out, key, merged)
     return out
 
 
 def _retain_pvc(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     volume = _str(observed, "spec", "volumeName")
     if volume:
         _set_path(out, ("spec", "volumeName"), volume)
@@ -474,15 +474,15 @@ def _retain_pvc(desired: JSON, observed: JSON) -> JSON:
 
 
 def _retain_pv(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     spec = observed.get("spec")
     if isinstance(spec, Mapping) and "claimRef" in spec:
-        _set_path(out, ("spec", "claimRef"), copy.deepcopy(spec["claimRef"]))
+        _set_path(out, ("spec", "claimRef"), json_copy(spec["claimRef"]))
     return out
 
 
 def _retain_job(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     for keys in (("spec", "selector", "matchLabels"), ("spec", "template", "metadata", "labels")):
         member = _string_map(observed, *keys)
         if member is not None:
@@ -491,7 +491,7 @@ def _retain_job(desired: JSON, observed: JSON) -> JSON:
 
 
 def _retain_secret(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     if desired.get("type") == SA_TOKEN_SECRET_TYPE:
         data = _string_map(observed, "data")
         if data is not None:
@@ -568,7 +568,7 @@ def _reflect_service(obj: JSON) -> JSON | None:
         return None
     status = _map(obj, "status")
     lb = status.get("loadBalancer")
-    return {"loadBalancer": copy.deepcopy(lb) if isinstance(lb, Mapping) else {}}
+    return {"loadBalancer": json_copy(lb) if isinstance(lb, Mapping) else {}}
 
 
 def _reflect_job(obj: JSON) -> JSON | None:
@@ -579,7 +579,7 @@ def _reflect_job(obj: JSON) -> JSON | None:
     for f in ("active", "succeeded", "failed"):
         _set_or_drop(out, f, _int(status, f))
     for f in ("conditions", "startTime", "completionTime"):
-        _set_or_drop(out, f, copy.deepcopy(status.get(f)))
+        _set_or_drop(out, f, json_copy(status.get(f)))
     return out
 
 
@@ -589,7 +589,7 @@ def _reflect_pdb(obj: JSON) -> JSON | None:
     status = _map(obj, "status")
     out: dict[str, Any] = {f: _int(status, f) for f in
                            ("disruptionsAllowed", "expectedPods", "desiredHealthy", "currentHealthy")}
-    _set_or_drop(out, "disruptedPods", copy.deepcopy(status.get("disruptedPods")))
+    _set_or_drop(out, "disruptedPods", json_copy(status.get("disruptedPods")))
     return out
 
 
@@ -606,7 +606,7 @@ def _reflect_hpa(obj: JSON) -> JSON | None:
 def reflect_whole_status(obj: JSON) -> JSON | None:
     """The fallback: the whole ``.status`` (``None`` when there is none)."""
     status = obj.get("status")
-    return None if status is None else copy.deepcopy(status)
+    return None if status is None else json_copy(status)
 
 
 REFLECT_RULES: dict[GVK, Callable[[JSON], JSON | None]] = {
@@ -628,7 +628,7 @@ Aggregator = Callable[[JSON, list[Mapping[str, Any]], datetime], JSON]
 
 
 def _with_status(obj: JSON, new_status: dict[str, Any]) -> JSON:
-    out = copy.deepcopy(obj)
+    out = json_copy(obj)
     out["status"] = new_status
     return out
 
@@ -660,7 +660,7 @@ def _sum_workload(gvk: GVK, fields: Sequence[str], *, sts_quirk: bool = False) -
             observed = template_generation
         new = {**sums, "observedGeneration": observed}
         if all(_int(old, f) == new[f] for f in new):
-            return copy.deepcopy(obj)
+            return json_copy(obj)
         status = dict(old)
         for f, v in new.items():
             if v or f in always:
@@ -686,7 +686,7 @@ def _merge_lb_ingress(entries: list[Mapping[str, Any]], *, with_ip_mode: bool) -
             continue
         key = (e.get("hostname") or "", e.get("ip") or "", e.get("ipMode") if with_ip_mode else None)
         ports.setdefault(key, []).extend(p for p in e.get("ports") or [] if isinstance(p, Mapping))
-        entry = {k: copy.deepcopy(v) for k, v in e.items() if k != "ports"}
+        entry = {k: json_copy(v) for k, v in e.items() if k != "ports"}
         merged[key] = entry
     out = []
     for key in sorted(merged, key=lambda k: (k[0] == "", k[0], k[1], k[2] is None, k[2] or "")):
@@ -700,7 +700,7 @@ def _merge_lb_ingress(entries: list[Mapping[str, Any]], *, with_ip_mode: bool) -
 def _aggregate_lb(with_ip_mode: bool, only_load_balancer: bool) -> Aggregator:
     def aggregate(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
         if only_load_balancer and _str(obj, "spec", "type") != "LoadBalancer":
-            return copy.deepcopy(obj)
+            return json_copy(obj)
         entries: list[Mapping[str, Any]] = []
         for item in items:
             st = _item_status(item)
@@ -709,7 +709,7 @@ def _aggregate_lb(with_ip_mode: bool, only_load_balancer: bool) -> Aggregator:
         ingress = _merge_lb_ingress(entries, with_ip_mode=with_ip_mode)
         new = {"loadBalancer": {"ingress": ingress} if ingress else {}}
         if (obj.get("status") or {}) == new:
-            return copy.deepcopy(obj)
+            return json_copy(obj)
         return _with_status(obj, new)
 
     return aggregate
@@ -724,7 +724,7 @@ def _job_finished(conditions: Iterable[Any]) -> str | None:
 
 def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     if _job_finished(_list(obj, "status", "conditions")):
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     totals = {"active": 0, "succeeded": 0, "failed": 0}
     failed_clusters: list[str] = []
     complete = criteria_met = started = completed = 0
@@ -777,11 +777,11 @@ def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     start_time = _path(obj, "status", "startTime")
     if start_time is None and started and started == len(items) and earliest_start is not None:
         start_time = _format_time(earliest_start)
-    _set_or_drop(new, "startTime", copy.deepcopy(start_time))
+    _set_or_drop(new, "startTime", json_copy(start_time))
     if latest_completion is not None and completed == len(items):
         new["completionTime"] = _format_time(latest_completion)
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -792,7 +792,7 @@ def _aggregate_cron_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime
         st = _item_status(item)
         if st is None:
             continue
-        active.extend(copy.deepcopy(st.get("active") or []))
+        active.extend(json_copy(st.get("active") or []))
         for key in latest:
             t = _time(obj, st.get(key), f"cluster {item.get('clusterName')!r}: status.{key}")
             cur = latest[key]
@@ -804,13 +804,13 @@ def _aggregate_cron_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime
     for key, value in latest.items():
         _set_or_drop(status, key, value[1] if value else None)
     if status == old:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, status)
 
 
 def _aggregate_pod(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     if not items:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     containers: list[dict[str, Any]] = []
     init_containers: list[dict[str, Any]] = []
     phases: set[str] = set()
@@ -825,7 +825,7 @@ def _aggregate_pod(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
                 if isinstance(cs, Mapping):
                     entry: dict[str, Any] = {"ready": bool(cs.get("ready", False))}
                     if cs.get("state"):
-                        entry["state"] = copy.deepcopy(cs["state"])
+                        entry["state"] = json_copy(cs["state"])
                     target.append(entry)
     new: dict[str, Any] = {}
     for phase in ("Failed", "Pending", "Running", "Succeeded"):
@@ -835,7 +835,7 @@ def _aggregate_pod(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     _set_or_drop(new, "containerStatuses", containers)
     _set_or_drop(new, "initContainerStatuses", init_containers)
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -850,7 +850,7 @@ def _aggregate_pv(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> J
             new["phase"] = phase
             break
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -868,7 +868,7 @@ def _aggregate_pvc(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
             phase = member
     new: dict[str, Any] = {"phase": phase} if phase else {}
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -887,7 +887,7 @@ def _aggregate_pdb(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
             disrupted[f"{item.get('clusterName', '')}/{pod}"] = when
     _set_or_drop(new, "disruptedPods", disrupted)
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -904,7 +904,7 @@ def _aggregate_hpa(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     _set_or_drop(new, "currentReplicas", current)
     new["desiredReplicas"] = desired
     if (obj.get("status") or {}) == new:
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     return _with_status(obj, new)
 
 
@@ -1271,12 +1271,11 @@ def prune_irrelevant_fields(obj: JSON, *, remove_job_ttl: bool = True) -> JSON:
     service-account-token Secret's UID annotation and data; the PVC selected-node annotation.
     """
     _check_object(obj)
-    out = copy.deepcopy(obj)
+    out = json_copy({k: v for k, v in obj.items() if k != "status"})  # status is dropped: not worth copying
     meta = out.get("metadata")
     if isinstance(meta, dict):
         for k in _PRUNED_METADATA:
             meta.pop(k, None)
-    out.pop("status", None)
     kind = out.get("kind")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     if kind == "Deployment" and isinstance(annotations, dict):

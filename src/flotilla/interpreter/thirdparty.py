@@ -33,12 +33,12 @@ from what a script returns, numbers that are whole become integers).
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from flotilla.api.jsoncopy import json_copy
 from flotilla.interpreter import lua as _lua
 from flotilla.interpreter.operations import (
     GVK,
@@ -180,9 +180,9 @@ def _pod_template_claims(obj: JSON, requires: dict[str, Any]) -> None:
     if selector is not None or tolerations is not None:
         claim: dict[str, Any] = {}
         if selector is not None:
-            claim["nodeSelector"] = copy.deepcopy(selector)
+            claim["nodeSelector"] = json_copy(selector)
         if tolerations is not None:
-            claim["tolerations"] = copy.deepcopy(tolerations)
+            claim["tolerations"] = json_copy(tolerations)
         requires["nodeClaim"] = claim
     priority = spec.get("priorityClassName")
     if priority is not None and priority != "":
@@ -237,7 +237,7 @@ def _flink_reflect(obj: JSON) -> JSON:
 def _flink_aggregate(obj: JSON, items: list[Mapping[str, Any]]) -> JSON:
     if not items:
         return lua_round_trip(obj)
-    out = copy.deepcopy(dict(obj))
+    out = json_copy(dict(obj))
     status = out.get("status")
     if status is None:
         status = {}
@@ -249,7 +249,7 @@ def _flink_aggregate(obj: JSON, items: list[Mapping[str, Any]]) -> JSON:
         if member is not None:
             if not isinstance(member, Mapping):
                 raise InterpreterError(f"status of cluster {item.get('clusterName')!r} must be an object")
-            fields = {k: copy.deepcopy(member.get(k)) for k in FLINK_STATUS_FIELDS}
+            fields = {k: json_copy(member.get(k)) for k in FLINK_STATUS_FIELDS}
     for k, v in fields.items():
         if v is None:
             status.pop(k, None)
@@ -283,8 +283,8 @@ def _flink_replicas(obj: JSON) -> ReplicaResult:
     if spec is not None:
         if not isinstance(spec, Mapping):
             raise InterpreterError("spec.podTemplate.spec must be an object")
-        requires["nodeClaim"] = {"nodeSelector": copy.deepcopy(spec.get("nodeSelector")),
-                                 "tolerations": copy.deepcopy(spec.get("tolerations"))}
+        requires["nodeClaim"] = {"nodeSelector": json_copy(spec.get("nodeSelector")),
+                                 "tolerations": json_copy(spec.get("tolerations"))}
         if spec.get("priorityClassName") not in (None, ""):
             requires["priorityClassName"] = spec["priorityClassName"]
     namespace = _get(obj, "metadata", "namespace")
@@ -316,7 +316,7 @@ def _flink_components(obj: JSON) -> list[dict[str, Any]]:
 
 
 def _flink_retain(desired: JSON, observed: JSON) -> JSON:
-    out = copy.deepcopy(desired)
+    out = json_copy(desired)
     observed_job = _get(observed, "spec", "job")
     if not isinstance(observed_job, Mapping) or not observed_job.get("initialSavepointPath"):
         return out

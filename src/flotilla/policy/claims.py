@@ -22,10 +22,11 @@ them with :func:`flotilla.apiserver.patch.apply_merge_patch` or send them as
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from flotilla.api.jsoncopy import json_copy
 
 __all__ = [
     "CLAIMED_BY_LABEL",
@@ -152,7 +153,7 @@ def _merge_patch(
 
 
 def _apply_metadata_patch(obj: Mapping[str, Any], patch: Mapping[str, Any] | None) -> dict[str, Any]:
-    result = copy.deepcopy(dict(obj))
+    result = json_copy(dict(obj))
     if patch is None:
         return result
     meta = result.get("metadata")
@@ -317,12 +318,13 @@ def binding_claim_metadata(
 
 
 def _without_ignored_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(dict(obj))
-    result.pop("status", None)
+    """``obj`` without ``status``, ``metadata.managedFields`` and ``metadata.resourceVersion``: a view for
+    comparisons that shares everything else with ``obj`` (new dicts at the top and for the metadata only, so
+    the caller may replace or drop their keys, never change a nested value)."""
+    result = {k: v for k, v in obj.items() if k != "status"}
     meta = result.get("metadata")
     if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-        meta.pop("resourceVersion", None)
+        result["metadata"] = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
     return result
 
 

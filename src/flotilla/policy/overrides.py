@@ -44,7 +44,6 @@ before overrides; it is not done here.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -55,6 +54,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from flotilla.api.jsoncopy import json_copy
 from flotilla.apiserver.patch import PatchError, apply_json_patch
 from flotilla.policy.matching import (
     ImplicitPriority,
@@ -750,7 +750,7 @@ def _apply_field_overriders(obj: dict[str, Any], overriders: list[Mapping[str, A
 
 def apply_overriders(manifest: Mapping[str, Any], overriders: Mapping[str, Any]) -> dict[str, Any]:
     """Apply one ``overriders`` block (image, command, args, labels, annotations, field, plaintext)."""
-    obj = copy.deepcopy(dict(manifest))
+    obj = json_copy(dict(manifest))
     for overrider in _items(overriders.get("imageOverrider")):
         obj = _apply_patch(obj, _image_patches(obj, overrider))
     for target, field in (("command", "commandOverrider"), ("args", "argsOverrider")):
@@ -847,7 +847,7 @@ def apply_overrides(
     ``override_policies`` may contain OverridePolicies of any namespace: only those of the object's
     namespace are used (an object without namespace uses none). Raises :class:`OverrideError`.
     """
-    obj = copy.deepcopy(dict(manifest))
+    obj = json_copy(dict(manifest))
     cluster_meta = cluster.get("metadata")
     cluster_name = _str(cluster_meta.get("name")) if isinstance(cluster_meta, Mapping) else ""
     applied: list[AppliedOverride] = []
@@ -861,7 +861,7 @@ def apply_overrides(
                 policy_name=name,
                 cluster_scoped=True,
             ) from None
-        applied.append(AppliedOverride(name, copy.deepcopy(overriders), True))
+        applied.append(AppliedOverride(name, json_copy(overriders), True))
     meta = obj.get("metadata")
     namespace = _str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
     if namespace:
@@ -875,7 +875,7 @@ def apply_overrides(
                     f"Apply override policy({namespace}/{name}) for cluster({cluster_name}) failed: {e.message}",
                     policy_name=name,
                 ) from None
-            applied.append(AppliedOverride(name, copy.deepcopy(overriders), False))
+            applied.append(AppliedOverride(name, json_copy(overriders), False))
     return obj, applied
 
 

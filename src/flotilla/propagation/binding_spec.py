@@ -28,11 +28,11 @@ are written: ``spec.clusters``, ``gracefulEvictionTasks``, ``requiredBy``,
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.api.jsoncopy import json_copy
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
@@ -154,7 +154,7 @@ def owner_conflict(existing: Mapping[str, Any], owner_uid: str) -> bool:
 
 def _policy_suspension(policy: Mapping[str, Any]) -> dict[str, Any] | None:
     suspension = _spec(policy).get("suspension")
-    return copy.deepcopy(dict(suspension)) if isinstance(suspension, Mapping) else None
+    return json_copy(dict(suspension)) if isinstance(suspension, Mapping) else None
 
 
 def build_binding(
@@ -189,15 +189,15 @@ def build_binding(
     if pspec.get("propagateDeps") is True:
         spec["propagateDeps"] = True
     if replica_requirements is not None:
-        spec["replicaRequirements"] = copy.deepcopy(dict(replica_requirements))
+        spec["replicaRequirements"] = json_copy(dict(replica_requirements))
     if replicas:
         spec["replicas"] = int(replicas)
     placement = pspec.get("placement")
-    spec["placement"] = copy.deepcopy(dict(placement)) if isinstance(placement, Mapping) else {}
+    spec["placement"] = json_copy(dict(placement)) if isinstance(placement, Mapping) else {}
     if pspec.get("schedulerName"):
         spec["schedulerName"] = pspec["schedulerName"]
     if isinstance(pspec.get("failover"), Mapping):
-        spec["failover"] = copy.deepcopy(dict(pspec["failover"]))
+        spec["failover"] = json_copy(dict(pspec["failover"]))
     if pspec.get("conflictResolution"):
         spec["conflictResolution"] = pspec["conflictResolution"]
     if isinstance(pspec.get("preserveResourcesOnDeletion"), bool):
@@ -258,12 +258,12 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
         if f not in finalizers:
             finalizers.append(f)
 
-    new_meta = copy.deepcopy(dict(emeta))
+    new_meta = json_copy(dict(emeta))
     new_meta["labels"] = labels
     new_meta["annotations"] = annotations
     if finalizers:
         new_meta["finalizers"] = finalizers
-    new_meta["ownerReferences"] = copy.deepcopy(list(owners))
+    new_meta["ownerReferences"] = json_copy(list(owners))
     for empty in ("labels", "annotations"):
         if not new_meta[empty] and empty not in emeta:
             del new_meta[empty]
@@ -272,12 +272,12 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
         else CRB_UPDATED_SPEC_FIELDS
     espec = _spec(existing)
     dspec = _spec(desired)
-    new_spec = copy.deepcopy(dict(espec))
+    new_spec = json_copy(dict(espec))
     for field in fields:
         if field == "suspension":
             value = _merged_suspension(espec.get("suspension"), dspec.get("suspension"))
         else:
-            value = copy.deepcopy(dspec.get(field))
+            value = json_copy(dspec.get(field))
         if value is None:
             new_spec.pop(field, None)
         else:

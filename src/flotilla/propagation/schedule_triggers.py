@@ -15,13 +15,13 @@ Pure functions, no I/O, inputs never mutated. The placement decision itself is
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.api.jsoncopy import json_copy
 from flotilla.policy.matching import cluster_matches
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 from flotilla.scheduler.errors import ModelError
@@ -390,10 +390,10 @@ def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any
         if not isinstance(c, Mapping):
             continue
         if c.get("type") != new.get("type"):
-            out.append(copy.deepcopy(dict(c)))
+            out.append(json_copy(dict(c)))
             continue
         found = True
-        merged = copy.deepcopy(dict(c))
+        merged = json_copy(dict(c))
         if merged.get("status") != new.get("status") or not merged.get("lastTransitionTime"):
             merged["lastTransitionTime"] = now
         for key, value in new.items():
@@ -433,7 +433,7 @@ def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     start of the pass; default: the binding's) and ``lastScheduledTime`` becomes ``now``.
     ``affinity_name``: the ``clusterAffinities`` term used (None: leave it).
     """
-    status = copy.deepcopy(dict(_status(binding)))
+    status = json_copy(dict(_status(binding)))
     status.update(scheduled_fields(binding, condition, now, affinity_name=affinity_name, generation=generation))
     return status
 

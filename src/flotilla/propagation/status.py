@@ -32,11 +32,11 @@ Stale status (BEHAVIOR.md D14)
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from flotilla.api.jsoncopy import json_copy
 from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
     EXECUTION_SPACE_PREFIX,
@@ -234,7 +234,7 @@ def manifest_status_entry(identifier: Mapping[str, Any], status: Any, health: st
     """One ``manifestStatuses`` item; ``status`` is left out when the interpreter reflected none."""
     entry: dict[str, Any] = {"identifier": dict(identifier)}
     if status is not None:
-        entry["status"] = copy.deepcopy(status)
+        entry["status"] = json_copy(status)
     entry["health"] = str(health)
     return entry
 
@@ -274,8 +274,8 @@ def merge_manifest_statuses(current: Any, entry: Mapping[str, Any], manifests: S
             continue
         api_version, kind, namespace, name = object_ref(m)
         if identifier_matches(ident, ordinal, api_version, kind, namespace, name):
-            out.append(copy.deepcopy(dict(item)))
-    out.append(copy.deepcopy(dict(entry)))
+            out.append(json_copy(dict(item)))
+    out.append(json_copy(dict(entry)))
     out.sort(key=lambda e: e["identifier"].get("ordinal", 0))
     return out
 
@@ -327,7 +327,7 @@ def aggregated_status_item(work: Obj, resource: Mapping[str, Any], ready: bool) 
         if isinstance(ms, Mapping) and identifier_matches(ms.get("identifier"), ordinal, api_version, kind,
                                                           namespace, name):
             if ms.get("status") is not None:
-                item["status"] = copy.deepcopy(ms["status"])
+                item["status"] = json_copy(ms["status"])
             health = str(ms.get("health") or HEALTH_UNKNOWN)
             break
     item["health"] = health if ready else HEALTH_UNKNOWN
@@ -410,7 +410,7 @@ def status_up_to_date_condition(stale: Sequence[str]) -> dict[str, Any]:
 def set_condition(conditions: Any, cond: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
     """``conditions`` with ``cond`` set, as ``meta.SetStatusCondition``: ``lastTransitionTime`` moves only when
     the status changes; reason, message and observedGeneration are updated in place; order is kept."""
-    out: list[dict[str, Any]] = [copy.deepcopy(dict(c)) for c in conditions or () if isinstance(c, Mapping)]
+    out: list[dict[str, Any]] = [json_copy(dict(c)) for c in conditions or () if isinstance(c, Mapping)]
     for c in out:
         if c.get("type") == cond["type"]:
             if c.get("status") != cond["status"] or not c.get("lastTransitionTime"):

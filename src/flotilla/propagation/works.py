@@ -44,12 +44,12 @@ leaves the stale ones on the Work).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.api.jsoncopy import json_copy
 from flotilla.api.resources import (
     CLUSTER_OVERRIDE_POLICIES,
     CLUSTER_RESOURCE_BINDINGS,
@@ -291,7 +291,7 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
 
 def _with_labels(manifest: dict[str, Any], injected: Mapping[str, str]) -> dict[str, Any]:
     """A copy of ``manifest`` with ``injected`` among its labels (overwriting the same keys)."""
-    out = copy.deepcopy(manifest)
+    out = json_copy(manifest)
     meta = out.get("metadata")
     if not isinstance(meta, dict):
         meta = out["metadata"] = {}
@@ -378,7 +378,7 @@ def build_work_intent(
     spec = _map(binding.get("spec"))
     ref = binding_ref(binding)
     name = target.name
-    manifest: dict[str, Any] = copy.deepcopy(dict(template))
+    manifest: dict[str, Any] = json_copy(dict(template))
     try:
         if is_workload(spec) and interpreter.hook_enabled(manifest, Operation.REVISE_REPLICA):
             manifest = interpreter.revise_replica(manifest, target.replicas)
@@ -514,12 +514,12 @@ def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_perm
     finalizers = [f for f in _list(old_meta.get("finalizers")) if isinstance(f, str)]
     finalizers += [f for f in intent.finalizers if f not in finalizers]
 
-    manifest = copy.deepcopy(intent.manifest)
+    manifest = json_copy(intent.manifest)
     record_managed_annotations(manifest)
     _set_label(manifest, L.WORK_PERMANENT_ID_LABEL, permanent_id)
     record_managed_labels(manifest)
 
-    work: dict[str, Any] = copy.deepcopy(dict(existing)) if existing is not None else {}
+    work: dict[str, Any] = json_copy(dict(existing)) if existing is not None else {}
     work["apiVersion"] = WORK_API_VERSION
     work["kind"] = "Work"
     meta = work.setdefault("metadata", {})
