@@ -10,8 +10,8 @@ failure threshold 2 s (Karmada: 10 s, 30 s, 30 s). A background watch records ev
 Ready condition and taints, with the time it was seen, so that a test can assert that something did NOT happen
 (no Ready flap, no taint) and the module can print its detection times.
 
-* frozen (``kill -STOP``: TCP connects, nothing answers): the probe times out (the member client's 10 s request
-  timeout; Karmada's is 32 s) instead of hanging, Ready goes False after the failure threshold, the CTP taints the
+* frozen (``kill -STOP``: TCP connects, nothing answers): the probe times out (``--cluster-api-timeout``, 10 s by
+  default; Karmada's is 32 s, hard-coded) instead of hanging, Ready goes False after the failure threshold, the CTP taints the
   member, a ``Gracefully`` workload moves at once and a ``Directly`` one waits for ``flotilla fence`` (D2); after
   ``kill -CONT`` Ready is True again after the success threshold, and once unfenced the member is purged of its
   stale copies before a Work that waited for it is applied there (the member's own watch shows the order).
@@ -75,7 +75,7 @@ OUT_OF_SERVICE = "cluster.flotilla.io/out-of-service"
 PERIOD = 0.5  # --cluster-status-update-frequency
 SUCCESS_THRESHOLD = 1.0
 FAILURE_THRESHOLD = 2.0
-PROBE_TIMEOUT = 10.0  # MemberClients' request timeout
+PROBE_TIMEOUT = 10.0  # --cluster-api-timeout (its default)
 SLOW_LATENCY = 3 * PERIOD  # every request to the slow member takes longer than a status period
 TIMEOUT = 30.0
 CLUSTERS_PATH = "/apis/cluster.karmada.io/v1alpha1/clusters"
