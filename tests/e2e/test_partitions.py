@@ -14,7 +14,8 @@ Ready condition and taints, with the time it was seen, so that a test can assert
   default; Karmada's is 32 s, hard-coded) instead of hanging, Ready goes False after the failure threshold, the
   CTP taints the member, a ``Gracefully`` workload moves at once and a ``Directly`` one waits for ``flotilla
   fence`` (D2); after ``kill -CONT`` Ready is True again after the success threshold, and once unfenced the member
-  is purged of its stale copies before a Work that waited for it is applied there (the member's own watch shows the order).
+  is purged of its stale copies before a Work that waited for it is applied there (the member's own watch shows
+  the order).
 * slow (``flotilla sim fault --mode slow``, latency 3 x the status period, below the probe timeout): Ready stays
   True for many periods, no taint, no eviction, no Ready transition at all.
 * down (``--mode down``: refused): Ready False with Karmada's reason ``ClusterNotReachable`` (the same reason and
