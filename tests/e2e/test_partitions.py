@@ -26,9 +26,8 @@ Ready condition and taints, with the time it was seen, so that a test can assert
   limiter's ``Halted`` gauge) and nothing is evicted at any moment, although the workloads tolerate
   ``not-ready:NoExecute`` for 0 s (or not at all) and the members are not Ready many seconds apart (member3's
   probe hangs until the probe timeout): the brake counts the members whose probes fail or hang before they are
-  Ready=False. Before that fix, the workloads of member1 and member2 were evicted (at the primary or
-  secondary rate) as soon as their member was tainted. When the
-  members come back every workload is where it was.
+  Ready=False. Before that fix, the workloads of member1 and member2 were evicted (at the primary or secondary
+  rate) as soon as their member was tainted. When the members come back every workload is where it was.
 * blips (a member down and another frozen for a quarter of the failure threshold, again and again): Ready never
   changes. ``FLOTILLA_PARTITION_SOAK_SECONDS=600`` runs them for 10 minutes (``make soak``).
 
