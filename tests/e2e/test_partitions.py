@@ -10,22 +10,24 @@ failure threshold 2 s (Karmada: 10 s, 30 s, 30 s). A background watch records ev
 Ready condition and taints, with the time it was seen, so that a test can assert that something did NOT happen
 (no Ready flap, no taint) and the module can print its detection times.
 
-* frozen (``kill -STOP``: TCP connects, nothing answers): the probe times out (the member client's 10 s request
-  timeout; Karmada's is 32 s) instead of hanging, Ready goes False after the failure threshold, the CTP taints the
-  member, a ``Gracefully`` workload moves at once and a ``Directly`` one waits for ``flotilla fence`` (D2); after
-  ``kill -CONT`` Ready is True again after the success threshold, and once unfenced the member is purged of its
-  stale copies before a Work that waited for it is applied there (the member's own watch shows the order).
+* frozen (``kill -STOP``: TCP connects, nothing answers): the probe times out (``--cluster-api-timeout``, 10 s by
+  default; Karmada's is 32 s, hard-coded) instead of hanging, Ready goes False after the failure threshold, the
+  CTP taints the member, a ``Gracefully`` workload moves at once and a ``Directly`` one waits for ``flotilla
+  fence`` (D2); after ``kill -CONT`` Ready is True again after the success threshold, and once unfenced the member
+  is purged of its stale copies before a Work that waited for it is applied there (the member's own watch shows
+  the order).
 * slow (``flotilla sim fault --mode slow``, latency 3 x the status period, below the probe timeout): Ready stays
   True for many periods, no taint, no eviction, no Ready transition at all.
 * down (``--mode down``: refused): Ready False with Karmada's reason ``ClusterNotReachable`` (the same reason and
   message as frozen, as in Karmada: a request error is "not reachable"; Flotilla's Event tells refused and timed
   out apart), failover, and back.
-* every member down at once (through the member processes' admin endpoint, so the faults coincide): D10 halts
-  the evictions (Warning ``EvictionHalted`` on the bindings, the rate limiter's ``Halted`` gauge); when the
-  members come back every workload is where it was. The workloads tolerate ``not-ready:NoExecute`` for 3 s, longer
-  than the members' not-Ready times differ: the brake looks at the clusters' status when an eviction is due, and
-  a workload that tolerates nothing can be evicted in the moment when some of the members are already not Ready
-  and the others not yet (seen: 2 of 3 not Ready for 0.17 s, one eviction at the secondary rate).
+* every member down at once (member1 and member2 down through the member processes' admin endpoint, member3
+  frozen, at the same moment): D10 halts the evictions (Warning ``EvictionHalted`` on the bindings, the rate
+  limiter's ``Halted`` gauge) and nothing is evicted at any moment, although the workloads tolerate
+  ``not-ready:NoExecute`` for 0 s (or not at all) and the members are not Ready many seconds apart (member3's
+  probe hangs until the probe timeout): the brake counts the members whose probes fail or hang before they are
+  Ready=False. Before that fix, the workloads of member1 and member2 were evicted (at the primary or secondary
+  rate) as soon as their member was tainted. When the members come back every workload is where it was.
 * blips (a member down and another frozen for a quarter of the failure threshold, again and again): Ready never
   changes. ``FLOTILLA_PARTITION_SOAK_SECONDS=600`` runs them for 10 minutes (``make soak``).
 
@@ -74,8 +76,7 @@ OUT_OF_SERVICE = "cluster.flotilla.io/out-of-service"
 PERIOD = 0.5  # --cluster-status-update-frequency
 SUCCESS_THRESHOLD = 1.0
 FAILURE_THRESHOLD = 2.0
-PROBE_TIMEOUT = 10.0  # MemberClients' request timeout
-TOLERATION = 3  # tolerationSeconds of not-ready:NoExecute in the all-down test
+PROBE_TIMEOUT = 10.0  # --cluster-api-timeout (its default)
 SLOW_LATENCY = 3 * PERIOD  # every request to the slow member takes longer than a status period
 TIMEOUT = 30.0
 CLUSTERS_PATH = "/apis/cluster.karmada.io/v1alpha1/clusters"
@@ -563,48 +564,68 @@ def test_down_member_is_not_reachable_like_a_frozen_one_and_fails_over(env: Env)
     p.remove("dn-app")
 
 
-def test_d10_every_member_down_at_once_halts_evictions_and_loses_nothing(env: Env) -> None:
+def test_d10_every_member_down_at_once_evicts_nothing_even_without_toleration(env: Env) -> None:
+    """member1 and member2 down and member3 frozen at the same moment; the workloads tolerate not-ready for 0 s
+    (or not at all), so each is due for eviction the moment its member is tainted. The members are not Ready
+    seconds apart (member3's probe hangs until the probe timeout), yet nothing is evicted at any moment: the
+    brake counts the members whose probes fail or hang as unhealthy before they are Ready=False (D10)."""
     p = env
-    homes = {"all-1": ("member1", "member2"), "all-2": ("member2", "member3"), "all-3": ("member3", "member1")}
-    # not-ready tolerated for a few seconds, longer than the members' not-Ready times differ (up to a status
-    # period here): the brake acts on what the clusters' status says when a toleration expires (see
-    # docs/reliability.md for a workload that tolerates nothing)
-    tolerate = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": TOLERATION}]
+    homes = {"all-1": ("member1", "member2"), "all-2": ("member2", FROZEN), "all-3": (FROZEN, "member1")}
+    at_once = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}]
+    tolerations = {"all-1": at_once, "all-2": None, "all-3": at_once}
     for name, (first, then) in homes.items():
-        p.apply(name, placed(name, first, then, tolerations=tolerate))
+        p.apply(name, placed(name, first, then, tolerations=tolerations[name]))
         p.applied(name)
     for name, (first, _) in homes.items():
         p.eventually(lambda name=name, first=first: p.placed_in(name, first), f"{name} in {first}",
                      f"rb {name}-deployment")
     p.eventually(p.all_ready, "every cluster Ready and untainted", *(f"cluster {m}" for m in MEMBERS))
+    bindings = {f"{n}-deployment" for n in homes}
+
+    def about_ours(reason: str) -> list[dict[str, Any]]:
+        return [e for e in p.events(reason) if (e.get("involvedObject") or {}).get("kind") == "ResourceBinding"
+                and e["involvedObject"].get("name") in bindings]
+
+    def nothing_evicted() -> None:
+        assert about_ours("EvictionPerformed") == [], about_ours("EvictionPerformed")
+        for name, (first, _) in homes.items():
+            assert p.targets(name) == [first] and p.tasks(name) == [], (name, p.targets(name), p.tasks(name))
+
+    proc = frozen_process(p)
     with concurrent.futures.ThreadPoolExecutor(len(MEMBERS)) as pool:
         t0 = time.monotonic()
-        list(pool.map(lambda m: p.fault_now(m, "down"), MEMBERS))
+        os.kill(proc.pid, signal.SIGSTOP)
+        list(pool.map(lambda m: p.fault_now(m, "down"), [m for m in MEMBERS if m != FROZEN]))
     try:
         for m in MEMBERS:
             p.eventually(lambda m=m: p.recorder.first(t0, m, ready="False", taint=(NOT_READY, "NoExecute")),
-                         f"{m} not Ready and tainted", f"cluster {m}")
-        flips = sorted(p.recorder.first(t0, m, ready="False").at - t0 for m in MEMBERS)
+                         f"{m} not Ready and tainted", f"cluster {m}", timeout=2 * PROBE_TIMEOUT + TIMEOUT)
+            nothing_evicted()
+        flips = {m: p.recorder.first(t0, m, ready="False").at - t0 for m in MEMBERS}
+
         def halted() -> list[dict[str, Any]]:
-            found = [e for e in p.events("EvictionHalted") if (e.get("involvedObject") or {}).get("kind") ==
-                     "ResourceBinding" and e["involvedObject"].get("name") in {f"{n}-deployment" for n in homes}]
-            assert {e["involvedObject"]["name"] for e in found} == {f"{n}-deployment" for n in homes}, found
+            found = about_ours("EvictionHalted")
+            assert {e["involvedObject"]["name"] for e in found} == bindings, found
             return found
 
-        halted_events = p.eventually(halted, "EvictionHalted on every binding once the tolerations expired")
-        assert all("every cluster (3/3) is unhealthy" in str(e.get("message")) for e in halted_events), halted_events
+        halted_events = p.eventually(halted, "EvictionHalted on every binding")
+        messages = {str(e.get("message")) for e in halted_events}
+        assert all("every cluster (3/3) is unhealthy" in m for m in messages), messages
+        # while member3's probe hung, it was counted before it was Ready=False
+        assert any("still Ready, but its probes fail or hang" in m for m in messages), messages
         assert 'flotilla_eviction_rate_limiter_mode{name="taint-manager",mode="Halted"} 1' in p.metrics()
-        measured(f"all members down: not Ready at {', '.join(f'{t:.1f}' for t in flips)}; evictions halted "
+        measured(f"all members down (member3 frozen): not Ready at "
+                 f"{', '.join(f'{m} {t:.1f}' for m, t in sorted(flips.items()))}; evictions halted; nothing evicted "
                  f"{time.monotonic() - t0:.1f}")
         time.sleep(2 * PERIOD)
-        for name, (first, _) in homes.items():
-            assert p.targets(name) == [first] and p.tasks(name) == [], (name, p.targets(name), p.tasks(name))
+        nothing_evicted()
     finally:
+        os.kill(proc.pid, signal.SIGCONT)
         with concurrent.futures.ThreadPoolExecutor(len(MEMBERS)) as pool:
-            list(pool.map(lambda m: p.fault_now(m, "recover"), MEMBERS))
+            list(pool.map(lambda m: p.fault_now(m, "recover"), [m for m in MEMBERS if m != FROZEN]))
     p.eventually(p.all_ready, "every cluster Ready and untainted again", *(f"cluster {m}" for m in MEMBERS))
+    nothing_evicted()
     for name, (first, _) in homes.items():
-        assert p.targets(name) == [first] and p.tasks(name) == [], (name, p.targets(name), p.tasks(name))
         assert p.where(name) == [first], f"{name} is in {p.where(name)}"
     p.remove(*homes)
 

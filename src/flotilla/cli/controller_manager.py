@@ -187,6 +187,9 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
                "how long a member must keep failing its probes before it is marked not Ready"),
     OptionFlag("cluster_api_qps", "float", "requests per second to each member's API server",
                convert=_nonneg_float),
+    OptionFlag("cluster_api_timeout", "duration",
+               "timeout of every request to a member's API server, health probes included (watches excepted): a "
+               "member that accepts connections but does not answer is seen failing after it; Karmada: 32s"),
     OptionFlag("enable_no_execute_taint_eviction", "bool",
                "evict workloads from clusters with NoExecute taints they do not tolerate"),
     OptionFlag("no_execute_taint_eviction_purge_mode", "choice",

@@ -34,9 +34,10 @@ member's Ready condition False/Unknown into the taint {NOT_READY_TAINT}:NoExecut
 skips it). Health timings suited to a laptop: members are probed every
 {LAPTOP_TIMINGS['cluster_status_update_frequency']:g}s, a failure counts after
 {LAPTOP_TIMINGS['cluster_failure_threshold']:g}s, recovery after {LAPTOP_TIMINGS['cluster_success_threshold']:g}s,
-and graceful-eviction tasks time out after {LAPTOP_TIMINGS['graceful_eviction_timeout']:g}s (override them with
---cluster-status-update-frequency, --cluster-failure-threshold, --cluster-success-threshold and
---graceful-eviction-timeout, in seconds).
+graceful-eviction tasks time out after {LAPTOP_TIMINGS['graceful_eviction_timeout']:g}s, and a request to a member
+times out after {LAPTOP_TIMINGS['cluster_api_timeout']:g}s (override them with --cluster-status-update-frequency,
+--cluster-failure-threshold, --cluster-success-threshold, --graceful-eviction-timeout and --cluster-api-timeout,
+in seconds).
 
 files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
 D/members/ (the members' data, checkpoints/, history.jsonl).

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,6 +88,7 @@ from flotilla.cluster.resources import (
 )
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTER_SECRET_NAMESPACE, CLUSTERS, SECRETS, MemberClientError
+from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +462,9 @@ class ClusterStatusController(Controller):
         self._discovery_caches: dict[str, DiscoveryCache] = {}
         self._clients: dict[str, tuple[tuple[Any, ...], Client]] = {}  # the client of the last sync and its key
         self._secrets: dict[str, Any] = {}  # namespace -> informer of the Secrets there
+        # every probe and its answer, for the D10 brake of the taint manager (flotilla.failover.brake)
+        self.board: ProbeBoard = ctx.extras.setdefault(
+            PROBE_BOARD, ProbeBoard(self.options.cluster_status_update_frequency))
 
     def setup(self) -> None:
         self.clusters = self.informer(CLUSTERS)
@@ -491,12 +496,14 @@ class ClusterStatusController(Controller):
         cluster = self.clusters.store.get(key)
         if cluster is None:
             self.thresholds.forget(key)
+            self.board.forget(key)
             await self._forget_member(key)
             await self.ctx.members.forget(key)
             return None
         spec = cluster.get("spec") or {}
         if spec.get("syncMode") != "Push" or not (spec.get("secretRef") or {}).get("name"):
             await self._forget_member(key)
+            self.board.forget(key)
             return None  # Pull clusters report through their agent; Push clusters without credentials are skipped
         if CLUSTER_CONTROLLER_FINALIZER not in _finalizers(cluster):
             log.debug("cluster %s: waiting for the %s finalizer", key, CLUSTER_CONTROLLER_FINALIZER)
@@ -542,6 +549,7 @@ class ClusterStatusController(Controller):
     async def sync(self, cluster: dict[str, Any]) -> None:
         name = cluster["metadata"]["name"]
         client: Client | None = None
+        self.board.started(name, time.monotonic())
         try:
             client, reused = await self._member_client(cluster)
             obs = await probe_health(client)
@@ -556,10 +564,14 @@ class ClusterStatusController(Controller):
             client = None
             obs = Observation.client_failure(str(e))
             log.warning("cluster %s: cannot build a client: %s", name, e)
+        except BaseException:
+            self.board.answered(name, False, time.monotonic())  # no answer: failing until a healthy one
+            raise
         # the time of the observation, after the probe (Karmada's time.Now() in thresholdAdjustedReadyCondition):
         # a probe that hung until a frozen member resumed must not count its hang towards the threshold
         now = self.ctx.now()
         observed = observed_ready_condition(obs)
+        self.board.answered(name, observed.get("status") == "True", time.monotonic())
         ready = self.thresholds.adjust(name, ready_condition(cluster), observed, now)
         if ready.get("status") != observed.get("status"):
             log.info("cluster %s: observed %s (%s) but keeping Ready=%s within the threshold", name,

@@ -51,7 +51,8 @@ class ControllerManager:
         informers = SharedInformerFactory(self.client)
         recorder = EventRecorder(self.client, "flotilla-controller-manager")
         self.ctx = ControllerContext(client=self.client, informers=informers, recorder=recorder,
-                                     options=self.options, members=MemberClients(self.client),
+                                     options=self.options,
+                                     members=MemberClients(self.client, request_timeout=self.options.cluster_api_timeout),
                                      metrics=self.metrics)
         self.controllers = [available[n](self.ctx) for n in names]
         self.metrics.registry.add_collector(self.collect_metrics)

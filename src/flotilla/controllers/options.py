@@ -32,6 +32,9 @@ class ControllerOptions:
     cluster_success_threshold: float = 30.0
     cluster_failure_threshold: float = 30.0
     cluster_api_qps: float = 40.0
+    #: every request to a member's API server (health probes included, watches excepted) times out after this;
+    #: Karmada hard-codes 32 s (pkg/util/membercluster_client.go), Flotilla's default is 10 s
+    cluster_api_timeout: float = 10.0
     # failover (karmada-failover.md; D1, D6, D10)
     enable_no_execute_taint_eviction: bool = True
     no_execute_taint_eviction_purge_mode: str = "Gracefully"
@@ -52,8 +55,8 @@ class ControllerOptions:
         Karmada's checks (``Options.Validate``, ``ClusterFailoverOptions.Validate``): the cluster status
         update frequency must be > 0; the taint-eviction purge mode must be Gracefully or Directly, checked
         only when NoExecute taint eviction is enabled; the resource eviction rate must be >= 0. Flotilla's own
-        flags: the secondary eviction rate must be >= 0, the unhealthy-cluster threshold between 0 and 1, the
-        state-preservation timeout >= 0. As in Karmada, the graceful-eviction timeout is not checked.
+        flags: the member request timeout must be > 0, the secondary eviction rate >= 0, the unhealthy-cluster
+        threshold between 0 and 1, the state-preservation timeout >= 0. As in Karmada, the graceful-eviction timeout is not checked.
         NaN never passes a check.
         """
         from flotilla.api.admission.common import go_quote  # Go's %q; imported here to keep this module light
@@ -62,6 +65,10 @@ class ControllerOptions:
         if not self.cluster_status_update_frequency > 0:
             errs.append("Options.ClusterStatusUpdateFrequency: Invalid value: "
                         f"{_go_duration_json(self.cluster_status_update_frequency)}: must be greater than 0")
+        if not self.cluster_api_timeout > 0:
+            errs.append("Options.ClusterAPITimeout: Invalid value: "
+                        f"{_go_duration_json(self.cluster_api_timeout)}: must be greater than 0 (the timeout of "
+                        "every request to a member cluster's API server)")
         if (self.enable_no_execute_taint_eviction
                 and self.no_execute_taint_eviction_purge_mode not in NO_EXECUTE_TAINT_EVICTION_PURGE_MODES):
             errs.append("ClusterFailoverOptions.NoExecuteTaintEvictionPurgeMode: Invalid value: "

@@ -24,8 +24,13 @@ so a stale copy costs a 409, after which the binding is read again and everythin
    ``--state-preservation-timeout`` deadline); once that timeout (> 0) has passed the eviction proceeds without
    state, with a Warning Event ``StatePreservationTimedOut``.
 3. Pacing (D10): one :class:`~flotilla.failover.ratelimit.EvictionRateLimiter` token per eviction; the mode
-   (primary / secondary / halted) follows the fraction of Clusters whose ``Ready`` condition is not ``True``.
-   Halted or out of tokens: the key is requeued (after the token wait, or :data:`HALTED_RECHECK` seconds).
+   (primary / secondary / halted) follows the fraction of Clusters whose ``Ready`` condition is not ``True``,
+   counting also those still Ready whose probes by this controller-manager's cluster-status controller fail or
+   hang (:mod:`flotilla.failover.brake`), so that members failing together halt evictions before the last
+   one is ``Ready=False``. Halted or out of tokens: the key is requeued (after the token wait, or
+   :data:`HALTED_RECHECK` seconds; sooner while suspects take part, :func:`~flotilla.failover.brake.halted_recheck`).
+   An eviction from a cluster that is not Ready but answers its probes again waits a status period
+   (:func:`~flotilla.failover.brake.recovering`: members coming back together).
 4. The task (:func:`~flotilla.failover.eviction.cluster_failover_task_options`: ``producer: TaintManager``,
    ``reason: TaintUntolerated``, purge mode from ``failover.cluster.purgeMode`` else the flag; with state, D9
    ``clustersBeforeFailover``) is applied by :func:`~flotilla.failover.eviction.graceful_evict_cluster` as a
@@ -70,6 +75,7 @@ from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.binding_status import drop_handed_off_conditions, hand_off_conditions
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.graceful_eviction import stamps_new_tasks
+from flotilla.failover.brake import PROBE_BOARD, brake_count, halted_recheck, recovering
 from flotilla.failover.eviction import (
     EVENT_EVICT_FAILED,
     REASON_TAINT_UNTOLERATED,
@@ -379,23 +385,30 @@ class TaintManager(Controller):
         if decision.action is Eviction.AT:
             return decision.delay(now)
 
+        board = self.ctx.extras.get(PROBE_BOARD)
+        if cluster is not None and recovering(board, cluster_name, _ready(cluster)):
+            # D10: not Ready, but it answers its probes again: Ready (untainted) within the success threshold
+            log.debug("taint-manager: %s: cluster %s answers again; eviction waits", key, cluster_name)
+            return self.options.cluster_status_update_frequency
+
         # state (D5, D6); raises _Blocked while the eviction waits for it
         state, extra_conditions, after = await self._preserve_state(key, res, binding, cluster_name, now)
 
-        # pacing (D10)
-        clusters = self.clusters.store.list()
-        unhealthy = sum(1 for c in clusters if not _ready(c))
-        wait = self.limiter.decide(time.monotonic(), unhealthy, len(clusters))
+        # pacing (D10): Ready conditions, and the probes of this controller-manager's cluster-status controller
+        count = brake_count(((str(_meta(c).get("name")), _ready(c)) for c in self.clusters.store.list()),
+                            board, time.monotonic())
+        wait = self.limiter.decide(time.monotonic(), count.unhealthy, count.total, count.suspect)
         if wait is None:
-            message = self.limiter.message(unhealthy, len(clusters))
+            message = self.limiter.message(count.unhealthy, count.total, count.suspect)
             log.warning("taint-manager: %s: %s", key, message)
             self._event(binding, "Warning", EVENT_EVICTION_HALTED,
                         f"Eviction from cluster {cluster_name} waits: {message}.")
-            return HALTED_RECHECK
+            return halted_recheck(count, HALTED_RECHECK, self.options.cluster_status_update_frequency,
+                                  self.options.cluster_failure_threshold)
         if wait > 0:
             return wait
         if self.limiter.mode is EvictionMode.SECONDARY:
-            log.info("taint-manager: %s", self.limiter.message(unhealthy, len(clusters)))
+            log.info("taint-manager: %s", self.limiter.message(count.unhealthy, count.total, count.suspect))
         self.limiter.take(time.monotonic())
 
         evicted = await self._evict(key, res, binding, cluster_name, state)

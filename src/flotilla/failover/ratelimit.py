@@ -11,6 +11,10 @@ shared by every eviction, in the manner of Kubernetes' node lifecycle controller
 * **halted** when every cluster is unhealthy: the fault is then most likely the control plane's own network,
   and evicting everything would only make it worse. A rate of 0 also halts.
 
+"Unhealthy" is a cluster whose ``Ready`` condition is not True, plus the *suspect* ones (still Ready, but their
+probes fail or hang; :mod:`flotilla.failover.brake`): members that fail together are not all ``Ready=False`` at
+the same moment, and the brake must not evict towards the ones that are about to be.
+
 The bucket holds at most ``burst`` tokens (default 1, as Kubernetes' eviction limiter) and refills at the
 rate in force; when the rate changes, the tokens earned so far are kept (never more than ``burst``), so a
 switch never lets a burst through. Usage, for each eviction::
@@ -76,16 +80,25 @@ def eviction_mode(unhealthy: int, total: int, threshold: float = DEFAULT_UNHEALT
     return EvictionMode.PRIMARY
 
 
-def mode_message(mode: EvictionMode, unhealthy: int, total: int, rate: float) -> str:
-    """A sentence for logs and Events about the current pacing."""
+def _suspects(suspect: int) -> str:
+    if suspect <= 0:
+        return ""
+    if suspect == 1:
+        return " (1 of them is still Ready, but its probes fail or hang)"
+    return f" ({suspect} of them are still Ready, but their probes fail or hang)"
+
+
+def mode_message(mode: EvictionMode, unhealthy: int, total: int, rate: float, suspect: int = 0) -> str:
+    """A sentence for logs and Events about the current pacing (``unhealthy`` counts the ``suspect`` clusters
+    too: still Ready, but their probes fail or hang)."""
     if mode is EvictionMode.HALTED:
         if total > 0 and unhealthy >= total:
-            return (f"evictions halted: every cluster ({unhealthy}/{total}) is unhealthy, so the fault is most "
-                    "likely the control plane's own network")
+            return (f"evictions halted: every cluster ({unhealthy}/{total}) is unhealthy{_suspects(suspect)}, so "
+                    "the fault is most likely the control plane's own network")
         return "evictions halted: the eviction rate is 0"
     if mode is EvictionMode.SECONDARY:
         return (f"evictions slowed to {rate:g}/s (--secondary-resource-eviction-rate): {unhealthy} of {total} "
-                "clusters are unhealthy")
+                f"clusters are unhealthy{_suspects(suspect)}")
     return f"evictions paced at {rate:g}/s (--resource-eviction-rate)"
 
 
@@ -163,10 +176,13 @@ class EvictionRateLimiter:
             self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
             self._last = now
 
-    def decide(self, now: float, unhealthy: int, total: int) -> float | None:
-        """Seconds to wait before the next eviction (0: evict now, then :meth:`take`); ``None``: halted."""
+    def decide(self, now: float, unhealthy: int, total: int, suspect: int = 0) -> float | None:
+        """Seconds to wait before the next eviction (0: evict now, then :meth:`take`); ``None``: halted.
+
+        ``unhealthy``: clusters whose Ready condition is not True; ``suspect``: clusters still Ready whose probes
+        fail or hang (:func:`flotilla.failover.brake.brake_count`); the mode follows their sum."""
         self._advance(now)
-        self._mode = eviction_mode(unhealthy, total, self.unhealthy_threshold)
+        self._mode = eviction_mode(unhealthy + suspect, total, self.unhealthy_threshold)
         rate = self.rate
         if rate <= 0:
             self._mode = EvictionMode.HALTED
@@ -182,13 +198,13 @@ class EvictionRateLimiter:
             raise NoEvictionToken("no eviction token available: call decide() and wait the time it returns")
         self._tokens = max(self._tokens - 1, 0.0)
 
-    def try_take(self, now: float, unhealthy: int, total: int) -> float | None:
+    def try_take(self, now: float, unhealthy: int, total: int, suspect: int = 0) -> float | None:
         """:meth:`decide`, then :meth:`take` when the answer is 0; returns the answer."""
-        wait = self.decide(now, unhealthy, total)
+        wait = self.decide(now, unhealthy, total, suspect)
         if wait == 0:
             self.take(now)
         return wait
 
-    def message(self, unhealthy: int, total: int) -> str:
-        """:func:`mode_message` for the mode of the last :meth:`decide`."""
-        return mode_message(self._mode, unhealthy, total, self.rate)
+    def message(self, unhealthy: int, total: int, suspect: int = 0) -> str:
+        """:func:`mode_message` for the mode of the last :meth:`decide` (same arguments)."""
+        return mode_message(self._mode, min(unhealthy + suspect, total), total, self.rate, suspect)

@@ -37,6 +37,7 @@ LAPTOP_TIMINGS: Final[dict[str, float]] = {
     "cluster_success_threshold": 2.0,
     "cluster_failure_threshold": 3.0,
     "graceful_eviction_timeout": 120.0,
+    "cluster_api_timeout": 10.0,  # the controller-manager's default: a frozen member is seen failing after it
 }
 
 #: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on.
