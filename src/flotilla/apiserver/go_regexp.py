@@ -649,7 +649,7 @@ class _Program:
         return entry
 
 
-_CACHE_LIMIT = 10_000  # DFA states and transitions kept per pattern before starting afresh (as RE2 does)
+_CACHE_LIMIT = 1_000_000  # NFA positions held by the cached DFA states of a pattern before starting afresh (as RE2)
 _RESULT_LIMIT = 4096
 _RESULT_MAX_LEN = 256
 
@@ -657,7 +657,7 @@ _RESULT_MAX_LEN = 256
 class GoRegexp:
     """A compiled Go pattern; :meth:`search` is ``regexp.MatchString``."""
 
-    __slots__ = ("_closures", "_results", "_steps", "anchored", "op", "arg", "out", "pattern", "start")
+    __slots__ = ("_closures", "_cost", "_results", "_steps", "anchored", "arg", "op", "out", "pattern", "start")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -678,6 +678,7 @@ class GoRegexp:
         self._closures: dict[tuple[tuple[int, ...], int, int], tuple[tuple[int, ...], bool]] = {}
         self._steps: dict[tuple[tuple[int, ...], str], tuple[int, ...]] = {}
         self._results: dict[str, bool] = {}
+        self._cost = 0  # the size of the two DFA caches, in NFA positions
 
     def _close(self, pending: tuple[int, ...], prev: int, nxt: int) -> tuple[tuple[int, ...], bool]:
         """The character instructions reachable from ``pending`` at a position between ``prev`` and ``nxt``."""
@@ -717,6 +718,14 @@ class GoRegexp:
             nxt.add(self.start)
         return tuple(sorted(nxt))
 
+    def _spend(self, cost: int) -> None:
+        """Count what the DFA caches hold; past the limit they start afresh (the current search goes on)."""
+        self._cost += cost + 4
+        if self._cost > _CACHE_LIMIT:
+            self._closures.clear()
+            self._steps.clear()
+            self._cost = 0
+
     def search(self, text: str) -> bool:
         """Whether the pattern matches anywhere in ``text`` (Go's ``MatchString``)."""
         results = self._results
@@ -731,9 +740,6 @@ class GoRegexp:
 
     def _search(self, text: str) -> bool:
         closures, steps = self._closures, self._steps
-        if len(closures) > _CACHE_LIMIT or len(steps) > _CACHE_LIMIT:
-            closures.clear()
-            steps.clear()
         state: tuple[int, ...] = (self.start,)
         prev = _EDGE
         n = len(text)
@@ -743,6 +749,7 @@ class GoRegexp:
             closed = closures.get(key)
             if closed is None:
                 closed = closures[key] = self._close(state, prev, nxt)
+                self._spend(len(state) + len(closed[0]))
             chars, matched = closed
             if matched:
                 return True
@@ -753,6 +760,7 @@ class GoRegexp:
             state_next = steps.get(skey)
             if state_next is None:
                 state_next = steps[skey] = self._step(chars, ch)
+                self._spend(len(chars) + len(state_next))
             state = state_next
             prev = nxt
         return False  # pragma: no cover - the loop returns at i == n
