@@ -334,6 +334,18 @@ class _Node:
         self.fn: Any = None
 
 
+def _node(schema: dict[str, Any], memo: dict[int, _Node], build: Any) -> _Node:
+    """The compiled node of ``schema`` (``build(schema, memo, top=False)``), made once per schema node and compile.
+
+    The node is memoized before ``build`` runs, so a schema that refers to itself gets the node being built.
+    """
+    node = memo.get(id(schema))
+    if node is None:
+        node = memo[id(schema)] = _Node()
+        node.fn = build(schema, memo, top=False)
+    return node
+
+
 class _Compiled:
     __slots__ = ("defaults", "errors", "unknown")
 
@@ -428,12 +440,7 @@ def _type_check(schema: dict[str, Any]) -> Any:
 
 
 def _compile_errors(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node:
-    node = memo.get(id(schema))
-    if node is not None:
-        return node
-    node = memo[id(schema)] = _Node()
-    node.fn = _errors_fn(schema, memo, top=False)
-    return node
+    return _node(schema, memo, _errors_fn)
 
 
 def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
@@ -516,12 +523,7 @@ def _compile_errors_top(schema: dict[str, Any]) -> Any:
 
 
 def _compile_unknown(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node:
-    node = memo.get(id(schema))
-    if node is not None:
-        return node
-    node = memo[id(schema)] = _Node()
-    node.fn = _unknown_fn(schema, memo, top=False)
-    return node
+    return _node(schema, memo, _unknown_fn)
 
 
 def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
@@ -595,12 +597,7 @@ def _has_defaults(schema: Any, seen: set[int]) -> bool:
 def _compile_defaults(schema: dict[str, Any], memo: dict[int, _Node]) -> _Node | None:
     if not _has_defaults(schema, set()):
         return None
-    node = memo.get(id(schema))
-    if node is not None:
-        return node
-    node = memo[id(schema)] = _Node()
-    node.fn = _defaults_fn(schema, memo, top=False)
-    return node
+    return _node(schema, memo, _defaults_fn)
 
 
 def _defaults_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> Any:
