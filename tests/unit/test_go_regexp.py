@@ -8,13 +8,12 @@ compile and every string gets the same answer.
 from __future__ import annotations
 
 import pytest
+import re2  # google-re2, a test dependency
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flotilla.apiserver.go_regexp import GoRegexpError, compile_pattern, go_quote, pattern_error
 from flotilla.apiserver.schemas._build import CONDITION_TYPE_PATTERN, QUANTITY_PATTERN, REASON_PATTERN
-
-re2 = pytest.importorskip("re2")
 
 
 def search(pattern: str, text: str) -> bool:
