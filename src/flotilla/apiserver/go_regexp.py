@@ -50,6 +50,7 @@ class GoRegexpError(ValueError):
     def __init__(self, code: str, expr: str, note: str = "") -> None:
         self.code = code
         self.expr = expr
+        self.note = note
         text = f"error parsing regexp: {code}: `{expr}`"
         super().__init__(f"{text} ({note})" if note else text)
 
@@ -784,7 +785,7 @@ def compile_pattern(pattern: str) -> GoRegexp:
             _compiled.pop(next(iter(_compiled)))
         _compiled[pattern] = got
     if isinstance(got, GoRegexpError):
-        raise got
+        raise GoRegexpError(got.code, got.expr, got.note)  # a new one: a raised exception keeps its traceback
     return got
 
 
