@@ -2,10 +2,13 @@
 
 The differential test compares :mod:`flotilla.apiserver.go_regexp` with Google's RE2 (the C++ library Go's
 regexp follows, through the ``google-re2`` test dependency) on generated patterns and strings: the same patterns
-compile and every string gets the same answer.
+compile and every string gets the same answer. ``FLOTILLA_FUZZ_EXAMPLES`` raises the number of generated cases
+(``make test``: 400 and 300).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import re2  # google-re2, a test dependency
@@ -140,7 +143,10 @@ def _patterns(draw: st.DrawFn, depth: int = 0) -> str:
     return out
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = int(os.environ.get("FLOTILLA_FUZZ_EXAMPLES", "0"))
+
+
+@settings(max_examples=EXAMPLES or 400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=_patterns(), texts=st.lists(_TEXT, min_size=1, max_size=6))
 def test_same_answers_as_re2(pattern: str, texts: list[str]) -> None:
     try:
@@ -156,7 +162,7 @@ def test_same_answers_as_re2(pattern: str, texts: list[str]) -> None:
         assert rx.search(text) == bool(theirs.search(text)), (pattern, text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES or 300, deadline=None)
 @given(pattern=st.text(alphabet=st.sampled_from(list("ab()[]{}|*+?^$\\.,:-=!<>PiImsUx0129dDwWsSpQEAzbBC")),
                        max_size=10))
 def test_random_syntax_accepted_or_refused_as_re2(pattern: str) -> None:
