@@ -399,17 +399,16 @@ def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str, dict[str, 
     valid = copy.deepcopy(obj)
     nodes = dict(_nodes(obj["spec"], "spec"))
     paths = sorted(nodes)
-    how = draw(st.sampled_from(["type", "enum", "range", "required", "pattern", "unknown"]))
-    candidates = {
+    ways = {
         "type": [p for p in paths if p != "spec" and not any(f".{m}." in p for m in FREE_MAPS)],
         "enum": _matching(ENUMS, paths),
         "range": _matching([rx for rx, _ in RANGES], paths),
         "required": _matching(REQUIRED, paths),
         "pattern": _matching([rx for rx, _ in PATTERNS], paths),
-        "unknown": [p for p in paths if isinstance(nodes[p], dict) and not p.endswith(FREE_MAPS)],
-    }[how]
-    if not candidates:
-        how, candidates = "unknown", ["spec"]
+        "unknown": [p for p in paths if isinstance(nodes[p], dict) and not p.endswith(FREE_MAPS)] or ["spec"],
+    }
+    how = draw(st.sampled_from([w for w, found in ways.items() if found]))  # the ways this object can be broken
+    candidates = ways[how]
     path = draw(st.sampled_from(candidates))
     if how == "type":
         _set(obj, path, _wrong_type(nodes[path]))
@@ -452,6 +451,18 @@ def assert_names_the_field(reply: requests.Response, path: str) -> None:
     # the broken field itself, or (when a whole list item went wrong) the object holding it
     assert any(f == path or path.startswith(f + ".") or path.startswith(f + "[") for f in fields), (path, fields)
     assert path.split("[")[0] in status["message"]
+
+
+@FUZZ
+@given(obj=karmada_object(("ResourceBinding",)), key=st.sampled_from(["cpu", "memory"]),
+       bad=st.sampled_from(["lots", "1.5.5", "250 m", "1Gi\n", "-", "1e", "0x10", "½"]))
+def test_quantity_not_matching_its_pattern_is_refused(api: tuple[str, requests.Session], obj: dict[str, Any],
+                                                      key: str, bad: str) -> None:
+    """The CRD's quantity pattern with Go's semantics: ``1Gi\n`` too (Go's ``$`` is the end of the text)."""
+    obj["spec"]["replicaRequirements"] = {"resourceRequest": {key: bad}}
+    reply = create(api, obj, "?fieldValidation=Strict")
+    assert_names_the_field(reply, f"spec.replicaRequirements.resourceRequest.{key}")
+    assert "in body should match" in reply.json()["message"]
 
 
 @FUZZ
