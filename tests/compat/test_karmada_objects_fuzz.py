@@ -4,7 +4,8 @@ and raw bodies, sent over HTTP to an API server.
 - A valid object is created (201) and reads back as it was sent, plus exactly the metadata the server sets and
   the defaults of Karmada's CRDs and mutating webhooks (karmada-failover.md §8.1), modelled here independently.
 - The same object with one field broken (wrong type, unsupported enum value, number out of range, missing
-  required field, unknown field with ``fieldValidation=Strict``) is refused with a ``Status`` naming the
+  required field, a string its schema's ``pattern`` refuses, unknown field with ``fieldValidation=Strict``) is
+  refused with a ``Status`` naming the
   field path: 422 ``Invalid``, or 400 for a strict-decoding unknown field (as Kubernetes does); sent as an
   update (PUT or merge patch) it is refused the same way and the stored object stays as it was.
 - Raw bodies (truncated or non-object JSON, huge numbers, deep nesting, YAML, a wrong content type) get a 4xx.
@@ -183,6 +184,9 @@ def taint_policy(draw: st.DrawFn) -> dict[str, Any]:
 
 
 reason = st.from_regex(r"[A-Za-z]([A-Za-z0-9_,:]{0,20}[A-Za-z0-9_])?", fullmatch=True)
+# a resource.Quantity: a number, or a string matching the CRD's pattern (no exponents: see the bound test below)
+quantity = st.one_of(st.integers(0, 10**6),
+                     st.from_regex(r"([0-9]{1,4}(\.[0-9]{0,3})?|\.[0-9]{1,3})([KMGTPE]i|[numkMGTPE])?", fullmatch=True))
 
 
 @st.composite
@@ -191,6 +195,8 @@ def resource_binding(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {"resource": {"apiVersion": api, "kind": kind, "name": draw(dns_label)}}
     spec.update(draw(st.fixed_dictionaries({}, optional={
         "replicas": int32, "propagateDeps": st.booleans(),
+        "replicaRequirements": st.fixed_dictionaries({"resourceRequest": st.dictionaries(
+            st.sampled_from(["cpu", "memory", "pods", "ephemeral-storage"]), quantity, min_size=1, max_size=3)}),
         "clusters": st.lists(st.fixed_dictionaries({"name": dns_label}, optional={"replicas": int32}),
                              max_size=3, unique_by=lambda c: c["name"]),
         "gracefulEvictionTasks": st.lists(st.fixed_dictionaries(
@@ -375,7 +381,10 @@ REQUIRED = [r"spec\.(resourceSelectors|taints|resource)", rf"spec\.resourceSelec
             rf"spec\.taints{IDX}\.(key|effect)", rf"spec\.(add|remove)OnConditions{IDX}\.(conditionType|operator"
             r"|statusValues)", rf"spec\.clusters{IDX}\.name", rf"spec\.gracefulEvictionTasks{IDX}\.(fromCluster|producer"
             r"|reason)"]
-FREE_MAPS = ("labels", "matchLabels", "preservedLabelState")  # any key is allowed there
+# (field path, a string its schema's pattern refuses)
+PATTERNS = [(rf"spec\.gracefulEvictionTasks{IDX}\.reason", "Taint Untolerated"),
+            (r"spec\.replicaRequirements\.resourceRequest\.[a-z-]+", "lots")]
+FREE_MAPS = ("labels", "matchLabels", "preservedLabelState", "resourceRequest")  # any key is allowed there
 
 
 def _matching(patterns: list[str], paths: list[str]) -> list[str]:
@@ -390,16 +399,16 @@ def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str, dict[str, 
     valid = copy.deepcopy(obj)
     nodes = dict(_nodes(obj["spec"], "spec"))
     paths = sorted(nodes)
-    how = draw(st.sampled_from(["type", "enum", "range", "required", "unknown"]))
-    candidates = {
+    ways = {
         "type": [p for p in paths if p != "spec" and not any(f".{m}." in p for m in FREE_MAPS)],
         "enum": _matching(ENUMS, paths),
         "range": _matching([rx for rx, _ in RANGES], paths),
         "required": _matching(REQUIRED, paths),
-        "unknown": [p for p in paths if isinstance(nodes[p], dict) and not p.endswith(FREE_MAPS)],
-    }[how]
-    if not candidates:
-        how, candidates = "unknown", ["spec"]
+        "pattern": _matching([rx for rx, _ in PATTERNS], paths),
+        "unknown": [p for p in paths if isinstance(nodes[p], dict) and not p.endswith(FREE_MAPS)] or ["spec"],
+    }
+    how = draw(st.sampled_from([w for w, found in ways.items() if found]))  # the ways this object can be broken
+    candidates = ways[how]
     path = draw(st.sampled_from(candidates))
     if how == "type":
         _set(obj, path, _wrong_type(nodes[path]))
@@ -409,6 +418,8 @@ def broken_object(draw: st.DrawFn) -> tuple[dict[str, Any], str, str, dict[str, 
         _set(obj, path, next(v for rx, v in RANGES if re.fullmatch(rx, path)))
     elif how == "required":
         _set(obj, path, None)
+    elif how == "pattern":
+        _set(obj, path, next(v for rx, v in PATTERNS if re.fullmatch(rx, path)))
     else:
         path = f"{path}.{draw(st.from_regex(r'zz[a-z]{1,8}', fullmatch=True))}"
         _set(obj, path, 1)
@@ -440,6 +451,18 @@ def assert_names_the_field(reply: requests.Response, path: str) -> None:
     # the broken field itself, or (when a whole list item went wrong) the object holding it
     assert any(f == path or path.startswith(f + ".") or path.startswith(f + "[") for f in fields), (path, fields)
     assert path.split("[")[0] in status["message"]
+
+
+@FUZZ
+@given(obj=karmada_object(("ResourceBinding",)), key=st.sampled_from(["cpu", "memory"]),
+       bad=st.sampled_from(["lots", "1.5.5", "250 m", "1Gi\n", "-", "1e", "0x10", "½"]))
+def test_quantity_not_matching_its_pattern_is_refused(api: tuple[str, requests.Session], obj: dict[str, Any],
+                                                      key: str, bad: str) -> None:
+    """The CRD's quantity pattern with Go's semantics: ``1Gi\n`` too (Go's ``$`` is the end of the text)."""
+    obj["spec"]["replicaRequirements"] = {"resourceRequest": {key: bad}}
+    reply = create(api, obj, "?fieldValidation=Strict")
+    assert_names_the_field(reply, f"spec.replicaRequirements.resourceRequest.{key}")
+    assert "in body should match" in reply.json()["message"]
 
 
 @FUZZ

@@ -3,7 +3,8 @@
 ``valid`` == ``not schema_errors``, ``has_unknown_fields`` == ``bool(unknown_fields)``, and ``defaults`` changes an
 object exactly as ``apply_defaults`` does, with and without ``skip``: on random objects built from every built-in
 kind's schema (mostly right, with wrong types, missing required fields, nulls, unknown fields, out-of-range and
-out-of-enum values mixed in) and on hand-written schemas with every keyword the checks know.
+out-of-enum values mixed in), on hand-written schemas with every keyword the checks know, and on generated schemas
+(hypothesis) with shared and self-referring nodes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.schema_check import (
@@ -59,7 +62,7 @@ def _value(schema: Any, rnd: random.Random, depth: int = 0) -> Any:
     if t == "boolean":
         return rnd.choice([True, False, 0, "true"])
     if t == "string" or schema.get("x-kubernetes-int-or-string"):
-        return rnd.choice(["", "a", "abc" * 30, 5, True, None])
+        return rnd.choice(["", "a", "ab", "abc" * 30, "Ready", "250m", 5, True, None])
     return rnd.choice(_SCALARS)
 
 
@@ -114,6 +117,10 @@ HAND_WRITTEN: dict[str, Any] = {
                 "ratio": {"type": "number", "minimum": 0.5},
                 "port": {"x-kubernetes-int-or-string": True},
                 "name": {"type": "string", "minLength": 2, "maxLength": 5},
+                "code": {"type": "string", "pattern": "^[a-z]{2,3}$"},
+                "loose": {"type": "string", "pattern": "b"},
+                "broken": {"type": "string", "pattern": "(?=a)"},
+                "qty": {"x-kubernetes-int-or-string": True, "pattern": "^[0-9]+m$"},
                 "flags": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "boolean"}},
                 "opts": {"type": "object", "additionalProperties": {"type": "object", "properties": {
                     "on": {"type": "boolean", "default": True}}}},
@@ -157,3 +164,60 @@ def test_a_malformed_schema_falls_back_to_the_interpreter() -> None:
         valid({"a": 1}, schema)  # as schema_errors fails on it
     with pytest.raises(AttributeError):
         schema_errors({"a": 1}, schema)
+
+
+# -- generated schemas ------------------------------------------------------------------------------
+
+_LEAVES = st.sampled_from([
+    {}, {"type": "string"}, {"type": "string", "minLength": 1, "maxLength": 3}, {"type": "string", "pattern": "^a"},
+    {"type": "string", "pattern": "b$", "default": "b"}, {"type": "string", "enum": ["a", "ab"]},
+    {"type": "integer", "minimum": 0, "maximum": 5}, {"type": "integer", "default": 2, "nullable": True},
+    {"type": "number"}, {"type": "boolean", "default": False}, {"x-kubernetes-int-or-string": True, "pattern": "m$"},
+    {"type": "object", "x-kubernetes-preserve-unknown-fields": True}, {"type": "string", "pattern": "("},
+])
+
+
+def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    names = st.sampled_from(["a", "b", "c", "spec", "status"])
+    obj = st.builds(
+        lambda props, req, addl, extra: {"type": "object", "properties": props, **extra,
+                                         **({"required": req} if req else {}),
+                                         **({"additionalProperties": addl} if addl is not None else {})},
+        st.dictionaries(names, children, max_size=3), st.lists(names, max_size=2, unique=True),
+        st.one_of(st.none(), st.just(True), children),
+        st.sampled_from([{}, {"minProperties": 1}, {"maxProperties": 2}, {"default": {}}, {"nullable": True}]))
+    arr = st.builds(lambda items, extra: {"type": "array", "items": items, **extra}, children,
+                    st.sampled_from([{}, {"minItems": 1}, {"maxItems": 2}]))
+    return st.one_of(obj, arr)
+
+
+_SCHEMAS = st.recursive(_LEAVES, _extend, max_leaves=12)
+
+
+def _share(schema: Any, rnd: random.Random, seen: list[dict[str, Any]]) -> None:
+    """Make some properties refer to subschemas met before (one node at several places; cycles, with defaults
+    at every level, would default forever: test_recursive_schema_compiles_and_matches has one without)."""
+    if not isinstance(schema, dict):
+        return
+    for k in list(schema.get("properties") or {}):
+        if seen and rnd.random() < 0.2:
+            schema["properties"][k] = rnd.choice(seen)
+        else:
+            _share(schema["properties"][k], rnd, seen)
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            _share(schema[key], rnd, seen)
+    seen.append(schema)  # after its children: never an ancestor of where it is put
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(root_props=st.dictionaries(st.sampled_from(["spec", "status", "list"]), _SCHEMAS, max_size=3),
+       seed=st.integers(0, 2**32))
+def test_compiled_checks_match_on_generated_schemas(root_props: dict[str, Any], seed: int) -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": root_props}
+    rnd = random.Random(seed)
+    _share(schema, rnd, [])
+    for _ in range(20):
+        obj = _object(schema, rnd)
+        _same(obj, schema, None)
+        _same(obj, schema, _skip(obj, rnd))

@@ -83,7 +83,58 @@ def _jsonpath_causes(path: str, expr: str) -> list[Cause]:
     return []
 
 
-def validate_crd(crd: dict[str, Any]) -> list[Cause]:
+def _pattern_causes(schema: dict[str, Any], path: str) -> list[Cause]:
+    """Every ``pattern`` in the schema must compile as Go's regexp compiles it (kube-apiserver's check).
+
+    A pattern is then enforced on every string it applies to (:mod:`flotilla.apiserver.schema_check`), never
+    failing later: the error is the CRD author's, at creation, with Go's message.
+    """
+    from flotilla.apiserver.go_regexp import go_quote, pattern_error
+
+    causes: list[Cause] = []
+    todo: list[tuple[Any, str]] = [(schema, path)]
+    while todo:
+        node, where = todo.pop()
+        if not isinstance(node, dict):
+            continue
+        pattern = node.get("pattern")
+        if pattern is not None and not isinstance(pattern, str):
+            causes.append(Cause(f"{where}.pattern", "Invalid value: must be a string", "FieldValueTypeInvalid"))
+        elif pattern:
+            err = pattern_error(pattern)
+            if err is not None:
+                causes.append(Cause(f"{where}.pattern", f"Invalid value: {go_quote(pattern)}: must be a valid "
+                                                        f"regular expression, but isn't: {err}"))
+        for key in ("properties", "patternProperties", "definitions"):
+            for name, sub in _d(node.get(key)).items():
+                todo.append((sub, f"{where}.{key}[{name}]"))
+        for key in ("items", "additionalProperties", "additionalItems", "not"):
+            sub = node.get(key)
+            if isinstance(sub, list):
+                todo.extend((x, f"{where}.{key}[{i}]") for i, x in enumerate(sub))
+            else:
+                todo.append((sub, f"{where}.{key}"))
+        for key in ("allOf", "anyOf", "oneOf"):
+            todo.extend((x, f"{where}.{key}[{i}]") for i, x in enumerate(_l(node.get(key))))
+    causes.sort(key=lambda c: c.field)
+    return causes
+
+
+def validate_crd(crd: dict[str, Any], old: dict[str, Any] | None = None, *, patterns: bool = True) -> list[Cause]:
+    """kube-apiserver's checks of a CRD; ``old``: the stored version, on an update.
+
+    A pattern Go cannot compile is refused on create and when an update brings it; one already stored (from before
+    Flotilla checked patterns) neither blocks updates (the cleanup finalizer's removal is one) nor stops the CRD
+    from being served (``patterns=False``): it is simply not enforced.
+    """
+    causes = _validate_crd(crd, patterns)
+    if patterns and old is not None:
+        before = {(c.field, c.message) for c in _validate_crd(old, True) if c.field.endswith(".pattern")}
+        causes = [c for c in causes if not c.field.endswith(".pattern") or (c.field, c.message) not in before]
+    return causes
+
+
+def _validate_crd(crd: dict[str, Any], patterns: bool) -> list[Cause]:
     causes: list[Cause] = []
     spec = crd.get("spec")
     if not isinstance(spec, dict):
@@ -132,6 +183,8 @@ def validate_crd(crd: dict[str, Any]) -> list[Cause]:
         elif schema.get("type") not in (None, "object"):
             causes.append(Cause(f"spec.versions[{i}].schema.openAPIV3Schema.type",
                                 'Unsupported value: must be "object" at the root', "FieldValueNotSupported"))
+        elif patterns:
+            causes.extend(_pattern_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema"))
     if storage != 1:
         causes.append(Cause("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
     return causes
@@ -238,7 +291,7 @@ class CRDManager:
             self.types.remove_group_resource(*old)
         if deleted:
             return
-        if validate_crd(crd):
+        if validate_crd(crd, patterns=False):
             log.warning("not serving CRD %s: it does not validate", name)
             return
         for rt in resource_types_from_crd(crd):

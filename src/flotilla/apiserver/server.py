@@ -193,7 +193,7 @@ class _CRDValidation:
         return None
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None, op: str) -> list[Any]:
-        return list(self.fn(obj))
+        return list(self.fn(obj, old if op == "UPDATE" else None))
 
     def warnings(self, obj: dict[str, Any], old: dict[str, Any] | None, op: str) -> list[str]:
         return []

@@ -7,18 +7,16 @@ gets a fresh UUID when it is missing or empty, on create and update.
 Validation (Karmada's RB validating webhook, which the CRB does not have in Karmada; Flotilla
 applies it to both): the ``resourcebinding.karmada.io/dependencies`` annotation must be JSON, and
 ``spec.components[].name`` must be non-empty and unique. The FederatedResourceQuota check is not
-part of Flotilla. Graceful-eviction tasks get the constraints of Karmada's CRD (reference §8.4): the
-schema checks the required ``fromCluster``, ``producer`` and ``reason``, the lengths (reason 1-32,
-message at most 1024) and the purge-mode enum; this plugin checks the reason pattern
-``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`` with kube-apiserver's message (the server's schema check
-does not evaluate patterns). Flotilla also rejects a cluster listed twice in ``spec.clusters`` (each
-name would get one Work).
+part of Flotilla. Graceful-eviction tasks get the constraints of Karmada's CRD (reference §8.4) from
+the server's schema check: the required ``fromCluster``, ``producer`` and ``reason``, the lengths
+(reason 1-32, message at most 1024), the purge-mode enum and the reason pattern
+``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$``, with kube-apiserver's messages. Flotilla also rejects a
+cluster listed twice in ``spec.clusters`` (each name would get one Work).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -35,20 +33,6 @@ from flotilla.api.admission.common import (
 )
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
-from flotilla.apiserver.schemas._build import REASON_PATTERN
-
-_REASON_RE = re.compile(REASON_PATTERN)
-
-
-def validate_eviction_tasks(tasks: Any, path: str = "spec.gracefulEvictionTasks") -> list[Cause]:
-    """The CRD pattern of ``reason``, reported as kube-apiserver reports a pattern mismatch."""
-    causes: list[Cause] = []
-    for i, task in enumerate(as_list(tasks)):
-        reason = as_dict(task).get("reason")
-        if isinstance(reason, str) and not _REASON_RE.fullmatch(reason):
-            where = f"{path}[{i}].reason"
-            causes.append(invalid(where, reason, f"{where} in body should match '{REASON_PATTERN}'"))
-    return causes
 
 
 def validate_binding(obj: dict[str, Any]) -> list[Cause]:
@@ -72,7 +56,6 @@ def validate_binding(obj: dict[str, Any]) -> list[Cause]:
                 )
             )
     spec = as_dict(obj.get("spec"))
-    causes.extend(validate_eviction_tasks(spec.get("gracefulEvictionTasks")))
     names: set[str] = set()
     for i, component in enumerate(as_list(spec.get("components"))):
         if not isinstance(component, dict):
