@@ -14,7 +14,7 @@ eyes of the cluster-status controller of the same controller-manager, as recorde
 
 * **failing**: its last probe answered unhealthy or not at all (refused, timed out); its Ready condition is
   kept True only because the failure threshold has not run out yet;
-* **overdue**: a probe has been waiting for an answer for longer than ``overdue_after`` (the status period),
+* **overdue**: a probe has been waiting for an answer for ``overdue_after`` (the status period) or longer,
   as a frozen member's probe does until it times out.
 
 The reverse happens when the members come back together: the first ones are Ready again while the others are
@@ -96,7 +96,7 @@ class ProbeBoard:
             return None
         if probes.failing_since is not None:
             return "failing"
-        if probes.started is not None and now - probes.started > self.overdue_after:
+        if probes.started is not None and now - probes.started >= self.overdue_after:
             return "overdue"
         return None
 
