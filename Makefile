@@ -37,7 +37,7 @@ soak: $(STAMP)
 	$(VENV)/bin/flotilla soak ha --workloads 200 --members 3 --kind mix --json soak-ha.json
 	FLOTILLA_PARTITION_SOAK_SECONDS=600 $(PY) -m pytest -q -s -p no:cacheprovider tests/e2e/test_partitions.py -k never_flip
 	FLOTILLA_FUZZ_SECONDS=600 FLOTILLA_FUZZ_EXAMPLES=3000 $(PY) -m pytest -q -p no:cacheprovider \
-		tests/e2e/test_openapi_fuzz.py tests/compat/test_karmada_objects_fuzz.py
+		tests/e2e/test_openapi_fuzz.py tests/compat/test_karmada_objects_fuzz.py tests/unit/test_go_regexp.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
