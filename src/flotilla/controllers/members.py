@@ -6,11 +6,18 @@ As in Karmada (Push mode), the Cluster object names a Secret (``spec.secretRef``
 cluster and rebuilt when the Cluster's endpoint or credentials change. The Secret is read again at most every
 ``secret_ttl`` seconds (every controller asks for the client on each reconcile; one read per ask was most of the
 control plane's reads during a failover), so changed credentials are picked up within that time.
+
+A replaced client is not closed at once: requests already sent with it (applies, deletions, probes, informers'
+watches) finish first, within ``retire_after`` seconds (the request timeout and a second). Closing it at once failed
+them all with "Server disconnected", and each failed reconcile then waited for its workqueue's rate limiter: joining
+a member, whose Secret is written twice, held up the first hundreds of workloads for half a minute.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import time
 from typing import Any
 
@@ -58,12 +65,15 @@ def credentials_for(cluster: dict[str, Any], secret: dict[str, Any] | None) -> C
 class MemberClients:
     """One cached Client per member cluster."""
 
-    def __init__(self, control_plane: Client, *, request_timeout: float = 10.0, secret_ttl: float = 2.0) -> None:
+    def __init__(self, control_plane: Client, *, request_timeout: float = 10.0, secret_ttl: float = 2.0,
+                 retire_after: float | None = None) -> None:
         self.control_plane = control_plane
         self.request_timeout = request_timeout
         self.secret_ttl = secret_ttl
+        self.retire_after = request_timeout + 1.0 if retire_after is None else retire_after
         self._clients: dict[str, tuple[tuple[Any, ...], Client]] = {}
         self._secrets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._retiring: dict[asyncio.Task[None], Client] = {}
 
     async def _secret(self, name: str, namespace: str) -> dict[str, Any]:
         now = time.monotonic()
@@ -88,17 +98,36 @@ class MemberClients:
                                         f"{ref.get('namespace') or CLUSTER_SECRET_NAMESPACE}/{ref['name']}: {e}") from e
         fingerprint = (spec.get("apiEndpoint"), spec.get("insecureSkipTLSVerification"),
                        ((secret or {}).get("metadata") or {}).get("resourceVersion"))
+        # from the lookup to the store no await: callers that get here together share one client
         cached = self._clients.get(name)
         if cached is not None and cached[0] == fingerprint:
             return cached[1]
         client = Client.from_credentials(credentials_for(cluster, secret), request_timeout=self.request_timeout,
                                          read_retries=0)
-        if cached is not None:
-            await cached[1].close()
         self._clients[name] = (fingerprint, client)
+        if cached is not None:
+            self._retire(cached[1])
         return client
 
+    def _retire(self, client: Client) -> None:
+        """Close ``client`` once the requests already sent with it have had their time."""
+        async def close_later() -> None:
+            try:
+                await asyncio.sleep(self.retire_after)
+            finally:
+                await client.close()
+
+        task = asyncio.get_running_loop().create_task(close_later())
+        self._retiring[task] = client
+        task.add_done_callback(lambda t: self._retiring.pop(t, None))
+
+    @property
+    def retiring(self) -> int:
+        """Replaced clients not closed yet."""
+        return len(self._retiring)
+
     async def forget(self, name: str) -> None:
+        """Drop the client of a cluster that is gone (closed at once)."""
         self._secrets.clear()
         cached = self._clients.pop(name, None)
         if cached is not None:
@@ -107,3 +136,9 @@ class MemberClients:
     async def close(self) -> None:
         for name in list(self._clients):
             await self.forget(name)
+        tasks = list(self._retiring)
+        for task in tasks:
+            task.cancel()  # closes its client at once
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
