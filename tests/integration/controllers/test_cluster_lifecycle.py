@@ -19,9 +19,6 @@ from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
     add_cluster_parsers,
-    inspect_member,
-    join_cluster,
-    join_spec_from_credentials,
     unjoin_cluster,
 )
 from flotilla.client import ApiException, Client, Resource, is_not_found
@@ -33,6 +30,7 @@ from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from tests.support.controllers import Eventually, join_in_process
 
 WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
 FREQUENCY = 0.2
@@ -79,23 +77,7 @@ class Env:
         await join_in_process(self.client, name, self.member_kubeconfig(name))
 
 
-async def join_in_process(cp: Client, name: str, member_kubeconfig: Path) -> None:
-    creds = load_kubeconfig(member_kubeconfig)
-    async with Client.from_credentials(creds, request_timeout=5, read_retries=0) as member:
-        _, cluster_id, _ = await inspect_member(member, name)
-    await join_cluster(cp, join_spec_from_credentials(name, creds, cluster_id=cluster_id))
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Wait until ``check()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(retry_on=())
 
 
 def ready_of(cluster: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -28,9 +28,10 @@ from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
-from tests.integration.controllers.test_cluster_lifecycle import eventually, join_in_process
+from tests.support.controllers import Eventually, join_in_process
 
 FREQUENCY = 0.2
+eventually = Eventually(retry_on=())
 ZERO = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "pods": "0"}
 
 
