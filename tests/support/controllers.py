@@ -22,6 +22,7 @@ from flotilla.client import ApiException, Client, Resource, is_not_found
 from flotilla.client.kubeconfig import load_kubeconfig
 from flotilla.client.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.controllers.manager import ControllerManager
+from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
 
@@ -154,6 +155,40 @@ async def join_in_process(cp: Client, name: str, member_kubeconfig: Path) -> Non
     async with Client.from_credentials(creds, request_timeout=5, read_retries=0) as member:
         _, cluster_id, _ = await inspect_member(member, name)
     await join_cluster(cp, join_spec_from_credentials(name, creds, cluster_id=cluster_id))
+
+
+@dataclass
+class ClusterControllers:
+    """The cluster and cluster-status controllers, over HTTP, on a control plane with simulated members."""
+
+    server: ApiServer
+    members: MemberGroup
+    client: Client
+    manager: ControllerManager
+
+
+@contextlib.asynccontextmanager
+async def cluster_controllers(tmp_path: Path, members: list[MemberConfig],
+                              options: ControllerOptions) -> AsyncIterator[ClusterControllers]:
+    """A control plane (no compaction) under ``tmp_path/cp``, the ``members`` started (not joined), and the cluster
+    and cluster-status controllers running with ``options`` through a client of the server's kubeconfig."""
+    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
+                                             compaction_interval=0)).start()
+    group = MemberGroup(members, write_admin_files=False)
+    try:
+        await group.start()
+        assert server.kubeconfig_path is not None
+        client = Client.from_kubeconfig(server.kubeconfig_path)
+        manager = ControllerManager(client, options, controllers=["cluster", "cluster-status"])
+        await manager.start()
+        try:
+            yield ClusterControllers(server, group, client, manager)
+        finally:
+            await manager.stop()
+            await client.close()
+    finally:
+        await group.stop()
+        await server.stop()
 
 
 # ----------------------------------------------------------------------------------------------- written clusters

@@ -7,10 +7,11 @@ written by the test, so nothing here depends on the cluster controller, detector
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,7 +23,16 @@ from flotilla.controllers.manager import ControllerManager
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import CLUSTER_RESOURCE_BINDINGS, OVERRIDE_POLICIES, RESOURCE_BINDINGS, WORKS
-from tests.support.controllers import Eventually, events_by_reason, get_or_none, plane_with_members, set_ready
+from tests.support.controllers import (
+    Eventually,
+    MembersPlane,
+    events_by_reason,
+    get_or_none,
+    plane_with_members,
+    set_ready,
+)
+
+E = TypeVar("E", bound="Env")
 
 MEMBERS = ("member1", "member2")
 WORK_NAME = generate_work_name("Deployment", "nginx", "default")
@@ -89,11 +99,14 @@ class Env:
         return await events_by_reason(self.cp, reason)
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with plane_with_members(tmp_path, MEMBERS) as plane:
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, make: Callable[[MembersPlane, ControllerManager], E],
+                  **config: Any) -> AsyncIterator[E]:
+    """The binding and execution controllers on a control plane (``config``) whose MEMBERS are Ready Push
+    clusters; ``make`` builds the Env."""
+    async with plane_with_members(tmp_path, MEMBERS, **config) as plane:
         manager = ControllerManager(plane.cp, controllers=["binding", "execution"])
-        env = Env(plane.cp, plane.members, plane.group, manager)
+        env = make(plane, manager)
         for name in MEMBERS:
             await env.set_ready(name, "True")
         await manager.start()
@@ -101,6 +114,12 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
             yield env
         finally:
             await manager.stop()
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with running(tmp_path, lambda plane, manager: Env(plane.cp, plane.members, plane.group, manager)) as env:
+        yield env
 
 
 async def test_divided_deployment_overrides_orphans_and_deletion(env: Env) -> None:

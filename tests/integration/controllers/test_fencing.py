@@ -22,14 +22,13 @@ from flotilla.cli.fence_commands import add_fence_parsers
 from flotilla.client import Client
 from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.execution import ExecutionController
-from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import ABANDONED_ANNOTATION, OUT_OF_SERVICE_TAINT_KEY, is_fenced
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
-from tests.support.controllers import get_or_none, plane_with_members
+from tests.support.controllers import get_or_none
 
-from .test_binding_execution import Env, deployment, eventually
+from .test_binding_execution import Env, deployment, eventually, running
 
 MEMBERS = ("member1", "member2")
 HOLD = "test.flotilla.io/hold"
@@ -67,16 +66,9 @@ def cli(*argv: str) -> Callable[[], int]:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[FenceEnv]:
-    async with plane_with_members(tmp_path, MEMBERS, compaction_interval=0) as plane:
-        manager = ControllerManager(plane.cp, controllers=["binding", "execution"])
-        env = FenceEnv(plane.cp, plane.members, plane.group, manager, plane.server)
-        for name in MEMBERS:
-            await env.set_ready(name, "True")
-        await manager.start()
-        try:
-            yield env
-        finally:
-            await manager.stop()
+    async with running(tmp_path, lambda plane, manager: FenceEnv(plane.cp, plane.members, plane.group, manager,
+                                                                 plane.server), compaction_interval=0) as env:
+        yield env
 
 
 async def fence(env: FenceEnv, cluster: str) -> None:

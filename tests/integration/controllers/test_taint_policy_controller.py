@@ -18,13 +18,20 @@ import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.client import ApiException, Client, is_not_found
+from flotilla.client import ApiException, Client
 from flotilla.client.resources import EVENTS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
-from tests.support.controllers import STAMP, ControlPlane, Eventually, join_in_process, plane_with_clusters
+from tests.support.controllers import (
+    STAMP,
+    ControlPlane,
+    Eventually,
+    get_or_none,
+    join_in_process,
+    plane_with_clusters,
+)
 
 NOT_READY_NOEXEC = "cluster.karmada.io/not-ready:NoExecute"
 NOT_READY_NOSCHED = "cluster.karmada.io/not-ready:NoSchedule"
@@ -58,12 +65,7 @@ class Plane(ControlPlane):
         return m
 
     async def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(CLUSTERS, name)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await get_or_none(self.client, CLUSTERS, name, None)
 
     async def taints_become(self, name: str, keys: list[str]) -> dict[str, Any]:
         async def check() -> dict[str, Any] | None:
