@@ -28,6 +28,7 @@ import yaml
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import read_admin_file
 from tests.support.apiserver import Kubectl, ServerProcess
+from tests.support.processes import LoggedProcess
 
 FLOTILLA = str(Path(sys.executable).parent / "flotilla")
 NS = "default"
@@ -56,13 +57,8 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 @dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
+class Proc(LoggedProcess):
+    name: str = ""
 
     def check_alive(self) -> None:
         if not self.alive():
@@ -81,10 +77,9 @@ class Proc:
 
 
 def spawn(name: str, argv: list[str], logs: Path) -> Proc:
-    log = logs / f"{name}.log"
-    with open(log, "wb") as out:  # a file, not a pipe: a chatty child must never block on a full pipe
-        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    return Proc(name, popen, log)
+    proc = Proc.start(argv, logs / f"{name}.log")
+    proc.name = name
+    return proc
 
 
 def controller_manager_argv() -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -37,6 +36,7 @@ from tests.support.controllers import (
     create_flink_binding,
     plane_with_clusters,
 )
+from tests.support.processes import LoggedProcess
 from tests.unit.test_metrics_registry import Family, check_histograms, parse_exposition
 
 NS = "default"
@@ -282,14 +282,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     srv.stop()
 
 
-@dataclass
-class Process:
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
+class Process(LoggedProcess):
     def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -304,23 +297,15 @@ class Process:
         self.popen.send_signal(signal.SIGTERM)
         return self.popen.wait(15)
 
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
-
 
 @pytest.fixture
 def start_cm(api: ServerThread, tmp_path: Path) -> Iterator[Callable[..., Process]]:
     started: list[Process] = []
 
     def start(*extra: str) -> Process:
-        log = tmp_path / f"cm-{len(started)}.log"
-        with open(log, "wb") as out:
-            popen = subprocess.Popen([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig",
+        started.append(Process.start([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig",
                                       str(api.kubeconfig), "--controllers", "taint-manager,graceful-eviction",
-                                      *extra], stdout=out, stderr=subprocess.STDOUT)
-        started.append(Process(popen, log))
+                                      *extra], tmp_path / f"cm-{len(started)}.log"))
         return started[-1]
 
     yield start
