@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from flotilla.member.flink_crd import flink_deployment_crd
-from tests.e2e.test_propagation import apply_large
 from tests.support.apiserver import KUBECTL, Kubectl, ServerProcess
+from tests.support.pipeline import apply_large
 
 FLOTILLA = str(Path(sys.executable).parent / "flotilla")
 NS = "shop"

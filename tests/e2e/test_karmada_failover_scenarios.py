@@ -31,25 +31,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_propagation import (
-    FLOTILLA,
+from tests.support.pipeline import (
     NS,
-    STARTUP_TIMEOUT,
     Pipeline,
     cluster_ready,
     condition,
     docs,
-    join_argv,
-    spawn,
+    policy,
+    start_control_plane,
 )
-from tests.support.apiserver import Kubectl, ServerProcess
 
 pytestmark = pytest.mark.kubectl
 
@@ -80,12 +76,7 @@ def deployment(name: str, image: str = IMAGE, replicas: int = 2) -> dict[str, An
 
 
 def propagation_policy(name: str, placement: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": POLICY_API, "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
-                 "placement": placement, **spec},
-    }
+    return policy(name, "Deployment", "apps/v1", placement, **spec)
 
 
 def one_of_two(tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -137,9 +128,6 @@ def cluster_taint_policy(name: str, cluster: str, add_on: list[dict[str, Any]], 
 
 
 class Env(Pipeline):
-    def other(self, member: str) -> str:
-        return next(m for m in MEMBERS if m != member)
-
     def where(self, name: str, first: str | None = None) -> dict[str, dict[str, Any]]:
         """The member copies of Deployment ``name``, by member; ``first``: the member read first.
 
@@ -159,12 +147,6 @@ class Env(Pipeline):
 
     def rb_clusters(self, name: str) -> list[str]:
         return [c["name"] for c in self.rb(name)["spec"].get("clusters") or []]
-
-    def cluster(self, name: str) -> dict[str, Any]:
-        return self.cp_get("clusters", name, namespace=None)
-
-    def taints(self, cluster: str) -> list[dict[str, Any]]:
-        return list((self.cluster(cluster).get("spec") or {}).get("taints") or [])
 
     def _patch_cluster(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any]],
                        status: bool = False) -> None:
@@ -288,48 +270,15 @@ def gone_from(p: Env, name: str, member: str) -> None:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("karmada-scenarios")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "home"
-    home.mkdir()
-    members_dir = root / "members"
     with contextlib.ExitStack() as stack:
-        server = ServerProcess(root / "cp", storage_url="memory://")
-        stack.callback(server.stop)
-        server.start()
-        cp = Kubectl(server.kubeconfig, home)
-        p = Env(root, cp, {m: Kubectl(members_dir / m / "kubeconfig", home) for m in MEMBERS})
-        stack.callback(lambda: [proc.stop() for proc in reversed(list(p.procs.values()))])
-
-        p.procs["members"] = spawn("members", [
-            FLOTILLA, "member", "--count", "2", "--data-dir", str(members_dir), "--ready-delay", "0.2"], logs)
-
-        def members_up() -> None:
-            for m in MEMBERS:
-                assert (members_dir / m / "admin.json").exists(), f"{m} not up yet"
-
-        p.eventually(members_up, "the members to start", timeout=STARTUP_TIMEOUT)
-        join = join_argv()
-        for m in MEMBERS:
-            r = subprocess.run([*join, "join", m, "--cluster-kubeconfig", str(members_dir / m / "kubeconfig"),
-                                "--kubeconfig", str(server.kubeconfig)],
-                               capture_output=True, text=True, timeout=60, env=cp.env())
-            assert r.returncode == 0, f"flotilla join {m} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-
+        p = start_control_plane(stack, tmp_path_factory.mktemp("karmada-scenarios"), MEMBERS, Env)
+        p.start_members("members", "--count", "2")
+        p.wait_members_up()
+        p.join_members()
         # failover settings are the defaults (D1); only the probe timings are short
-        p.procs["controller-manager"] = spawn("controller-manager", [
-            FLOTILLA, "controller-manager", "--kubeconfig", str(server.kubeconfig),
-            "--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
-            "--cluster-failure-threshold", "1s"], logs)
-
-        def controllers_started() -> None:
-            assert "started " in p.procs["controller-manager"].log.read_text(), "controller-manager not started"
-
-        p.eventually(controllers_started, "the controller-manager to start", timeout=STARTUP_TIMEOUT)
-        for m in MEMBERS:
-            p.eventually(lambda m=m: cluster_ready(p, m), f"cluster {m} to be Ready", f"cluster {m}",
-                         timeout=STARTUP_TIMEOUT)
+        p.start_controller_manager("--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
+                                   "--cluster-failure-threshold", "1s")
+        p.wait_clusters_ready()
         yield p
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,19 +19,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.test_propagation import (
-    FLOTILLA,
+from tests.support.pipeline import (
     NS,
-    STARTUP_TIMEOUT,
     Pipeline,
     cluster_ready,
     condition,
     deployment,
     docs,
-    join_argv,
-    spawn,
+    start_control_plane,
 )
-from tests.support.apiserver import Kubectl, ServerProcess
 
 pytestmark = pytest.mark.kubectl
 
@@ -92,9 +87,6 @@ class Env(Pipeline):
     def targets(self, name: str = BINDING) -> dict[str, int]:
         return {c["name"]: c.get("replicas", 0) for c in self.binding(name)["spec"].get("clusters") or []}
 
-    def set_taints(self, cluster: str, taints: list[dict[str, Any]]) -> None:
-        self.cp.run("patch", "cluster", cluster, "--type", "merge", "-p", json.dumps({"spec": {"taints": taints}}))
-
     def rebalancer(self, name: str = REBALANCER) -> dict[str, Any]:
         return self.cp_get("workloadrebalancers", name, namespace=None)
 
@@ -113,48 +105,15 @@ class Env(Pipeline):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("rebalancer")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "home"
-    home.mkdir()
-    members_dir = root / "members"
     with contextlib.ExitStack() as stack:
-        server = ServerProcess(root / "cp", storage_url="memory://")
-        stack.callback(server.stop)
-        server.start()
-        cp = Kubectl(server.kubeconfig, home)
-        p = Env(root, cp, {m: Kubectl(members_dir / m / "kubeconfig", home) for m in MEMBERS})
-        stack.callback(lambda: [proc.stop() for proc in reversed(list(p.procs.values()))])
-
-        p.procs["members"] = spawn("members", [FLOTILLA, "member", "--count", "2", "--data-dir", str(members_dir),
-                                               "--ready-delay", "0.2"], logs)
-
-        def members_up() -> None:
-            for m in MEMBERS:
-                assert (members_dir / m / "admin.json").exists(), f"{m} not up yet"
-
-        p.eventually(members_up, "the members to start", timeout=STARTUP_TIMEOUT)
-        join = join_argv()
-        for m in MEMBERS:
-            r = subprocess.run([*join, "join", m, "--cluster-kubeconfig", str(members_dir / m / "kubeconfig"),
-                                "--kubeconfig", str(server.kubeconfig)],
-                               capture_output=True, text=True, timeout=60, env=cp.env())
-            assert r.returncode == 0, f"flotilla join {m} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-
-        p.procs["controller-manager"] = spawn("controller-manager", [
-            FLOTILLA, "controller-manager", "--kubeconfig", str(server.kubeconfig),
-            "--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
-            "--cluster-failure-threshold", "1s", "--graceful-eviction-timeout", "5s"], logs)
-
-        def controllers_started() -> None:
-            assert "started " in p.procs["controller-manager"].log.read_text(), "controllers not started yet"
-
-        p.eventually(controllers_started, "the controller-manager to start", timeout=STARTUP_TIMEOUT)
+        p = start_control_plane(stack, tmp_path_factory.mktemp("rebalancer"), MEMBERS, Env)
+        p.start_members("members", "--count", "2")
+        p.wait_members_up()
+        p.join_members()
+        p.start_controller_manager("--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
+                                   "--cluster-failure-threshold", "1s", "--graceful-eviction-timeout", "5s")
         # Ready and untainted before any binding exists: a cluster status change alone never reschedules
-        for m in MEMBERS:
-            p.eventually(lambda m=m: cluster_ready(p, m), f"cluster {m} to be Ready", f"cluster {m}",
-                         timeout=STARTUP_TIMEOUT)
+        p.wait_clusters_ready()
         p.apply("scenario", docs(CPP, deployment(DEPLOY, 3), deployment(NEW_DEPLOY, 2)))
         yield p
 

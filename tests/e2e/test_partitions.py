@@ -54,24 +54,25 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.test_propagation import (
+from tests.support.pipeline import (
     FLOTILLA,
+    NOT_READY,
     NS,
     STARTUP_TIMEOUT,
     Pipeline,
     cluster_ready,
+    deployment,
     docs,
     free_port,
-    join_argv,
-    spawn,
+    not_ready_taint_policy,
+    policy,
+    start_control_plane,
 )
-from tests.support.apiserver import Kubectl, ServerProcess
 
 pytestmark = pytest.mark.kubectl
 
 MEMBERS = ("member1", "member2", "member3")
 FROZEN = "member3"  # runs in a process of its own
-NOT_READY = "cluster.karmada.io/not-ready"
 OUT_OF_SERVICE = "cluster.flotilla.io/out-of-service"
 PERIOD = 0.5  # --cluster-status-update-frequency
 SUCCESS_THRESHOLD = 1.0
@@ -210,46 +211,24 @@ class ClusterRecorder:
 # ----------------------------------------------------------------------------------------------- manifests
 
 
-def deployment(name: str) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}
-
-
 def placed(name: str, first: str, then: str | None, purge_mode: str | None = None,
            tolerations: list[dict[str, Any]] | None = None) -> str:
     """A Deployment in ``first`` that fails over to ``then`` (clusterAffinities, as Karmada's scenario 8)."""
     affinities = [{"affinityName": "primary", "clusterNames": [first]}]
     if then is not None:
         affinities.append({"affinityName": "backup", "clusterNames": [then]})
-    spec: dict[str, Any] = {
-        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
-        "placement": {"clusterAffinities": affinities, "clusterTolerations": tolerations or []}}
-    if purge_mode is not None:
-        spec["failover"] = {"cluster": {"purgeMode": purge_mode}}
-    pp = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-          "metadata": {"name": name, "namespace": NS}, "spec": spec}
-    return docs(pp, deployment(name))
+    placement: dict[str, Any] = {"clusterAffinities": affinities, "clusterTolerations": tolerations or []}
+    failover = {} if purge_mode is None else {"failover": {"cluster": {"purgeMode": purge_mode}}}
+    return docs(policy(name, "Deployment", "apps/v1", placement, **failover), deployment(name, 1))
 
 
-TAINT_POLICY = {
-    "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
-    "metadata": {"name": "not-ready"},
-    "spec": {"targetClusters": {"clusterNames": list(MEMBERS)},
-             "addOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["False", "Unknown"]}],
-             "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
-             "taints": [{"key": NOT_READY, "effect": "NoExecute"}]},
-}
+TAINT_POLICY = not_ready_taint_policy(MEMBERS)
 
 
 # ----------------------------------------------------------------------------------------------- the environment
 
 
 class Env(Pipeline):
-    server: str
-    members_dir: Path
     member_servers: dict[str, str]
     recorder: ClusterRecorder
     metrics_url: str
@@ -257,12 +236,12 @@ class Env(Pipeline):
     # -- reads (HTTP, no kubectl: a check is polled many times) ---------------------------------
 
     def cluster(self, name: str) -> dict[str, Any]:
-        obj = http_json(f"{self.server}{CLUSTERS_PATH}/{name}")
+        obj = http_json(f"{self.url}{CLUSTERS_PATH}/{name}")
         assert obj is not None, f"no cluster {name}"
         return obj
 
     def rb(self, name: str) -> dict[str, Any]:
-        obj = http_json(f"{self.server}/apis/work.karmada.io/v1alpha2/namespaces/{NS}/resourcebindings/"
+        obj = http_json(f"{self.url}/apis/work.karmada.io/v1alpha2/namespaces/{NS}/resourcebindings/"
                         f"{name}-deployment")
         assert obj is not None, f"no binding {name}-deployment"
         return obj
@@ -281,7 +260,7 @@ class Env(Pipeline):
         return [m for m in members if self.in_member(m, name) is not None]
 
     def events(self, reason: str, name: str | None = None) -> list[dict[str, Any]]:
-        listed = http_json(f"{self.server}/api/v1/events") or {}
+        listed = http_json(f"{self.url}/api/v1/events") or {}
         return [e for e in listed.get("items") or [] if e.get("reason") == reason
                 and (name is None or (e.get("involvedObject") or {}).get("name") == name)]
 
@@ -290,27 +269,6 @@ class Env(Pipeline):
             return str(resp.read().decode())
 
     # -- faults -----------------------------------------------------------------------------------
-
-    def fault(self, member: str, mode: str, *extra: str) -> dict[str, Any]:
-        r = subprocess.run([FLOTILLA, "sim", "fault", member, "--mode", mode, "--data-dir", str(self.members_dir),
-                            *extra], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, f"sim fault {member} {mode}: {r.stdout}\n{r.stderr}"
-        state: dict[str, Any] = json.loads(r.stdout)
-        return state
-
-    def fault_now(self, member: str, mode: str) -> dict[str, Any]:
-        """The same fault through the member process's admin endpoint (what ``flotilla sim fault`` sends), without
-        starting a process: faults meant to happen at once."""
-        admin = json.loads((self.members_dir / member / "admin.json").read_text())["admin_url"]
-        req = urllib.request.Request(f"{admin}/members/{member}/fault", data=json.dumps({"mode": mode}).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            state: dict[str, Any] = json.loads(resp.read())
-        return state
-
-    def flotilla(self, *args: str) -> None:
-        r = subprocess.run([FLOTILLA, *args], capture_output=True, text=True, timeout=60, env=self.cp.env())
-        assert r.returncode == 0, f"flotilla {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
 
     def placed_in(self, name: str, member: str) -> None:
         """``name`` runs in ``member`` only, as its binding says."""
@@ -336,52 +294,26 @@ class Env(Pipeline):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("partitions")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "home"
-    home.mkdir()
-    members_dir = root / "members"
     with contextlib.ExitStack() as stack:
-        server = ServerProcess(root / "cp", storage_url="memory://")
-        stack.callback(server.stop)
-        server.start()
-        cp = Kubectl(server.kubeconfig, home)
-        p = Env(root, cp, {m: Kubectl(members_dir / m / "kubeconfig", home) for m in MEMBERS})
-        p.server = server.url
-        p.members_dir = members_dir
-        stack.callback(lambda: [proc.stop() for proc in reversed(list(p.procs.values()))])
+        p = start_control_plane(stack, tmp_path_factory.mktemp("partitions"), MEMBERS, Env)
+        p.start_members("members", "--count", "2")
+        p.start_members(FROZEN, "--name", FROZEN)
+        p.wait_members_up()
+        p.member_servers = {m: server_of(p.members_dir / m / "kubeconfig") for m in MEMBERS}
+        p.join_members()
+        p.cp.run("apply", "-f", "-", input=json.dumps(TAINT_POLICY))
 
-        member_args = ["--data-dir", str(members_dir), "--ready-delay", "0.2"]
-        p.procs["members"] = spawn("members", [FLOTILLA, "member", "--count", "2", *member_args], logs)
-        p.procs[FROZEN] = spawn(FROZEN, [FLOTILLA, "member", "--name", FROZEN, *member_args], logs)
-
-        def members_up() -> None:
-            for m in MEMBERS:
-                assert (members_dir / m / "admin.json").exists(), f"{m} not up yet"
-
-        p.eventually(members_up, "the members to start", timeout=STARTUP_TIMEOUT)
-        p.member_servers = {m: server_of(members_dir / m / "kubeconfig") for m in MEMBERS}
-
-        join = join_argv()
-        for m in MEMBERS:
-            r = subprocess.run([*join, "join", m, "--cluster-kubeconfig", str(members_dir / m / "kubeconfig"),
-                                "--kubeconfig", str(server.kubeconfig)],
-                               capture_output=True, text=True, timeout=60, env=cp.env())
-            assert r.returncode == 0, f"flotilla join {m} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        cp.run("apply", "-f", "-", input=json.dumps(TAINT_POLICY))
-
-        p.recorder = ClusterRecorder(server.url)
+        p.recorder = ClusterRecorder(p.url)
         p.recorder.start()
         stack.callback(p.recorder.stop)
 
         metrics_port = free_port()
         p.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        p.procs["controller-manager"] = spawn("controller-manager", [
-            FLOTILLA, *(["-v"] if os.environ.get("H5_VERBOSE") else []), "controller-manager", "--kubeconfig", str(server.kubeconfig),
+        p.start_controller_manager(
             "--cluster-status-update-frequency", f"{PERIOD}s", "--cluster-success-threshold", f"{SUCCESS_THRESHOLD}s",
             "--cluster-failure-threshold", f"{FAILURE_THRESHOLD}s", "--graceful-eviction-timeout", "60s",
-            "--metrics-bind-address", f"127.0.0.1:{metrics_port}"], logs)
+            "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
+            command=[FLOTILLA, *(["-v"] if os.environ.get("H5_VERBOSE") else []), "controller-manager"])
 
         p.eventually(p.all_ready, "every cluster Ready and untainted", *(f"cluster {m}" for m in MEMBERS),
                      timeout=STARTUP_TIMEOUT)

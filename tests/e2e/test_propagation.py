@@ -10,193 +10,38 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
 
-from flotilla.member.flink_crd import flink_deployment_crd
-from tests.support.apiserver import Kubectl, ServerProcess
+from tests.support.pipeline import (
+    NS,
+    STARTUP_TIMEOUT,
+    Pipeline,
+    condition,
+    controller_manager_argv,
+    deployment,
+    docs,
+    flink_deployment,
+    policy,
+    start_control_plane,
+    tail,
+)
 
 pytestmark = pytest.mark.kubectl
 
-BIN = Path(sys.executable).parent
-FLOTILLA = str(BIN / "flotilla")
 MEMBERS = ("member1", "member2", "member3")
-NS = "default"
 # what the whole pipeline needs; a missing one fails every test with its name, instead of timing out obscurely
 REQUIRED_CONTROLLERS = ("cluster", "cluster-status", "detector", "scheduler", "binding", "execution",
                         "work-status", "binding-status")
 CM_IDENTITY = "e2e-controller-manager"
-STARTUP_TIMEOUT = 30.0
-TIMEOUT = 30.0
-
-T = TypeVar("T")
-
-
-# ----------------------------------------------------------------------------------------------- helpers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def check_alive(self) -> None:
-        if not self.alive():
-            raise AssertionError(f"{self.name} exited with {self.popen.returncode}:\n{tail(self.log)}")
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGCONT)  # in case a test froze it
-            self.popen.terminate()
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-
-
-def spawn(name: str, argv: list[str], logs: Path) -> Proc:
-    log = logs / f"{name}.log"
-    with open(log, "wb") as out:  # a file, not a pipe: a chatty child must never block on a full pipe
-        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    return Proc(name, popen, log)
-
-
-@dataclass
-class Pipeline:
-    root: Path
-    cp: Kubectl
-    members: dict[str, Kubectl]
-    procs: dict[str, Proc] = field(default_factory=dict)
-    apply_errors: dict[str, str] = field(default_factory=dict)
-
-    # -- diagnostics ---------------------------------------------------------------------------
-
-    def diagnostics(self, *objects: str) -> str:
-        out = []
-        for obj in objects:
-            r = self.cp.run("get", *obj.split(), "-o", "yaml", check=False)
-            out.append(f"--- control plane: kubectl get {obj}\n{r.stdout or r.stderr}")
-        for name, proc in self.procs.items():
-            state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
-            out.append(f"--- {name} ({state}), log tail:\n{tail(proc.log, 25)}")
-        return "\n".join(out)
-
-    def eventually(self, check: Callable[[], T], what: str, *objects: str, timeout: float = TIMEOUT) -> T:
-        """Poll ``check`` (it raises AssertionError until satisfied) and return its value; on timeout fail
-        with the last assertion, the named control-plane objects and the processes' log tails."""
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while True:
-            for proc in self.procs.values():
-                proc.check_alive()
-            try:
-                return check()
-            except (AssertionError, KeyError, IndexError, TypeError, ValueError) as e:
-                last = e
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last}\n"
-                                     f"{self.diagnostics(*objects)}")
-            time.sleep(0.2)
-
-    # -- objects -------------------------------------------------------------------------------
-
-    def cp_get(self, resource: str, name: str, namespace: str | None = NS) -> dict[str, Any]:
-        args = ["get", resource, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-        r = self.cp.run(*args, check=False)
-        if r.returncode != 0:
-            raise AssertionError(f"control plane: {resource}/{name}: {r.stderr.strip()}")
-        return json.loads(r.stdout)
-
-    def member_get(self, member: str, resource: str, name: str, namespace: str = NS) -> dict[str, Any] | None:
-        r = self.members[member].run("get", resource, name, "-n", namespace, "-o", "json", check=False)
-        if r.returncode != 0:
-            if "NotFound" in r.stderr or "not found" in r.stderr:
-                return None
-            raise AssertionError(f"{member}: kubectl get {resource}/{name}: {r.stderr.strip()}")
-        return json.loads(r.stdout)
-
-    def placement(self, resource: str, name: str) -> dict[str, dict[str, Any]]:
-        """The member objects of ``resource/name``, by member (members without one left out)."""
-        found = {}
-        for m in MEMBERS:
-            obj = self.member_get(m, resource, name)
-            if obj is not None:
-                found[m] = obj
-        return found
-
-    def apply(self, scenario: str, manifest: str) -> None:
-        r = self.cp.run("apply", "-f", "-", input=manifest, check=False)
-        if r.returncode != 0:
-            self.apply_errors[scenario] = f"kubectl apply failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-
-    def applied(self, scenario: str) -> None:
-        assert scenario not in self.apply_errors, f"{scenario}: {self.apply_errors[scenario]}"
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return dict(c)
-    raise AssertionError(f"no {type_} condition in {obj.get('kind')} {obj['metadata']['name']}: "
-                         f"{(obj.get('status') or {}).get('conditions')}")
 
 
 # ----------------------------------------------------------------------------------------------- manifests
-
-
-def deployment(name: str, replicas: int, image: str = "nginx:1.27", cpu: str | None = None) -> dict[str, Any]:
-    web: dict[str, Any] = {"name": "web", "image": image}
-    if cpu is not None:
-        web["resources"] = {"requests": {"cpu": cpu}}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [web]}}},
-    }
-
-
-def policy(name: str, kind: str, api_version: str, placement: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"resourceSelectors": [{"apiVersion": api_version, "kind": kind, "name": name}],
-                 "placement": placement},
-    }
-
-
-def docs(*objs: dict[str, Any]) -> str:
-    return yaml.safe_dump_all(objs, sort_keys=False)
 
 
 # load on member1 that the control plane does not manage (as other workloads of a real member cluster): the
@@ -262,53 +107,11 @@ SCENARIOS: dict[str, str] = {
         policy("wordcount", "FlinkDeployment", "flink.apache.org/v1beta1", {
             "clusterAffinity": {"clusterNames": ["member1", "member2"]},
             "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]}),
-        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-         "metadata": {"name": "wordcount", "namespace": NS},
-         "spec": {"image": "flink:1.20", "flinkVersion": "v1_20", "serviceAccount": "flink",
-                  "jobManager": {"resource": {"memory": "2048m", "cpu": 1}},
-                  "taskManager": {"resource": {"memory": "2048m", "cpu": 1}},
-                  "job": {"jarURI": "local:///opt/flink/examples/streaming/WordCount.jar", "parallelism": 2,
-                          "upgradeMode": "last-state"}}}),
+        flink_deployment("wordcount")),
 }
 
 
 # ----------------------------------------------------------------------------------------------- the fixture
-
-
-def controller_manager_argv() -> list[str]:
-    """``flotilla controller-manager`` once cli/main.py knows the subcommand; the module entry point until then."""
-    probe = subprocess.run([FLOTILLA, "controller-manager", "--help"], capture_output=True, text=True, timeout=30)
-    if probe.returncode == 0:
-        return [FLOTILLA, "controller-manager"]
-    return [sys.executable, "-m", "flotilla.cli.controller_manager"]
-
-
-# ``flotilla join`` through add_cluster_parsers directly, for when cli/main.py does not wire it in yet
-_JOIN_SHIM = ("import argparse, sys\n"
-              "from flotilla.cli.cluster_commands import add_cluster_parsers\n"
-              "p = argparse.ArgumentParser(prog='flotilla')\n"
-              "add_cluster_parsers(p.add_subparsers(dest='command', required=True))\n"
-              "a = p.parse_args(sys.argv[1:])\n"
-              "sys.exit(int(a.fn(a) or 0))\n")
-
-
-def join_argv() -> list[str]:
-    """How to run ``flotilla join``; fails clearly if it does not exist yet."""
-    probe = subprocess.run([FLOTILLA, "join", "--help"], capture_output=True, text=True, timeout=30)
-    if probe.returncode == 0:
-        return [FLOTILLA]
-    shim = [sys.executable, "-c", _JOIN_SHIM]
-    probe2 = subprocess.run([*shim, "join", "--help"], capture_output=True, text=True, timeout=30)
-    if probe2.returncode == 0:
-        return shim
-    why = (probe.stderr.strip().splitlines() or ["?"])[-1] + " / " + (probe2.stderr.strip().splitlines() or ["?"])[-1]
-    raise AssertionError("`flotilla join` is not available (src/flotilla/cli/cluster_commands.py "
-                         f"add_cluster_parsers, wired into cli/main.py): {why}")
-
-
-def apply_large(kubectl: Kubectl, manifest: str) -> None:
-    """``kubectl apply`` of a large body (the FlinkDeployment CRD: kubectl writes it in 4 kB pieces)."""
-    kubectl.run("apply", "-f", "-", input=manifest)
 
 
 def unavailable_controllers(log_text: str) -> list[str]:
@@ -320,15 +123,6 @@ def unavailable_controllers(log_text: str) -> list[str]:
     return []
 
 
-def cluster_ready(p: Pipeline, name: str) -> None:
-    cluster = p.cp_get("clusters", name, namespace=None)
-    ready = condition(cluster, "Ready")
-    assert ready.get("status") == "True", f"{name}: Ready {ready}"
-    assert (cluster.get("status") or {}).get("apiEnablements"), f"{name}: no apiEnablements yet"
-    taints = (cluster.get("spec") or {}).get("taints") or []
-    assert not taints, f"{name}: still tainted {taints}"
-
-
 def allocated_cpu(p: Pipeline, name: str, cpu: str) -> None:
     summary = (p.cp_get("clusters", name, namespace=None).get("status") or {}).get("resourceSummary") or {}
     assert (summary.get("allocated") or {}).get("cpu") == cpu, f"{name}: resourceSummary {summary}"
@@ -336,54 +130,17 @@ def allocated_cpu(p: Pipeline, name: str, cpu: str) -> None:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    root = tmp_path_factory.mktemp("propagation")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "home"
-    home.mkdir()
-    members_dir = root / "members"
     with contextlib.ExitStack() as stack:
-        server = ServerProcess(root / "cp", storage_url="memory://")
-        stack.callback(server.stop)
-        server.start()
-        cp = Kubectl(server.kubeconfig, home)
-        p = Pipeline(root, cp, {m: Kubectl(members_dir / m / "kubeconfig", home) for m in MEMBERS})
-        stack.callback(lambda: [proc.stop() for proc in reversed(list(p.procs.values()))])
-
-        p.procs["members"] = spawn("members", [FLOTILLA, "member", "--count", "3", "--data-dir", str(members_dir),
-                                               "--ready-delay", "0.2"], logs)
-
-        def members_up() -> None:
-            for m in MEMBERS:
-                assert (members_dir / m / "admin.json").exists(), f"{m} not up yet"
-
-        p.eventually(members_up, "the members to start", timeout=STARTUP_TIMEOUT)
-
-        # the FlinkDeployment CRD on the control plane too (members have it already), as on a real Karmada
-        crd = flink_deployment_crd()
-        apply_large(cp, json.dumps(crd))
-        cp.run("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=20s")
-
-        join = join_argv()
-        for m in MEMBERS:
-            r = subprocess.run([*join, "join", m, "--cluster-kubeconfig", str(members_dir / m / "kubeconfig"),
-                                "--kubeconfig", str(server.kubeconfig)],
-                               capture_output=True, text=True, timeout=60, env=cp.env())
-            assert r.returncode == 0, f"flotilla join {m} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-
-        p.procs["controller-manager"] = spawn("controller-manager", [
-            *controller_manager_argv(), "--kubeconfig", str(server.kubeconfig),
+        p = start_control_plane(stack, tmp_path_factory.mktemp("propagation"), MEMBERS, Pipeline)
+        p.start_members("members", "--count", "3")
+        p.wait_members_up()
+        p.install_flink_crd()
+        p.join_members()
+        log_text = p.start_controller_manager(
             "--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
             "--cluster-failure-threshold", "1s", "--leader-elect", f"--leader-elect-identity={CM_IDENTITY}",
             "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
-            "--leader-elect-retry-period", "500ms"], logs)
-
-        def controllers_started() -> str:
-            text = p.procs["controller-manager"].log.read_text()
-            assert "started " in text, "controller-manager has not started its controllers yet"
-            return text
-
-        log_text = p.eventually(controllers_started, "the controller-manager to start", timeout=STARTUP_TIMEOUT)
+            "--leader-elect-retry-period", "500ms", command=controller_manager_argv())
         missing = [c for c in REQUIRED_CONTROLLERS if c in unavailable_controllers(log_text)]
         if missing:
             raise AssertionError(f"controllers not available yet (modules src/flotilla/controllers/*.py missing): "
@@ -391,9 +148,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
 
         # Ready with API enablements and untainted, before any binding exists: the scheduler does not look at
         # a binding again when only a cluster's status changes (Karmada §3.1)
-        for m in MEMBERS:
-            p.eventually(lambda m=m: cluster_ready(p, m), f"cluster {m} to be Ready", f"cluster {m}",
-                         timeout=STARTUP_TIMEOUT)
+        p.wait_clusters_ready()
 
         # for the same reason, member1's summary must count its ballast before the dynamic scenario is applied
         p.members["member1"].run("apply", "-f", "-", input=json.dumps(BALLAST))

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,22 +31,20 @@ from typing import Any
 import pytest
 
 from flotilla.member.checkpoints import CheckpointStore
-from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.history import Interval, overlaps, read_history
-from flotilla.member.runner import read_admin_file
-from tests.e2e.test_propagation import (
-    FLOTILLA,
+from tests.support.pipeline import (
+    NOT_READY,
     NS,
     STARTUP_TIMEOUT,
     Pipeline,
-    apply_large,
-    cluster_ready,
     condition,
+    deployment,
     docs,
-    join_argv,
-    spawn,
+    flink_deployment,
+    not_ready_taint_policy,
+    policy,
+    start_control_plane,
 )
-from tests.support.apiserver import Kubectl, ServerProcess
 
 pytestmark = pytest.mark.kubectl
 
@@ -58,7 +54,6 @@ ALIAS = "test-alias"
 # each hand-made taint moves one workload only: the other scenarios tolerate it (and the taint scenarios tolerate
 # not-ready, so the outage tests move only their own workloads)
 HAND_TAINTED = ("sdep", "ssts", "wc-taint")
-NOT_READY = "cluster.karmada.io/not-ready"
 OUT_OF_SERVICE = "cluster.flotilla.io/out-of-service"
 RULE_ANNOTATION = "savepoint-rule.flotilla.io/restored-from"
 ANN_RECORDS = "sim.flotilla.io/records-processed"
@@ -87,40 +82,17 @@ def tolerations(name: str) -> list[dict[str, str]]:
 
 
 def stateful_policy(name: str, kind: str, api_version: str, rules: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": api_version, "kind": kind, "name": name}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": list(MEMBERS)},
-                "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
-                "clusterTolerations": tolerations(name)},
-            "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": rules}}},
-        },
-    }
-
-
-def flink(name: str) -> dict[str, Any]:
-    return {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"image": "flink:1.20", "flinkVersion": "v1_20", "serviceAccount": "flink",
-                     "jobManager": {"resource": {"memory": "2048m", "cpu": 1}},
-                     "taskManager": {"resource": {"memory": "2048m", "cpu": 1}},
-                     "job": {"jarURI": "local:///opt/flink/examples/streaming/WordCount.jar", "parallelism": 2,
-                             "upgradeMode": "last-state"}}}
+    return policy(name, kind, api_version, {
+        "clusterAffinity": {"clusterNames": list(MEMBERS)},
+        "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+        "clusterTolerations": tolerations(name)},
+        failover={"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": rules}}})
 
 
 JOB_RULE = [{"aliasLabelName": JOB_LABEL, "jsonPath": "{ .jobStatus.jobId }"}]
 
 # Karmada's e2e case 3: a never-healthy image, so the eviction task (and hence the injection) persists
-DEPLOYMENT = {
-    "apiVersion": "apps/v1", "kind": "Deployment",
-    "metadata": {"name": "sdep", "namespace": NS, "labels": {"app": "sdep"}},
-    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "sdep"}},
-             "template": {"metadata": {"labels": {"app": "sdep"}},
-                          "spec": {"containers": [{"name": "web", "image": "fake/nginx:1.19.0"}]}}},
-}
+DEPLOYMENT = deployment("sdep", 2, image="fake/nginx:1.19.0")
 
 # OrderedReady with a never-ready image: the member creates pod 0 only and waits for it, so the reflected
 # status.replicas is 1 (spec.replicas 3): the label value can only come from what the old copy reported
@@ -138,65 +110,25 @@ SCENARIOS = {
     "statefulset": docs(stateful_policy("ssts", "StatefulSet", "apps/v1",
                                         [{"aliasLabelName": ALIAS, "jsonPath": "{.replicas}"}]), STATEFULSET),
     "flink-taint": docs(stateful_policy("wc-taint", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE),
-                        flink("wc-taint")),
+                        flink_deployment("wc-taint")),
     "flink-outage": docs(stateful_policy("wc-outage", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE),
-                         flink("wc-outage")),
+                         flink_deployment("wc-outage")),
 }
 # applied by its test (so that the earlier outage test cannot have moved it before)
-POWER_OFF = docs(stateful_policy("wc-off", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE), flink("wc-off"))
+POWER_OFF = docs(stateful_policy("wc-off", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE), flink_deployment("wc-off"))
 
-TAINT_POLICY = {
-    "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
-    "metadata": {"name": "not-ready"},
-    "spec": {"targetClusters": {"clusterNames": list(MEMBERS)},
-             "addOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["False", "Unknown"]}],
-             "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
-             "taints": [{"key": NOT_READY, "effect": "NoExecute"}]},
-}
+TAINT_POLICY = not_ready_taint_policy(MEMBERS)
 
 
 # ----------------------------------------------------------------------------------------------- helpers
 
 
 class Env(Pipeline):
-    members_dir: Path
-    server_kubeconfig: Path
-
-    def other(self, member: str) -> str:
-        return next(m for m in MEMBERS if m != member)
-
     def where(self, resource: str, name: str) -> dict[str, dict[str, Any]]:
-        found = {}
-        for m in MEMBERS:
-            obj = self.member_get(m, resource, name)
-            if obj is not None:
-                found[m] = obj
-        return found
+        return self.placement(resource, name)
 
-    def taints(self, cluster: str) -> list[dict[str, Any]]:
-        return list((self.cp_get("clusters", cluster, namespace=None).get("spec") or {}).get("taints") or [])
-
-    def set_taints(self, cluster: str, taints: list[dict[str, Any]]) -> None:
-        self.cp.run("patch", "cluster", cluster, "--type", "merge", "-p",
-                    json.dumps({"spec": {"taints": taints}}))
-
-    def flotilla(self, *args: str) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([FLOTILLA, *args], capture_output=True, text=True, timeout=60, env=self.cp.env())
-        assert r.returncode == 0, f"flotilla {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        return r
-
-    def fault(self, member: str, mode: str, boot_delay: float | None = None) -> dict[str, Any]:
-        extra = [] if boot_delay is None else ["--boot-delay", str(boot_delay)]
-        r = self.flotilla("sim", "fault", member, "--mode", mode, "--data-dir", str(self.members_dir), *extra)
-        state: dict[str, Any] = json.loads(r.stdout)
-        return state
-
-    def member_state(self, member: str) -> dict[str, Any]:
-        """The member's fault state from its process's admin endpoint (mode, ready, workloads)."""
-        url = read_admin_file(self.members_dir, member)["admin_url"]
-        with urllib.request.urlopen(f"{url}/members/{member}", timeout=10) as resp:
-            state: dict[str, Any] = json.loads(resp.read())
-        return state
+    def fault(self, member: str, mode: str, *extra: str, boot_delay: float | None = None) -> dict[str, Any]:
+        return super().fault(member, mode, *extra, *([] if boot_delay is None else ["--boot-delay", str(boot_delay)]))
 
 
 def running_in_one(p: Env, name: str) -> tuple[str, dict[str, Any]]:
@@ -235,59 +167,19 @@ def checkpointed(p: Env, name: str, member: str) -> int:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    root = tmp_path_factory.mktemp("stateful")
-    logs = root / "logs"
-    logs.mkdir()
-    home = root / "home"
-    home.mkdir()
-    members_dir = root / "members"
     with contextlib.ExitStack() as stack:
-        server = ServerProcess(root / "cp", storage_url="memory://")
-        stack.callback(server.stop)
-        server.start()
-        cp = Kubectl(server.kubeconfig, home)
-        p = Env(root, cp, {m: Kubectl(members_dir / m / "kubeconfig", home) for m in MEMBERS})
-        p.members_dir = members_dir
-        p.server_kubeconfig = server.kubeconfig
-        stack.callback(lambda: [proc.stop() for proc in reversed(list(p.procs.values()))])
-
-        p.procs["members"] = spawn("members", [
-            FLOTILLA, "member", "--count", "2", "--data-dir", str(members_dir), "--ready-delay", "0.2",
+        p = start_control_plane(stack, tmp_path_factory.mktemp("stateful"), MEMBERS, Env)
+        p.start_members("members", "--count", "2", extra=[
             "--sim-option", "savepoint_rule=true", "--sim-option", "flink_checkpoint_interval=1",
-            "--sim-option", "flink_progress_interval=0.5"], logs)
-
-        def members_up() -> None:
-            for m in MEMBERS:
-                assert (members_dir / m / "admin.json").exists(), f"{m} not up yet"
-
-        p.eventually(members_up, "the members to start", timeout=STARTUP_TIMEOUT)
-
-        crd = flink_deployment_crd()
-        apply_large(cp, json.dumps(crd))
-        cp.run("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=20s")
-
-        join = join_argv()
-        for m in MEMBERS:
-            r = subprocess.run([*join, "join", m, "--cluster-kubeconfig", str(members_dir / m / "kubeconfig"),
-                                "--kubeconfig", str(server.kubeconfig)],
-                               capture_output=True, text=True, timeout=60, env=cp.env())
-            assert r.returncode == 0, f"flotilla join {m} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        cp.run("apply", "-f", "-", input=json.dumps(TAINT_POLICY))
-
-        p.procs["controller-manager"] = spawn("controller-manager", [
-            FLOTILLA, "controller-manager", "--kubeconfig", str(server.kubeconfig),
+            "--sim-option", "flink_progress_interval=0.5"])
+        p.wait_members_up()
+        p.install_flink_crd()
+        p.join_members()
+        p.cp.run("apply", "-f", "-", input=json.dumps(TAINT_POLICY))
+        p.start_controller_manager(
             "--cluster-status-update-frequency", "0.5s", "--cluster-success-threshold", "1s",
-            "--cluster-failure-threshold", "1s", "--graceful-eviction-timeout", "30s"], logs)
-
-        def controllers_started() -> str:
-            text = p.procs["controller-manager"].log.read_text()
-            assert "started " in text, "controller-manager has not started its controllers yet"
-            return text
-
-        p.eventually(controllers_started, "the controller-manager to start", timeout=STARTUP_TIMEOUT)
-        for m in MEMBERS:
-            p.eventually(lambda m=m: cluster_ready(p, m), f"cluster {m} to be Ready", f"cluster {m}",
-                         timeout=STARTUP_TIMEOUT)
+            "--cluster-failure-threshold", "1s", "--graceful-eviction-timeout", "30s")
+        p.wait_clusters_ready()
 
         def untainted() -> None:  # the CTP's not-ready taint of a joining cluster is gone
             for m in MEMBERS:

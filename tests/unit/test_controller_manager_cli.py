@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from flotilla.cli.controller_manager import (
 )
 from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from tests.support.apiserver import Kubectl, ServerThread
+from tests.support.processes import LoggedProcess
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -310,29 +310,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     srv.stop()
 
 
-@dataclass
-class CM:
-    """A controller-manager subprocess writing to a log file (a pipe nobody reads could fill up and block it)."""
-
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
+CM = LoggedProcess  # a controller-manager subprocess
 
 
 def start_cm(kubeconfig: Path, log: Path, *extra: str) -> CM:
     # no controllers: this is about the process, leader election and signals, not about reconciling
-    with open(log, "wb") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig",
-                                  str(kubeconfig), "--controllers=-cluster", *extra],
-                                 stdout=out, stderr=subprocess.STDOUT)
-    return CM(popen, log)
+    return CM.start([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig", str(kubeconfig),
+                     "--controllers=-cluster", *extra], log)
 
 
 def wait_for(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

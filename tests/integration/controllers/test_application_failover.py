@@ -8,40 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from flotilla.api.resources import RESOURCE_BINDINGS
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
 from flotilla.client.resources import EVENTS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.application import UNHEALTHY_SINCE_ANNOTATION
-
-T = TypeVar("T")
+from tests.support.controllers import Eventually, control_plane
 
 NAME = "flink-job"
 
 
-async def eventually(fn: Callable[[], Awaitable[T]], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await fn()
-        except AssertionError as e:
-            last = e
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.05)
+eventually = Eventually(timeout=10.0)
 
 
 @dataclass
@@ -98,15 +83,12 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0)).start()
-    cp = Client.in_process(server.storage)
-    env = Env(cp)
-    try:
-        yield env
-    finally:
-        await env.stop()
-        await cp.close()
-        await server.stop()
+    async with control_plane(tmp_path) as (_, cp):
+        env = Env(cp)
+        try:
+            yield env
+        finally:
+            await env.stop()
 
 
 def application(toleration: int, purge_mode: str = "Gracefully", **extra: Any) -> dict[str, Any]:

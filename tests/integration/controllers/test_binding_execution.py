@@ -7,7 +7,7 @@ written by the test, so nothing here depends on the cluster controller, detector
 from __future__ import annotations
 
 import asyncio
-import base64
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,38 +16,30 @@ from typing import Any, TypeVar
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.client import ApiException, Client, Resource, is_not_found
-from flotilla.client.resources import DEPLOYMENTS, EVENTS, NAMESPACES, SECRETS
+from flotilla.client import Client, Resource
+from flotilla.client.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.controllers.execution import ExecutionController
 from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import CLUSTER_RESOURCE_BINDINGS, OVERRIDE_POLICIES, RESOURCE_BINDINGS, WORKS
+from tests.support.controllers import (
+    Eventually,
+    MembersPlane,
+    events_by_reason,
+    get_or_none,
+    plane_with_members,
+    set_ready,
+)
 
-T = TypeVar("T")
+E = TypeVar("E", bound="Env")
 
 MEMBERS = ("member1", "member2")
 WORK_NAME = generate_work_name("Deployment", "nginx", "default")
 BINDING = "nginx-deployment"
 
 
-async def eventually(fn: Callable[[], Awaitable[T]], timeout: float = 15.0, what: str = "condition") -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await fn()
-        except AssertionError as e:
-            last = e
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.05)
+eventually = Eventually(timeout=15.0)
 
 
 def deployment(namespace: str = "default", replicas: int = 3, **annotations: str) -> dict[str, Any]:
@@ -69,9 +61,8 @@ class Env:
     manager: ControllerManager
 
     async def set_ready(self, cluster: str, status: str) -> None:
-        await self.cp.patch(CLUSTERS, cluster, {"status": {"conditions": [
-            {"type": "Ready", "status": status, "reason": "ClusterReady" if status == "True" else "ClusterNotReady",
-             "message": "set by the test", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}, subresource="status")
+        await set_ready(self.cp, cluster, status, reason="ClusterReady" if status == "True" else "ClusterNotReady",
+                        message="set by the test", stamp="2025-01-01T00:00:00Z")
 
     async def create_binding(self, template: dict[str, Any], clusters: list[tuple[str, int]],
                              **spec: Any) -> dict[str, Any]:
@@ -105,53 +96,30 @@ class Env:
         return None
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
-        found = await self.cp.list(EVENTS, None)
-        return [e for e in found.get("items") or [] if e.get("reason") == reason]
+        return await events_by_reason(self.cp, reason)
 
 
-async def get_or_none(client: Client, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-    try:
-        return await client.get(res, name, namespace)
-    except ApiException as e:
-        if is_not_found(e):
-            return None
-        raise
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, make: Callable[[MembersPlane, ControllerManager], E],
+                  **config: Any) -> AsyncIterator[E]:
+    """The binding and execution controllers on a control plane (``config``) whose MEMBERS are Ready Push
+    clusters; ``make`` builds the Env."""
+    async with plane_with_members(tmp_path, MEMBERS, **config) as plane:
+        manager = ControllerManager(plane.cp, controllers=["binding", "execution"])
+        env = make(plane, manager)
+        for name in MEMBERS:
+            await env.set_ready(name, "True")
+        await manager.start()
+        try:
+            yield env
+        finally:
+            await manager.stop()
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0)).start()
-    cp = Client.in_process(server.storage)
-    group = await MemberGroup([MemberConfig(name=n, data_dir=tmp_path / "members", ready_delay=0.2) for n in MEMBERS],
-                              write_admin_files=False).start()
-    members = {n: Client.from_kubeconfig(group.members[n].kubeconfig_path) for n in MEMBERS}
-    manager = ControllerManager(cp, controllers=["binding", "execution"])
-    env = Env(cp, members, group, manager)
-    started = False
-    try:
-        await cp.create(NAMESPACES, {"metadata": {"name": "karmada-cluster"}})
-        for name in MEMBERS:
-            m = group.members[name]
-            await cp.create(NAMESPACES, {"metadata": {"name": f"karmada-es-{name}"}})
-            token = m.server.admin_token if m.server is not None else None
-            await cp.create(SECRETS, {"metadata": {"name": name, "namespace": "karmada-cluster"},
-                                      "data": {"token": base64.b64encode((token or "").encode()).decode()}})
-            await cp.create(CLUSTERS, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                                       "metadata": {"name": name, "labels": {"name": name}},
-                                       "spec": {"syncMode": "Push", "apiEndpoint": m.url,
-                                                "secretRef": {"namespace": "karmada-cluster", "name": name}}})
-            await env.set_ready(name, "True")
-        await manager.start()
-        started = True
+    async with running(tmp_path, lambda plane, manager: Env(plane.cp, plane.members, plane.group, manager)) as env:
         yield env
-    finally:
-        if started:
-            await manager.stop()
-        for c in members.values():
-            await c.close()
-        await group.stop()
-        await cp.close()
-        await server.stop()
 
 
 async def test_divided_deployment_overrides_orphans_and_deletion(env: Env) -> None:

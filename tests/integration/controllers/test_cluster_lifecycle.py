@@ -19,12 +19,9 @@ from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
     add_cluster_parsers,
-    inspect_member,
-    join_cluster,
-    join_spec_from_credentials,
     unjoin_cluster,
 )
-from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.client import ApiException, Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
 from flotilla.client.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.cluster.health import find_condition
@@ -33,6 +30,7 @@ from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from tests.support.controllers import Eventually, cluster_controllers, get_or_none, join_in_process
 
 WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)
 FREQUENCY = 0.2
@@ -59,43 +57,16 @@ class Env:
         await self.members.members[name].set_fault(mode)
 
     async def cluster(self, name: str = "member1") -> dict[str, Any] | None:
-        try:
-            return await self.client.get(CLUSTERS, name)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await get_or_none(self.client, CLUSTERS, name, None)
 
     async def exists(self, res: Resource, name: str, namespace: str | None = None) -> bool:
-        try:
-            await self.client.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return False
-            raise
-        return True
+        return await get_or_none(self.client, res, name, namespace) is not None
 
     async def join(self, name: str = "member1") -> None:
         await join_in_process(self.client, name, self.member_kubeconfig(name))
 
 
-async def join_in_process(cp: Client, name: str, member_kubeconfig: Path) -> None:
-    creds = load_kubeconfig(member_kubeconfig)
-    async with Client.from_credentials(creds, request_timeout=5, read_retries=0) as member:
-        _, cluster_id, _ = await inspect_member(member, name)
-    await join_cluster(cp, join_spec_from_credentials(name, creds, cluster_id=cluster_id))
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Wait until ``check()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(retry_on=())
 
 
 def ready_of(cluster: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -108,26 +79,11 @@ def taint_keys(cluster: dict[str, Any] | None) -> list[str]:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    members = MemberGroup([MemberConfig(name=n, data_dir=tmp_path / "members", simulators=[])
-                           for n in ("member1", "member2")], write_admin_files=False)
-    try:
-        await members.start()
-        assert server.kubeconfig_path is not None
-        client = Client.from_kubeconfig(server.kubeconfig_path)
-        options = ControllerOptions(cluster_status_update_frequency=FREQUENCY,
-                                    cluster_success_threshold=THRESHOLD, cluster_failure_threshold=THRESHOLD)
-        manager = ControllerManager(client, options, controllers=["cluster", "cluster-status"])
-        await manager.start()
-        try:
-            yield Env(tmp_path, server, members, client, manager)
-        finally:
-            await manager.stop()
-            await client.close()
-    finally:
-        await members.stop()
-        await server.stop()
+    members = [MemberConfig(name=n, data_dir=tmp_path / "members", simulators=[]) for n in ("member1", "member2")]
+    options = ControllerOptions(cluster_status_update_frequency=FREQUENCY,
+                                cluster_success_threshold=THRESHOLD, cluster_failure_threshold=THRESHOLD)
+    async with cluster_controllers(tmp_path, members, options) as c:
+        yield Env(tmp_path, c.server, c.members, c.client, c.manager)
 
 
 async def ready_cluster(env: Env, name: str = "member1") -> dict[str, Any]:

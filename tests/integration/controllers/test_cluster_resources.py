@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
 from flotilla.client.resources import CRDS, DEPLOYMENTS, NODES, PODS
 from flotilla.controllers import cluster_status
@@ -28,9 +27,10 @@ from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
-from tests.integration.controllers.test_cluster_lifecycle import eventually, join_in_process
+from tests.support.controllers import Eventually, cluster_controllers, join_in_process
 
 FREQUENCY = 0.2
+eventually = Eventually(retry_on=())
 ZERO = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "pods": "0"}
 
 
@@ -49,29 +49,14 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    members = MemberGroup([MemberConfig(name="member1", data_dir=tmp_path / "members", simulators=["node"]),
-                           MemberConfig(name="bare", data_dir=tmp_path / "members", simulators=[])],
-                          write_admin_files=False)
-    try:
-        await members.start()
-        assert server.kubeconfig_path is not None
-        client = Client.from_kubeconfig(server.kubeconfig_path)
-        options = ControllerOptions(cluster_status_update_frequency=FREQUENCY, cluster_success_threshold=0.6,
-                                    cluster_failure_threshold=0.6)
-        manager = ControllerManager(client, options, controllers=["cluster", "cluster-status"])
-        await manager.start()
-        try:
-            for name in members.members:
-                await join_in_process(client, name, members.members[name].kubeconfig_path)
-            yield Env(client, members, manager)
-        finally:
-            await manager.stop()
-            await client.close()
-    finally:
-        await members.stop()
-        await server.stop()
+    members = [MemberConfig(name="member1", data_dir=tmp_path / "members", simulators=["node"]),
+               MemberConfig(name="bare", data_dir=tmp_path / "members", simulators=[])]
+    options = ControllerOptions(cluster_status_update_frequency=FREQUENCY, cluster_success_threshold=0.6,
+                                cluster_failure_threshold=0.6)
+    async with cluster_controllers(tmp_path, members, options) as c:
+        for name in c.members.members:
+            await join_in_process(c.client, name, c.members.members[name].kubeconfig_path)
+        yield Env(c.client, c.members, c.manager)
 
 
 def deployment(name: str, replicas: int, cpu: str) -> dict[str, Any]:

@@ -11,10 +11,9 @@ simulated member for real and takes it down, with no ClusterTaintPolicy.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,8 @@ import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS, RESOURCE_BINDINGS
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spec_from_credentials
 from flotilla.cli.controller_manager import build_parser, options_from_args
 from flotilla.client import Client
-from flotilla.client.kubeconfig import load_kubeconfig
 from flotilla.controllers.graceful_eviction import GracefulEvictionController
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
@@ -33,27 +30,28 @@ from flotilla.controllers.taint_manager import TaintManager
 from flotilla.controllers.taint_policy import TaintPolicyController
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from tests.support.controllers import (
+    FLINK_BINDING,
+    FLINK_JOB_ALIAS,
+    STAMP,
+    ControlPlane,
+    Eventually,
+    create_flink_binding,
+    join_in_process,
+    plane_with_clusters,
+)
 
 NS = "default"
-RB = "flink-job-flinkdeployment"
-ALIAS = "flink.apache.org/job-id"
+RB = FLINK_BINDING
+ALIAS = FLINK_JOB_ALIAS
 JOB_ID = "c0ffee42"
-STAMP = "2024-01-01T00:00:00Z"
 NOT_READY_NO_EXECUTE = "cluster.karmada.io/not-ready:NoExecute"
 NOT_READY_NO_SCHEDULE = "cluster.karmada.io/not-ready:NoSchedule"
 FAILOVER_CONTROLLERS = ["taint-policy", "taint-manager", "graceful-eviction"]
 QUIET = 0.8  # how long "nothing happens" is watched; the enabled path acts within a few hundred ms
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.03) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(interval=0.03, retry_on=())
 
 
 def taint_keys(cluster: dict[str, Any] | None) -> list[str]:
@@ -76,46 +74,18 @@ NOT_READY_POLICY = {
 
 
 @dataclass
-class Plane:
-    server: ApiServer
-    client: Client
-    managers: list[ControllerManager] = field(default_factory=list)
-
+class Plane(ControlPlane):
     async def manager(self, options: ControllerOptions, controllers: list[str]) -> ControllerManager:
         m = await ControllerManager(self.client, options, controllers=controllers).start()
         self.managers.append(m)
         return m
 
-    async def cluster(self, name: str) -> None:
-        await self.client.create(CLUSTERS, {
-            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}})
-        await self.set_ready(name, "True")
-
-    async def set_ready(self, name: str, status: str) -> None:
-        condition = {"type": "Ready", "status": status, "reason": "Test", "message": "", "lastTransitionTime": STAMP}
-        await self.client.patch(CLUSTERS, name, {"status": {"conditions": [condition]}}, subresource="status")
-
     async def get_cluster(self, name: str) -> dict[str, Any]:
         return dict(await self.client.get(CLUSTERS, name))
 
     async def binding(self) -> None:
-        placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
-                     "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]}
-        await self.client.create(RESOURCE_BINDINGS, {
-            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-            "metadata": {"name": RB, "namespace": NS,
-                         "annotations": {"policy.karmada.io/applied-placement": json.dumps(placement)}},
-            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-                                  "namespace": NS, "name": "flink-job", "uid": "0f1e2d3c"},
-                     "replicas": 1, "clusters": [{"name": "m1", "replicas": 1}], "placement": placement,
-                     "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [
-                         {"aliasLabelName": ALIAS, "jsonPath": "{ .jobStatus.jobId }"}]}}}},
-        })
-        item = {"clusterName": "m1", "applied": True, "health": "Healthy",
-                "status": {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}, "lifecycleState": "STABLE"}}
-        await self.client.patch(RESOURCE_BINDINGS, RB, {"status": {"aggregatedStatus": [item]}}, namespace=NS,
-                                subresource="status")
+        await create_flink_binding(self.client, {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"},
+                                                 "lifecycleState": "STABLE"}, namespace=NS)
 
     async def get_binding(self) -> dict[str, Any]:
         return dict(await self.client.get(RESOURCE_BINDINGS, RB, NS))
@@ -140,19 +110,8 @@ class Plane:
 @pytest.fixture
 async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     # the API server's defaults: allow_no_execute_taint_policy is not set here on purpose
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    client = Client.in_process(server.storage)
-    p = Plane(server, client)
-    try:
-        await p.cluster("m1")
-        await p.cluster("m2")
+    async with plane_with_clusters(tmp_path, Plane, "m1", "m2") as p:
         yield p
-    finally:
-        for m in p.managers:
-            await m.stop()
-        await client.close()
-        await server.stop()
 
 
 async def outage_of_m1(plane: Plane, options: ControllerOptions) -> ControllerManager:
@@ -263,10 +222,7 @@ async def test_d1_member_going_not_ready_without_a_policy_gets_no_no_execute_tai
                                 f"--cluster-success-threshold={THRESHOLD}",
                                 f"--cluster-failure-threshold={THRESHOLD}")
         await plane.manager(options, ["cluster", "cluster-status", *FAILOVER_CONTROLLERS])
-        creds = load_kubeconfig(members.members["m1"].kubeconfig_path)
-        async with Client.from_credentials(creds, request_timeout=5, read_retries=0) as member:
-            _, cluster_id, _ = await inspect_member(member, "m1")
-        await join_cluster(client, join_spec_from_credentials("m1", creds, cluster_id=cluster_id))
+        await join_in_process(client, "m1", members.members["m1"].kubeconfig_path)
 
         async def ready() -> bool:
             c = await plane.get_cluster("m1")

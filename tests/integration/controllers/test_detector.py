@@ -18,11 +18,12 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.client import ApiException, Client, Resource
 from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS, EVENTS, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from tests.support.apiserver import Kubectl
+from tests.support.controllers import get_or_none
 
 PPS = Resource("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy", True)
 CPPS = Resource("policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy", False)
@@ -87,12 +88,7 @@ class Plane:
         return await self.client.get(res, name, namespace if res.namespaced else None)
 
     async def maybe(self, res: Resource, name: str, namespace: str | None = NS) -> dict[str, Any] | None:
-        try:
-            return await self.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await get_or_none(self.client, res, name, namespace if res.namespaced else None)
 
     async def binding(self, name: str, namespace: str = NS) -> dict[str, Any]:
         return await eventually(lambda: self.maybe(RBS, name, namespace), what=f"binding {name}")

@@ -7,16 +7,13 @@ leave them (the style of test_taint_manager.py); the test plays the scheduler on
 
 from __future__ import annotations
 
-import asyncio
-import json
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,19 +23,25 @@ import aiohttp
 import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.controller_manager import start_metrics_server
-from flotilla.client import Client
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.metrics import CONTENT_TYPE, ControllerMetrics
 from tests.support.apiserver import ServerThread
+from tests.support.controllers import (
+    FLINK_BINDING,
+    FLINK_JOB_ALIAS,
+    ControlPlane,
+    Eventually,
+    create_flink_binding,
+    plane_with_clusters,
+)
+from tests.support.processes import LoggedProcess
 from tests.unit.test_metrics_registry import Family, check_histograms, parse_exposition
 
 NS = "default"
-RB = "flink-job-flinkdeployment"
-ALIAS = "flink.apache.org/job-id"
-STAMP = "2024-01-01T00:00:00Z"
+RB = FLINK_BINDING
+ALIAS = FLINK_JOB_ALIAS
 NOT_READY = {"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}
 TM = "taint-manager"
 
@@ -59,15 +62,7 @@ def stamp(t: datetime | None = None) -> str:
     return (t or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.03) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(interval=0.03, retry_on=())
 
 
 def scrape(metrics: ControllerMetrics) -> dict[str, Family]:
@@ -81,11 +76,8 @@ def evictions(metrics: ControllerMetrics, result: str) -> float:
 
 
 @dataclass
-class Plane:
-    server: ApiServer
-    client: Client
+class Plane(ControlPlane):
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
-    managers: list[ControllerManager] = field(default_factory=list)
 
     async def start(self, *controllers: str, **options: Any) -> ControllerManager:
         m = await ControllerManager(self.client, ControllerOptions(**options), controllers=list(controllers),
@@ -93,39 +85,15 @@ class Plane:
         self.managers.append(m)
         return m
 
-    async def cluster(self, name: str, ready: str = "True") -> None:
-        await self.client.create(CLUSTERS, {
-            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}})
-        await self.set_ready(name, ready)
-
-    async def set_ready(self, name: str, ready: str) -> None:
-        condition = {"type": "Ready", "status": ready, "reason": "Test", "message": "", "lastTransitionTime": STAMP}
-        await self.client.patch(CLUSTERS, name, {"status": {"conditions": [condition]}}, subresource="status")
-
     async def taint(self, name: str, *, ago: float = 0.0) -> None:
         added = datetime.now(UTC) - timedelta(seconds=ago)
         await self.client.patch(CLUSTERS, name, {"spec": {"taints": [{**NOT_READY, "timeAdded": stamp(added)}]}})
 
     async def binding(self, *, job_id: str | None = "c0ffee42") -> None:
-        placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
-                     "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]}
-        await self.client.create(RESOURCE_BINDINGS, {
-            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-            "metadata": {"name": RB, "namespace": NS,
-                         "annotations": {"policy.karmada.io/applied-placement": json.dumps(placement)}},
-            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-                                  "namespace": NS, "name": "flink-job", "uid": "0f1e2d3c"},
-                     "replicas": 1, "clusters": [{"name": "m1", "replicas": 1}], "placement": placement,
-                     "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [
-                         {"aliasLabelName": ALIAS, "jsonPath": "{ .jobStatus.jobId }"}]}}}},
-        })
         job: dict[str, Any] = {"state": "RUNNING"}
         if job_id is not None:
             job["jobId"] = job_id
-        item = {"clusterName": "m1", "applied": True, "health": "Healthy", "status": {"jobStatus": job}}
-        await self.client.patch(RESOURCE_BINDINGS, RB, {"status": {"aggregatedStatus": [item]}}, namespace=NS,
-                                subresource="status")
+        await create_flink_binding(self.client, {"jobStatus": job}, namespace=NS)
 
     async def get_binding(self) -> dict[str, Any]:
         return dict(await self.client.get(RESOURCE_BINDINGS, RB, NS))
@@ -146,19 +114,8 @@ class Plane:
 
 @pytest.fixture
 async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    client = Client.in_process(server.storage)
-    p = Plane(server, client)
-    try:
-        await p.cluster("m1")
-        await p.cluster("m2")
+    async with plane_with_clusters(tmp_path, Plane, "m1", "m2") as p:
         yield p
-    finally:
-        for m in p.managers:
-            await m.stop()
-        await client.close()
-        await server.stop()
 
 
 # ---------------------------------------------------------------------------------------------- through the registry
@@ -325,14 +282,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     srv.stop()
 
 
-@dataclass
-class Process:
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
+class Process(LoggedProcess):
     def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -347,23 +297,15 @@ class Process:
         self.popen.send_signal(signal.SIGTERM)
         return self.popen.wait(15)
 
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
-
 
 @pytest.fixture
 def start_cm(api: ServerThread, tmp_path: Path) -> Iterator[Callable[..., Process]]:
     started: list[Process] = []
 
     def start(*extra: str) -> Process:
-        log = tmp_path / f"cm-{len(started)}.log"
-        with open(log, "wb") as out:
-            popen = subprocess.Popen([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig",
+        started.append(Process.start([sys.executable, "-m", "flotilla.cli.controller_manager", "--kubeconfig",
                                       str(api.kubeconfig), "--controllers", "taint-manager,graceful-eviction",
-                                      *extra], stdout=out, stderr=subprocess.STDOUT)
-        started.append(Process(popen, log))
+                                      *extra], tmp_path / f"cm-{len(started)}.log"))
         return started[-1]
 
     yield start

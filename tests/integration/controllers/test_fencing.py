@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -18,20 +17,18 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.apiserver.server import ApiServer
 from flotilla.cli.fence_commands import add_fence_parsers
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS, NAMESPACES, SECRETS
+from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.execution import ExecutionController
-from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import ABANDONED_ANNOTATION, OUT_OF_SERVICE_TAINT_KEY, is_fenced
-from flotilla.member.cluster import MemberConfig
-from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
+from tests.support.controllers import get_or_none
 
-from .test_binding_execution import Env, deployment, eventually, get_or_none
+from .test_binding_execution import Env, deployment, eventually, running
 
 MEMBERS = ("member1", "member2")
 HOLD = "test.flotilla.io/hold"
@@ -69,39 +66,9 @@ def cli(*argv: str) -> Callable[[], int]:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[FenceEnv]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    cp = Client.in_process(server.storage)
-    group = await MemberGroup([MemberConfig(name=n, data_dir=tmp_path / "members", ready_delay=0.2) for n in MEMBERS],
-                              write_admin_files=False).start()
-    members = {n: Client.from_kubeconfig(group.members[n].kubeconfig_path) for n in MEMBERS}
-    manager = ControllerManager(cp, controllers=["binding", "execution"])
-    env = FenceEnv(cp, members, group, manager, server)
-    started = False
-    try:
-        await cp.create(NAMESPACES, {"metadata": {"name": "karmada-cluster"}})
-        for name in MEMBERS:
-            m = group.members[name]
-            await cp.create(NAMESPACES, {"metadata": {"name": f"karmada-es-{name}"}})
-            token = m.server.admin_token if m.server is not None else None
-            await cp.create(SECRETS, {"metadata": {"name": name, "namespace": "karmada-cluster"},
-                                      "data": {"token": base64.b64encode((token or "").encode()).decode()}})
-            await cp.create(CLUSTERS, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                                       "metadata": {"name": name, "labels": {"name": name}},
-                                       "spec": {"syncMode": "Push", "apiEndpoint": m.url,
-                                                "secretRef": {"namespace": "karmada-cluster", "name": name}}})
-            await env.set_ready(name, "True")
-        await manager.start()
-        started = True
+    async with running(tmp_path, lambda plane, manager: FenceEnv(plane.cp, plane.members, plane.group, manager,
+                                                                 plane.server), compaction_interval=0) as env:
         yield env
-    finally:
-        if started:
-            await manager.stop()
-        for c in members.values():
-            await c.close()
-        await group.stop()
-        await cp.close()
-        await server.stop()
 
 
 async def fence(env: FenceEnv, cluster: str) -> None:

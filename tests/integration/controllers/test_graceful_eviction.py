@@ -7,40 +7,26 @@ No member cluster and no other controller: the test writes ``spec.gracefulEvicti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from flotilla.api.resources import RESOURCE_BINDINGS, WORKS
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.apiserver.server import ApiServer
 from flotilla.client import Client
-from flotilla.client.resources import EVENTS, NAMESPACES
+from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
-
-T = TypeVar("T")
+from tests.support.controllers import Eventually, control_plane, events_by_reason
 
 RB_ID_LABEL = "resourcebinding.karmada.io/permanent-id"
 NAME = "nginx-deployment"
 
 
-async def eventually(fn: Callable[[], Awaitable[T]], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await fn()
-        except AssertionError as e:
-            last = e
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.05)
+eventually = Eventually(timeout=10.0)
 
 
 @dataclass
@@ -82,24 +68,20 @@ class Env:
         }}, namespace="default", subresource="status")
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
-        found = await self.cp.list(EVENTS, None)
-        return [e for e in found.get("items") or [] if e.get("reason") == reason]
+        return await events_by_reason(self.cp, reason)
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0)).start()
-    cp = Client.in_process(server.storage)
-    env = Env(cp, server)
-    try:
-        for ns in ("karmada-es-member1", "karmada-es-member2"):
-            await cp.create(NAMESPACES, {"metadata": {"name": ns}})
-        yield env
-    finally:
-        if env.manager is not None:
-            await env.manager.stop()
-        await cp.close()
-        await server.stop()
+    async with control_plane(tmp_path) as (server, cp):
+        env = Env(cp, server)
+        try:
+            for ns in ("karmada-es-member1", "karmada-es-member2"):
+                await cp.create(NAMESPACES, {"metadata": {"name": ns}})
+            yield env
+        finally:
+            if env.manager is not None:
+                await env.manager.stop()
 
 
 def task(cluster: str = "member1", **extra: Any) -> dict[str, Any]:

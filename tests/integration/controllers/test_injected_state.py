@@ -8,30 +8,25 @@ and, where a failover trigger is not under test, writes the eviction task as the
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.client import ApiException, Client, Resource, is_not_found
-from flotilla.client.resources import DEPLOYMENTS, EVENTS, NAMESPACES, SECRETS
+from flotilla.client import Client
+from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD, INJECTED_STATE_ANNOTATION, parse_time
-from flotilla.member.cluster import ANNOTATION_READY_DELAY, MemberConfig
-from flotilla.member.runner import MemberGroup
+from flotilla.member.cluster import ANNOTATION_READY_DELAY
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
-
-T = TypeVar("T")
+from tests.support.controllers import Eventually, events_by_reason, get_or_none, plane_with_members, set_ready
 
 MEMBERS = ("member1", "member2")
 CONTROLLERS = ["binding", "execution", "work-status", "binding-status", "graceful-eviction", "application-failover"]
@@ -42,20 +37,7 @@ CKPT = "failover.example.io/checkpoint"
 STAMP = "2025-01-01T00:00:00Z"
 
 
-async def eventually(fn: Callable[[], Awaitable[T]], timeout: float = 20.0, what: str = "condition") -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await fn()
-        except AssertionError as e:
-            last = e
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.05)
+eventually = Eventually(timeout=20.0)
 
 
 def deployment(image: str = "nginx:1.27", **annotations: str) -> dict[str, Any]:
@@ -150,8 +132,7 @@ class Env:
         return None
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
-        found = await self.cp.list(EVENTS, None)
-        return [e for e in found.get("items") or [] if e.get("reason") == reason]
+        return await events_by_reason(self.cp, reason)
 
     async def rendered_after_template_change(self, cluster: str) -> dict[str, Any]:
         """Change the template and wait for the Work to follow: proof of a render from the current binding."""
@@ -164,47 +145,17 @@ class Env:
         return await eventually(follows, what=f"the Work in {cluster} after the template change")
 
 
-async def get_or_none(client: Client, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-    try:
-        return await client.get(res, name, namespace)
-    except ApiException as e:
-        if is_not_found(e):
-            return None
-        raise
-
-
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0)).start()
-    cp = Client.in_process(server.storage)
-    group = await MemberGroup([MemberConfig(name=n, data_dir=tmp_path / "members", ready_delay=0.2) for n in MEMBERS],
-                              write_admin_files=False).start()
-    members = {n: Client.from_kubeconfig(group.members[n].kubeconfig_path) for n in MEMBERS}
-    env = Env(cp, members)
-    try:
-        await cp.create(NAMESPACES, {"metadata": {"name": "karmada-cluster"}})
-        for name in MEMBERS:
-            m = group.members[name]
-            await cp.create(NAMESPACES, {"metadata": {"name": f"karmada-es-{name}"}})
-            token = m.server.admin_token if m.server is not None else None
-            await cp.create(SECRETS, {"metadata": {"name": name, "namespace": "karmada-cluster"},
-                                      "data": {"token": base64.b64encode((token or "").encode()).decode()}})
-            await cp.create(CLUSTERS, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                                       "metadata": {"name": name, "labels": {"name": name}},
-                                       "spec": {"syncMode": "Push", "apiEndpoint": m.url,
-                                                "secretRef": {"namespace": "karmada-cluster", "name": name}}})
-            await cp.patch(CLUSTERS, name, {"status": {"conditions": [
-                {"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "set by the test",
-                 "lastTransitionTime": STAMP}]}}, subresource="status")
-        yield env
-    finally:
-        for manager in env.managers:
-            await manager.stop()
-        for c in members.values():
-            await c.close()
-        await group.stop()
-        await cp.close()
-        await server.stop()
+    async with plane_with_members(tmp_path, MEMBERS) as plane:
+        env = Env(plane.cp, plane.members)
+        try:
+            for name in MEMBERS:
+                await set_ready(plane.cp, name, "True", reason="ClusterReady", message="set by the test", stamp=STAMP)
+            yield env
+        finally:
+            for manager in env.managers:
+                await manager.stop()
 
 
 async def _injected_into_member2(env: Env, state: dict[str, str]) -> dict[str, Any]:

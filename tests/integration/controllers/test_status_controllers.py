@@ -7,47 +7,30 @@ annotations), so nothing here depends on the scheduler, binding or execution con
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS, EVENTS, NAMESPACES, SECRETS
+from flotilla.client.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.controllers.binding_status import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, WorkStatusController
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
-
-T = TypeVar("T")
+from tests.support.controllers import Eventually, events_by_reason, plane_with_members, set_ready
 
 EXEC_NS = "karmada-es-member1"
 WORK_NAME = generate_work_name("Deployment", "nginx", "default")
 RB_ID_LABEL = "resourcebinding.karmada.io/permanent-id"
 
 
-async def eventually(fn: Callable[[], Awaitable[T]], timeout: float = 15.0, what: str = "condition") -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await fn()
-        except AssertionError as e:
-            last = e
-        else:
-            if last:
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.05)
+eventually = Eventually(timeout=15.0)
 
 
 def deployment(replicas: int = 2) -> dict[str, Any]:
@@ -84,9 +67,9 @@ class Env:
         return next(c for c in self.manager.controllers if isinstance(c, WorkStatusController))
 
     async def set_ready(self, status: str) -> None:
-        await self.cp.patch(CLUSTERS, "member1", {"status": {"conditions": [
-            {"type": "Ready", "status": status, "reason": "ClusterReady" if status == "True" else "ClusterNotReachable",
-             "message": "set by the test", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}, subresource="status")
+        await set_ready(self.cp, "member1", status,
+                        reason="ClusterReady" if status == "True" else "ClusterNotReachable",
+                        message="set by the test", stamp="2025-01-01T00:00:00Z")
 
     async def work(self) -> dict[str, Any]:
         return await self.cp.get(WORKS, WORK_NAME, EXEC_NS)
@@ -95,29 +78,13 @@ class Env:
         return await self.cp.get(RESOURCE_BINDINGS, "nginx-deployment", "default")
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
-        found = await self.cp.list(EVENTS, None)
-        return [e for e in found.get("items") or [] if e.get("reason") == reason]
+        return await events_by_reason(self.cp, reason)
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0)).start()
-    cp = Client.in_process(server.storage)
-    members = await MemberGroup([MemberConfig(name="member1", data_dir=tmp_path / "members", ready_delay=0.2)],
-                                write_admin_files=False).start()
-    m1 = members.members["member1"]
-    member = Client.from_kubeconfig(m1.kubeconfig_path)
-    manager: ControllerManager | None = None
-    try:
-        for ns in ("karmada-cluster", EXEC_NS):
-            await cp.create(NAMESPACES, {"metadata": {"name": ns}})
-        token = m1.server.admin_token if m1.server is not None else None
-        await cp.create(SECRETS, {"metadata": {"name": "member1", "namespace": "karmada-cluster"},
-                                  "data": {"token": base64.b64encode((token or "").encode()).decode()}})
-        await cp.create(CLUSTERS, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                                   "metadata": {"name": "member1"},
-                                   "spec": {"syncMode": "Push", "apiEndpoint": m1.url,
-                                            "secretRef": {"namespace": "karmada-cluster", "name": "member1"}}})
+    async with plane_with_members(tmp_path, ["member1"], name_labels=False) as plane:
+        cp, member = plane.cp, plane.members["member1"]
         template = await cp.create(DEPLOYMENTS, deployment())
         rb = await cp.create(RESOURCE_BINDINGS, {
             "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -134,7 +101,8 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
                             "message": "Binding has been scheduled successfully.",
                             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}},
             namespace="default", subresource="status")
-        env = Env(cp, member, members, ControllerManager(cp, controllers=["work-status", "binding-status"]), rb_id)
+        env = Env(cp, member, plane.group, ControllerManager(cp, controllers=["work-status", "binding-status"]),
+                  rb_id)
         await env.set_ready("True")
         await cp.create(WORKS, {
             "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
@@ -148,16 +116,11 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
              "message": "Manifest has been successfully applied", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}},
             namespace=EXEC_NS, subresource="status")
         await member.create(DEPLOYMENTS, member_manifest(rb_id))
-        manager = env.manager
-        await manager.start()
-        yield env
-    finally:
-        if manager is not None:
-            await manager.stop()
-        await member.close()
-        await members.stop()
-        await cp.close()
-        await server.stop()
+        await env.manager.start()
+        try:
+            yield env
+        finally:
+            await env.manager.stop()
 
 
 async def healthy_work(env: Env) -> dict[str, Any] | None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,18 +19,24 @@ from typing import Any
 import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
-from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.client import Client
 from flotilla.client.resources import EVENTS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.controllers.taint_manager import TaintManager, eviction_key
 from flotilla.failover.ratelimit import EvictionMode
+from tests.support.controllers import (
+    FLINK_BINDING,
+    FLINK_JOB_ALIAS,
+    STAMP,
+    ControlPlane,
+    Eventually,
+    create_flink_binding,
+    plane_with_clusters,
+)
 
 NS = "default"
-RB = "flink-job-flinkdeployment"
-ALIAS = "flink.apache.org/job-id"
-STAMP = "2024-01-01T00:00:00Z"
+RB = FLINK_BINDING
+ALIAS = FLINK_JOB_ALIAS
 NOT_READY = {"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}
 
 
@@ -45,23 +51,11 @@ def reflected_flink_status(job_id: str | None = "c0ffee42") -> dict[str, Any]:
     return {"jobStatus": job, "lifecycleState": "STABLE"}
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.03) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(interval=0.03, retry_on=())
 
 
 @dataclass
-class Plane:
-    server: ApiServer
-    client: Client
-    managers: list[ControllerManager] = field(default_factory=list)
-
+class Plane(ControlPlane):
     async def taint_manager(self, **options: Any) -> TaintManager:
         m = await ControllerManager(self.client, ControllerOptions(**options), controllers=["taint-manager"]).start()
         self.managers.append(m)
@@ -69,41 +63,13 @@ class Plane:
         assert isinstance(tm, TaintManager)
         return tm
 
-    async def cluster(self, name: str, ready: str = "True") -> None:
-        await self.client.create(CLUSTERS, {
-            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}})
-        condition = {"type": "Ready", "status": ready, "reason": "Test", "message": "", "lastTransitionTime": STAMP}
-        await self.client.patch(CLUSTERS, name, {"status": {"conditions": [condition]}}, subresource="status")
-
     async def taint(self, name: str, *taints: dict[str, Any]) -> None:
         await self.client.patch(CLUSTERS, name, {"spec": {"taints": list(taints)}})
 
     async def binding(self, *, tolerations: list[dict[str, Any]] | None = None,
                       status: dict[str, Any] | None = None, rules: bool = True) -> dict[str, Any]:
-        placement: dict[str, Any] = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
-                                     "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1,
-                                                            "minGroups": 1}]}
-        if tolerations:
-            placement["clusterTolerations"] = tolerations
-        cluster_failover: dict[str, Any] = {"purgeMode": "Directly"}
-        if rules:
-            cluster_failover["statePreservation"] = {"rules": [{"aliasLabelName": ALIAS,
-                                                                "jsonPath": "{ .jobStatus.jobId }"}]}
-        await self.client.create(RESOURCE_BINDINGS, {
-            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-            "metadata": {"name": RB, "namespace": NS,
-                         "annotations": {"policy.karmada.io/applied-placement": json.dumps(placement)}},
-            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-                                  "namespace": NS, "name": "flink-job", "uid": "0f1e2d3c"},
-                     "replicas": 1, "clusters": [{"name": "m1", "replicas": 1}],
-                     "placement": placement,
-                     "failover": {"cluster": cluster_failover}},
-        })
-        item = {"clusterName": "m1", "applied": True, "health": "Healthy",
-                "status": reflected_flink_status() if status is None else status}
-        return dict(await self.client.patch(RESOURCE_BINDINGS, RB, {"status": {"aggregatedStatus": [item]}},
-                                            namespace=NS, subresource="status"))
+        return await create_flink_binding(self.client, reflected_flink_status() if status is None else status,
+                                          namespace=NS, tolerations=tolerations, rules=rules)
 
     async def get_binding(self) -> dict[str, Any]:
         return dict(await self.client.get(RESOURCE_BINDINGS, RB, NS))
@@ -131,19 +97,8 @@ class Plane:
 
 @pytest.fixture
 async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    client = Client.in_process(server.storage)
-    p = Plane(server, client)
-    try:
-        await p.cluster("m1")
-        await p.cluster("m2")
+    async with plane_with_clusters(tmp_path, Plane, "m1", "m2") as p:
         yield p
-    finally:
-        for m in p.managers:
-            await m.stop()
-        await client.close()
-        await server.stop()
 
 
 def condition(rb: dict[str, Any], type_: str = "StatePreserved") -> dict[str, Any] | None:

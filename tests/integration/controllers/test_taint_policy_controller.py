@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +18,23 @@ import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
-from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spec_from_credentials
-from flotilla.client import ApiException, Client, is_not_found
-from flotilla.client.kubeconfig import load_kubeconfig
+from flotilla.client import ApiException, Client
 from flotilla.client.resources import EVENTS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from tests.support.controllers import (
+    STAMP,
+    ControlPlane,
+    Eventually,
+    get_or_none,
+    join_in_process,
+    plane_with_clusters,
+)
 
 NOT_READY_NOEXEC = "cluster.karmada.io/not-ready:NoExecute"
 NOT_READY_NOSCHED = "cluster.karmada.io/not-ready:NoSchedule"
-STAMP = "2024-01-01T00:00:00Z"
 
 
 def failover_policy(name: str = "not-ready", target: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -49,49 +54,18 @@ def taint_keys(cluster: dict[str, Any] | None) -> list[str]:
             for t in ((cluster or {}).get("spec") or {}).get("taints") or []]
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.03) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+eventually = Eventually(interval=0.03, retry_on=())
 
 
 @dataclass
-class Plane:
-    server: ApiServer
-    client: Client
-    managers: list[ControllerManager] = field(default_factory=list)
-
+class Plane(ControlPlane):
     async def manager(self, controllers: list[str], options: ControllerOptions | None = None) -> ControllerManager:
         m = await ControllerManager(self.client, options, controllers=controllers).start()
         self.managers.append(m)
         return m
 
     async def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(CLUSTERS, name)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
-
-    async def cluster(self, name: str, labels: dict[str, str] | None = None, ready: str = "True",
-                      taints: list[dict[str, Any]] | None = None) -> None:
-        body: dict[str, Any] = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                                "metadata": {"name": name, "labels": labels or {}},
-                                "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}}
-        if taints:
-            body["spec"]["taints"] = taints
-        await self.client.create(CLUSTERS, body)
-        await self.set_ready(name, ready)
-
-    async def set_ready(self, name: str, status: str) -> None:
-        condition = {"type": "Ready", "status": status, "reason": "Test", "message": "", "lastTransitionTime": STAMP}
-        await self.client.patch(CLUSTERS, name, {"status": {"conditions": [condition]}}, subresource="status")
+        return await get_or_none(self.client, CLUSTERS, name, None)
 
     async def taints_become(self, name: str, keys: list[str]) -> dict[str, Any]:
         async def check() -> dict[str, Any] | None:
@@ -115,17 +89,8 @@ class Plane:
 
 @pytest.fixture
 async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
-    server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
-                                             compaction_interval=0)).start()
-    client = Client.in_process(server.storage)
-    p = Plane(server, client)
-    try:
+    async with plane_with_clusters(tmp_path, Plane) as p:
         yield p
-    finally:
-        for m in p.managers:
-            await m.stop()
-        await client.close()
-        await server.stop()
 
 
 # ---------------------------------------------------------------------------------------------- written status
@@ -310,10 +275,7 @@ async def test_member_outage_adds_and_recovery_removes_the_no_execute_taint(tmp_
         manager = await ControllerManager(client, options,
                                           controllers=["cluster", "cluster-status", "taint-policy"]).start()
         await client.create(CLUSTER_TAINT_POLICIES, failover_policy())
-        creds = load_kubeconfig(members.members["member1"].kubeconfig_path)
-        async with Client.from_credentials(creds, request_timeout=5, read_retries=0) as member:
-            _, cluster_id, _ = await inspect_member(member, "member1")
-        await join_cluster(client, join_spec_from_credentials("member1", creds, cluster_id=cluster_id))
+        await join_in_process(client, "member1", members.members["member1"].kubeconfig_path)
 
         async def ready() -> bool:
             c = await plane.get("member1")

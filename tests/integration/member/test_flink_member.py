@@ -16,7 +16,7 @@ from flotilla.member.checkpoints import CheckpointStore
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.history import HistoryRecorder
-from tests.integration.member import MemberThread, kubectl_for, python_client
+from tests.integration.member import MemberThread, python_client
 from tests.support.apiserver import Kubectl
 
 pytestmark = pytest.mark.kubectl
@@ -83,11 +83,6 @@ def member(tmp_path_factory: pytest.TempPathFactory, history: HistoryRecorder) -
     m = MemberThread(cfg, history).start()
     yield m
     m.stop()
-
-
-@pytest.fixture(scope="module")
-def kubectl(member: MemberThread, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return kubectl_for(member, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.history import overlaps
-from tests.integration.member import MemberThread, kubectl_for, python_client
+from tests.integration.member import MemberThread, python_client
 from tests.support.apiserver import Kubectl
 
 pytestmark = pytest.mark.kubectl
@@ -27,11 +27,6 @@ def member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemberThread]:
     m = MemberThread(cfg).start()
     yield m
     m.stop()
-
-
-@pytest.fixture(scope="module")
-def kubectl(member: MemberThread, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return kubectl_for(member, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture

@@ -1,0 +1,14 @@
+"""Fixtures shared by the simulated-member tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.member import MemberThread, kubectl_for
+from tests.support.apiserver import Kubectl
+
+
+@pytest.fixture(scope="module")
+def kubectl(member: MemberThread, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    """The real kubectl against the test module's own ``member`` fixture (each module starts the member it needs)."""
+    return kubectl_for(member, tmp_path_factory.mktemp("home"))
