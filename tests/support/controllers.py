@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spec_from_credentials
-from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.client import Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig
 from flotilla.client.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.controllers.manager import ControllerManager
@@ -61,12 +61,7 @@ class Eventually:
 
 
 async def get_or_none(client: Client, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-    try:
-        return await client.get(res, name, namespace)
-    except ApiException as e:
-        if is_not_found(e):
-            return None
-        raise
+    return await client.get_or_none(res, name, namespace)
 
 
 async def events_by_reason(client: Client, reason: str) -> list[dict[str, Any]]:

@@ -264,12 +264,7 @@ async def _update_cluster(cp: Client, existing: dict[str, Any], spec: JoinSpec) 
 
 
 async def _get_or_none(client: Client, res: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-    try:
-        return await client.get(res, name, namespace)
-    except ApiException as e:
-        if is_not_found(e):
-            return None
-        raise
+    return await client.get_or_none(res, name, namespace)
 
 
 # ============================================================================================ unjoin

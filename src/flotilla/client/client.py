@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flotilla.client.discovery import RESTMapper
+from flotilla.client.errors import ApiException, is_not_found
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, load_kubeconfig
 from flotilla.client.resources import Resource
@@ -135,6 +136,15 @@ class Client:
     async def get(self, res: Resource, name: str, namespace: str | None = None, *,
                   subresource: str | None = None) -> dict[str, Any]:
         return await self.transport.get(res, self._ns(res, namespace, required=True), name, subresource)
+
+    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """:meth:`get`, or None when the object does not exist (404); other errors are raised."""
+        try:
+            return await self.get(res, name, namespace)
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            raise
 
     async def list(
         self,

@@ -240,12 +240,7 @@ class BindingController(Controller):
             cached = inf.store.get(f"{ns}/{name}" if ns else name)
             if cached is not None:
                 return cached
-        try:
-            return await self.client.get(res, name, ns)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(res, name, ns)
 
     # ------------------------------------------------------------------ reconcile
     def _binding_informer(self, kind: str) -> Informer:
@@ -379,12 +374,7 @@ class BindingController(Controller):
         raise BindingSyncError(f"work {intent.key}: gave up after {_WRITE_ATTEMPTS} conflicting writes")
 
     async def _get_work(self, intent: WorkIntent) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(WORKS, intent.name, intent.namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(WORKS, intent.name, intent.namespace)
 
     async def _delete_work(self, work: Mapping[str, Any]) -> None:
         meta = _meta(work)

@@ -415,12 +415,7 @@ class BindingStatusController(Controller):
                 self.ctx.recorder.event(binding, NORMAL, "StatusUpToDate", str(new.get("message") or ""))
 
     async def _get_live(self, res: Resource, name: str, namespace: str | None) -> _Obj | None:
-        try:
-            return await self.client.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(res, name, namespace)
 
     async def _template(self, res: Resource, tkey: str, name: str, namespace: str | None) -> _Obj | None:
         """The template from the shared informer's cache (as last written here if newer), else read live."""

@@ -211,12 +211,7 @@ class ClusterController(Controller):
         return None
 
     async def _get_namespace(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(NAMESPACES, name)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(NAMESPACES, name)
 
     async def _works_note(self, es: str) -> str:
         works = (await self.client.list(WORKS, es)).get("items") or []

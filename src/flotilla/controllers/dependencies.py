@@ -385,12 +385,7 @@ class DependenciesDistributor(Controller):
                                str(_meta(binding).get("namespace")), make)
 
     async def _live(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(RESOURCE_BINDINGS, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(RESOURCE_BINDINGS, name, namespace)
 
     def _conflict_event(self, attached: Mapping[str, Any], update: AttachedUpdate) -> None:
         if update.conflicts:

@@ -529,12 +529,7 @@ class DetectorController(Controller):
         raise ApiException(409, "Conflict", f"binding {_obj_key(namespace, name)} keeps changing; will retry")
 
     async def _live(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(res, name, namespace)
 
     def _unclaimer(self, cluster_scoped_claim: bool,
                    claim_labels: Mapping[str, str]) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:

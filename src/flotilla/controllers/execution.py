@@ -352,12 +352,7 @@ class ExecutionController(Controller):
 
     @staticmethod
     async def _observe(member: Client, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-        try:
-            return await member.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await member.get_or_none(res, name, namespace)
 
     def _cached(self, cluster: str, member: Client, res: Resource, name: str,
                 namespace: str | None) -> tuple[bool, dict[str, Any] | None]:
@@ -625,12 +620,7 @@ class ExecutionController(Controller):
     # ------------------------------------------------------------------ writing the Work
     async def _refetch(self, work: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = _meta(work)
-        try:
-            return await self.client.get(WORKS, str(meta.get("name")), str(meta.get("namespace")))
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(WORKS, str(meta.get("name")), str(meta.get("namespace")))
 
     async def _patch_finalizers(self, work: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
         """Write the Work's finalizers (a merge patch guarded by its resourceVersion: the body is not sent back)."""

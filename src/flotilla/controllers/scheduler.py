@@ -272,12 +272,7 @@ class SchedulerController(Controller):
         raise RuntimeError("unreachable")  # pragma: no cover
 
     async def _read(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(res, name, namespace)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        return await self.client.get_or_none(res, name, namespace)
 
     def _decide(self, key: str, binding: Mapping[str, Any], clusters: list[dict[str, Any]],
                 parsed: tuple[Cluster, ...] | None, now: Any) -> ScheduleResult:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from flotilla.api import resources as R
-from flotilla.client import ApiException, Client, Resource, is_not_found
+from flotilla.client import ApiException, Client, Resource
 from flotilla.local.demo_report import DemoFacts, checks, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import NOT_READY_TAINT, LocalStack, StackConfig
@@ -140,12 +140,7 @@ class Narrator:
 
 
 async def _get(client: Client, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-    try:
-        return await client.get(res, name, namespace)
-    except ApiException as e:
-        if is_not_found(e):
-            return None
-        raise
+    return await client.get_or_none(res, name, namespace)
 
 
 def _ann(obj: dict[str, Any], key: str) -> str:

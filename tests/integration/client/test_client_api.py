@@ -84,6 +84,16 @@ async def test_namespace_comes_from_the_object_and_is_required(env: Env) -> None
         await c.get(CONFIGMAPS, "from-body")
 
 
+async def test_get_or_none_answers_none_for_a_missing_object_and_raises_other_errors(env: Env) -> None:
+    c = env.client
+    ns = await make_namespace(c)
+    assert await c.get_or_none(CONFIGMAPS, "absent", ns) is None
+    await c.create(CONFIGMAPS, cm("present"), ns)
+    assert (await c.get_or_none(CONFIGMAPS, "present", ns) or {})["metadata"]["name"] == "present"
+    with pytest.raises(ValueError):  # any other error is the caller's: here a namespaced kind without namespace
+        await c.get_or_none(CONFIGMAPS, "present")
+
+
 async def test_errors_are_classified(env: Env) -> None:
     c = env.client
     ns = await make_namespace(c)
