@@ -50,7 +50,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
-from flotilla.controllers.graceful_eviction import binding_key, stamps_new_tasks, template_ref
+from flotilla.controllers.graceful_eviction import binding_key, graceful_eviction_running, template_ref
 from flotilla.controllers.work_status import shared_interpreter
 from flotilla.failover.application import (
     UNHEALTHY_SINCE_ANNOTATION,
@@ -308,7 +308,7 @@ class ApplicationFailoverController(Controller):
                                 graceful_eviction_enabled=self.options.gate("GracefulEviction"),
                                 state_preservation_timeout=self.options.state_preservation_timeout,
                                 state_preservation_enabled=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
-                                stamp_tasks=stamps_new_tasks(self.ctx))
+                                stamp_tasks=graceful_eviction_running(self.ctx))
             plans.append(plan)
             return plan.patch
 

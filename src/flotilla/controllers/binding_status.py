@@ -63,6 +63,7 @@ from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, shared_interpreter
+from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     injected_copy_health_pending,
@@ -78,7 +79,7 @@ from flotilla.propagation.written import WrittenObjects
 log = logging.getLogger(__name__)
 
 __all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController", "ConditionHandoff",
-           "drop_handed_off_conditions", "hand_off_conditions", "has_eviction_tasks"]
+           "drop_handed_off_conditions", "hand_off_conditions"]
 
 RETRIES = 5
 #: Seconds a binding waits after a spec-only change (generation) before it is aggregated again. The Works that
@@ -159,10 +160,6 @@ def drop_handed_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, An
     handoff = ctx.extras.get(_HANDOFF)
     if isinstance(handoff, ConditionHandoff):
         handoff.drop(_status_key(res, binding))
-
-
-def has_eviction_tasks(binding: Mapping[str, Any] | None) -> bool:
-    return bool(((binding or {}).get("spec") or {}).get("gracefulEvictionTasks"))
 
 
 def _label_index(label: str) -> str:
@@ -307,7 +304,7 @@ class BindingStatusController(Controller):
             self._handoff.drop(key)
             return None
         self._handoff.settle(key, handed)
-        if deferred and not has_eviction_tasks(written):
+        if deferred and not eviction_tasks(written.get("spec") or {}):
             # the tasks went meanwhile (no graceful-eviction pass will follow): stamp here
             observed = await self._observe_injected_copy(key, res, written, items)
             if observed is None:
@@ -334,7 +331,7 @@ class BindingStatusController(Controller):
 
     def _stamp_deferred(self, binding: _Obj, items: list[dict[str, Any]]) -> bool:
         """Whether the graceful-eviction controller takes this pass's D5 stamp (see :meth:`reconcile`)."""
-        return (graceful_eviction_running(self.ctx) and has_eviction_tasks(binding)
+        return (graceful_eviction_running(self.ctx) and bool(eviction_tasks(binding.get("spec") or {}))
                 and ((binding.get("status") or {}).get("aggregatedStatus") or []) != items)
 
     async def _observe_injected_copy(self, key: str, res: Resource, binding: _Obj,

@@ -7,7 +7,7 @@ tasks, remove a task on timeout (its ``gracePeriodSeconds``, else ``--graceful-e
 once the scheduler caught up and every target cluster reports ``Healthy``.
 
 Tasks arrive stamped from the taint manager and application failover of the same controller-manager while this
-controller runs (:func:`stamps_new_tasks`): they would be stamped here on the first pass, and writing the stamp
+controller runs (:func:`graceful_eviction_running`): they would be stamped here on the first pass, and writing the stamp
 with the task spares one binding write and one generation per eviction. Tasks from elsewhere (a person, another
 tool) are stamped here as in Karmada.
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from flotilla.api.labels import (
@@ -52,15 +51,15 @@ from flotilla.failover.graceful import (
     Assessment,
     Removal,
     RemovalReason,
-    all_targets_healthy,
     assess_binding,
-    has_scheduled,
-    task_timeout,
+    binding_needs_assessment,
+    removal_event,
 )
 from flotilla.failover.purge import (
     EXECUTION_SPACE_PREFIX,
     directly_pending_clusters,
     directly_purged_clusters,
+    eviction_tasks,
 )
 from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
 from flotilla.observability.metrics import trigger_of_producer
@@ -68,8 +67,8 @@ from flotilla.propagation.status import binding_key_for_work
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "binding_needs_assessment",
-           "graceful_eviction_running", "removal_event", "removal_possible", "stamps_new_tasks", "template_ref"]
+__all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "graceful_eviction_running",
+           "template_ref"]
 
 #: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
 EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
@@ -77,16 +76,16 @@ EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
 _RUNNING = "graceful-eviction-running"
 
 
-def stamps_new_tasks(ctx: Any) -> bool:
-    """Whether a task producer of this controller-manager (taint manager, application failover) writes new tasks
-    with their ``creationTimestamp``: exactly when this controller runs beside it, which would stamp the task on
-    its first pass anyway. Writing it with the task saves that write (and a generation, so a scheduler pass)."""
-    return bool(ctx.extras.get(_RUNNING))
-
 def graceful_eviction_running(ctx: Any) -> bool:
-    """Whether this controller runs in the controller-manager of ``ctx``: then it stamps the D5 ``healthyAt`` of
-    a binding with eviction tasks (:func:`~flotilla.failover.state.injected_state_stamp`), with the task removal
-    the same Health allows."""
+    """Whether this controller runs in the controller-manager of ``ctx``. Then:
+
+    * the task producers beside it (taint manager, application failover) write new tasks with their
+      ``creationTimestamp``: this controller would stamp the task on its first pass anyway, and writing it with
+      the task saves that write (and a generation, so a scheduler pass);
+    * it stamps the D5 ``healthyAt`` of a binding with eviction tasks
+      (:func:`~flotilla.failover.state.injected_state_stamp`) with the task removal the same Health allows, so
+      the binding-status controller leaves that stamp to it.
+    """
     return bool(ctx.extras.get(_RUNNING))
 
 
@@ -118,54 +117,6 @@ def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
     return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
 
 
-def _tasks(binding: Mapping[str, Any] | None) -> list[Any]:
-    tasks = _map(_map(binding).get("spec")).get("gracefulEvictionTasks") if binding else None
-    return tasks if isinstance(tasks, list) else []
-
-
-def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, Any], *,
-                             stamps_health: bool = False, now: datetime | None = None) -> bool:
-    """Whether a binding event can change what the assessment decides.
-
-    Karmada's predicate (tasks present; created, or its generation, ``schedulerObservedGeneration`` or
-    ``aggregatedStatus`` changed), narrowed to the events after which a pass can do something: the tasks
-    themselves changed (new, unstamped, ``suppressDeletion``), or the scheduler has caught up and every target
-    reports Healthy (a removal), or, with ``stamps_health``, the D5 ``healthyAt`` stamp is due. Timeouts come
-    from the pass's own requeue, a held ``Directly`` task from the deletion of its Work (D2).
-    """
-    if not _tasks(new):
-        return False
-    if old is None or _tasks(old) != _tasks(new):
-        return True
-    old_status, new_status = _map(old.get("status")), _map(new.get("status"))
-    if (_map(old.get("metadata")).get("generation") == _map(new.get("metadata")).get("generation")
-            and old_status.get("schedulerObservedGeneration") == new_status.get("schedulerObservedGeneration")
-            and old_status.get("aggregatedStatus") == new_status.get("aggregatedStatus")):
-        return False
-    if removal_possible(new):
-        return True
-    return stamps_health and injected_state_stamp(new, now or datetime.now(UTC)) is not None
-
-
-def removal_possible(binding: Mapping[str, Any]) -> bool:
-    """The scheduler has caught up with the binding and every cluster of ``spec.clusters`` reports Healthy."""
-    if not has_scheduled(binding):
-        return False
-    names = [n for n in (_map(c).get("name") for c in _clusters(binding)) if isinstance(n, str)]
-    items = [i for i in _status_items(binding) if isinstance(i, Mapping)]
-    return all_targets_healthy(names, items)
-
-
-def _clusters(binding: Mapping[str, Any]) -> list[Any]:
-    value = _map(binding.get("spec")).get("clusters")
-    return value if isinstance(value, list) else []
-
-
-def _status_items(binding: Mapping[str, Any]) -> list[Any]:
-    value = _map(binding.get("status")).get("aggregatedStatus")
-    return value if isinstance(value, list) else []
-
-
 def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
     """The binding's resource template as an object the event recorder accepts (``None``: no name)."""
     ref = _map(_map(binding.get("spec")).get("resource"))
@@ -176,19 +127,7 @@ def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
-    return next((_map(t) for t in _tasks(binding) if _map(t).get("fromCluster") == cluster), {})
-
-
-def removal_event(removal: Removal, task: Mapping[str, Any], default_timeout: float) -> tuple[str, str]:
-    """``(type, message)`` of the ``GracefulEvictionTaskRemoved`` event for a removed task."""
-    head = f"Graceful-eviction task for cluster {removal.cluster} removed"
-    if removal.reason is RemovalReason.HEALTHY:
-        return "Normal", f"{head}: every target cluster reports the workload Healthy."
-    if removal.reason is RemovalReason.TIMEOUT:
-        timeout = task_timeout(task, default_timeout)
-        return "Warning", (f"{head}: timed out after {timeout:g}s before every target cluster reported the "
-                           "workload Healthy.")
-    return "Normal", f"{head}: suppressDeletion was set to false."
+    return next((t for t in eviction_tasks(_map(binding.get("spec"))) if t.get("fromCluster") == cluster), {})
 
 
 class GracefulEvictionController(Controller):
@@ -262,7 +201,7 @@ class GracefulEvictionController(Controller):
         except ValueError:
             log.warning("graceful-eviction: ignoring malformed key %r", key)
             return None
-        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp") or not _tasks(binding):
+        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp") or not eviction_tasks(_map(binding.get("spec"))):
             return None
         md = _map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None

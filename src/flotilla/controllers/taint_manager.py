@@ -74,7 +74,7 @@ from flotilla.client import ApiException, Resource, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.binding_status import drop_handed_off_conditions, hand_off_conditions
 from flotilla.controllers.detector import patch_with_retry
-from flotilla.controllers.graceful_eviction import stamps_new_tasks
+from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.failover.brake import PROBE_BOARD, brake_count, halted_recheck, recovering
 from flotilla.failover.eviction import (
     EVENT_EVICT_FAILED,
@@ -564,7 +564,7 @@ class TaintManager(Controller):
         flag = self.options.no_execute_taint_eviction_purge_mode
         # the task is written stamped (its creationTimestamp) while the graceful-eviction controller runs, which
         # would stamp it on its first pass anyway: one write and one generation less per eviction
-        stamp = self.ctx.now() if stamps_new_tasks(self.ctx) else None
+        stamp = self.ctx.now() if graceful_eviction_running(self.ctx) else None
         done = False
 
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:

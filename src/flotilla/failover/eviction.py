@@ -50,7 +50,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY, PURGE_MODE_NEVER
+from flotilla.failover.purge import (
+    PURGE_MODE_DIRECTLY,
+    PURGE_MODE_GRACEFULLY,
+    PURGE_MODE_NEVER,
+    eviction_tasks,
+)
 
 __all__ = [
     "CLUSTER_RESOURCE_BINDING_KIND",
@@ -273,7 +278,7 @@ def build_task(cluster: str, replicas: int, options: TaskOptions) -> dict[str, A
 
 def cluster_in_eviction_tasks(spec: Mapping[str, Any], cluster: str) -> bool:
     """``ClusterInGracefulEvictionTasks``: some task has ``fromCluster == cluster``."""
-    return any(_map(t).get("fromCluster") == cluster for t in _list(spec.get("gracefulEvictionTasks")))
+    return any(t.get("fromCluster") == cluster for t in eviction_tasks(spec))
 
 
 @dataclass

@@ -53,7 +53,8 @@ from typing import Any
 
 from flotilla.api.jsoncopy import json_copy
 from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_message, format_timestamp
-from flotilla.failover.purge import is_purged_directly
+from flotilla.failover.purge import eviction_tasks, is_purged_directly
+from flotilla.failover.state import injected_state_stamp
 
 __all__ = [
     "DEFAULT_GRACEFUL_EVICTION_TIMEOUT",
@@ -68,8 +69,11 @@ __all__ = [
     "all_targets_healthy",
     "assess_binding",
     "assess_eviction_tasks",
+    "binding_needs_assessment",
     "has_scheduled",
     "next_retry",
+    "removal_event",
+    "removal_possible",
     "task_timeout",
 ]
 
@@ -301,3 +305,55 @@ def assess_binding(
         directly_pending=directly_pending,
         held_recheck=held_recheck,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which binding events can change the assessment, and the Event of a removal
+# ---------------------------------------------------------------------------------------------
+
+
+def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, Any], *,
+                             stamps_health: bool = False, now: datetime | None = None) -> bool:
+    """Whether a binding event can change what the assessment decides.
+
+    Karmada's predicate (tasks present; created, or its generation, ``schedulerObservedGeneration`` or
+    ``aggregatedStatus`` changed), narrowed to the events after which a pass can do something: the tasks
+    themselves changed (new, unstamped, ``suppressDeletion``), or the scheduler has caught up and every target
+    reports Healthy (a removal), or, with ``stamps_health``, the D5 ``healthyAt`` stamp is due. Timeouts come
+    from the pass's own requeue, a held ``Directly`` task from the deletion of its Work (D2).
+    """
+    tasks = eviction_tasks(_map(new.get("spec")))
+    if not tasks:
+        return False
+    if old is None or eviction_tasks(_map(old.get("spec"))) != tasks:
+        return True
+    old_status, new_status = _map(old.get("status")), _map(new.get("status"))
+    if (_map(old.get("metadata")).get("generation") == _map(new.get("metadata")).get("generation")
+            and old_status.get("schedulerObservedGeneration") == new_status.get("schedulerObservedGeneration")
+            and old_status.get("aggregatedStatus") == new_status.get("aggregatedStatus")):
+        return False
+    if removal_possible(new):
+        return True
+    return stamps_health and injected_state_stamp(new, now or datetime.now(UTC)) is not None
+
+
+def removal_possible(binding: Mapping[str, Any]) -> bool:
+    """The scheduler has caught up with the binding and every cluster of ``spec.clusters`` reports Healthy."""
+    if not has_scheduled(binding):
+        return False
+    names = [n for n in (_map(c).get("name") for c in _list(_map(binding.get("spec")).get("clusters")))
+             if isinstance(n, str)]
+    items = [i for i in _list(_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
+    return all_targets_healthy(names, items)
+
+
+def removal_event(removal: Removal, task: Mapping[str, Any], default_timeout: float) -> tuple[str, str]:
+    """``(type, message)`` of Flotilla's ``GracefulEvictionTaskRemoved`` Event for a removed task."""
+    head = f"Graceful-eviction task for cluster {removal.cluster} removed"
+    if removal.reason is RemovalReason.HEALTHY:
+        return "Normal", f"{head}: every target cluster reports the workload Healthy."
+    if removal.reason is RemovalReason.TIMEOUT:
+        timeout = task_timeout(task, default_timeout)
+        return "Warning", (f"{head}: timed out after {timeout:g}s before every target cluster reported the "
+                           "workload Healthy.")
+    return "Normal", f"{head}: suppressDeletion was set to false."

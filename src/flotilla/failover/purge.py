@@ -43,6 +43,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "eviction_tasks",
     "DIRECTLY_PURGE_REQUEUE_SECONDS",
     "EXECUTION_SPACE_PREFIX",
     "PURGE_MODE_DIRECTLY",
@@ -89,7 +90,8 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _tasks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def eviction_tasks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A binding spec's ``gracefulEvictionTasks`` (the entries that are objects), oldest first."""
     return [t for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
 
 
@@ -124,7 +126,7 @@ def kept_clusters(spec: Mapping[str, Any]) -> set[str]:
             name = _map(target).get("name")
             if isinstance(name, str) and name:
                 names.add(name)
-    for task in _tasks(spec):
+    for task in eviction_tasks(spec):
         if not is_purged_directly(task) and _from(task):
             names.add(_from(task))
     return names
@@ -132,7 +134,7 @@ def kept_clusters(spec: Mapping[str, Any]) -> set[str]:
 
 def directly_purged_clusters(spec: Mapping[str, Any]) -> set[str]:
     """Clusters named by a task with purge mode ``Directly`` (Karmada's ``ObtainClustersWithPurgeModeDirectly``)."""
-    return {_from(t) for t in _tasks(spec) if is_purged_directly(t) and _from(t)}
+    return {_from(t) for t in eviction_tasks(spec) if is_purged_directly(t) and _from(t)}
 
 
 def work_cluster(work: Mapping[str, Any]) -> str | None:

@@ -67,6 +67,7 @@ from typing import Any, Final, Literal
 
 from flotilla.api.labels import INJECTED_STATE_ANNOTATION
 from flotilla.apiserver.validation import label_value_errors, qualified_name_errors
+from flotilla.failover.purge import eviction_tasks
 from flotilla.jsonpath import (
     JSONPathError,
     JSONPathMissingKeyError,
@@ -462,10 +463,6 @@ def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _tasks(binding_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [t for t in _list(binding_spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
-
-
 def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
     """The names of ``spec.clusters`` before an eviction removes any (the task's ``clustersBeforeFailover``).
 
@@ -485,7 +482,7 @@ def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate:
                        "injected only when it runs in exactly one cluster")
     if target_cluster not in targets:
         return False, f"cluster {target_cluster} is not a target cluster of the binding"
-    tasks = _tasks(binding_spec)
+    tasks = eviction_tasks(binding_spec)
     if not tasks:
         return False, "the binding has no graceful eviction task"
     last = tasks[-1]
@@ -585,7 +582,7 @@ def current_record(binding_spec: Mapping[str, Any], record: InjectedStateRecord 
         return None
     if record.cluster not in render_targets(binding_spec):
         return None
-    if any(_str(t.get("fromCluster")) == record.cluster for t in _tasks(binding_spec)):
+    if any(_str(t.get("fromCluster")) == record.cluster for t in eviction_tasks(binding_spec)):
         return None
     return record
 
@@ -628,7 +625,7 @@ def decide_injection(
     valid = current_record(binding_spec, record)
     ok, reason = should_inject(binding_spec, target_cluster)
     if ok:
-        task = _tasks(binding_spec)[-1]
+        task = eviction_tasks(binding_spec)[-1]
         state = _string_map(task.get("preservedLabelState"))
         if state:
             fresh = InjectedStateRecord(target_cluster, state, _str(task.get("fromCluster")), now)
@@ -771,7 +768,7 @@ def previous_injection(
     """
     if record is not None and record.cluster == failed_cluster:
         return record, record.healthy_at is not None
-    tasks = _tasks(binding_spec)
+    tasks = eviction_tasks(binding_spec)
     if tasks and _str(tasks[-1].get("fromCluster")) != failed_cluster:
         last = tasks[-1]
         if should_inject(binding_spec, failed_cluster)[0] and _string_map(last.get("preservedLabelState")):

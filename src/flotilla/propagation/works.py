@@ -61,6 +61,7 @@ from flotilla.api.resources import (
 from flotilla.failover.purge import (
     directly_purge_pending,
     directly_purged_clusters,
+    eviction_tasks,
     kept_clusters,
     orphan_works,
 )
@@ -228,10 +229,6 @@ def target_clusters(spec: Mapping[str, Any]) -> list[TargetCluster]:
     return out
 
 
-def _eviction_tasks(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, dict)]
-
-
 # Which clusters keep the binding's Works, and the Directly barrier: one rule, in flotilla.failover.purge
 expected_clusters = kept_clusters
 
@@ -275,7 +272,7 @@ def job_completions(template: Mapping[str, Any], spec: Mapping[str, Any],
 def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest: dict[str, Any],
                                  targets: int) -> dict[str, Any]:
     """``manifest`` with the last ``Directly`` eviction task's preserved labels, when they apply."""
-    tasks = _eviction_tasks(spec)
+    tasks = eviction_tasks(spec)
     if targets > 1 or not tasks:
         return manifest
     task = tasks[-1]

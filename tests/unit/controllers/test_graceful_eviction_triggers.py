@@ -6,7 +6,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.controllers.graceful_eviction import binding_needs_assessment
+from flotilla.failover.graceful import binding_needs_assessment
 from flotilla.failover.state import INJECTED_STATE_ANNOTATION, injected_state_record
 
 NOW = datetime(2025, 1, 1, 0, 0, 5, tzinfo=UTC)
