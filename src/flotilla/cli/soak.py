@@ -8,6 +8,20 @@ from typing import Any
 from flotilla.cli.argtypes import positive_int
 
 
+def _workload_arguments(p: argparse.ArgumentParser) -> None:
+    from flotilla.bench.workloads import KIND_CHOICES
+
+    p.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
+    p.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
+
+
+def _output_arguments(p: argparse.ArgumentParser, what: str, whose: str) -> None:
+    p.add_argument("--setup-timeout", type=float, default=600.0,
+                   help="seconds to wait until the workloads are Healthy on member1 (default 600)")
+    p.add_argument("--json", default="", metavar="FILE", help=f"write {what} as JSON to FILE")
+    p.add_argument("--data-dir", default="", help=f"keep {whose} files here (default: a temporary directory)")
+
+
 def _crash(args: argparse.Namespace) -> int:
     from flotilla.reliability.crash import run_crash_command
 
@@ -21,8 +35,6 @@ def _ha(args: argparse.Namespace) -> int:
 
 
 def add_soak_parsers(sub: Any) -> None:
-    from flotilla.bench.workloads import KIND_CHOICES
-
     s = sub.add_parser("soak", help="reliability trials with real faults",
                        description="Reliability trials: real processes, real faults, and the invariants that must "
                                    "hold afterwards (results: docs/reliability.md).",
@@ -44,8 +56,7 @@ def add_soak_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("--trials", type=positive_int, default=10, help="how many trials (default 10)")
     c.add_argument("--workloads", type=positive_int, default=500, help="workloads per trial (default 500)")
-    c.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
-    c.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
+    _workload_arguments(c)
     c.add_argument("--seed", type=int, default=1, help="seed of the kill moments (default 1)")
     c.add_argument("--storage", choices=("sqlite", "etcd"), default="sqlite",
                    help="the control plane's storage (default sqlite)")
@@ -54,10 +65,7 @@ def add_soak_parsers(sub: Any) -> None:
                         "failover's length)")
     c.add_argument("--timeout", type=float, default=300.0,
                    help="seconds after the restart until every trial must have converged (default 300)")
-    c.add_argument("--setup-timeout", type=float, default=600.0,
-                   help="seconds to wait until the workloads are Healthy on member1 (default 600)")
-    c.add_argument("--json", default="", metavar="FILE", help="write every trial as JSON to FILE")
-    c.add_argument("--data-dir", default="", help="keep the trials' files here (default: a temporary directory)")
+    _output_arguments(c, "every trial", "the trials'")
     c.set_defaults(fn=_crash)
 
     h = ssub.add_parser(
@@ -66,7 +74,7 @@ def add_soak_parsers(sub: Any) -> None:
                     "`flotilla controller-manager --leader-elect` replicas whose kubeconfig lists both API servers, "
                     "and simulated members. Place N stateful workloads (Directly, with state) on member1 and taint "
                     "it; once --kill-at of them are evicted, SIGKILL the controller-manager holding the lease: the "
-                    "standby must take over within the lease duration and finish the failover with every "
+                    "standby must take over within the lease duration (plus its retry period) and finish the failover with every "
                     "invariant of `flotilla soak crash`. Then SIGKILL one etcd member, then the first API server: "
                     "after each, --extra new workloads must still become Healthy. Exit 1 on any problem.",
         epilog="examples:\n"
@@ -74,8 +82,7 @@ def add_soak_parsers(sub: Any) -> None:
                "  flotilla soak ha --workloads 45 --extra 3 --lease-duration 3",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     h.add_argument("--workloads", type=positive_int, default=200, help="workloads that fail over (default 200)")
-    h.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
-    h.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
+    _workload_arguments(h)
     h.add_argument("--kill-at", type=float, default=0.3, metavar="SHARE",
                    help="kill the leading controller-manager once this share of the workloads is evicted "
                         "(default 0.3)")
@@ -84,8 +91,5 @@ def add_soak_parsers(sub: Any) -> None:
     h.add_argument("--extra", type=positive_int, default=10,
                    help="new workloads created after each later fault (default 10)")
     h.add_argument("--timeout", type=float, default=300.0, help="seconds each step may take (default 300)")
-    h.add_argument("--setup-timeout", type=float, default=600.0,
-                   help="seconds to wait until the workloads are Healthy on member1 (default 600)")
-    h.add_argument("--json", default="", metavar="FILE", help="write the trial as JSON to FILE")
-    h.add_argument("--data-dir", default="", help="keep the trial's files here (default: a temporary directory)")
+    _output_arguments(h, "the trial", "the trial's")
     h.set_defaults(fn=_ha)
