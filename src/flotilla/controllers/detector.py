@@ -80,6 +80,7 @@ from flotilla.propagation.policy_changes import (
     unclaimed_matching,
     unmatched_bindings,
 )
+from flotilla.propagation.template_versions import SpecificationVersions
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,8 @@ class DetectorController(Controller):
         self._karmada_change: dict[str, bool] = {}
         self._deleted_policies: dict[str, dict[str, Any]] = {}
         self._warned_preemption: set[str] = set()
+        #: per template: the resourceVersion of its newest specification change (what its binding names)
+        self._spec_versions = SpecificationVersions()
 
     # ------------------------------------------------------------------ setup and event handlers
 
@@ -294,15 +297,25 @@ class DetectorController(Controller):
 
     def _on_template_add(self, obj: Mapping[str, Any]) -> None:
         if self._handles(obj):
-            self._enqueue_template(template_key(obj), karmada_change=False)
+            key = template_key(obj)
+            self._spec_versions.added(key, obj)
+            self._enqueue_template(key, karmada_change=False)
 
     def _on_template_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        if self._handles(new) and specification_changed(old, new):
-            self._enqueue_template(template_key(new), karmada_change=resource_change_by_karmada(old, new))
+        key = template_key(new)
+        if not self._handles(new):
+            self._spec_versions.deleted(key)
+            return
+        changed = specification_changed(old, new)
+        self._spec_versions.updated(key, new, changed)
+        if changed:
+            self._enqueue_template(key, karmada_change=resource_change_by_karmada(old, new))
 
     def _on_template_delete(self, obj: Mapping[str, Any]) -> None:
+        key = template_key(obj)
+        self._spec_versions.deleted(key)
         if self._handles(obj):
-            self._enqueue_template(template_key(obj))
+            self._enqueue_template(key)
 
     # ------------------------------------------------------------------ template informers
 
@@ -458,6 +471,10 @@ class DetectorController(Controller):
             if skips_binding_refresh(policy, karmada_change):
                 return  # Lazy activation: only a user's change to the template publishes the policy
             desired = await self._desired_binding(template, policy)
+            resource = desired["spec"]["resource"]
+            if resource.get("resourceVersion"):
+                # a status write since the template's last specification change does not move the binding
+                resource["resourceVersion"] = self._spec_versions.version_for(template_key(template), template)
             outcome = await self._create_or_update_binding(desired)
         except (ApiException, OwnerConflict, InterpreterError) as e:
             if not (isinstance(e, ApiException) and is_conflict(e)):

@@ -309,6 +309,29 @@ async def test_template_and_policy_changes_reach_the_binding(plane: Plane) -> No
     await eventually(moved, what="placement and clusters follow the policy")
 
 
+async def test_a_template_status_write_does_not_move_the_binding_s_resource_version(plane: Plane) -> None:
+    """A status write on the template (here right behind a label change, before the detector's reconcile of
+    that change may run) leaves the binding naming the label change's version: Karmada's detector ignores
+    status-only updates, and a newer version would bump the binding's generation for nothing."""
+    await plane.cluster("m1")
+    await plane.start()
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.client.create(PPS, policy())
+    await plane.binding("nginx-deployment")
+    labelled = await plane.client.patch(DEPLOYMENTS, "nginx", {"metadata": {"labels": {"tier": "web"}}},
+                                        namespace=NS)
+    statused = await plane.client.patch(DEPLOYMENTS, "nginx", {"status": {"observedGeneration": 1}},
+                                        namespace=NS, subresource="status")
+    assert int(statused["metadata"]["resourceVersion"]) > int(labelled["metadata"]["resourceVersion"])
+
+    async def names_the_label_change() -> bool:
+        b = await plane.get(RBS, "nginx-deployment")
+        return b["spec"]["resource"]["resourceVersion"] == labelled["metadata"]["resourceVersion"]
+
+    await eventually(names_the_label_change, what="the binding names the label change's resourceVersion")
+    await stays(names_the_label_change, for_=0.5)
+
+
 async def test_binding_is_garbage_collected_with_its_template(plane: Plane) -> None:
     await plane.cluster("m1")
     await plane.start()
