@@ -27,11 +27,12 @@ whose status write changes ``aggregatedStatus`` leaves the stamp to that control
 stamps in the write removing the task the same Health allows (one binding write instead of two); if the tasks are
 gone when the status is written, the stamp follows here.
 
-Coalescing: a pass that finds a Work of the binding just created (no ``Applied`` condition yet) writes nothing, for
-at most :data:`FIRST_STATUS_WAIT` seconds from when a pass first found that Work: its first status, moments later
-as a rule, brings the binding back, and one status write serves both (an item "not applied" would be superseded at
-once). Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next status write (a
-pass that has some writes at once).
+Coalescing: a pass that finds a target cluster of the binding without a Work yet (the binding controller has not
+created it) or a Work just created (no ``Applied`` condition yet) writes nothing, for at most
+:data:`FIRST_STATUS_WAIT` seconds from when a pass first found it so: the Work's first status, moments later as a
+rule, brings the binding back, and one status write serves both (a "no Work yet" or "not applied" would be
+superseded at once). Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next
+status write.
 
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
 generation or ``spec.resource.resourceVersion`` changed (a change of the generation alone is looked at after
@@ -283,7 +284,7 @@ class BindingStatusController(Controller):
             return None  # admission always sets it; without it no Work can be found
         works = self.works.store.by_index(_label_index(label), permanent_id)
         handed = self._handoff.pending(key)
-        wait = None if handed else self._await_first_status(key, works)
+        wait = self._await_works(key, binding, works)
         if wait is not None:
             return wait  # that Work's first status (sooner, as a rule) brings the binding back
         resource = (binding.get("spec") or {}).get("resource") or {}
@@ -313,11 +314,14 @@ class BindingStatusController(Controller):
         await self._sync_template(key, written, items)
         return None
 
-    def _await_first_status(self, key: str, works: list[_Obj]) -> float | None:
-        """Seconds to wait for the first status of a Work just created (at most :data:`FIRST_STATUS_WAIT` from
-        when a pass first found it), or ``None``: write now. Written now, its item would say "not applied" until
-        that status comes and is written again; that status brings the binding back at once."""
+    def _await_works(self, key: str, binding: _Obj, works: list[_Obj]) -> float | None:
+        """Seconds to wait for the Works of the binding's target clusters: one the binding controller has not
+        created yet, or the first status of one just created (at most :data:`FIRST_STATUS_WAIT` from when a pass
+        first found it missing or without status), or ``None``: write now. Written now, the binding would say
+        "no Work yet" or "not applied" until that status comes and is written again; that status brings the
+        binding back at once."""
         waiting = {uid for uid in map(st.work_awaits_first_status, works) if uid is not None}
+        waiting.update(f"cluster:{c}" for c in st.clusters_without_work(binding.get("spec") or {}, works))
         if not waiting:
             self._awaited.pop(key, None)
             return None

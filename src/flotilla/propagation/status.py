@@ -365,6 +365,16 @@ def expected_clusters(spec: Mapping[str, Any]) -> set[str]:
     return kept_clusters(spec)
 
 
+def clusters_without_work(spec: Mapping[str, Any], works: Iterable[Obj]) -> set[str]:
+    """The clusters a binding wants a copy in (:func:`expected_clusters`) that have no Work of it, or only one
+    being deleted: the binding controller has still to create it."""
+    expected = expected_clusters(spec)
+    if not expected:
+        return expected
+    have = {work_cluster(w) for w in works if not _md(w).get("deletionTimestamp")}
+    return expected - have
+
+
 def works_fully_applied(items: Sequence[Mapping[str, Any]], expected: set[str]) -> bool:
     """True iff ``expected`` is non-empty, has one item per cluster, and every item is applied and expected."""
     if not expected or len(expected) != len(items):

@@ -379,3 +379,11 @@ def test_a_work_awaits_its_first_status_until_it_has_an_applied_condition() -> N
     assert st.work_awaits_first_status(_work(APPLIED)) is None
     assert st.work_awaits_first_status(_work(NOT_APPLIED)) is None
     assert st.work_awaits_first_status(_work(deleting=True)) is None
+
+
+def test_clusters_without_work_are_the_targets_the_binding_controller_has_still_to_serve() -> None:
+    spec = {"clusters": [{"name": "m1"}, {"name": "m2"}, {"name": "m3"}]}
+    works = [work("m1"), work("m2", deleting=True), work("m4")]
+    assert st.clusters_without_work(spec, works) == {"m2", "m3"}
+    assert st.clusters_without_work(spec, [work("m1"), work("m2"), work("m3")]) == set()
+    assert st.clusters_without_work({}, works) == set()
