@@ -333,3 +333,36 @@ async def test_cluster_resource_binding_of_a_kind_without_status_aggregation(env
     # Namespace has no AggregateStatus hook: the template's status is not written
     assert (await env.cp.get(NAMESPACES, "demo"))["metadata"]["resourceVersion"] == template["metadata"][
         "resourceVersion"]
+
+
+async def test_a_target_cluster_without_its_work_yet_is_awaited_then_reported(env: Env,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new target cluster whose Work the binding controller has not created yet: the binding's status is not
+    rewritten with a transient "no Work yet" (the Work's first status follows as a rule, and one write serves
+    both); when no Work comes within FIRST_STATUS_WAIT, the binding says so."""
+    from flotilla.controllers import binding_status
+
+    monkeypatch.setattr(binding_status, "FIRST_STATUS_WAIT", 3.0)
+
+    def fully_applied(rb: dict[str, Any]) -> dict[str, Any]:
+        return next(c for c in (rb.get("status") or {}).get("conditions") or [] if c["type"] == "FullyApplied")
+
+    async def applied_true() -> bool:
+        rb = await env.binding()
+        return any(c["type"] == "FullyApplied" and c["status"] == "True"
+                   for c in (rb.get("status") or {}).get("conditions") or [])
+
+    await eventually(applied_true, what="FullyApplied True")
+    await env.cp.patch(RESOURCE_BINDINGS, "nginx-deployment",
+                       {"spec": {"clusters": [{"name": "member1", "replicas": 2}, {"name": "member2", "replicas": 2}]}},
+                       namespace="default")
+    for _ in range(20):  # 2 s: past the 1 s a spec change settles, within the 3 s wait
+        assert fully_applied(await env.binding())["status"] == "True"
+        await asyncio.sleep(0.1)
+
+    async def reported() -> dict[str, Any] | None:
+        cond = fully_applied(await env.binding())
+        return cond if cond["status"] == "False" else None
+
+    cond = await eventually(reported, what="FullyApplied False once the wait is over")
+    assert "no Work yet for member2" in cond["message"]
