@@ -315,22 +315,34 @@ class BindingStatusController(Controller):
         return None
 
     def _await_works(self, key: str, binding: _Obj, works: list[_Obj]) -> float | None:
-        """Seconds to wait for the Works of the binding's target clusters: one the binding controller has not
-        created yet, or the first status of one just created (at most :data:`FIRST_STATUS_WAIT` from when a pass
-        first found it missing or without status), or ``None``: write now. Written now, the binding would say
-        "no Work yet" or "not applied" until that status comes and is written again; that status brings the
-        binding back at once."""
-        waiting = {uid for uid in map(st.work_awaits_first_status, works) if uid is not None}
-        waiting.update(f"cluster:{c}" for c in st.clusters_without_work(binding.get("spec") or {}, works))
+        """Seconds to wait for the Works of the binding's target clusters, or ``None``: write now.
+
+        It waits for one the binding controller has not created yet and for the first status of one just
+        created (at most :data:`FIRST_STATUS_WAIT` from when a pass first found it so), and for the first report
+        of a copy applied moments ago (at most :data:`STARTING_SETTLE`). Written now, the binding would say "no
+        Work yet", "not applied" or "no health yet" until that status comes and is written again; that status
+        brings the binding back at once, and one write serves the Works that report close together (a binding
+        duplicated to several members is Healthy only once all of them are).
+        """
+        spec = binding.get("spec") or {}
+        waiting = {f"cluster:{c}": FIRST_STATUS_WAIT for c in st.clusters_without_work(spec, works)}
+        for work in works:
+            uid = st.work_awaits_first_status(work)
+            if uid is not None:
+                waiting[uid] = FIRST_STATUS_WAIT
+                continue
+            uid = st.work_awaits_first_report(work)
+            if uid is not None:
+                waiting[uid] = STARTING_SETTLE
         if not waiting:
             self._awaited.pop(key, None)
             return None
         now = time.monotonic()
         seen = self._awaited.setdefault(key, {})
-        for uid in list(seen):
-            if uid not in waiting:
-                del seen[uid]
-        left = min(seen.setdefault(uid, now) + FIRST_STATUS_WAIT - now for uid in waiting)
+        for token in list(seen):
+            if token not in waiting:
+                del seen[token]
+        left = min(seen.setdefault(token, now) + bound - now for token, bound in waiting.items())
         return left if left > 0 else None
 
     def _stamp_deferred(self, binding: _Obj, items: list[dict[str, Any]]) -> bool:

@@ -525,6 +525,14 @@ def work_awaits_first_status(work: Obj) -> str | None:
     return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
 
 
+def work_awaits_first_report(work: Obj) -> str | None:
+    """The uid of a Work applied in its cluster whose copy has not reported yet (no ``manifestStatuses``), and
+    that is not being deleted: the work-status controller's first report follows. Else ``None``."""
+    if _md(work).get("deletionTimestamp") or _status(work).get("manifestStatuses") or not work_applied(work)[0]:
+        return None
+    return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
+
+
 def work_status_starting(old: Obj, new: Obj) -> bool:
     """Whether a Work status change is a copy still starting: applied, not being deleted, not all Healthy
     before nor now (applied without a report yet, or reporting Unknown/Unhealthy while it comes up). Such a

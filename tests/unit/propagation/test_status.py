@@ -387,3 +387,13 @@ def test_clusters_without_work_are_the_targets_the_binding_controller_has_still_
     assert st.clusters_without_work(spec, works) == {"m2", "m3"}
     assert st.clusters_without_work(spec, [work("m1"), work("m2"), work("m3")]) == set()
     assert st.clusters_without_work({}, works) == set()
+
+
+def test_an_applied_work_awaits_its_first_report_until_it_has_manifest_statuses() -> None:
+    waiting = work("m1", health=None)
+    waiting["metadata"]["uid"] = "u1"
+    assert st.work_awaits_first_report(waiting) == "u1"
+    assert st.work_awaits_first_report(work("m1")) is None  # reported
+    assert st.work_awaits_first_report(work("m1", applied="False", health=None)) is None  # not applied
+    assert st.work_awaits_first_report(work("m1", applied=None, health=None)) is None  # no first status yet
+    assert st.work_awaits_first_report(work("m1", health=None, deleting=True)) is None
