@@ -1,8 +1,9 @@
 """What the benchmark driver sees, through watches (informers) only: per-workload timestamps of a failover.
 
-On the control plane it watches the ResourceBindings of the benchmark's namespace, every Work and the Clusters;
-on each member the workloads of the benchmark's namespace. Timestamps are ``time.time()`` when the event
-reached this process (the member's running-interval history uses the same clock).
+On the control plane it watches the ResourceBindings of the benchmark's namespace, the Works of the surviving
+members' execution namespaces and the failed Cluster; on each member the workloads of the benchmark's namespace.
+Timestamps are ``time.time()`` when the event reached this process (the member's running-interval history uses
+the same clock).
 """
 
 from __future__ import annotations
@@ -99,11 +100,15 @@ class FailoverObserver:
         self._size_of = lambda obj: len(orjson.dumps(obj))
         rb = Informer(self.cp, R.RESOURCE_BINDINGS, NAMESPACE)
         rb.add_handler(self._on_binding, lambda old, new: self._on_binding(new))
-        works = Informer(self.cp, R.WORKS)
-        works.add_handler(self._on_work)
+        # the Works of the surviving members' execution namespaces only: the failed member's (1 create at set-up,
+        # 2 writes when deleted per workload) tell nothing, and serving their events would load the control plane
+        works = [Informer(self.cp, R.WORKS, EXECUTION_SPACE_PREFIX + m) for m in sorted(self.members)
+                 if m != self.failed]
+        for inf in works:
+            inf.add_handler(self._on_work)
         clusters = Informer(self.cp, R.CLUSTERS, field_selector=f"metadata.name={self.failed}")
         clusters.add_handler(self._on_cluster, lambda old, new: self._on_cluster(new))
-        self._informers += [rb, works, clusters]
+        self._informers += [rb, *works, clusters]
         kinds = {spec.resource for spec in self.specs.values()}
         for member, client in self.members.items():
             for res in kinds:
