@@ -238,6 +238,7 @@ def binding_wants_failover(binding: Mapping[str, Any]) -> bool:
 
 class ApplicationFailoverController(Controller):
     name: ClassVar[str] = "application-failover"
+    role: ClassVar[str] = "forward"
     workers: ClassVar[int] = 5
 
     def __init__(self, *args: Any, **kw: Any) -> None:

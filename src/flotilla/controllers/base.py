@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.workqueue import WorkQueue
+from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.events import EventRecorder
@@ -43,6 +44,8 @@ class ControllerContext:
     extras: dict[str, Any] = field(default_factory=dict)
     #: Prometheus metrics (served by ``flotilla controller-manager --metrics-bind-address``).
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    #: the forward controllers' queues, which reporting controllers let go first (:mod:`.forward_first`)
+    forward_first: ForwardFirst = field(default_factory=ForwardFirst)
 
 
 class Controller(ABC):
@@ -52,6 +55,9 @@ class Controller(ABC):
     #: limit), and only once no other key was enqueued for ``low_priority_quiet`` seconds
     low_priority_workers: ClassVar[int | None] = None
     low_priority_quiet: ClassVar[float] = 0.0
+    #: what the controller does under load (:mod:`.forward_first`): "forward" (carries objects to their clusters:
+    #: its ready keys hold the reporting controllers back), "reports" (waits for the forward ones) or "" (neither)
+    role: ClassVar[str] = ""
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -61,6 +67,8 @@ class Controller(ABC):
                                                low_priority_limit=self.low_priority_workers,
                                                low_priority_quiet=self.low_priority_quiet)
         self._task: asyncio.Task[None] | None = None
+        if self.role == "forward":
+            ctx.forward_first.add_forward(self.queue)
 
     @abstractmethod
     def setup(self) -> None:
@@ -100,6 +108,8 @@ class Controller(ABC):
         }
 
     async def _handle(self, key: str) -> None:
+        if self.role == "reports":
+            await self.ctx.forward_first.turn()
         after = await self.reconcile(key)
         if after is not None and after >= 0:
             self.queue.add_after(key, after)

@@ -125,6 +125,7 @@ def _add_index(inf: Informer, name: str, label: str) -> None:
 
 class BindingController(Controller):
     name: ClassVar[str] = "binding"
+    role: ClassVar[str] = "forward"
     workers: ClassVar[int] = 5
 
     def setup(self) -> None:

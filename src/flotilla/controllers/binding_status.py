@@ -176,6 +176,7 @@ def _ensure_label_index(inf: Informer, label: str) -> None:
 
 class BindingStatusController(Controller):
     name: ClassVar[str] = "binding-status"
+    role: ClassVar[str] = "reports"
     workers: ClassVar[int] = 5
 
     # ------------------------------------------------------------------ setup

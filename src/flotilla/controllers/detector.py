@@ -216,6 +216,7 @@ def interpreter_cache(ctx: ControllerContext) -> InterpreterCache:
 
 class DetectorController(Controller):
     name = "detector"
+    role = "forward"
     workers = 4
 
     def __init__(self, ctx: ControllerContext) -> None:

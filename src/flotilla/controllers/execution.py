@@ -157,6 +157,7 @@ def _work_of(obj: Mapping[str, Any]) -> str | None:
 
 class ExecutionController(Controller):
     name: ClassVar[str] = "execution"
+    role: ClassVar[str] = "forward"
     #: Karmada's --concurrent-work-syncs is 5; a pass here is mostly waiting for the member and the store (a create
     #: or delete there, a status or finalizer write here), so more run at once: a failover's burst of Work deletions
     #: and creations would otherwise queue for seconds behind 5 of them

@@ -135,6 +135,7 @@ def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 class SchedulerController(Controller):
     name = "scheduler"
+    role = "forward"
     # a pass waits for one to three writes; 32 passes at once keep up with a mass eviction (a worker is a
     # coroutine: idle ones cost nothing)
     workers = 32

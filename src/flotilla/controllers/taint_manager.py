@@ -246,6 +246,7 @@ class _Blocked(Exception):
 
 class TaintManager(Controller):
     name = "taint-manager"
+    role = "forward"
     workers = 4
 
     def __init__(self, ctx: ControllerContext) -> None:

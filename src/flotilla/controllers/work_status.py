@@ -143,6 +143,7 @@ def _object_key(cluster: str, api_version: str, kind: str, obj: Mapping[str, Any
 
 class WorkStatusController(Controller):
     name: ClassVar[str] = "work-status"
+    role: ClassVar[str] = "reports"
     workers: ClassVar[int] = 5
 
     def __init__(self, ctx: ControllerContext) -> None:

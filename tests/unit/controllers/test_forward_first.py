@@ -1,0 +1,62 @@
+"""Forward first: reporting passes wait while the forward controllers have keys ready, and never for long."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from flotilla.controllers.forward_first import ForwardFirst
+from flotilla.controllers.manager import all_controllers
+
+
+@dataclass
+class Queue:
+    depth: int = 0
+
+
+async def test_a_reporting_pass_runs_at_once_when_the_forward_queues_are_empty() -> None:
+    gate = ForwardFirst(max_wait=5.0)
+    gate.add_forward(Queue(0))
+    async with asyncio.timeout(0.5):
+        await gate.turn()
+    assert gate.waits == 0
+
+
+async def test_a_reporting_pass_waits_until_the_forward_queues_drain() -> None:
+    gate = ForwardFirst(max_wait=5.0)
+    busy = Queue(3)
+    gate.add_forward(Queue(0))
+    gate.add_forward(busy)
+    waiter = asyncio.ensure_future(gate.turn())
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    busy.depth = 0
+    async with asyncio.timeout(0.5):
+        await waiter
+    assert gate.waits == 1 and 0.09 < gate.waited_seconds < 1.0
+
+
+async def test_a_reporting_pass_waits_at_most_max_wait() -> None:
+    gate = ForwardFirst(max_wait=0.2)
+    gate.add_forward(Queue(100))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with asyncio.timeout(1.0):
+        await gate.turn()
+    assert 0.19 <= loop.time() - start < 0.6
+
+
+async def test_no_wait_at_all_when_max_wait_is_zero() -> None:
+    gate = ForwardFirst(max_wait=0)
+    gate.add_forward(Queue(100))
+    async with asyncio.timeout(0.1):
+        await gate.turn()
+    assert gate.waits == 0
+
+
+def test_the_controllers_that_carry_objects_go_first_and_the_status_reporters_wait() -> None:
+    roles = {name: cls.role for name, cls in all_controllers().items()}
+    forward = {n for n, r in roles.items() if r == "forward"}
+    reports = {n for n, r in roles.items() if r == "reports"}
+    assert forward == {"detector", "scheduler", "binding", "execution", "taint-manager", "application-failover"}
+    assert reports == {"work-status", "binding-status"}
