@@ -165,7 +165,7 @@ Trigger = Literal["application", "cluster"]
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -549,22 +549,23 @@ def injected_state_record(cluster: str, labels: Mapping[str, str], from_cluster:
 def parse_injected_state_record(value: str | Mapping[str, Any] | None) -> InjectedStateRecord | None:
     """The record in an annotation value (or a binding's annotations, or a whole binding); ``None`` when
     absent or unreadable (a damaged record is ignored rather than trusted)."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         annotations = value
         if "metadata" in value:
             annotations = _map(_map(value.get("metadata")).get("annotations"))
-        value = annotations.get(INJECTED_STATE_ANNOTATION) if isinstance(annotations, Mapping) else None
+        is_map = type(annotations) is dict or isinstance(annotations, Mapping)
+        value = annotations.get(INJECTED_STATE_ANNOTATION) if is_map else None
     if not isinstance(value, str) or not value:
         return None
     try:
         doc = json.loads(value)
     except ValueError:
         return None
-    if not isinstance(doc, Mapping):
+    if type(doc) is not dict and not isinstance(doc, Mapping):
         return None
     cluster, at = _str(doc.get("cluster")), parse_time(doc.get("at"))
     labels = doc.get("labels")
-    if not cluster or at is None or not isinstance(labels, Mapping):
+    if not cluster or at is None or (type(labels) is not dict and not isinstance(labels, Mapping)):
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return None

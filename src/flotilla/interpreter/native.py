@@ -89,7 +89,7 @@ def _path(obj: Any, *keys: str) -> Any:
     """The value at ``keys`` or ``None`` when a step is missing or not a mapping."""
     cur = obj
     for k in keys:
-        if not isinstance(cur, Mapping):
+        if type(cur) is not dict and not isinstance(cur, Mapping):
             return None
         cur = cur.get(k)
     return cur
@@ -1198,7 +1198,7 @@ def _rule(obj: JSON, operation: Operation) -> Any:
 
 
 def _check_object(obj: Any, what: str = "object") -> None:
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InterpreterError(f"the {what} must be a Kubernetes object (a mapping), got {type(obj).__name__}")
 
 

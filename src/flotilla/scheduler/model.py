@@ -93,7 +93,7 @@ class Strategy(StrEnum):
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ModelError(f"{where}: must be an object")
     return value
 
