@@ -66,6 +66,7 @@ from enum import StrEnum
 from typing import Any, Final, Literal
 
 from flotilla.api.labels import INJECTED_STATE_ANNOTATION
+from flotilla.api.timestamps import utc_seconds
 from flotilla.apiserver.validation import label_value_errors, qualified_name_errors
 from flotilla.failover.purge import eviction_tasks
 from flotilla.jsonpath import (
@@ -188,7 +189,7 @@ def format_time(t: datetime) -> str:
     """RFC 3339 in UTC, seconds precision (``metav1.Time``)."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from flotilla.api.jsoncopy import json_copy
+from flotilla.api.timestamps import utc_seconds
 from flotilla.interpreter.operations import (
     GVK,
     JSON,
@@ -185,7 +186,7 @@ def _time(obj: Mapping[str, Any], v: Any, what: str) -> datetime | None:
 
 
 def _format_time(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 def _items(items: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:

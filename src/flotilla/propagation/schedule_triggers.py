@@ -22,6 +22,7 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.jsoncopy import json_copy
+from flotilla.api.timestamps import utc_seconds
 from flotilla.policy.matching import cluster_matches
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 from flotilla.scheduler.errors import ModelError
@@ -106,7 +107,7 @@ def format_time(t: datetime) -> str:
     """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 # ---------------------------------------------------------------------------------------------

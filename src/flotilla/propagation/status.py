@@ -45,6 +45,7 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
+from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import kept_clusters
 
 __all__ = [
@@ -135,7 +136,7 @@ def _spec(obj: Obj | None) -> Mapping[str, Any]:
 
 
 def _timestamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(now)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:
