@@ -235,6 +235,8 @@ _NODE_SCHEMAS: list[dict[str, Any]] = [
                                                               "n": {"type": "integer", "nullable": True}},
      "additionalProperties": {"type": "boolean"}},
     {"type": "array"}, {"type": "array", "nullable": True, "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
+    {}, {"x-kubernetes-preserve-unknown-fields": True}, {"type": "object", "additionalProperties": True},
+    {"properties": {"a": {"type": "string"}}},
 ]
 _NODE_VALUES: list[Any] = [
     None, True, False, 0, 2, 5, -1, 3.0, 2.5, 2**64, "", "a", "c", [], ["a"], ["a", "b", "c"], [1], {},
@@ -249,6 +251,7 @@ def test_type_specialised_node_checks_match_the_interpreter(node: dict[str, Any]
     for value in _NODE_VALUES:
         obj = {"x": copy.deepcopy(value)}
         assert valid(obj, schema) == (not schema_errors(obj, schema)), value
+        assert has_unknown_fields(obj, schema) == bool(unknown_fields(obj, schema)), value
         if isinstance(value, dict):
             for skip in ({"x": {"a": None}}, {"x": {"extra": None}}, {"x": {}}):
                 assert valid(obj, schema, skip) == (not schema_errors(obj, schema, skip=skip)), (value, skip)

@@ -642,6 +642,8 @@ def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) ->
     undeclared_unknown = not undeclared_ok and (props_raw is not None or schema.get("type") == "object")
     items_raw = schema.get("items")
     items = _compile_unknown(items_raw, memo) if isinstance(items_raw, dict) else None
+    if props is None and addl is None and items is None and not undeclared_unknown:
+        return _nothing_unknown  # a leaf (a string, a number, anything-goes): no key below it is unknown
     always_known = _ALWAYS_KNOWN_TOP if top else ()
 
     def check(v: Any, skip: Skip | None = None) -> bool:
@@ -673,6 +675,10 @@ def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) ->
         return False
 
     return check
+
+
+def _nothing_unknown(v: Any, skip: Skip | None = None) -> bool:
+    return False
 
 
 def _compile_unknown_top(schema: dict[str, Any]) -> Any:
