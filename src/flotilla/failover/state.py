@@ -63,6 +63,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from flotilla.api.labels import INJECTED_STATE_ANNOTATION
@@ -558,6 +559,18 @@ def parse_injected_state_record(value: str | Mapping[str, Any] | None) -> Inject
         value = annotations.get(INJECTED_STATE_ANNOTATION) if is_map else None
     if not isinstance(value, str) or not value:
         return None
+    parts = _record_parts(value) if type(value) is str else _parse_record_parts(value)
+    if parts is None:
+        return None
+    cluster, labels, from_cluster, at, healthy_at = parts
+    return InjectedStateRecord(cluster, dict(labels), from_cluster, at, healthy_at)
+
+
+_RecordParts = tuple[str, tuple[tuple[str, str], ...], str, datetime, "datetime | None"]
+
+
+def _parse_record_parts(value: str) -> _RecordParts | None:
+    """The fields of an annotation value, all immutable (labels as pairs, in order); ``None``: unreadable."""
     try:
         doc = json.loads(value)
     except ValueError:
@@ -570,8 +583,12 @@ def parse_injected_state_record(value: str | Mapping[str, Any] | None) -> Inject
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return None
-    return InjectedStateRecord(cluster, dict(labels), _str(doc.get("fromCluster")), at,
-                               parse_time(doc.get("healthyAt")))
+    return cluster, tuple(labels.items()), _str(doc.get("fromCluster")), at, parse_time(doc.get("healthyAt"))
+
+
+#: every pass over a binding reads its record again, from the same annotation text; the parts are immutable and
+#: each call still gets a record (and a labels dict) of its own
+_record_parts = lru_cache(maxsize=2048)(_parse_record_parts)
 
 
 def current_record(binding_spec: Mapping[str, Any], record: InjectedStateRecord | None) -> InjectedStateRecord | None:
