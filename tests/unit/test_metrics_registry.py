@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
 
 import pytest
 from hypothesis import given
@@ -523,3 +524,8 @@ def test_labels_finds_the_same_child_by_strings_values_or_names() -> None:
         c.labels("binding", code="200")
     unhashable = c.labels(["a"], "b")  # an unhashable value is looked up by its string, as before
     assert c.labels("['a']", "b") is unhashable
+
+    class Code(str, Enum):  # noqa: UP042  (deliberately: str() of it is not its value)
+        OK = "ok"
+
+    assert c.labels("binding", Code.OK) is c.labels("binding", str(Code.OK))  # str() of it, not its value

@@ -142,12 +142,13 @@ class _Metric:
     def labels(self, *values: Any, **kw: Any) -> Any:
         """The child for these label values (created on first use)."""
         if not kw:
-            try:
-                child = self._children.get(values)  # values given as the strings of an existing child's key
-            except TypeError:  # unhashable: _key makes strings of them
-                child = None
-            if child is not None:
-                return child
+            for v in values:
+                if type(v) is not str:  # str() of it makes the key (of a (str, Enum) member: not its value)
+                    break
+            else:
+                child = self._children.get(values)  # exactly the key of an existing child
+                if child is not None:
+                    return child
         key = self._key(values, kw)
         with self._lock:
             child = self._children.get(key)
