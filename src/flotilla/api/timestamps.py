@@ -20,6 +20,8 @@ _last: tuple[int, str] = (0, "1970-01-01T00:00:00Z")
 def utc_seconds(t: datetime) -> str:
     """``t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")``, exactly (a naive ``t`` included)."""
     global _last
+    if type(t) is not datetime:  # a subclass may format differently: not remembered
+        return t.astimezone(UTC).strftime(_FORMAT)
     try:
         key = (t - _EPOCH) // _SECOND  # exact: the instant's whole seconds, whatever t's time zone
     except TypeError:  # naive: astimezone takes it as local time
