@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
 
 import pytest
 from hypothesis import given
@@ -509,3 +510,22 @@ def test_metrics_bind_address(text: str, address: tuple[str, int] | None) -> Non
 def test_bad_metrics_bind_addresses(text: str) -> None:
     with pytest.raises(ValueError, match="--metrics-bind-address"):
         parse_bind_address(text)
+
+
+def test_labels_finds_the_same_child_by_strings_values_or_names() -> None:
+    c = MetricsRegistry().counter("flotilla_fast_path_total", "x", ["controller", "code"])
+    child = c.labels("binding", 200)  # made from the strings "binding", "200"
+    assert c.labels("binding", "200") is child  # the fast path: the strings of an existing child
+    assert c.labels("binding", 200) is child and c.labels(controller="binding", code="200") is child
+    assert c.labels(None, "x") is c.labels("", "x")
+    with pytest.raises(ValueError, match="1 label values given, 2 expected"):
+        c.labels("binding")
+    with pytest.raises(ValueError, match="not both"):
+        c.labels("binding", code="200")
+    unhashable = c.labels(["a"], "b")  # an unhashable value is looked up by its string, as before
+    assert c.labels("['a']", "b") is unhashable
+
+    class Code(str, Enum):  # noqa: UP042  (deliberately: str() of it is not its value)
+        OK = "ok"
+
+    assert c.labels("binding", Code.OK) is c.labels("binding", str(Code.OK))  # str() of it, not its value

@@ -221,3 +221,41 @@ def test_compiled_checks_match_on_generated_schemas(root_props: dict[str, Any], 
         obj = _object(schema, rnd)
         _same(obj, schema, None)
         _same(obj, schema, _skip(obj, rnd))
+
+
+# -- the type-specialised node checks ---------------------------------------------------------------
+
+_NODE_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "string"}, {"type": "string", "nullable": True}, {"type": "string", "enum": ["a", "b"]},
+    {"type": "string", "enum": ["a", None], "nullable": True},
+    {"type": "boolean"}, {"type": "boolean", "nullable": True},
+    {"type": "integer"}, {"type": "integer", "nullable": True}, {"type": "integer", "minimum": 0, "maximum": 3},
+    {"type": "object"}, {"type": "object", "nullable": True},
+    {"type": "object", "required": ["a", "n"], "properties": {"a": {"type": "string"},
+                                                              "n": {"type": "integer", "nullable": True}},
+     "additionalProperties": {"type": "boolean"}},
+    {"type": "array"}, {"type": "array", "nullable": True, "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
+    {}, {"x-kubernetes-preserve-unknown-fields": True}, {"type": "object", "additionalProperties": True},
+    {"properties": {"a": {"type": "string"}}},
+]
+_NODE_VALUES: list[Any] = [
+    None, True, False, 0, 2, 5, -1, 3.0, 2.5, 2**64, "", "a", "c", [], ["a"], ["a", "b", "c"], [1], {},
+    {"a": "x", "n": None}, {"a": "x", "n": 1, "extra": True}, {"a": "x", "n": 1, "extra": "no"}, {"a": None, "n": 1},
+    {"n": 1},
+]
+
+
+@pytest.mark.parametrize("node", _NODE_SCHEMAS, ids=lambda s: _schema_id(s))
+def test_type_specialised_node_checks_match_the_interpreter(node: dict[str, Any]) -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"x": node}}
+    for value in _NODE_VALUES:
+        obj = {"x": copy.deepcopy(value)}
+        assert valid(obj, schema) == (not schema_errors(obj, schema)), value
+        assert has_unknown_fields(obj, schema) == bool(unknown_fields(obj, schema)), value
+        if isinstance(value, dict):
+            for skip in ({"x": {"a": None}}, {"x": {"extra": None}}, {"x": {}}):
+                assert valid(obj, schema, skip) == (not schema_errors(obj, schema, skip=skip)), (value, skip)
+
+
+def _schema_id(schema: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in schema.items() if k != "properties")

@@ -10,13 +10,14 @@ from typing import Any
 
 import orjson
 
+from flotilla.api.timestamps import utc_seconds
 from flotilla.storage import KeyValue
 
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(datetime.now(UTC))
 
 
 def new_uid() -> str:

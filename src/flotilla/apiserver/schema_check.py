@@ -462,6 +462,9 @@ def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> 
     rx = _pattern(schema)
     search = rx.search if rx is not None else None
     server_set = _SERVER_SET_TOP if top else ()
+    special = None if top else _special_errors_fn(schema, enum, props, required, addl, items, search)
+    if special is not None:
+        return special
 
     def check(v: Any, skip: Skip | None = None) -> bool:
         if type_ok is not None and not type_ok(v):
@@ -515,6 +518,106 @@ def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> 
     return check
 
 
+# The general ``check`` above asks every question of every value. The common nodes (a plain string, an integer
+# with or without bounds, an object, an array, of a declared type, not int-or-string) get a check that asks only
+# the questions their type leaves open: for a value of another type the general check stops at ``type_ok``.
+
+
+def _special_errors_fn(schema: dict[str, Any], enum: Any, props: dict[str, _Node],
+                       required: list[tuple[str, bool]], addl: _Node | None, items: _Node | None,
+                       search: Any) -> Any:
+    """A check equal to the general one for this (non-top) node, specialised to its type; None when none fits."""
+    t = schema.get("type")
+    if schema.get(_INT_OR_STRING) or not isinstance(t, str):
+        return None
+    nullable = bool(schema.get("nullable"))
+    if t == "string":
+        if schema.get("minLength") is not None or schema.get("maxLength") is not None or search is not None:
+            return None
+        return _string_check(nullable, enum)
+    if enum is not None:
+        return None
+    if t == "integer":
+        return _integer_check(nullable, schema.get("minimum"), schema.get("maximum"))
+    if t == "boolean":
+        return _boolean_check(nullable)
+    if t == "object":
+        if schema.get("minProperties") is not None or schema.get("maxProperties") is not None:
+            return None
+        return _object_check(nullable, props, required, addl)
+    if t == "array":
+        return _array_check(nullable, items, schema.get("minItems"), schema.get("maxItems"))
+    return None
+
+
+def _string_check(nullable: bool, enum: Any) -> Any:
+    if enum is None:
+        def string(v: Any, skip: Skip | None = None) -> bool:
+            return isinstance(v, str) or (v is None and nullable)
+        return string
+
+    def string_enum(v: Any, skip: Skip | None = None) -> bool:
+        if isinstance(v, str):
+            return v in enum
+        return v is None and nullable
+    return string_enum
+
+
+def _boolean_check(nullable: bool) -> Any:
+    def boolean(v: Any, skip: Skip | None = None) -> bool:
+        return isinstance(v, bool) or (v is None and nullable)
+    return boolean
+
+
+def _integer_check(nullable: bool, lo: Any, hi: Any) -> Any:
+    def integer(v: Any, skip: Skip | None = None) -> bool:
+        if not _is_integer(v):
+            return v is None and nullable
+        return not ((lo is not None and v < lo) or (hi is not None and v > hi))
+    return integer
+
+
+def _object_check(nullable: bool, props: dict[str, _Node], required: list[tuple[str, bool]],
+                  addl: _Node | None) -> Any:
+    get = props.get
+
+    def obj(v: Any, skip: Skip | None = None) -> bool:
+        if not isinstance(v, dict):
+            return v is None and nullable
+        for req, req_nullable in required:
+            if req not in v or (v[req] is None and not req_nullable):
+                return False
+        if skip is None:
+            for k, x in v.items():
+                child = get(k, addl)
+                if child is not None and not child.fn(x, None):
+                    return False
+            return True
+        for k, x in v.items():
+            s = skip.get(k, _ABSENT)
+            if s is None:
+                continue
+            child = get(k, addl)
+            if child is not None and not child.fn(x, None if s is _ABSENT else s):
+                return False
+        return True
+    return obj
+
+
+def _array_check(nullable: bool, items: _Node | None, lo: Any, hi: Any) -> Any:
+    def array(v: Any, skip: Skip | None = None) -> bool:
+        if not isinstance(v, list):
+            return v is None and nullable
+        if items is not None:
+            fn = items.fn
+            for x in v:
+                if not fn(x, None):
+                    return False
+        n = len(v)
+        return not ((lo is not None and n < lo) or (hi is not None and n > hi))
+    return array
+
+
 def _compile_errors_top(schema: dict[str, Any]) -> Any:
     return _errors_fn(schema, {}, top=True)
 
@@ -539,6 +642,8 @@ def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) ->
     undeclared_unknown = not undeclared_ok and (props_raw is not None or schema.get("type") == "object")
     items_raw = schema.get("items")
     items = _compile_unknown(items_raw, memo) if isinstance(items_raw, dict) else None
+    if props is None and addl is None and items is None and not undeclared_unknown:
+        return _nothing_unknown  # a leaf (a string, a number, anything-goes): no key below it is unknown
     always_known = _ALWAYS_KNOWN_TOP if top else ()
 
     def check(v: Any, skip: Skip | None = None) -> bool:
@@ -570,6 +675,10 @@ def _unknown_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) ->
         return False
 
     return check
+
+
+def _nothing_unknown(v: Any, skip: Skip | None = None) -> bool:
+    return False
 
 
 def _compile_unknown_top(schema: dict[str, Any]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from flotilla.apiserver.errors import Cause
@@ -86,6 +87,25 @@ def name_errors(group: str, kind: str, name: str) -> list[str]:
     return dns1123_subdomain_errors(name)
 
 
+# Every write is checked, and the same label and annotation keys, label values and names come back again and
+# again: which strings passed is remembered (a bool; the messages are made afresh whenever a string fails).
+
+
+@lru_cache(maxsize=4096)
+def _qualified_name_ok(key: str) -> bool:
+    return not qualified_name_errors(key)
+
+
+@lru_cache(maxsize=4096)
+def _label_value_ok(value: str) -> bool:
+    return not label_value_errors(value)
+
+
+@lru_cache(maxsize=4096)
+def _name_ok(group: str, kind: str, name: str) -> bool:
+    return not name_errors(group, kind, name)
+
+
 def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced: bool) -> list[Cause]:
     """Checks every object must pass: the shape of metadata, its name, labels and annotations."""
     causes: list[Cause] = []
@@ -95,7 +115,7 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         causes.append(Cause("metadata.name", "Required value: name or generateName is required", "FieldValueRequired"))
-    else:
+    elif type(name) is not str or not _name_ok(group, kind, name):
         for err in name_errors(group, kind, name):
             causes.append(Cause("metadata.name", f'Invalid value: "{name}": {err}'))
     labels = meta.get("labels")
@@ -104,12 +124,15 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
             causes.append(Cause("metadata.labels", "Invalid value: labels must be a map of strings", "FieldValueTypeInvalid"))
         else:
             for k, v in labels.items():
-                for err in qualified_name_errors(k):
-                    causes.append(Cause("metadata.labels", f'Invalid value: "{k}": {err}'))
+                if type(k) is not str or not _qualified_name_ok(k):
+                    for err in qualified_name_errors(k):
+                        causes.append(Cause("metadata.labels", f'Invalid value: "{k}": {err}'))
                 if not isinstance(v, str):
                     causes.append(
                         Cause(f"metadata.labels[{k}]", "Invalid value: label values must be strings", "FieldValueTypeInvalid")
                     )
+                    continue
+                if type(v) is str and _label_value_ok(v):
                     continue
                 for err in label_value_errors(v):
                     causes.append(Cause("metadata.labels", f'Invalid value: "{v}": {err}'))
@@ -122,8 +145,9 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
         else:
             total = 0
             for k, v in annotations.items():
-                for err in qualified_name_errors(k):
-                    causes.append(Cause("metadata.annotations", f'Invalid value: "{k}": {err}'))
+                if type(k) is not str or not _qualified_name_ok(k):
+                    for err in qualified_name_errors(k):
+                        causes.append(Cause("metadata.annotations", f'Invalid value: "{k}": {err}'))
                 if not isinstance(v, str):
                     causes.append(
                         Cause(f"metadata.annotations[{k}]", "Invalid value: annotation values must be strings",
@@ -142,6 +166,8 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
                                 "FieldValueTypeInvalid"))
         else:
             for i, f in enumerate(finalizers):
+                if type(f) is str and _qualified_name_ok(f):
+                    continue
                 for err in qualified_name_errors(f):
                     causes.append(Cause(f"metadata.finalizers[{i}]", f'Invalid value: "{f}": {err}'))
     owners = meta.get("ownerReferences")

@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from flotilla.api.timestamps import utc_seconds
 from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
 
 __all__ = [
@@ -101,7 +102,7 @@ def format_time(dt: datetime) -> str:
     """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(dt)
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -85,6 +85,7 @@ WORKLOAD_KINDS = (("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "Rep
 
 _BINARY = ("memory", "ephemeral-storage")
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+_ZERO, _ONE = Fraction(0), Fraction(1)  # immutable: shared
 
 
 def format_resource(name: str, value: Fraction | int) -> str:
@@ -114,15 +115,15 @@ class ResourceTotals:
 
     def add(self, resources: Mapping[str, Fraction], times: int = 1) -> None:
         for name, value in resources.items():
-            self.amounts[name] = self.amounts.get(name, Fraction(0)) + value * times
+            self.amounts[name] = self.amounts.get(name, _ZERO) + value * times
 
     def add_pods(self, count: int) -> None:
-        self.add({"pods": Fraction(1)}, count)
+        self.add({"pods": _ONE}, count)
 
     def resource_list(self, always: Iterable[str] = ()) -> dict[str, str]:
         """The sums as a ResourceList; ``always`` names resources listed even when zero."""
         names = set(self.amounts) | set(always)
-        return {name: format_resource(name, self.amounts.get(name, Fraction(0))) for name in sorted(names)}
+        return {name: format_resource(name, self.amounts.get(name, _ZERO)) for name in sorted(names)}
 
 
 # ============================================================================================ nodes

@@ -98,7 +98,7 @@ _Obj = dict[str, Any]
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 @dataclass

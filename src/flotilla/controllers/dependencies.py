@@ -61,12 +61,12 @@ _SYNC_TIMEOUT = 30.0
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
 
 
 def _depended_by_keys(obj: dict[str, Any]) -> list[str]:

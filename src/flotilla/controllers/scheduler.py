@@ -120,17 +120,17 @@ def _rv(obj: Mapping[str, Any]) -> int:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     status = obj.get("status")
-    return status if isinstance(status, Mapping) else {}
+    return status if type(status) is dict or isinstance(status, Mapping) else {}
 
 
 class SchedulerController(Controller):

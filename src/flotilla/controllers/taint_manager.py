@@ -141,7 +141,7 @@ EVENT_EVICTION_HALTED = "EvictionHalted"  # Warning: D10 halts evictions (every 
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

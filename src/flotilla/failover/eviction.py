@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import (
     PURGE_MODE_DIRECTLY,
     PURGE_MODE_GRACEFULLY,
@@ -116,7 +117,7 @@ def format_timestamp(t: datetime) -> str:
     """``metav1.Time`` as JSON: RFC 3339, UTC, whole seconds (truncated)."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 class TaskBuildError(Exception):

@@ -83,7 +83,7 @@ class OldCopy(StrEnum):
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -92,7 +92,7 @@ def _list(value: Any) -> list[Any]:
 
 def eviction_tasks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """A binding spec's ``gracefulEvictionTasks`` (the entries that are objects), oldest first."""
-    return [t for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
+    return [t for t in _list(spec.get("gracefulEvictionTasks")) if (type(t) is dict or isinstance(t, Mapping))]
 
 
 def _from(task: Mapping[str, Any]) -> str:

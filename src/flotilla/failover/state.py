@@ -63,9 +63,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 from flotilla.api.labels import INJECTED_STATE_ANNOTATION
+from flotilla.api.timestamps import utc_seconds
 from flotilla.apiserver.validation import label_value_errors, qualified_name_errors
 from flotilla.failover.purge import eviction_tasks
 from flotilla.jsonpath import (
@@ -165,7 +167,7 @@ Trigger = Literal["application", "cluster"]
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -188,7 +190,7 @@ def format_time(t: datetime) -> str:
     """RFC 3339 in UTC, seconds precision (``metav1.Time``)."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -549,27 +551,44 @@ def injected_state_record(cluster: str, labels: Mapping[str, str], from_cluster:
 def parse_injected_state_record(value: str | Mapping[str, Any] | None) -> InjectedStateRecord | None:
     """The record in an annotation value (or a binding's annotations, or a whole binding); ``None`` when
     absent or unreadable (a damaged record is ignored rather than trusted)."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         annotations = value
         if "metadata" in value:
             annotations = _map(_map(value.get("metadata")).get("annotations"))
-        value = annotations.get(INJECTED_STATE_ANNOTATION) if isinstance(annotations, Mapping) else None
+        is_map = type(annotations) is dict or isinstance(annotations, Mapping)
+        value = annotations.get(INJECTED_STATE_ANNOTATION) if is_map else None
     if not isinstance(value, str) or not value:
         return None
+    parts = _record_parts(value) if type(value) is str else _parse_record_parts(value)
+    if parts is None:
+        return None
+    cluster, labels, from_cluster, at, healthy_at = parts
+    return InjectedStateRecord(cluster, dict(labels), from_cluster, at, healthy_at)
+
+
+_RecordParts = tuple[str, tuple[tuple[str, str], ...], str, datetime, "datetime | None"]
+
+
+def _parse_record_parts(value: str) -> _RecordParts | None:
+    """The fields of an annotation value, all immutable (labels as pairs, in order); ``None``: unreadable."""
     try:
         doc = json.loads(value)
     except ValueError:
         return None
-    if not isinstance(doc, Mapping):
+    if type(doc) is not dict and not isinstance(doc, Mapping):
         return None
     cluster, at = _str(doc.get("cluster")), parse_time(doc.get("at"))
     labels = doc.get("labels")
-    if not cluster or at is None or not isinstance(labels, Mapping):
+    if not cluster or at is None or (type(labels) is not dict and not isinstance(labels, Mapping)):
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return None
-    return InjectedStateRecord(cluster, dict(labels), _str(doc.get("fromCluster")), at,
-                               parse_time(doc.get("healthyAt")))
+    return cluster, tuple(labels.items()), _str(doc.get("fromCluster")), at, parse_time(doc.get("healthyAt"))
+
+
+#: every pass over a binding reads its record again, from the same annotation text; the parts are immutable and
+#: each call still gets a record (and a labels dict) of its own
+_record_parts = lru_cache(maxsize=2048)(_parse_record_parts)
 
 
 def current_record(binding_spec: Mapping[str, Any], record: InjectedStateRecord | None) -> InjectedStateRecord | None:

@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from flotilla.api.jsoncopy import json_copy
+from flotilla.api.timestamps import utc_seconds
 from flotilla.interpreter.operations import (
     GVK,
     JSON,
@@ -89,7 +90,7 @@ def _path(obj: Any, *keys: str) -> Any:
     """The value at ``keys`` or ``None`` when a step is missing or not a mapping."""
     cur = obj
     for k in keys:
-        if not isinstance(cur, Mapping):
+        if type(cur) is not dict and not isinstance(cur, Mapping):
             return None
         cur = cur.get(k)
     return cur
@@ -185,7 +186,7 @@ def _time(obj: Mapping[str, Any], v: Any, what: str) -> datetime | None:
 
 
 def _format_time(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 def _items(items: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
@@ -1198,7 +1199,7 @@ def _rule(obj: JSON, operation: Operation) -> Any:
 
 
 def _check_object(obj: Any, what: str = "object") -> None:
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InterpreterError(f"the {what} must be a Kubernetes object (a mapping), got {type(obj).__name__}")
 
 

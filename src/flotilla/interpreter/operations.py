@@ -127,7 +127,7 @@ class GVK:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> GVK:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise InterpreterError(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
 
 __all__ = ["Quantity", "QuantityFormat", "QuantityError", "parse_quantity", "format_quantity"]
@@ -76,6 +77,12 @@ def parse_quantity(text: str | int | float) -> Quantity:
         if text != text or text in (float("inf"), float("-inf")):
             raise QuantityError(f"{text!r} is not a quantity")
         text = json_number(text)
+    if type(text) is str:
+        return _parse_text_cached(text)
+    return _parse_text(text)
+
+
+def _parse_text(text: str) -> Quantity:
     s = text
     m = _NUMBER.fullmatch(s)
     if not s or m is None:
@@ -104,6 +111,11 @@ def parse_quantity(text: str | int | float) -> Quantity:
     if (value / _NANO).denominator != 1:
         value = Fraction(ceil(value / _NANO)) * _NANO
     return Quantity(value, fmt)
+
+
+#: the same few strings ("100m", "1Gi", ...) are parsed again and again; a Quantity is immutable (frozen, of a
+#: Fraction), and what raises is not remembered by lru_cache
+_parse_text_cached = lru_cache(maxsize=1024)(_parse_text)
 
 
 def _decimal_parts(value: Fraction) -> tuple[int, int]:

@@ -85,7 +85,7 @@ TASK_SLOTS = "taskmanager.numberOfTaskSlots"
 
 def _marked(value: Any) -> Any:
     """``value`` as it is inside Lua: no nulls, whole floats as ints; empty containers -> None."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         out = {str(k): _marked(v) for k, v in value.items() if v is not None}
         return out or None
     if isinstance(value, list):
@@ -106,7 +106,7 @@ def _get(obj: Any, *keys: str) -> Any:
     for k in keys:
         if cur is None:
             return None
-        if not isinstance(cur, Mapping):
+        if type(cur) is not dict and not isinstance(cur, Mapping):
             raise InterpreterError(f"{'.'.join(keys)}: {k!r} is looked up in a {type(cur).__name__}, "
                                    "which is not an object")
         cur = cur.get(k)

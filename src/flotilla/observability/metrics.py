@@ -141,6 +141,14 @@ class _Metric:
 
     def labels(self, *values: Any, **kw: Any) -> Any:
         """The child for these label values (created on first use)."""
+        if not kw:
+            for v in values:
+                if type(v) is not str:  # str() of it makes the key (of a (str, Enum) member: not its value)
+                    break
+            else:
+                child = self._children.get(values)  # exactly the key of an existing child
+                if child is not None:
+                    return child
         key = self._key(values, kw)
         with self._lock:
             child = self._children.get(key)

@@ -108,7 +108,7 @@ class ClaimRef:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
 
 
 def _str_map(obj: Mapping[str, Any], field: str) -> dict[str, str]:

@@ -93,7 +93,7 @@ class ImplicitPriority(IntEnum):
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:

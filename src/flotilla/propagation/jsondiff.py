@@ -30,7 +30,8 @@ def merge_patch_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str
             patch[key] = copy.deepcopy(value)
             continue
         before = old[key]
-        if isinstance(before, Mapping) and isinstance(value, Mapping):
+        if ((type(before) is dict or isinstance(before, Mapping))
+                and (type(value) is dict or isinstance(value, Mapping))):
             sub = merge_patch_diff(before, value)
             if sub:
                 patch[key] = sub

@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from flotilla.api.timestamps import utc_seconds
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 
@@ -84,7 +85,7 @@ def format_time(t: datetime) -> str:
     """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 @dataclass(frozen=True)

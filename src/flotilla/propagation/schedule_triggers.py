@@ -22,6 +22,7 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.jsoncopy import json_copy
+from flotilla.api.timestamps import utc_seconds
 from flotilla.policy.matching import cluster_matches
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 from flotilla.scheduler.errors import ModelError
@@ -68,22 +69,22 @@ REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     status = obj.get("status")
-    return status if isinstance(status, Mapping) else {}
+    return status if type(status) is dict or isinstance(status, Mapping) else {}
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     labels = _meta(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
+    return labels if type(labels) is dict or isinstance(labels, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -106,7 +107,7 @@ def format_time(t: datetime) -> str:
     """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(t)
 
 
 # ---------------------------------------------------------------------------------------------

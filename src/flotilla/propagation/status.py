@@ -45,6 +45,7 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
+from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import kept_clusters
 
 __all__ = [
@@ -121,21 +122,21 @@ Obj = Mapping[str, Any]
 
 def _md(obj: Obj | None) -> Mapping[str, Any]:
     md = (obj or {}).get("metadata")
-    return md if isinstance(md, Mapping) else {}
+    return md if type(md) is dict or isinstance(md, Mapping) else {}
 
 
 def _status(obj: Obj | None) -> Mapping[str, Any]:
     st = (obj or {}).get("status")
-    return st if isinstance(st, Mapping) else {}
+    return st if type(st) is dict or isinstance(st, Mapping) else {}
 
 
 def _spec(obj: Obj | None) -> Mapping[str, Any]:
     sp = (obj or {}).get("spec")
-    return sp if isinstance(sp, Mapping) else {}
+    return sp if type(sp) is dict or isinstance(sp, Mapping) else {}
 
 
 def _timestamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_seconds(now)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:
@@ -146,7 +147,7 @@ def split_api_version(api_version: str) -> tuple[str, str]:
 
 def find_condition(conditions: Any, ctype: str) -> Mapping[str, Any] | None:
     for c in conditions or ():
-        if isinstance(c, Mapping) and c.get("type") == ctype:
+        if (type(c) is dict or isinstance(c, Mapping)) and c.get("type") == ctype:
             return c
     return None
 

@@ -152,7 +152,9 @@ def _int(value: Any) -> int:
 
 
 def _string_map(value: Any) -> dict[str, str]:
-    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(v, str)}
 
 
 def work_cluster(work: Mapping[str, Any]) -> str | None:

@@ -23,8 +23,8 @@ __all__ = ["WrittenObjects"]
 
 
 def _rv(obj: Mapping[str, Any] | None) -> Any:
-    md = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return md.get("resourceVersion") if isinstance(md, Mapping) else None
+    md = obj.get("metadata") if type(obj) is dict or isinstance(obj, Mapping) else None
+    return md.get("resourceVersion") if type(md) is dict or isinstance(md, Mapping) else None
 
 
 class WrittenObjects:

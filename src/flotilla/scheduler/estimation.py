@@ -25,6 +25,7 @@ from .model import MAX_INT32, BindingSpec, Cluster, ReplicaRequirements, milli_v
 __all__ = ["UNAUTHENTIC_REPLICA", "allocatable_replicas", "general_estimate"]
 
 UNAUTHENTIC_REPLICA = -1
+_ZERO = Fraction(0)
 
 
 def general_estimate(cluster: Cluster, requirements: ReplicaRequirements | None) -> int:
@@ -46,7 +47,7 @@ def general_estimate(cluster: Cluster, requirements: ReplicaRequirements | None)
             if name not in allocatable:
                 return 0
             available = (
-                allocatable[name] - allocated.get(name, Fraction(0)) - allocating.get(name, Fraction(0))
+                allocatable[name] - allocated.get(name, _ZERO) - allocating.get(name, _ZERO)
             )
             if quantity_value(available) <= 0:
                 return 0

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from flotilla.apiserver.selectors import LabelSelector, SelectorError, label_selector_from_dict
@@ -93,7 +93,7 @@ class Strategy(StrEnum):
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ModelError(f"{where}: must be an object")
     return value
 
@@ -178,6 +178,11 @@ _EXPONENT_RE = re.compile(r"^[eE]([+-]?[0-9]+)$")
 
 def parse_quantity(value: Any, where: str = "quantity") -> Fraction:
     """Parse a Kubernetes quantity (``"500m"``, ``"1Gi"``, ``"2"``, ``"1e3"``, or a JSON number) exactly."""
+    if type(value) is str:
+        try:
+            return _parse_quantity_text(value)
+        except _NotAQuantity as e:
+            raise ModelError(f"{where}: {value!r} {e}") from None
     if isinstance(value, bool):
         raise ModelError(f"{where}: {value!r} is not a quantity")
     if isinstance(value, int):
@@ -188,11 +193,22 @@ def parse_quantity(value: Any, where: str = "quantity") -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise ModelError(f"{where}: {value!r} is not a quantity")
+    try:
+        return _parse_quantity_string(value)
+    except _NotAQuantity as e:
+        raise ModelError(f"{where}: {value!r} {e}") from None
+
+
+class _NotAQuantity(Exception):
+    """Why a string is not a quantity (the end of :class:`ModelError`'s message); never cached."""
+
+
+def _parse_quantity_string(value: str) -> Fraction:
     match = _QUANTITY_RE.match(value.strip())
     if match is None:
-        raise ModelError(f"{where}: {value!r} is not a quantity")
+        raise _NotAQuantity("is not a quantity")
     if len(match.group(1)) > 1000:  # Python refuses to parse integers of more than 4300 digits
-        raise ModelError(f"{where}: {value!r} has too many digits")
+        raise _NotAQuantity("has too many digits")
     number = Fraction(match.group(1))
     suffix = match.group(2)
     if suffix in _BINARY_SUFFIXES:
@@ -203,9 +219,14 @@ def parse_quantity(value: Any, where: str = "quantity") -> Fraction:
     if exponent is not None:
         power = exponent.group(1)
         if len(power.lstrip("+-").lstrip("0")) > 4 or abs(int(power)) > 1000:  # 10**1e9 would never finish
-            raise ModelError(f"{where}: {value!r} has an exponent out of range")
+            raise _NotAQuantity("has an exponent out of range")
         return number * Fraction(10) ** int(power)
-    raise ModelError(f"{where}: {value!r} is not a quantity")
+    raise _NotAQuantity("is not a quantity")
+
+
+#: the same few quantity strings ("100m", "1Gi", ...) come back again and again; a Fraction is immutable, and a
+#: string that is not a quantity raises, which lru_cache does not remember
+_parse_quantity_text = lru_cache(maxsize=1024)(_parse_quantity_string)
 
 
 def _round_away_from_zero(value: Fraction) -> int:

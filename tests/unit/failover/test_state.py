@@ -606,3 +606,18 @@ def test_injected_state_for_schedule_is_the_record_the_render_of_the_new_cluster
     recorded = {"metadata": {"annotations": {"failover.flotilla.io/injected-state": value}},
                 "spec": binding["spec"]}
     assert injected_state_for_schedule(recorded, [{"name": "m2", "replicas": 1}], now) is None  # already so
+
+
+def test_a_remembered_injected_state_record_is_a_fresh_record_each_time() -> None:
+    text = InjectedStateRecord("m2", {"b": "2", "a": "1"}, "m1", datetime(2026, 1, 1, tzinfo=UTC)).to_json()
+    first = parse_injected_state_record(text)
+    assert first is not None
+    first.labels["c"] = "3"  # type: ignore[index]  # a caller's change stays in its own record
+    second = parse_injected_state_record(text)
+    assert second is not None and second is not first
+    assert list(second.labels.items()) == [("a", "1"), ("b", "2")] and type(second.labels) is dict
+    assert (second.cluster, second.from_cluster, second.at, second.healthy_at) == (
+        "m2", "m1", datetime(2026, 1, 1, tzinfo=UTC), None)
+    for bad in ("{", '{"cluster":"m","labels":{"a":1},"at":"2026-01-01T00:00:00Z"}', "[]"):
+        assert parse_injected_state_record(bad) is None
+        assert parse_injected_state_record(bad) is None
