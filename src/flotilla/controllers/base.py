@@ -109,8 +109,14 @@ class Controller(ABC):
 
     async def _handle(self, key: str) -> None:
         if self.role == "reports":
-            await self.ctx.forward_first.turn()
-        after = await self.reconcile(key)
+            gate = self.ctx.forward_first
+            took = await gate.turn()
+            try:
+                after = await self.reconcile(key)
+            finally:
+                gate.done(took)
+        else:
+            after = await self.reconcile(key)
         if after is not None and after >= 0:
             self.queue.add_after(key, after)
 

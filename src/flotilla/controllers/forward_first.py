@@ -8,8 +8,9 @@ binding-status controllers report what happened there. Reporting the first copie
 created yet delays the last ones, and reports an intermediate picture that the next report replaces.
 
 So a pass of a reporting controller first waits, while any forward queue has keys ready and for at most
-``max_wait`` seconds, then runs. Nothing starves: a reporting pass is delayed by ``max_wait`` at most, and at once
-when the forward queues are empty. Karmada runs its controllers on many cores and has no such order; the end
+``max_wait`` seconds, then runs. One reporting pass at a time (``trickle``) runs meanwhile: it fills the moments
+in which every forward pass waits for a write or a member, so the CPU does not idle while reports wait. Nothing
+starves: a reporting pass is delayed by ``max_wait`` at most, and at once when the forward queues are empty. Karmada runs its controllers on many cores and has no such order; the end
 state and every object written are the same, only their order under load differs.
 """
 
@@ -18,10 +19,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-__all__ = ["FORWARD_FIRST_MAX_WAIT", "ForwardFirst"]
+__all__ = ["FORWARD_FIRST_MAX_WAIT", "FORWARD_FIRST_TRICKLE", "ForwardFirst"]
 
 #: Seconds at most that one pass of a reporting controller waits for the forward queues.
 FORWARD_FIRST_MAX_WAIT: Final = 1.0
+#: Reporting passes that run at once while the forward queues are busy: they use the moments in which every
+#: forward pass waits for a write or a member, so the CPU does not idle while reports wait.
+FORWARD_FIRST_TRICKLE: Final = 1
 #: Seconds between two looks at the forward queues while waiting.
 _LOOK_EVERY: Final = 0.02
 
@@ -29,9 +33,11 @@ _LOOK_EVERY: Final = 0.02
 class ForwardFirst:
     """The forward controllers' queues, and the wait of a reporting pass."""
 
-    def __init__(self, max_wait: float = FORWARD_FIRST_MAX_WAIT) -> None:
+    def __init__(self, max_wait: float = FORWARD_FIRST_MAX_WAIT, trickle: int = FORWARD_FIRST_TRICKLE) -> None:
         self.max_wait = max_wait
+        self.trickle = trickle
         self._queues: list[Any] = []
+        self._trickling = 0
         #: passes that waited, and the seconds they waited in all (for the metrics and the benchmarks)
         self.waits = 0
         self.waited_seconds = 0.0
@@ -44,16 +50,36 @@ class ForwardFirst:
         """Whether a forward queue has keys ready for its workers."""
         return any(q.depth for q in self._queues)
 
-    async def turn(self) -> None:
-        """Return once no forward queue has keys ready, or after ``max_wait`` seconds."""
+    def _take_trickle(self) -> bool:
+        if self._trickling < self.trickle:
+            self._trickling += 1
+            return True
+        return False
+
+    async def turn(self) -> bool:
+        """Return once no forward queue has keys ready, or one of the ``trickle`` passes that run meanwhile may
+        run, or after ``max_wait`` seconds. True when the pass took a trickle place: give it back with
+        :meth:`done` once the pass is over."""
         if self.max_wait <= 0 or not self.busy():
-            return
+            return False
+        if self._take_trickle():
+            return True
         loop = asyncio.get_running_loop()
         start = loop.time()
         deadline = start + self.max_wait
+        took = False
         while True:
             await asyncio.sleep(min(_LOOK_EVERY, max(0.0, deadline - loop.time())))
             if not self.busy() or loop.time() >= deadline:
                 break
+            if self._take_trickle():
+                took = True
+                break
         self.waits += 1
         self.waited_seconds += loop.time() - start
+        return took
+
+    def done(self, took: bool) -> None:
+        """A pass that :meth:`turn` let run as a trickle place is over."""
+        if took:
+            self._trickling -= 1

@@ -23,7 +23,7 @@ async def test_a_reporting_pass_runs_at_once_when_the_forward_queues_are_empty()
 
 
 async def test_a_reporting_pass_waits_until_the_forward_queues_drain() -> None:
-    gate = ForwardFirst(max_wait=5.0)
+    gate = ForwardFirst(max_wait=5.0, trickle=0)
     busy = Queue(3)
     gate.add_forward(Queue(0))
     gate.add_forward(busy)
@@ -37,7 +37,7 @@ async def test_a_reporting_pass_waits_until_the_forward_queues_drain() -> None:
 
 
 async def test_a_reporting_pass_waits_at_most_max_wait() -> None:
-    gate = ForwardFirst(max_wait=0.2)
+    gate = ForwardFirst(max_wait=0.2, trickle=0)
     gate.add_forward(Queue(100))
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -52,6 +52,22 @@ async def test_no_wait_at_all_when_max_wait_is_zero() -> None:
     async with asyncio.timeout(0.1):
         await gate.turn()
     assert gate.waits == 0
+
+
+async def test_one_reporting_pass_at_a_time_runs_while_the_forward_queues_are_busy() -> None:
+    gate = ForwardFirst(max_wait=5.0, trickle=1)
+    gate.add_forward(Queue(10))
+    async with asyncio.timeout(0.5):
+        first = await gate.turn()  # the trickle place: at once
+    assert first is True
+    second = asyncio.ensure_future(gate.turn())
+    await asyncio.sleep(0.1)
+    assert not second.done()  # waits for the place (or for the forward queues)
+    gate.done(first)
+    async with asyncio.timeout(0.5):
+        assert await second is True
+    gate.done(True)
+    assert gate.waits == 1
 
 
 def test_the_controllers_that_carry_objects_go_first_and_the_status_reporters_wait() -> None:
