@@ -31,6 +31,8 @@ bench: $(STAMP)
 		--json bench-propagate.json --plot docs/img/propagate-1000.png
 	$(VENV)/bin/flotilla bench scale --members 100 --workloads 10000 --storage sqlite --idle-seconds 30 \
 		--failover --failed-workloads 1000 --json bench-scale.json
+	$(VENV)/bin/flotilla bench scale --members 100 --workloads 10000 --storage sqlite --idle-seconds 30 \
+		--failover --failed-workloads 1000 --transport inprocess --json bench-scale-inprocess.json
 
 soak: $(STAMP)
 	$(VENV)/bin/flotilla soak crash --trials 10 --workloads 500 --members 3 --kind mix --seed 1 --json soak-crash.json
