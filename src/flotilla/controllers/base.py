@@ -69,6 +69,8 @@ class Controller(ABC):
         self._task: asyncio.Task[None] | None = None
         if self.role == "forward":
             ctx.forward_first.add_forward(self.queue)
+        elif self.role == "reports":
+            ctx.forward_first.add_reports(self.queue)
 
     @abstractmethod
     def setup(self) -> None:
@@ -116,6 +118,8 @@ class Controller(ABC):
             finally:
                 gate.done(took)
         else:
+            if self.role == "cleanup":
+                await self.ctx.forward_first.cleanup_turn()
             after = await self.reconcile(key)
         if after is not None and after >= 0:
             self.queue.add_after(key, after)

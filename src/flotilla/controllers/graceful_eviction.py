@@ -132,6 +132,7 @@ def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
 
 class GracefulEvictionController(Controller):
     name: ClassVar[str] = "graceful-eviction"
+    role: ClassVar[str] = "cleanup"
     workers: ClassVar[int] = 5
 
     def __init__(self, *args: Any, **kw: Any) -> None:

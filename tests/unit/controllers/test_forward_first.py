@@ -76,3 +76,25 @@ def test_the_controllers_that_carry_objects_go_first_and_the_status_reporters_wa
     reports = {n for n, r in roles.items() if r == "reports"}
     assert forward == {"detector", "scheduler", "binding", "execution", "taint-manager", "application-failover"}
     assert reports == {"work-status", "binding-status"}
+    assert {n for n, r in roles.items() if r == "cleanup"} == {"graceful-eviction"}
+
+
+async def test_a_cleanup_pass_waits_while_the_reports_have_a_backlog_and_never_for_long() -> None:
+    gate = ForwardFirst()
+    reports = Queue(5)
+    gate.add_forward(Queue(0))
+    gate.add_reports(reports)
+    gate.cleanup_max_wait = 5.0
+    waiter = asyncio.ensure_future(gate.cleanup_turn())
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    reports.depth = 0
+    async with asyncio.timeout(0.5):
+        await waiter
+    reports.depth = 5
+    gate.cleanup_max_wait = 0.2
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with asyncio.timeout(1.0):
+        await gate.cleanup_turn()
+    assert 0.19 <= loop.time() - start < 0.6
