@@ -24,6 +24,7 @@ are the same, only their order under load differs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["FORWARD_FIRST_CLEANUP_MAX_WAIT", "FORWARD_FIRST_MAX_WAIT", "FORWARD_FIRST_TRICKLE", "ForwardFirst"]
@@ -39,45 +40,36 @@ FORWARD_FIRST_CLEANUP_MAX_WAIT: Final = 5.0
 _LOOK_EVERY: Final = 0.02
 
 
-class ForwardFirst:
-    """The forward controllers' queues, and the wait of a reporting pass."""
+def _ready(queues: list[Any]) -> bool:
+    return any(q.depth for q in queues)
 
-    def __init__(self, max_wait: float = FORWARD_FIRST_MAX_WAIT, trickle: int = FORWARD_FIRST_TRICKLE) -> None:
+
+class ForwardFirst:
+    """The forward and reporting controllers' queues, and the waits of reporting and clean-up passes."""
+
+    def __init__(self, max_wait: float = FORWARD_FIRST_MAX_WAIT, trickle: int = FORWARD_FIRST_TRICKLE,
+                 cleanup_max_wait: float = FORWARD_FIRST_CLEANUP_MAX_WAIT) -> None:
         self.max_wait = max_wait
         self.trickle = trickle
-        self._queues: list[Any] = []
+        self.cleanup_max_wait = cleanup_max_wait
+        self._forward: list[Any] = []
         self._reports: list[Any] = []
-        self.cleanup_max_wait = FORWARD_FIRST_CLEANUP_MAX_WAIT
         self._trickling = 0
-        #: passes that waited, and the seconds they waited in all (for the metrics and the benchmarks)
+        #: reporting passes that waited, and the seconds they waited in all
         self.waits = 0
         self.waited_seconds = 0.0
 
     def add_forward(self, queue: Any) -> None:
         """A queue (anything with a ``depth``) of a controller that moves objects towards their clusters."""
-        self._queues.append(queue)
+        self._forward.append(queue)
 
     def add_reports(self, queue: Any) -> None:
-        """A queue of a controller that reports status: clean-up passes wait for it too."""
+        """A queue of a controller that reports status: clean-up passes wait for it."""
         self._reports.append(queue)
-
-    async def cleanup_turn(self) -> None:
-        """Return once no reporting queue has keys ready, or after ``cleanup_max_wait`` seconds."""
-        if self.cleanup_max_wait <= 0 or not self._reporting():
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.cleanup_max_wait
-        while loop.time() < deadline:
-            await asyncio.sleep(min(_LOOK_EVERY, max(0.0, deadline - loop.time())))
-            if not self._reporting():
-                return
-
-    def _reporting(self) -> bool:
-        return any(q.depth for q in self._reports)
 
     def busy(self) -> bool:
         """Whether a forward queue has keys ready for its workers."""
-        return any(q.depth for q in self._queues)
+        return _ready(self._forward)
 
     def _take_trickle(self) -> bool:
         if self._trickling < self.trickle:
@@ -95,15 +87,7 @@ class ForwardFirst:
             return True
         loop = asyncio.get_running_loop()
         start = loop.time()
-        deadline = start + self.max_wait
-        took = False
-        while True:
-            await asyncio.sleep(min(_LOOK_EVERY, max(0.0, deadline - loop.time())))
-            if not self.busy() or loop.time() >= deadline:
-                break
-            if self._take_trickle():
-                took = True
-                break
+        took = await _wait_while(self.busy, start + self.max_wait, self._take_trickle)
         self.waits += 1
         self.waited_seconds += loop.time() - start
         return took
@@ -112,3 +96,23 @@ class ForwardFirst:
         """A pass that :meth:`turn` let run as a trickle place is over."""
         if took:
             self._trickling -= 1
+
+    async def cleanup_turn(self) -> None:
+        """Return once no reporting queue has keys ready, or after ``cleanup_max_wait`` seconds."""
+        if self.cleanup_max_wait <= 0 or not _ready(self._reports):
+            return
+        await _wait_while(lambda: _ready(self._reports),
+                          asyncio.get_running_loop().time() + self.cleanup_max_wait)
+
+
+async def _wait_while(busy: Callable[[], bool], deadline: float,
+                      place: Callable[[], bool] | None = None) -> bool:
+    """Look every :data:`_LOOK_EVERY` seconds until ``busy()`` is false, ``deadline`` (loop time) has passed or
+    ``place()`` gives a place; True only in the last case."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(min(_LOOK_EVERY, max(0.0, deadline - loop.time())))
+        if not busy() or loop.time() >= deadline:
+            return False
+        if place is not None and place():
+            return True
