@@ -56,7 +56,8 @@ class Controller(ABC):
     low_priority_workers: ClassVar[int | None] = None
     low_priority_quiet: ClassVar[float] = 0.0
     #: what the controller does under load (:mod:`.forward_first`): "forward" (carries objects to their clusters:
-    #: its ready keys hold the reporting controllers back), "reports" (waits for the forward ones) or "" (neither)
+    #: its ready keys hold the reporting controllers back), "reports" (waits for the forward ones; its ready keys
+    #: hold the clean-up controllers back), "cleanup" (waits for the reporting ones) or "" (none of these)
     role: ClassVar[str] = ""
 
     def __init__(self, ctx: ControllerContext) -> None:

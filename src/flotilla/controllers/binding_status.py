@@ -325,16 +325,8 @@ class BindingStatusController(Controller):
         brings the binding back at once, and one write serves the Works that report close together (a binding
         duplicated to several members is Healthy only once all of them are).
         """
-        spec = binding.get("spec") or {}
-        waiting = {f"cluster:{c}": FIRST_STATUS_WAIT for c in st.clusters_without_work(spec, works)}
-        for work in works:
-            uid = st.work_awaits_first_status(work)
-            if uid is not None:
-                waiting[uid] = FIRST_STATUS_WAIT
-                continue
-            uid = st.work_awaits_first_report(work)
-            if uid is not None:
-                waiting[uid] = STARTING_SETTLE
+        bounds = {st.AWAIT_WORK: FIRST_STATUS_WAIT, st.AWAIT_REPORT: STARTING_SETTLE}
+        waiting = {token: bounds[what] for token, what in st.awaited_reports(binding.get("spec") or {}, works).items()}
         if not waiting:
             self._awaited.pop(key, None)
             return None

@@ -534,6 +534,29 @@ def work_awaits_first_report(work: Obj) -> str | None:
     return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
 
 
+#: what :func:`awaited_reports` waits for: a Work to be created or to get its first status (long), or the first
+#: report of a copy applied moments ago (short)
+AWAIT_WORK = "work"
+AWAIT_REPORT = "report"
+
+
+def awaited_reports(spec: Mapping[str, Any], works: Iterable[Obj]) -> dict[str, str]:
+    """What a binding's status write would report only until moments later, by a token naming it: a target cluster
+    without its Work yet (``cluster:<name>``) and a Work without a first status (its uid) -> :data:`AWAIT_WORK`; a
+    Work applied whose copy has not reported yet (its uid) -> :data:`AWAIT_REPORT`."""
+    works = list(works)
+    awaited = {f"cluster:{c}": AWAIT_WORK for c in clusters_without_work(spec, works)}
+    for work in works:
+        uid = work_awaits_first_status(work)
+        if uid is not None:
+            awaited[uid] = AWAIT_WORK
+            continue
+        uid = work_awaits_first_report(work)
+        if uid is not None:
+            awaited[uid] = AWAIT_REPORT
+    return awaited
+
+
 def work_status_starting(old: Obj, new: Obj) -> bool:
     """Whether a Work status change is a copy still starting: applied, not being deleted, not all Healthy
     before nor now (applied without a report yet, or reporting Unknown/Unhealthy while it comes up). Such a

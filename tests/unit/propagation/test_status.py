@@ -397,3 +397,15 @@ def test_an_applied_work_awaits_its_first_report_until_it_has_manifest_statuses(
     assert st.work_awaits_first_report(work("m1", applied="False", health=None)) is None  # not applied
     assert st.work_awaits_first_report(work("m1", applied=None, health=None)) is None  # no first status yet
     assert st.work_awaits_first_report(work("m1", health=None, deleting=True)) is None
+
+
+def test_awaited_reports_name_the_missing_works_the_first_statuses_and_the_first_reports() -> None:
+    spec = {"clusters": [{"name": "m1"}, {"name": "m2"}, {"name": "m3"}, {"name": "m4"}]}
+    no_status = work("m2", applied=None, health=None)
+    no_status["metadata"]["uid"] = "u2"
+    no_report = work("m3", health=None)
+    no_report["metadata"]["uid"] = "u3"
+    reported = work("m4")
+    assert st.awaited_reports(spec, [no_status, no_report, reported]) == {
+        "cluster:m1": st.AWAIT_WORK, "u2": st.AWAIT_WORK, "u3": st.AWAIT_REPORT}
+    assert st.awaited_reports({"clusters": [{"name": "m4"}]}, [reported]) == {}
