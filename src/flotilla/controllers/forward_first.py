@@ -55,9 +55,17 @@ class ForwardFirst:
         self._forward: list[Any] = []
         self._reports: list[Any] = []
         self._trickling = 0
-        #: reporting passes that waited, and the seconds they waited in all
+        #: passes that waited, and the seconds they waited in all
         self.waits = 0
         self.waited_seconds = 0.0
+        #: told of every wait: ``(role, seconds)`` (the controller-manager's metrics)
+        self.on_wait: Callable[[str, float], None] | None = None
+
+    def _waited(self, role: str, seconds: float) -> None:
+        self.waits += 1
+        self.waited_seconds += seconds
+        if self.on_wait is not None:
+            self.on_wait(role, seconds)
 
     def add_forward(self, queue: Any) -> None:
         """A queue (anything with a ``depth``) of a controller that moves objects towards their clusters."""
@@ -88,8 +96,7 @@ class ForwardFirst:
         loop = asyncio.get_running_loop()
         start = loop.time()
         took = await _wait_while(self.busy, start + self.max_wait, self._take_trickle)
-        self.waits += 1
-        self.waited_seconds += loop.time() - start
+        self._waited("reports", loop.time() - start)
         return took
 
     def done(self, took: bool) -> None:
@@ -101,8 +108,10 @@ class ForwardFirst:
         """Return once no reporting queue has keys ready, or after ``cleanup_max_wait`` seconds."""
         if self.cleanup_max_wait <= 0 or not _ready(self._reports):
             return
-        await _wait_while(lambda: _ready(self._reports),
-                          asyncio.get_running_loop().time() + self.cleanup_max_wait)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await _wait_while(lambda: _ready(self._reports), start + self.cleanup_max_wait)
+        self._waited("cleanup", loop.time() - start)
 
 
 async def _wait_while(busy: Callable[[], bool], deadline: float,

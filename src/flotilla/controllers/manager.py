@@ -54,6 +54,7 @@ class ControllerManager:
                                      options=self.options,
                                      members=MemberClients(self.client, request_timeout=self.options.cluster_api_timeout),
                                      metrics=self.metrics)
+        self.ctx.forward_first.on_wait = self.metrics.forward_first_waited
         self.controllers = [available[n](self.ctx) for n in names]
         self.metrics.registry.add_collector(self.collect_metrics)
         for c in self.controllers:

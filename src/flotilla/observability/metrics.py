@@ -571,6 +571,19 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else MetricsRegistry()
         self.failover = FailoverMetrics(self.registry)
         self.workqueue = WorkqueueMetrics(self.registry)
+        #: the forward-first order (flotilla.controllers.forward_first): passes that waited, and for how long
+        self.forward_first_waits = self.registry.counter(
+            "flotilla_forward_first_waits_total",
+            "Passes of reporting or clean-up controllers that waited for the forward (or reporting) queues",
+            ["role"])
+        self.forward_first_wait_seconds = self.registry.counter(
+            "flotilla_forward_first_wait_seconds_total",
+            "Seconds passes of reporting or clean-up controllers waited for the forward (or reporting) queues",
+            ["role"])
+
+    def forward_first_waited(self, role: str, seconds: float) -> None:
+        self.forward_first_waits.labels(role).inc()
+        self.forward_first_wait_seconds.labels(role).inc(seconds)
 
     def render(self) -> str:
         return self.registry.render()

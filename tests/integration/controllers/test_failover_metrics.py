@@ -362,3 +362,16 @@ def test_metrics_bind_address_flag_defaults_and_usage_errors() -> None:
     with pytest.raises(ValueError, match="--metrics-bind-address"):
         config_from_args(parser.parse_args(["--metrics-bind-address", "localhost"]))
     assert "--metrics-bind-address" in parser.format_help()
+
+
+async def test_the_manager_s_forward_first_waits_reach_its_metrics(plane: Plane) -> None:
+    manager = await plane.start("taint-manager", "graceful-eviction")
+    assert manager.ctx is not None
+    told = manager.ctx.forward_first.on_wait
+    assert told is not None
+    told("cleanup", 1.5)  # what a clean-up pass that waited tells
+    families = scrape(plane.metrics)
+    assert families["flotilla_forward_first_waits_total"].value("flotilla_forward_first_waits_total",
+                                                                role="cleanup") == 1
+    assert families["flotilla_forward_first_wait_seconds_total"].value(
+        "flotilla_forward_first_wait_seconds_total", role="cleanup") == 1.5

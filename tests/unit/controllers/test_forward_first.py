@@ -98,3 +98,32 @@ async def test_a_cleanup_pass_waits_while_the_reports_have_a_backlog_and_never_f
     async with asyncio.timeout(1.0):
         await gate.cleanup_turn()
     assert 0.19 <= loop.time() - start < 0.6
+
+
+async def test_every_wait_is_told_with_its_role_and_length() -> None:
+    told: list[tuple[str, float]] = []
+    gate = ForwardFirst(max_wait=0.1, trickle=0, cleanup_max_wait=0.1)
+    gate.on_wait = lambda role, seconds: told.append((role, seconds))
+    gate.add_forward(Queue(1))
+    gate.add_reports(Queue(1))
+    await gate.turn()
+    await gate.cleanup_turn()
+    assert [role for role, _ in told] == ["reports", "cleanup"]
+    assert all(0.09 <= seconds < 0.5 for _, seconds in told)
+
+
+def test_the_controller_metrics_count_the_waits_by_role() -> None:
+    from flotilla.observability.metrics import ControllerMetrics
+    from tests.unit.test_metrics_registry import parse_exposition
+
+    metrics = ControllerMetrics()
+    metrics.forward_first_waited("reports", 0.25)
+    metrics.forward_first_waited("reports", 0.5)
+    metrics.forward_first_waited("cleanup", 2.0)
+    families = parse_exposition(metrics.render())
+    waits = families["flotilla_forward_first_waits_total"]
+    seconds = families["flotilla_forward_first_wait_seconds_total"]
+    assert waits.type == "counter" and seconds.type == "counter"
+    assert waits.value("flotilla_forward_first_waits_total", role="reports") == 2
+    assert seconds.value("flotilla_forward_first_wait_seconds_total", role="reports") == 0.75
+    assert seconds.value("flotilla_forward_first_wait_seconds_total", role="cleanup") == 2.0
