@@ -465,6 +465,7 @@ def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> 
     special = None if top else _special_errors_fn(schema, enum, props, required, addl, items, search)
     if special is not None:
         return special
+    array = _array_check(False, items, min_i, max_i)  # the items and bounds of a list value, as the array node
 
     def check(v: Any, skip: Skip | None = None) -> bool:
         if type_ok is not None and not type_ok(v):
@@ -496,13 +497,7 @@ def _errors_fn(schema: dict[str, Any], memo: dict[int, _Node], *, top: bool) -> 
             if (min_p is not None and n < min_p) or (max_p is not None and n > max_p):
                 return False
         elif isinstance(v, list):
-            if items is not None:
-                fn = items.fn
-                for x in v:
-                    if not fn(x, None):
-                        return False
-            n = len(v)
-            if (min_i is not None and n < min_i) or (max_i is not None and n > max_i):
+            if not array(v):
                 return False
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             if (lo is not None and v < lo) or (hi is not None and v > hi):
