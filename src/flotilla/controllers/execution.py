@@ -51,6 +51,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -66,6 +67,7 @@ from flotilla.client import (
     is_not_found,
 )
 from flotilla.client.resources import NAMESPACES
+from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import (
@@ -184,6 +186,8 @@ class ExecutionController(Controller):
         #: cluster -> (apiVersion, kind) of every manifest Flotilla placed or abandoned there (purge listing)
         self._kinds: dict[str, set[tuple[str, str]]] = {}
         self._purge_locks: dict[str, asyncio.Lock] = {}
+        #: a successful apply's conditions, left under load for the work-status controller's first report
+        self._handoff = applied_handoff(self.ctx.extras)
         self._works.add_handler(on_add=self._work_added, on_update=self._work_updated)
         self._clusters.add_handler(on_add=self._cluster_changed,
                                    on_update=self._cluster_updated,
@@ -292,12 +296,14 @@ class ExecutionController(Controller):
             return None
         work = self._written.fresh(key, self._works.store.get(key))
         if work is None:
+            self._handoff.drop(key)
             return None
         cluster_name = work_cluster(work)
         if cluster_name is None:
             return None
         cluster = self._clusters.store.get(cluster_name)
         if _meta(work).get("deletionTimestamp"):
+            self._handoff.drop(key)
             await self._finish_deletion(work, cluster_name, cluster)
             return None
         if L.EXECUTION_CONTROLLER_FINALIZER not in (_meta(work).get("finalizers") or []):
@@ -336,7 +342,8 @@ class ExecutionController(Controller):
             except Exception as e:  # noqa: BLE001 - reported in the Applied condition and retried
                 errors.append(str(e) or type(e).__name__)
         condition = applied_condition(succeeded, errors)
-        await self._set_conditions(work, [dispatching, condition])
+        if errors or not self._leave_conditions(key, work, [dispatching, condition]):
+            await self._set_conditions(work, [dispatching, condition])
         where = f"work({key}) to cluster({cluster_name})"
         if errors:
             self.ctx.recorder.event(work, "Warning", "SyncFailed", f"Failed to sync {where}: {condition['message']}")
@@ -667,15 +674,35 @@ class ExecutionController(Controller):
             current = await self._refetch(current)
         raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not remove finalizer")
 
+    def _leave_conditions(self, key: str, work: dict[str, Any], conditions: list[Mapping[str, Any]]) -> bool:
+        """Under load (forward queues with keys ready) and with a work-status controller to take them, leave a
+        successful apply's conditions to ride on the Work's first status report (:mod:`.applied_handoff`)
+        instead of writing them now. Whether they were left (or were set already: nothing to write)."""
+        if not (self._handoff.accepting() and self.ctx.forward_first.busy()):
+            return False
+        now = _now_text(self.ctx.now())
+        status = work.get("status") if isinstance(work.get("status"), dict) else {}
+        current = status.get("conditions")
+        changed = False
+        for condition in conditions:
+            current, one = set_condition(current, condition, now)
+            changed = changed or one
+        if changed:
+            self._handoff.leave(key, work, conditions, now)
+        else:
+            self._handoff.drop(key)
+        return True
+
     async def _set_conditions(self, work: dict[str, Any],
                               conditions: list[Mapping[str, Any]]) -> dict[str, Any] | None:
         """Write status conditions in one merge patch of ``status.conditions`` (status subresource, the Work's
         resourceVersion as precondition; nothing is written when they are set already); the Work as stored
-        after (``None``: it is gone)."""
+        after (``None``: it is gone). Conditions left to the work-status controller before are dropped."""
         current: dict[str, Any] | None = work
         meta = _meta(work)
         key = f"{meta.get('namespace')}/{meta.get('name')}"
-        now = self.ctx.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._handoff.drop(key)
+        now = _now_text(self.ctx.now())
         for _ in range(_ATTEMPTS):
             if current is None:
                 return None
@@ -703,6 +730,10 @@ class ExecutionController(Controller):
         log.warning("work %s/%s: could not write conditions %s after %d conflicts",
                     meta.get("namespace"), meta.get("name"), [c.get("type") for c in conditions], _ATTEMPTS)
         return current
+
+
+def _now_text(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _manifest_digest(manifest: Mapping[str, Any]) -> bytes:

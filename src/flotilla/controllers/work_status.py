@@ -42,6 +42,7 @@ from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS as RICS
 from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
+from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS, MemberClientError
 from flotilla.interpreter import InterpreterError, ResourceInterpreter, parse_customization
@@ -56,6 +57,8 @@ __all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared
 MANAGED_SELECTOR = f"{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
 CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
 STATUS_RETRIES = 5
+#: seconds a Work's first report waits for a member informer just started to list the member's objects
+INFORMER_SYNC_WAIT = 2.0
 INFORMER_CLEANUP_DELAY = 5.0  # seconds after a Work's deletion before its cluster's informers are looked at
 
 _Obj = dict[str, Any]
@@ -153,6 +156,9 @@ class WorkStatusController(Controller):
         #: the Works as this controller last wrote them (its next write starts from there, not from a cache
         #: that has not seen the previous one yet: no 409 for consecutive status changes of one object)
         self._written = WrittenObjects()
+        #: a successful apply's conditions that the execution controller left, under load, for this controller's
+        #: first report of the Work (:mod:`.applied_handoff`)
+        self._handoff = applied_handoff(ctx.extras)
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -163,6 +169,19 @@ class WorkStatusController(Controller):
                                on_delete=self._on_work_delete)
         self.clusters.add_handler(on_add=self._on_cluster, on_update=self._on_cluster_update,
                                   on_delete=self._on_cluster)
+        self._handoff.take_from_now_on(self._conditions_left)
+
+    def _conditions_left(self, work_key: str) -> None:
+        namespace, _, name = work_key.partition("/")
+        self.enqueue(f"work|{namespace}|{name}")
+
+    def _applied(self, work: _Obj) -> LeftConditions | bool:
+        """Whether the Work is applied: True by its ``Applied`` condition; the conditions the execution controller
+        left for its first report when they are still to be written; else False."""
+        if st.work_applied(work)[0]:
+            return True
+        md = work.get("metadata") or {}
+        return self._handoff.left_for(f"{md.get('namespace')}/{md.get('name')}", work) or False
 
     def _on_work_add(self, work: _Obj) -> None:
         if _syncable(work):  # a Work just created is not applied yet: its Applied condition is the event
@@ -219,6 +238,7 @@ class WorkStatusController(Controller):
 
     # ------------------------------------------------------------------ lifecycle
     async def stop(self) -> None:
+        self._handoff.stop_taking(self._conditions_left)
         await super().stop()
         watches, self._watches = list(self._watches.values()), {}
         await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
@@ -289,7 +309,7 @@ class WorkStatusController(Controller):
                 return CLUSTER_RECHECK
             needed = set()
             for work in self._works_of(name):
-                if not (work.get("metadata") or {}).get("deletionTimestamp") and st.work_applied(work)[0]:
+                if not (work.get("metadata") or {}).get("deletionTimestamp") and self._applied(work):
                     for m in ((work.get("spec") or {}).get("workload") or {}).get("manifests") or ():
                         if isinstance(m, Mapping):
                             needed.add((str(m.get("apiVersion") or ""), str(m.get("kind") or "")))
@@ -301,11 +321,12 @@ class WorkStatusController(Controller):
 
     # ---- Works
     async def _sync_work(self, namespace: str, name: str) -> float | None:
-        work = self.works.store.get(f"{namespace}/{name}")
+        work = self._written.fresh(f"{namespace}/{name}", self.works.store.get(f"{namespace}/{name}"))
         if work is None or (work.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        if not st.work_applied(work)[0]:
-            return None  # the Applied condition arriving is a Work event
+        applied = self._applied(work)
+        if not applied:
+            return None  # the Applied condition arriving (or being left for this controller) wakes the Work again
         cluster = st.work_cluster(work)
         if cluster is None:
             return None
@@ -341,13 +362,21 @@ class WorkStatusController(Controller):
                     log.info("work-status: cluster %s: watching %s", cluster, res)
                 cached.append((inf, api_version, kind,
                                f"{obj_ns}/{obj_name}" if obj_ns and res.namespaced else obj_name))
-        # objects seen before their Work existed (or was applied) are looked at again now
-        for inf, api_version, kind, obj_key in cached:
-            obj = inf.store.get(obj_key)
-            if obj is not None:
-                key = _object_key(cluster, api_version, kind, obj)
-                if key is not None:
-                    self.enqueue(key)
+        if isinstance(applied, LeftConditions):
+            # the conditions left by the execution controller go out now, with the status of every copy in the
+            # cache (the first report of the Work; an informer just started lists them first); a copy not seen
+            # yet reports on its own event
+            await asyncio.gather(*(inf.wait_synced(INFORMER_SYNC_WAIT) for inf, *_ in cached if not inf.has_synced))
+            await self._report(work, [(inf, obj) for inf, *_, obj_key in cached
+                                      if (obj := inf.store.get(obj_key)) is not None], applied)
+        else:
+            # objects seen before their Work existed (or was applied) are looked at again now
+            for inf, api_version, kind, obj_key in cached:
+                obj = inf.store.get(obj_key)
+                if obj is not None:
+                    key = _object_key(cluster, api_version, kind, obj)
+                    if key is not None:
+                        self.enqueue(key)
         if errors:
             raise RuntimeError(f"work {namespace}/{name}: cannot watch in cluster {cluster}: " + "; ".join(errors))
         return None
@@ -369,48 +398,61 @@ class WorkStatusController(Controller):
         work = self._written.fresh(work_key, self.works.store.get(work_key))
         if work is None or (work.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        if not st.work_applied(work)[0]:
+        applied = self._applied(work)
+        if not applied:
             # as Karmada ("work hadn't been applied yet"): its Applied condition arriving looks at the object again
             # (a Work event), so the status goes on a Work that already carries what the execution controller wrote
             return None
+        await self._report(work, [(inf, obj)], applied if isinstance(applied, LeftConditions) else None)
+        return None
+
+    def _reflect(self, work: _Obj, inf: Informer, obj: _Obj) -> tuple[_Obj, str, Any, str]:
+        """``(object, plural, status, health)`` of a member object (InterpreterError: after a Warning Event)."""
         interpreter = self.interpreters.get()
         try:
             status = interpreter.reflect_status(obj)
         except InterpreterError as e:
+            api_version, kind, obj_ns, obj_name = st.object_ref(obj)
             self.ctx.recorder.event(work, WARNING, "ReflectStatusFailed",
                                     f"Reflecting the status of {kind} {_display(obj_ns, obj_name)} in cluster "
-                                    f"{cluster} failed: {e}")
+                                    f"{st.work_cluster(work)} failed: {e}")
             raise
-        health = str(interpreter.health(obj))
-        await self._record(work, obj, inf.res.plural, status, health)
-        return None
+        return obj, inf.res.plural, status, str(interpreter.health(obj))
 
-    async def _record(self, work: _Obj, obj: _Obj, plural: str, status: Any, health: str) -> None:
+    async def _report(self, work: _Obj, objects: list[tuple[Informer, _Obj]], left: LeftConditions | None) -> None:
+        """Record the status of these member objects in their Work, in one status patch with the conditions the
+        execution controller ``left`` (if any; then also when no object is given)."""
+        reflected: list[tuple[_Obj, str, Any, str]] = []
+        failed: InterpreterError | None = None
+        for inf, obj in objects:
+            try:
+                reflected.append(self._reflect(work, inf, obj))
+            except InterpreterError as e:
+                failed = e  # the others (and the conditions left) are written; this pass is retried after
         md = work.get("metadata") or {}
         ns, name = str(md.get("namespace")), str(md.get("name"))
+        key = f"{ns}/{name}"
         for _ in range(STATUS_RETRIES):
-            manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
-            identifier = st.build_identifier(manifests, obj, plural)
-            if identifier is None:
-                return  # the Work does not (or no longer) carry this object
-            entry = st.manifest_status_entry(identifier, status, health)
-            current = (work.get("status") or {}).get("manifestStatuses")
-            merged = st.merge_manifest_statuses(current, entry, manifests)
-            if merged == current:
-                return
+            status = st.work_report_patch(work, reflected, left.conditions if left else (), left.now if left else "")
+            if status is None:
+                if left is not None:
+                    self._handoff.written(key, left)
+                break
             patch = {"metadata": {"resourceVersion": (work.get("metadata") or {}).get("resourceVersion")},
-                     "status": {"manifestStatuses": merged}}
+                     "status": status}
             try:
                 written = await self.client.patch(WORKS, name, patch, namespace=ns, subresource="status")
             except ApiException as e:
                 if is_not_found(e):
-                    self._written.forget(f"{ns}/{name}")
+                    self._written.forget(key)
                     return
                 if not is_conflict(e):
                     raise
             else:
-                self._written.record(f"{ns}/{name}", work, written)
-                return
+                self._written.record(key, work, written)
+                if left is not None:
+                    self._handoff.written(key, left)
+                break
             try:
                 work = await self.client.get(WORKS, name, ns)
             except ApiException as e:
@@ -419,7 +461,14 @@ class WorkStatusController(Controller):
                 raise
             if (work.get("metadata") or {}).get("deletionTimestamp"):
                 return
-        raise RuntimeError(f"work {ns}/{name}: status kept conflicting after {STATUS_RETRIES} attempts")
+            if left is not None:  # the execution controller may have written (or replaced) them meanwhile
+                left = self._handoff.left_for(key, work)
+                if left is None and not st.work_applied(work)[0]:
+                    return
+        else:
+            raise RuntimeError(f"work {ns}/{name}: status kept conflicting after {STATUS_RETRIES} attempts")
+        if failed is not None:
+            raise failed
 
     async def _object_missing(self, cluster: str, api_version: str, kind: str, obj_ns: str, obj_name: str,
                               work_ns: str, work_name: str) -> float | None:

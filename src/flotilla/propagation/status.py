@@ -47,6 +47,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import kept_clusters
+from flotilla.propagation.apply import set_condition as set_work_condition
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -89,6 +90,7 @@ __all__ = [
     "work_cluster",
     "work_needs_informer_sync",
     "work_ref_of",
+    "work_report_patch",
     "work_status_changed",
     "works_fully_applied",
 ]
@@ -285,6 +287,32 @@ def reapply_patch(now: datetime) -> dict[str, Any]:
     """The Work merge patch that asks the execution controller to apply the Work again."""
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {"metadata": {"annotations": {REAPPLY_REQUESTED_ANNOTATION: stamp}}}
+
+
+def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
+                      conditions: Iterable[Mapping[str, Any]] = (), now: str = "") -> dict[str, Any] | None:
+    """The ``status`` of the Work's merge patch that records the ``reflected`` member objects (``(object, plural,
+    status, health)``; one the Work does not carry is left out) and sets ``conditions`` (``lastTransitionTime``
+    ``now`` for one that changes status); None when it would change nothing."""
+    status = _status(work)
+    manifests = (_spec(work).get("workload") or {}).get("manifests") or []
+    current = status.get("manifestStatuses")
+    merged = current
+    for obj, plural, reflected_status, health in reflected:
+        identifier = build_identifier(manifests, obj, plural)
+        if identifier is not None:
+            merged = merge_manifest_statuses(merged, manifest_status_entry(identifier, reflected_status, health),
+                                             manifests)
+    out: dict[str, Any] = {}
+    if merged != current:
+        out["manifestStatuses"] = merged
+    new_conditions, changed = status.get("conditions"), False
+    for condition in conditions:
+        new_conditions, one = set_work_condition(new_conditions, condition, now)
+        changed = changed or one
+    if changed:
+        out["conditions"] = new_conditions
+    return out or None
 
 
 def work_needs_informer_sync(old: Obj, new: Obj) -> bool:

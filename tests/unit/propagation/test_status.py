@@ -146,6 +146,31 @@ def test_identifier_matching_ignores_resource_but_not_ordinal() -> None:
     assert not st.identifier_matches(None, 0, "apps/v1", "Deployment", "default", "nginx")
 
 
+def test_work_report_patch_records_the_copies_with_the_conditions_left_in_one_status() -> None:
+    w = work("m1", applied=None, health=None)
+    applied = {"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": "ok"}
+    patch = st.work_report_patch(w, [(manifest(), "deployments", {"replicas": 2}, "Healthy")], [applied],
+                                 "2026-01-01T00:00:00Z")
+    assert patch is not None
+    assert patch["manifestStatuses"] == [{"identifier": {**identifier(), "resource": "deployments"},
+                                          "status": {"replicas": 2}, "health": "Healthy"}]
+    assert patch["conditions"] == [{**applied, "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+
+
+def test_work_report_patch_leaves_out_what_is_already_there() -> None:
+    w = work("m1")  # applied, with the same status recorded
+    w["status"]["conditions"][0]["lastTransitionTime"] = "2025-01-01T00:00:00Z"
+    entry = w["status"]["manifestStatuses"][0]
+    same = [(manifest(), "", entry["status"], "Healthy")]
+    assert st.work_report_patch(w, same) is None
+    assert st.work_report_patch(w, same, [{"type": "Applied", "status": "True", "reason": "x", "message": ""}],
+                                "t") is None
+    conditions_only = st.work_report_patch(w, [], [{"type": "Dispatching", "status": "True", "reason": "d",
+                                                    "message": ""}], "t")
+    assert conditions_only is not None and set(conditions_only) == {"conditions"}
+    assert st.work_report_patch(w, [(manifest(name="other"), "", {}, "Healthy")]) is None  # not carried
+
+
 def test_reapply_patch_stamps_the_annotation() -> None:
     patch = st.reapply_patch(NOW)
     assert patch == {"metadata": {"annotations": {st.REAPPLY_REQUESTED_ANNOTATION: "2025-01-02T03:04:05.000000Z"}}}

@@ -1,0 +1,133 @@
+"""The Applied hand-off: under load a Work's ``Applied`` condition goes out with its first status report.
+
+The binding, execution and work-status controllers on a control plane with two simulated members; "under load"
+is a forward queue that always has a key ready, added to the controller-manager's forward-first gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flotilla.api import labels as L
+from flotilla.client import Client
+from flotilla.client.resources import DEPLOYMENTS
+from flotilla.controllers.applied_handoff import APPLIED_HANDOFF
+from flotilla.controllers.manager import ControllerManager
+from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from tests.support.controllers import plane_with_members, set_ready
+
+MEMBERS = ("member1", "member2")
+
+
+@dataclass
+class Backlog:
+    """A forward queue with a key always ready (what the gate sees during a burst)."""
+
+    depth: int = 1
+
+
+def deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "nginx"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
+    }
+
+
+@contextlib.asynccontextmanager
+async def plane(tmp_path: Path, controllers: list[str], busy: bool) -> AsyncIterator[tuple[Client, ControllerManager]]:
+    async with plane_with_members(tmp_path, MEMBERS) as p:
+        manager = ControllerManager(p.cp, controllers=controllers)
+        for name in MEMBERS:
+            await set_ready(p.cp, name, "True", reason="ClusterReady", message="set by the test",
+                            stamp="2025-01-01T00:00:00Z")
+        await manager.start()
+        if busy:
+            assert manager.ctx is not None
+            manager.ctx.forward_first.add_forward(Backlog())
+        try:
+            yield p.cp, manager
+        finally:
+            await manager.stop()
+
+
+async def work_versions_until_reported(cp: Client) -> list[dict[str, Any]]:
+    """Propagate one Deployment to member1 and return every version of its Work until it carries both the Applied
+    condition and a manifest status."""
+    template = await cp.create(DEPLOYMENTS, deployment())
+    meta = template["metadata"]
+    rb = await cp.create(RESOURCE_BINDINGS, {
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": "nginx-deployment", "namespace": "default",
+                     "finalizers": [L.BINDING_CONTROLLER_FINALIZER]},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                              "name": "nginx", "uid": meta["uid"]},
+                 "replicas": 2, "clusters": [{"name": "member1", "replicas": 2}]},
+    })
+    stream = cp.watch(WORKS, "karmada-es-member1", resource_version=rb["metadata"]["resourceVersion"])
+    versions: list[dict[str, Any]] = []
+    try:
+        while True:
+            ev = await asyncio.wait_for(stream.__anext__(), 20)
+            if ev.type not in ("ADDED", "MODIFIED"):
+                continue
+            versions.append(ev.object)
+            status = ev.object.get("status") or {}
+            if _applied(ev.object) and status.get("manifestStatuses"):
+                return versions
+    finally:
+        await stream.aclose()
+
+
+def _applied(work: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Applied" and c.get("status") == "True"
+               for c in (work.get("status") or {}).get("conditions") or [])
+
+
+def _first_applied(versions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(v for v in versions if _applied(v))
+
+
+async def test_under_load_the_applied_condition_rides_on_the_first_status_report(tmp_path: Path) -> None:
+    async with plane(tmp_path, ["binding", "execution", "work-status"], busy=True) as (cp, manager):
+        versions = await work_versions_until_reported(cp)
+        first = _first_applied(versions)
+        status = first["status"]
+        assert status.get("manifestStatuses"), "Applied was written without the copy's status"
+        assert {c["type"] for c in status["conditions"]} == {"Applied", "Dispatching"}
+        applied = next(c for c in status["conditions"] if c["type"] == "Applied")
+        assert applied["reason"] == "AppliedSuccessful" and applied["lastTransitionTime"]
+        assert manager.ctx is not None and len(manager.ctx.extras[APPLIED_HANDOFF]) == 0  # nothing left behind
+
+
+async def test_an_idle_system_writes_the_applied_condition_at_once(tmp_path: Path) -> None:
+    async with plane(tmp_path, ["binding", "execution", "work-status"], busy=False) as (cp, _):
+        versions = await work_versions_until_reported(cp)
+        assert not _first_applied(versions)["status"].get("manifestStatuses")  # as Karmada: two writes
+
+
+async def test_without_the_work_status_controller_the_execution_controller_writes_applied(tmp_path: Path) -> None:
+    async with plane(tmp_path, ["binding", "execution"], busy=True) as (cp, _):
+        template = await cp.create(DEPLOYMENTS, deployment())
+        await cp.create(RESOURCE_BINDINGS, {
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "nginx-deployment", "namespace": "default",
+                         "finalizers": [L.BINDING_CONTROLLER_FINALIZER]},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                                  "name": "nginx", "uid": template["metadata"]["uid"]},
+                     "replicas": 2, "clusters": [{"name": "member1", "replicas": 2}]},
+        })
+        for _ in range(200):
+            works = (await cp.list(WORKS, "karmada-es-member1")).get("items") or []
+            if works and _applied(works[0]):
+                assert not works[0]["status"].get("manifestStatuses")
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the Work was never Applied")
