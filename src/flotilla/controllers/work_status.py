@@ -327,12 +327,43 @@ class WorkStatusController(Controller):
         applied = self._applied(work)
         if not applied:
             return None  # the Applied condition arriving (or being left for this controller) wakes the Work again
+        left = applied if isinstance(applied, LeftConditions) else None
+        try:
+            cached, error = await self._watch_work(work)
+        except Exception:
+            if left is not None:  # the conditions do not wait for the member's informers
+                await self._report(work, [], left)
+            raise
+        if left is not None:
+            # the conditions left by the execution controller go out now, with the status of every copy in the
+            # cache (the first report of the Work; an informer just started lists them first); a copy not seen
+            # yet reports on its own event
+            await asyncio.gather(*(inf.wait_synced(INFORMER_SYNC_WAIT) for inf, *_ in cached if not inf.has_synced))
+            await self._report(work, [(inf, obj) for inf, *_, obj_key in cached
+                                      if (obj := inf.store.get(obj_key)) is not None], left)
+        else:
+            # objects seen before their Work existed (or was applied) are looked at again now
+            cluster = str(st.work_cluster(work))
+            for inf, api_version, kind, obj_key in cached:
+                obj = inf.store.get(obj_key)
+                if obj is not None:
+                    key = _object_key(cluster, api_version, kind, obj)
+                    if key is not None:
+                        self.enqueue(key)
+        if error:
+            raise RuntimeError(error)
+        return None
+
+    async def _watch_work(self, work: _Obj) -> tuple[list[tuple[Informer, str, str, str]], str]:
+        """Start the member informers the Work's manifests need: ``(informer, apiVersion, kind, cache key)`` per
+        manifest (none while its cluster is not Ready: the cluster becoming Ready is a Cluster event), and what
+        could not be watched (``""``: nothing). Raises when the member cannot be reached."""
         cluster = st.work_cluster(work)
         if cluster is None:
-            return None
+            return [], ""
         cluster_obj = self.clusters.store.get(cluster)
         if cluster_obj is None or not st.cluster_ready(cluster_obj):
-            return None  # the cluster becoming Ready is a Cluster event
+            return [], ""
         manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
         errors: list[str] = []
         cached: list[tuple[Informer, str, str, str]] = []
@@ -362,24 +393,11 @@ class WorkStatusController(Controller):
                     log.info("work-status: cluster %s: watching %s", cluster, res)
                 cached.append((inf, api_version, kind,
                                f"{obj_ns}/{obj_name}" if obj_ns and res.namespaced else obj_name))
-        if isinstance(applied, LeftConditions):
-            # the conditions left by the execution controller go out now, with the status of every copy in the
-            # cache (the first report of the Work; an informer just started lists them first); a copy not seen
-            # yet reports on its own event
-            await asyncio.gather(*(inf.wait_synced(INFORMER_SYNC_WAIT) for inf, *_ in cached if not inf.has_synced))
-            await self._report(work, [(inf, obj) for inf, *_, obj_key in cached
-                                      if (obj := inf.store.get(obj_key)) is not None], applied)
-        else:
-            # objects seen before their Work existed (or was applied) are looked at again now
-            for inf, api_version, kind, obj_key in cached:
-                obj = inf.store.get(obj_key)
-                if obj is not None:
-                    key = _object_key(cluster, api_version, kind, obj)
-                    if key is not None:
-                        self.enqueue(key)
-        if errors:
-            raise RuntimeError(f"work {namespace}/{name}: cannot watch in cluster {cluster}: " + "; ".join(errors))
-        return None
+        if not errors:
+            return cached, ""
+        md = work.get("metadata") or {}
+        return cached, f"work {md.get('namespace')}/{md.get('name')}: cannot watch in cluster {cluster}: " + \
+            "; ".join(errors)
 
     # ---- member objects
     async def _sync_object(self, cluster: str, api_version: str, kind: str, obj_ns: str, obj_name: str,
