@@ -16,6 +16,7 @@ the Work without ``Applied`` and applies it again (a no-op in the member) and wr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -33,6 +34,8 @@ class LeftConditions:
     uid: str
     conditions: tuple[Mapping[str, Any], ...]
     now: str
+    #: when they were left (``time.monotonic()``)
+    at: float = 0.0
 
 
 def _uid(work: Mapping[str, Any]) -> str:
@@ -60,7 +63,7 @@ class AppliedHandoff:
         return self._on_left is not None
 
     def leave(self, key: str, work: Mapping[str, Any], conditions: list[Mapping[str, Any]], now: str) -> None:
-        self._left[key] = LeftConditions(_uid(work), tuple(conditions), now)
+        self._left[key] = LeftConditions(_uid(work), tuple(conditions), now, time.monotonic())
         if self._on_left is not None:
             self._on_left(key)
 

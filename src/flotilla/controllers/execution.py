@@ -5,7 +5,8 @@ in :mod:`flotilla.propagation.apply`; this module talks to the control plane and
 
 Triggers: a Work's creation and every change of its generation (its spec, or its deletion), plus
 drift: every member object carrying ``karmada.io/managed=true`` and the ``work.karmada.io/namespace``
-/ ``name`` annotations is watched once a Work put it there, and its Work is synced again when it is
+/ ``name`` annotations is watched once a Work put it there (through the member informers shared with the
+work-status controller, :mod:`.member_informers`), and its Work is synced again when it is
 re-created with another resourceVersion than the one Flotilla wrote, changed (pruned content) by
 someone else, or deleted. A cluster becoming Ready does not wake anything (as in Karmada, retries are
 backoff-driven).
@@ -60,15 +61,17 @@ from flotilla.api import labels as L
 from flotilla.client import (
     ApiException,
     Client,
+    Informer,
     Resource,
-    SharedInformerFactory,
     is_already_exists,
     is_conflict,
     is_not_found,
 )
+from flotilla.client.informer import HandlerRegistration
 from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
+from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import (
     ObjectIdentity,
@@ -106,7 +109,6 @@ log = logging.getLogger(__name__)
 __all__ = ["PURGE_KEY_PREFIX", "ApplyError", "ClusterNotReady", "ExecutionController"]
 
 _ATTEMPTS = 5
-_MANAGED_SELECTOR = f"{L.MANAGED_LABEL}={L.MANAGED_LABEL_VALUE}"
 #: Queue key of a cluster's recovery purge (Work keys always have a slash; this prefix has none).
 PURGE_KEY_PREFIX = "purge-cluster:"
 
@@ -121,11 +123,15 @@ class ApplyError(Exception):
 
 @dataclass
 class _MemberWatch:
-    """Drift informers on one member (objects labelled ``karmada.io/managed=true``), per resource."""
+    """This controller's handlers on the shared informers of one member's managed objects, per resource."""
 
     client: Client
-    factory: SharedInformerFactory
-    resources: set[Resource] = field(default_factory=set)
+    handlers: dict[Resource, tuple[Informer, HandlerRegistration]] = field(default_factory=dict)
+
+    def remove_handlers(self) -> None:
+        for inf, reg in self.handlers.values():
+            inf.remove_handler(reg)
+        self.handlers = {}
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,7 +186,8 @@ class ExecutionController(Controller):
         #: the Works as this controller last wrote their status (read your own writes: no 409 on the next one)
         self._written = WrittenObjects()
         self._watches: dict[str, _MemberWatch] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: the member informers this controller shares with the work-status controller
+        self._member_informers = member_informers(self.ctx.extras)
         #: clusters seen not Ready or fenced whose recovery purge has not run yet (D2)
         self._recovering: set[str] = set()
         #: cluster -> (apiVersion, kind) of every manifest Flotilla placed or abandoned there (purge listing)
@@ -195,10 +202,10 @@ class ExecutionController(Controller):
 
     async def stop(self) -> None:
         await super().stop()
-        for task in list(self._tasks):
-            task.cancel()
         watches, self._watches = list(self._watches.values()), {}
-        await asyncio.gather(*(w.factory.stop() for w in watches), return_exceptions=True)
+        for watch in watches:
+            watch.remove_handlers()
+        await self._member_informers.stop()
 
     # ------------------------------------------------------------------ control-plane events
     def _work_added(self, work: dict[str, Any]) -> None:
@@ -236,12 +243,8 @@ class ExecutionController(Controller):
         self._kinds.pop(name, None)
         watch = self._watches.pop(name, None)
         if watch is not None:
-            self._spawn(watch.factory.stop())
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            watch.remove_handlers()
+        self._member_informers.forget(name)
 
     # ------------------------------------------------------------------ member events (drift)
     def _member_added(self, cluster: str, obj: dict[str, Any]) -> None:
@@ -272,17 +275,15 @@ class ExecutionController(Controller):
         watch = self._watches.get(cluster)
         if watch is None or watch.client is not member:
             if watch is not None:  # the member's client was rebuilt (new endpoint or credentials)
-                self._spawn(watch.factory.stop())
-            factory = SharedInformerFactory(member, backoff=(0.5, 30.0))
-            factory.start()
-            watch = self._watches[cluster] = _MemberWatch(member, factory)
-        if res in watch.resources:
+                watch.remove_handlers()
+            watch = self._watches[cluster] = _MemberWatch(member)
+        if res in watch.handlers:
             return
-        inf = watch.factory.informer(res, label_selector=_MANAGED_SELECTOR)
-        inf.add_handler(on_add=lambda obj: self._member_added(cluster, obj),
-                        on_update=lambda old, new: self._member_updated(cluster, old, new),
-                        on_delete=lambda obj: self._member_deleted(cluster, obj))
-        watch.resources.add(res)
+        inf = self._member_informers.informer(cluster, member, res)
+        reg = inf.add_handler(on_add=lambda obj: self._member_added(cluster, obj),
+                              on_update=lambda old, new: self._member_updated(cluster, old, new),
+                              on_delete=lambda obj: self._member_deleted(cluster, obj))
+        watch.handlers[res] = (inf, reg)
 
     # ------------------------------------------------------------------ reconcile
     def fenced(self, cluster: Mapping[str, Any] | None) -> bool:
@@ -367,9 +368,10 @@ class ExecutionController(Controller):
         """``(known, obj)``: the managed member object as the drift informer has it; ``known`` is False when that
         cache cannot answer (not started for this client, or not synced yet)."""
         watch = self._watches.get(cluster)
-        if watch is None or watch.client is not member or res not in watch.resources:
+        handler = watch.handlers.get(res) if watch is not None and watch.client is member else None
+        if handler is None:
             return False, None
-        inf = watch.factory.informer(res, label_selector=_MANAGED_SELECTOR)
+        inf = handler[0]
         if not inf.has_synced:
             return False, None
         return True, inf.store.get(f"{namespace}/{name}" if namespace else name)
@@ -551,7 +553,7 @@ class ExecutionController(Controller):
             if res in listed:
                 continue
             listed.add(res)
-            found = await member.list(res, None, label_selector=_MANAGED_SELECTOR)
+            found = await member.list(res, None, label_selector=MANAGED_SELECTOR)
             objects += [{**item, "apiVersion": api_version, "kind": kind} for item in found.get("items") or []
                         if isinstance(item, dict)]
         stale = stale_objects_on_recovery(objects, wanted)

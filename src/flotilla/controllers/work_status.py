@@ -1,7 +1,9 @@
 """The work status controller: member object status -> ``Work.status.manifestStatuses`` (karmada-core.md §6).
 
-Per Ready member cluster it keeps one informer per resource type that the applied Works of that cluster
-carry, label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached). Every event
+Per Ready member cluster it watches each resource type that the applied Works of that cluster carry,
+label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached), through the informers
+it shares with the execution controller (:mod:`.member_informers`: one list and watch per member and kind). Every
+event
 of such an object that names its Work (annotations ``work.karmada.io/namespace`` / ``name``) enqueues the
 object; processing it (once its Work is ``Applied``, as Karmada: the Work's Applied condition arriving enqueues
 its objects again) reflects the status and the health through the resource interpreter and records
@@ -9,10 +11,10 @@ its objects again) reflects the status and the health through the resource inter
 Work's resourceVersion as precondition, retried on 409; the next write starts from the Work as this controller
 last wrote it when the cache has not caught up yet).
 
-Informers follow the clusters: they are started when an applied Work of a Ready cluster needs them, stopped
-for resource types no applied Work of the cluster carries any more, and all stopped when the cluster stops
-being Ready or its Cluster object goes (a cluster that is Ready again gets fresh informers, whose first list
-re-reflects every object). While a cluster is not Ready, its Works keep the last observed status; the binding
+Its handlers follow the clusters: they are added when an applied Work of a Ready cluster needs a kind, removed
+for resource types no applied Work of the cluster carries any more, and all removed when the cluster stops
+being Ready or its Cluster object goes (then the shared informers stop too). A cluster that is Ready again gets
+its handlers back, which are first told of every cached object, so every object is reflected again. While a cluster is not Ready, its Works keep the last observed status; the binding
 status controller reports it as stale (D14).
 
 Drift by deletion: when a managed object disappears from a member (deleted, or its ``karmada.io/managed``
@@ -35,15 +37,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
+from flotilla.api.labels import MANAGED_LABEL
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS as RICS
 from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
+from flotilla.client.informer import HandlerRegistration
 from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
 from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.controllers.member_informers import member_informers
 from flotilla.controllers.members import CLUSTERS, MemberClientError
 from flotilla.interpreter import InterpreterError, ResourceInterpreter, parse_customization
 from flotilla.observability.events import WARNING
@@ -54,11 +59,12 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared_interpreter"]
 
-MANAGED_SELECTOR = f"{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
 CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
 STATUS_RETRIES = 5
 #: seconds a Work's first report waits for a member informer just started to list the member's objects
 INFORMER_SYNC_WAIT = 2.0
+#: seconds after an apply that the conditions left for a Work's first report wait for its copies to be seen
+FIRST_REPORT_WAIT = 1.0
 INFORMER_CLEANUP_DELAY = 5.0  # seconds after a Work's deletion before its cluster's informers are looked at
 
 _Obj = dict[str, Any]
@@ -106,13 +112,14 @@ def shared_interpreter(ctx: ControllerContext) -> InterpreterSource:
 
 
 class _MemberWatch:
-    """The informers of one member cluster, keyed by (apiVersion, kind)."""
+    """This controller's handlers on the shared informers of one member cluster, keyed by (apiVersion, kind)."""
 
     def __init__(self, cluster: str, client: Client) -> None:
         self.cluster = cluster
         self.client = client
         self.resources: dict[tuple[str, str], Resource] = {}
         self.informers: dict[tuple[str, str], Informer] = {}
+        self.handlers: dict[tuple[str, str], HandlerRegistration] = {}
 
     async def resource(self, api_version: str, kind: str) -> Resource:
         key = (api_version, kind)
@@ -122,14 +129,15 @@ class _MemberWatch:
             self.resources[key] = res
         return res
 
-    async def stop_informer(self, key: tuple[str, str]) -> None:
-        inf = self.informers.pop(key, None)
-        if inf is not None:
-            await inf.stop()
+    def stop_informer(self, key: tuple[str, str]) -> None:
+        """No more events of that kind for this controller (the shared informer may go on for others)."""
+        inf, reg = self.informers.pop(key, None), self.handlers.pop(key, None)
+        if inf is not None and reg is not None:
+            inf.remove_handler(reg)
 
-    async def stop(self) -> None:
-        infs, self.informers = list(self.informers.values()), {}
-        await asyncio.gather(*(inf.stop() for inf in infs), return_exceptions=True)
+    def stop(self) -> None:
+        for key in list(self.informers):
+            self.stop_informer(key)
 
 
 def _object_key(cluster: str, api_version: str, kind: str, obj: Mapping[str, Any]) -> str | None:
@@ -159,6 +167,8 @@ class WorkStatusController(Controller):
         #: a successful apply's conditions that the execution controller left, under load, for this controller's
         #: first report of the Work (:mod:`.applied_handoff`)
         self._handoff = applied_handoff(ctx.extras)
+        #: the member informers this controller shares with the execution controller
+        self._member_informers = member_informers(ctx.extras)
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -241,7 +251,9 @@ class WorkStatusController(Controller):
         self._handoff.stop_taking(self._conditions_left)
         await super().stop()
         watches, self._watches = list(self._watches.values()), {}
-        await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
+        for watch in watches:
+            watch.stop()
+        await self._member_informers.stop()
 
     def _lock(self, cluster: str) -> asyncio.Lock:
         lock = self._locks.get(cluster)
@@ -268,8 +280,8 @@ class WorkStatusController(Controller):
     async def _drop_watch(self, cluster: str) -> None:
         watch = self._watches.pop(cluster, None)
         if watch is not None:
-            await watch.stop()
-            log.info("work-status: stopped the informers of cluster %s", cluster)
+            watch.stop()
+            log.info("work-status: stopped watching cluster %s", cluster)
 
     async def _watch_for(self, cluster_obj: _Obj) -> tuple[_MemberWatch, bool]:
         """The cluster's watch, (re)built when missing or when its member client was replaced; ``True`` if new.
@@ -291,6 +303,8 @@ class WorkStatusController(Controller):
         async with self._lock(name):
             if cluster_obj is None or not st.cluster_ready(cluster_obj):
                 await self._drop_watch(name)
+                if cluster_obj is None:
+                    self._member_informers.forget(name)
                 return None
             if name not in self._watches:
                 # nothing watched yet: the Works of the cluster set up what they need
@@ -314,8 +328,8 @@ class WorkStatusController(Controller):
                         if isinstance(m, Mapping):
                             needed.add((str(m.get("apiVersion") or ""), str(m.get("kind") or "")))
             for key in [k for k in watch.informers if k not in needed]:
-                await watch.stop_informer(key)
-                log.info("work-status: cluster %s: no applied Work carries %s %s any more; informer stopped",
+                watch.stop_informer(key)
+                log.info("work-status: cluster %s: no applied Work carries %s %s any more; not watched any more",
                          name, *key)
         return CLUSTER_RECHECK
 
@@ -335,12 +349,16 @@ class WorkStatusController(Controller):
                 await self._report(work, [], left)
             raise
         if left is not None:
-            # the conditions left by the execution controller go out now, with the status of every copy in the
-            # cache (the first report of the Work; an informer just started lists them first); a copy not seen
-            # yet reports on its own event
+            # the conditions left by the execution controller go out with the status of the Work's copies (its
+            # first report; an informer just started lists them first). A copy applied moments ago may not be in
+            # the cache yet: its event reports it with the conditions; after FIRST_REPORT_WAIT they go out anyway
             await asyncio.gather(*(inf.wait_synced(INFORMER_SYNC_WAIT) for inf, *_ in cached if not inf.has_synced))
-            await self._report(work, [(inf, obj) for inf, *_, obj_key in cached
-                                      if (obj := inf.store.get(obj_key)) is not None], left)
+            found = [(inf, obj) for inf, *_, obj_key in cached if (obj := inf.store.get(obj_key)) is not None]
+            waited = time.monotonic() - left.at
+            if len(found) < len(cached) and waited < FIRST_REPORT_WAIT:
+                self.enqueue(f"work|{namespace}|{name}", FIRST_REPORT_WAIT - waited)
+            else:
+                await self._report(work, found, left)
         else:
             # objects seen before their Work existed (or was applied) are looked at again now
             cluster = str(st.work_cluster(work))
@@ -386,9 +404,9 @@ class WorkStatusController(Controller):
                     continue
                 inf = watch.informers.get((api_version, kind))
                 if inf is None:
-                    inf = Informer(watch.client, res, label_selector=MANAGED_SELECTOR, backoff=(0.2, 10.0))
-                    inf.add_handler(**self._member_handlers(cluster, api_version, kind))
-                    inf.start()
+                    inf = self._member_informers.informer(cluster, watch.client, res)
+                    watch.handlers[(api_version, kind)] = inf.add_handler(
+                        **self._member_handlers(cluster, api_version, kind))
                     watch.informers[(api_version, kind)] = inf
                     log.info("work-status: cluster %s: watching %s", cluster, res)
                 cached.append((inf, api_version, kind,

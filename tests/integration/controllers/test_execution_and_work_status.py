@@ -1,4 +1,5 @@
-"""The Applied hand-off: under load a Work's ``Applied`` condition goes out with its first status report.
+"""The Applied hand-off (under load a Work's ``Applied`` condition goes out with its first status report) and the
+member informers the execution and work-status controllers share.
 
 The binding, execution and work-status controllers on a control plane with two simulated members; "under load"
 is a forward queue that always has a key ready, added to the controller-manager's forward-first gate.
@@ -18,6 +19,8 @@ from flotilla.client import Client
 from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.applied_handoff import APPLIED_HANDOFF
 from flotilla.controllers.manager import ControllerManager
+from flotilla.controllers.member_informers import member_informers
+from flotilla.controllers.members import CLUSTERS
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
 from tests.support.controllers import plane_with_members, set_ready
 
@@ -131,3 +134,27 @@ async def test_without_the_work_status_controller_the_execution_controller_write
                 return
             await asyncio.sleep(0.05)
         raise AssertionError("the Work was never Applied")
+
+
+async def test_one_member_informer_per_kind_serves_both_drift_and_status(tmp_path: Path) -> None:
+    """The execution controller (drift) and the work-status controller (status) share one list and watch of a
+    member's managed objects of a kind; both still see every event."""
+    async with plane(tmp_path, ["binding", "execution", "work-status"], busy=False) as (cp, manager):
+        await work_versions_until_reported(cp)
+        assert manager.ctx is not None
+        shared = member_informers(manager.ctx.extras)
+        assert [res.kind for res in shared.watched("member1")] == ["Deployment"]
+        cluster = await cp.get(CLUSTERS, "member1")
+        member = await manager.ctx.members.client_for(cluster)
+        await member.patch(DEPLOYMENTS, "nginx", {"spec": {"replicas": 7}}, namespace="default")
+        for _ in range(300):  # drift corrected by the execution controller, the status reflected by work-status
+            obj = await member.get(DEPLOYMENTS, "nginx", "default")
+            work = (await cp.list(WORKS, "karmada-es-member1"))["items"][0]
+            reported = (work["status"]["manifestStatuses"][0].get("status") or {}).get("observedGeneration")
+            generation = obj["metadata"]["generation"]
+            if obj["spec"]["replicas"] == 2 and generation > 2 and reported == generation:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"drift not corrected or status not reflected: {obj['metadata']}, {reported}")
+        assert [res.kind for res in shared.watched("member1")] == ["Deployment"]
