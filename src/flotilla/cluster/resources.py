@@ -48,7 +48,7 @@ on whole objects, and :func:`same_projection` tells whether an update changed an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -59,6 +59,7 @@ from flotilla.interpreter.quantity import QuantityError, QuantityFormat, format_
 __all__ = [
     "ALWAYS_LISTED",
     "OWNED_SUMMARY_KEYS",
+    "RequestsOf",
     "ResourceTotals",
     "Summaries",
     "WORKLOAD_KINDS",
@@ -189,16 +190,20 @@ def pod_requests(pod_spec: Any) -> dict[str, Fraction]:
     return _quantities((requirements or {}).get("resourceRequest"))
 
 
-def pod_usage(pod: Mapping[str, Any]) -> tuple[str | None, dict[str, Fraction]]:
+RequestsOf = Callable[[Any], Mapping[str, Fraction]]
+
+
+def pod_usage(pod: Mapping[str, Any], requests: RequestsOf = pod_requests) -> tuple[str | None, Mapping[str, Fraction]]:
     """Where one Pod counts - ``"allocated"`` (bound to a node, not finished), ``"allocating"`` (not bound yet)
-    or None (finished) - and its effective requests ({} when it counts nowhere)."""
+    or None (finished) - and its effective requests ({} when it counts nowhere). ``requests`` computes them from
+    the pod spec (:func:`pod_requests`, or a memo of it); the result is read, never changed."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
     if not spec.get("nodeName"):
-        return "allocating", pod_requests(spec)
+        return "allocating", requests(spec)
     if status.get("phase") in _TERMINAL_PHASES:
         return None, {}
-    return "allocated", pod_requests(spec)
+    return "allocated", requests(spec)
 
 
 def pods_usage(pods: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
@@ -253,15 +258,16 @@ def workload_pods(group: str, kind: str, obj: Mapping[str, Any]) -> int:
     return 0
 
 
-def workload_usage(group: str, kind: str, obj: Mapping[str, Any]) -> tuple[int, dict[str, Fraction]]:
+def workload_usage(group: str, kind: str, obj: Mapping[str, Any],
+                   requests: RequestsOf = pod_requests) -> tuple[int, Mapping[str, Fraction]]:
     """How many pods a workload runs (:func:`workload_pods`) and the effective requests of one of them (its pod
-    template's); ``(0, {})`` when it runs none."""
+    template's, by ``requests`` as in :func:`pod_usage`); ``(0, {})`` when it runs none."""
     pods = workload_pods(group, kind, obj)
     if pods <= 0:
         return 0, {}
     template = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), Mapping) else None
     pod_spec = template.get("spec") if isinstance(template, Mapping) else None
-    return pods, pod_requests(pod_spec)
+    return pods, requests(pod_spec)
 
 
 def workloads_usage(workloads: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, str]:

@@ -29,10 +29,12 @@ from typing import Any
 
 from flotilla.cluster.resources import (
     ALWAYS_LISTED,
+    RequestsOf,
     Summaries,
     format_resource,
     is_node_ready,
     node_resources,
+    pod_requests,
     pod_usage,
     workload_usage,
 )
@@ -95,6 +97,21 @@ class SummaryTotals:
         self._pod_sums = {"allocated": ResourceSums(), "allocating": ResourceSums()}
         self._workloads: dict[tuple[str, str, str], Share] = {}  # (group, kind, key) -> share
         self._workload_sums = ResourceSums()
+        # (kind of object, key) -> the pod spec (a pod's, a workload's template) and its requests: most updates
+        # leave it as it was, and an equal spec's requests are not computed again
+        self._specs: dict[tuple[Any, ...], tuple[Any, Mapping[str, Fraction]]] = {}
+
+    def _requests_of(self, memo: tuple[Any, ...]) -> RequestsOf:
+        def requests(pod_spec: Any) -> Mapping[str, Fraction]:
+            known = self._specs.get(memo)
+            if known is not None and known[0] == pod_spec:
+                self._specs[memo] = (pod_spec, known[1])  # hold the cached spec, not an older copy
+                return known[1]
+            found = pod_requests(pod_spec)
+            self._specs[memo] = (pod_spec, found)
+            return found
+
+        return requests
 
     # ---------------------------------------------------------------------------------------- nodes
     def put_node(self, key: str, node: Mapping[str, Any]) -> bool:
@@ -125,7 +142,7 @@ class SummaryTotals:
 
     # ---------------------------------------------------------------------------------------- pods
     def put_pod(self, key: str, pod: Mapping[str, Any]) -> bool:
-        where, requests = pod_usage(pod)
+        where, requests = pod_usage(pod, self._requests_of(("pod", key)))
         new = (where, _with_pods(requests, 1) if where is not None else _NO_SHARE)
         old = self._pods.get(key)
         if old == new:
@@ -138,6 +155,7 @@ class SummaryTotals:
         return True
 
     def remove_pod(self, key: str) -> bool:
+        self._specs.pop(("pod", key), None)
         old = self._pods.pop(key, None)
         if old is None:
             return False
@@ -154,7 +172,7 @@ class SummaryTotals:
 
     # ---------------------------------------------------------------------------------------- workloads
     def put_workload(self, group: str, kind: str, key: str, obj: Mapping[str, Any]) -> bool:
-        pods, requests = workload_usage(group, kind, obj)
+        pods, requests = workload_usage(group, kind, obj, self._requests_of((group, kind, key)))
         new = _with_pods(requests, pods) if pods > 0 else _NO_SHARE
         wkey = (group, kind, key)
         old = self._workloads.get(wkey)
@@ -167,6 +185,7 @@ class SummaryTotals:
         return True
 
     def remove_workload(self, group: str, kind: str, key: str) -> bool:
+        self._specs.pop((group, kind, key), None)
         old = self._workloads.pop((group, kind, key), None)
         if old is None:
             return False
@@ -176,6 +195,8 @@ class SummaryTotals:
     def clear_workloads(self) -> bool:
         """Forget every workload (their watches stopped)."""
         changed = bool(self._workloads)
+        for group, kind, key in self._workloads:
+            self._specs.pop((group, kind, key), None)
         self._workloads.clear()
         self._workload_sums = ResourceSums()
         return changed

@@ -7,9 +7,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flotilla.cluster import summary_totals
 from flotilla.cluster.resources import (
     WORKLOAD_KINDS,
     Summaries,
@@ -275,6 +277,26 @@ def test_removing_everything_goes_back_to_the_empty_summaries() -> None:
     model.pod("default/p", None)
     model.workload("apps", "StatefulSet", "default/db", None)
     assert model.totals.summaries() == empty  # no leftover "0" entries of resources nobody names any more
+    assert model.totals.summaries() == model.reference()
+
+
+def test_a_changed_pod_template_changes_the_requests_and_an_unchanged_one_is_not_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model()
+    key = "default/web"
+    model.workload("apps", "Deployment", key, workload("Deployment", "web", requests(cpu="1"), replicas=2))
+    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "2"
+    model.workload("apps", "Deployment", key, workload("Deployment", "web", requests(cpu="2"), replicas=2))
+    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "4"
+
+    def unexpected(pod_spec: Any) -> Any:
+        raise AssertionError("the requests of an unchanged pod template were computed again")
+
+    monkeypatch.setattr(summary_totals, "pod_requests", unexpected)
+    model.workload("apps", "Deployment", key, workload("Deployment", "web", requests(cpu="2"), replicas=5,
+                                                       status={"conditions": [{"type": "Available",
+                                                                               "status": "True"}]}))
+    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "10"
     assert model.totals.summaries() == model.reference()
 
 
