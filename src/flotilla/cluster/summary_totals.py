@@ -98,18 +98,22 @@ class SummaryTotals:
         self._workloads: dict[tuple[str, str, str], Share] = {}  # (group, kind, key) -> share
         self._workload_sums = ResourceSums()
         # (kind of object, key) -> the pod spec (a pod's, a workload's template) and its requests: most updates
-        # leave it as it was, and an equal spec's requests are not computed again
+        # leave it as it was, and an equal spec's requests are not computed again; nor are those of a spec equal
+        # to the last one computed (objects made from one template, as a list or a burst of creates brings them)
         self._specs: dict[tuple[Any, ...], tuple[Any, Mapping[str, Fraction]]] = {}
+        self._last_spec: tuple[Any, Mapping[str, Fraction]] | None = None
 
     def _requests_of(self, memo: tuple[Any, ...]) -> RequestsOf:
         def requests(pod_spec: Any) -> Mapping[str, Fraction]:
             known = self._specs.get(memo)
-            if known is not None and known[0] == pod_spec:
-                self._specs[memo] = (pod_spec, known[1])  # hold the cached spec, not an older copy
-                return known[1]
-            found = pod_requests(pod_spec)
-            self._specs[memo] = (pod_spec, found)
-            return found
+            if known is None or known[0] != pod_spec:
+                last = self._last_spec
+                if last is not None and last[0] == pod_spec:
+                    known = last
+                else:
+                    known = self._last_spec = (pod_spec, pod_requests(pod_spec))
+            self._specs[memo] = (pod_spec, known[1])  # the spec the cache holds now, not an older equal copy
+            return known[1]
 
         return requests
 

@@ -280,7 +280,7 @@ def test_removing_everything_goes_back_to_the_empty_summaries() -> None:
     assert model.totals.summaries() == model.reference()
 
 
-def test_a_changed_pod_template_changes_the_requests_and_an_unchanged_one_is_not_read_again(
+def test_a_changed_pod_template_changes_the_requests_and_an_unchanged_or_repeated_one_is_not_read_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     model = Model()
     key = "default/web"
@@ -292,11 +292,15 @@ def test_a_changed_pod_template_changes_the_requests_and_an_unchanged_one_is_not
     def unexpected(pod_spec: Any) -> Any:
         raise AssertionError("the requests of an unchanged pod template were computed again")
 
+    model.workload("apps", "Deployment", "default/other", workload("Deployment", "other", requests(cpu="3")))
     monkeypatch.setattr(summary_totals, "pod_requests", unexpected)
     model.workload("apps", "Deployment", key, workload("Deployment", "web", requests(cpu="2"), replicas=5,
                                                        status={"conditions": [{"type": "Available",
                                                                                "status": "True"}]}))
-    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "10"
+    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "13"
+    # a new workload with the same template as the last one computed
+    model.workload("apps", "StatefulSet", "default/db", workload("StatefulSet", "db", requests(cpu="3")))
+    assert model.totals.summaries().resource_summary["allocated"]["cpu"] == "16"
     assert model.totals.summaries() == model.reference()
 
 
