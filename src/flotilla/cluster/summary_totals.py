@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from flotilla.cluster.resources import (
     ALWAYS_LISTED,
@@ -43,6 +43,9 @@ __all__ = ["ResourceSums", "SummaryTotals"]
 
 _ZERO = Fraction(0)
 Share = dict[str, Fraction]
+_K = TypeVar("_K", str, tuple[str, str, str])
+#: an object's key -> its pod spec and that spec's requests
+_Specs = dict[_K, tuple[Any, Mapping[str, Fraction]]]
 _NO_SHARE: Share = {}  # never mutated
 
 
@@ -97,22 +100,23 @@ class SummaryTotals:
         self._pod_sums = {"allocated": ResourceSums(), "allocating": ResourceSums()}
         self._workloads: dict[tuple[str, str, str], Share] = {}  # (group, kind, key) -> share
         self._workload_sums = ResourceSums()
-        # (kind of object, key) -> the pod spec (a pod's, a workload's template) and its requests: most updates
-        # leave it as it was, and an equal spec's requests are not computed again; nor are those of a spec equal
-        # to the last one computed (objects made from one template, as a list or a burst of creates brings them)
-        self._specs: dict[tuple[Any, ...], tuple[Any, Mapping[str, Fraction]]] = {}
+        # per pod and per workload, its pod spec (a workload's: its template's) and the spec's requests: most
+        # updates leave the spec as it was, and an equal spec's requests are not computed again; nor are those of
+        # a spec equal to the last one computed (objects made from one template, as a list or a burst brings them)
+        self._pod_specs: _Specs[str] = {}
+        self._workload_specs: _Specs[tuple[str, str, str]] = {}
         self._last_spec: tuple[Any, Mapping[str, Fraction]] | None = None
 
-    def _requests_of(self, memo: tuple[Any, ...]) -> RequestsOf:
+    def _requests_of(self, specs: _Specs[_K], memo: _K) -> RequestsOf:
         def requests(pod_spec: Any) -> Mapping[str, Fraction]:
-            known = self._specs.get(memo)
+            known = specs.get(memo)
             if known is None or known[0] != pod_spec:
                 last = self._last_spec
                 if last is not None and last[0] == pod_spec:
                     known = last
                 else:
                     known = self._last_spec = (pod_spec, pod_requests(pod_spec))
-            self._specs[memo] = (pod_spec, known[1])  # the spec the cache holds now, not an older equal copy
+            specs[memo] = (pod_spec, known[1])  # the spec the cache holds now, not an older equal copy
             return known[1]
 
         return requests
@@ -146,7 +150,7 @@ class SummaryTotals:
 
     # ---------------------------------------------------------------------------------------- pods
     def put_pod(self, key: str, pod: Mapping[str, Any]) -> bool:
-        where, requests = pod_usage(pod, self._requests_of(("pod", key)))
+        where, requests = pod_usage(pod, self._requests_of(self._pod_specs, key))
         new = (where, _with_pods(requests, 1) if where is not None else _NO_SHARE)
         old = self._pods.get(key)
         if old == new:
@@ -159,7 +163,7 @@ class SummaryTotals:
         return True
 
     def remove_pod(self, key: str) -> bool:
-        self._specs.pop(("pod", key), None)
+        self._pod_specs.pop(key, None)
         old = self._pods.pop(key, None)
         if old is None:
             return False
@@ -176,7 +180,7 @@ class SummaryTotals:
 
     # ---------------------------------------------------------------------------------------- workloads
     def put_workload(self, group: str, kind: str, key: str, obj: Mapping[str, Any]) -> bool:
-        pods, requests = workload_usage(group, kind, obj, self._requests_of((group, kind, key)))
+        pods, requests = workload_usage(group, kind, obj, self._requests_of(self._workload_specs, (group, kind, key)))
         new = _with_pods(requests, pods) if pods > 0 else _NO_SHARE
         wkey = (group, kind, key)
         old = self._workloads.get(wkey)
@@ -189,7 +193,7 @@ class SummaryTotals:
         return True
 
     def remove_workload(self, group: str, kind: str, key: str) -> bool:
-        self._specs.pop((group, kind, key), None)
+        self._workload_specs.pop((group, kind, key), None)
         old = self._workloads.pop((group, kind, key), None)
         if old is None:
             return False
@@ -199,9 +203,8 @@ class SummaryTotals:
     def clear_workloads(self) -> bool:
         """Forget every workload (their watches stopped)."""
         changed = bool(self._workloads)
-        for group, kind, key in self._workloads:
-            self._specs.pop((group, kind, key), None)
         self._workloads.clear()
+        self._workload_specs.clear()
         self._workload_sums = ResourceSums()
         return changed
 
