@@ -1,7 +1,10 @@
 """A member's node and resource summaries (``Cluster.status.nodeSummary`` / ``status.resourceSummary``) as pure
-functions of its Nodes, Pods and workloads (karmada-core.md §1.1, §8.1). The cluster status controller lists
-those objects and writes what :func:`summarize` returns; the scheduler's general estimator
-(:mod:`flotilla.scheduler.estimation`) turns the summary into available replicas (§3.7).
+functions of its Nodes, Pods and workloads (karmada-core.md §1.1, §8.1). :func:`summarize` is the reference: it
+walks every object. The cluster status controller keeps the same result as running totals
+(:class:`flotilla.cluster.summary_totals.SummaryTotals`) that each watch event adjusts by one object's share, made
+by the per-object rules below (:func:`node_resources`, :func:`pod_usage`, :func:`workload_usage`), and writes what
+they give; the scheduler's general estimator (:mod:`flotilla.scheduler.estimation`) turns the summary into
+available replicas (§3.7).
 
 ``nodeSummary``
     ``totalNum`` = number of Nodes, ``readyNum`` = Nodes whose Ready condition is True. Zero counts are left
@@ -39,13 +42,13 @@ The status controller keeps the member's Nodes, Pods and (without Pods) workload
 keeps informers on a member's Nodes and Pods with a transform that strips what the summaries do not read.
 :func:`project_node`, :func:`project_pod` and :func:`project_workload` are those transforms: they keep the
 metadata a cache needs (name, namespace, uid, resourceVersion; owner references of workloads) and exactly the
-fields :func:`summarize` reads, so ``summarize`` gives the same result on projections as on whole objects, and
-:func:`same_projection` tells whether an update changed anything a summary is made of.
+fields :func:`summarize` reads, so ``summarize`` (and the running totals) give the same result on projections as
+on whole objects, and :func:`same_projection` tells whether an update changed anything a summary is made of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -56,6 +59,7 @@ from flotilla.interpreter.quantity import QuantityError, QuantityFormat, format_
 __all__ = [
     "ALWAYS_LISTED",
     "OWNED_SUMMARY_KEYS",
+    "RequestsOf",
     "ResourceTotals",
     "Summaries",
     "WORKLOAD_KINDS",
@@ -63,8 +67,10 @@ __all__ = [
     "is_node_ready",
     "merge_patch_diff",
     "node_allocatable",
+    "node_resources",
     "node_summary",
     "pod_requests",
+    "pod_usage",
     "project_node",
     "project_pod",
     "project_workload",
@@ -72,6 +78,7 @@ __all__ = [
     "pods_usage",
     "summarize",
     "workload_pods",
+    "workload_usage",
     "workloads_usage",
 ]
 
@@ -154,13 +161,18 @@ def node_summary(nodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
+def node_resources(node: Mapping[str, Any]) -> dict[str, Fraction]:
+    """A node's ``status.allocatable`` as exact values (whether it is Ready or not)."""
+    status = node.get("status")
+    return _quantities(status.get("allocatable") if isinstance(status, Mapping) else None)
+
+
 def node_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Σ ``status.allocatable`` of the Ready nodes."""
     totals = ResourceTotals()
     for node in nodes:
         if is_node_ready(node):
-            status = node.get("status")
-            totals.add(_quantities(status.get("allocatable") if isinstance(status, Mapping) else None))
+            totals.add(node_resources(node))
     return totals.resource_list()
 
 
@@ -178,19 +190,31 @@ def pod_requests(pod_spec: Any) -> dict[str, Fraction]:
     return _quantities((requirements or {}).get("resourceRequest"))
 
 
+RequestsOf = Callable[[Any], Mapping[str, Fraction]]
+
+
+def pod_usage(pod: Mapping[str, Any], requests: RequestsOf = pod_requests) -> tuple[str | None, Mapping[str, Fraction]]:
+    """Where one Pod counts - ``"allocated"`` (bound to a node, not finished), ``"allocating"`` (not bound yet)
+    or None (finished) - and its effective requests ({} when it counts nowhere). ``requests`` computes them from
+    the pod spec (:func:`pod_requests`, or a memo of it); the result is read, never changed."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    if not spec.get("nodeName"):
+        return "allocating", requests(spec)
+    if status.get("phase") in _TERMINAL_PHASES:
+        return None, {}
+    return "allocated", requests(spec)
+
+
 def pods_usage(pods: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
     """``(allocated, allocating)`` from Pods."""
     allocated, allocating = ResourceTotals(), ResourceTotals()
     for pod in pods:
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        if not spec.get("nodeName"):
-            target = allocating
-        elif status.get("phase") in _TERMINAL_PHASES:
+        where, requests = pod_usage(pod)
+        if where is None:
             continue
-        else:
-            target = allocated
-        target.add(pod_requests(spec))
+        target = allocated if where == "allocated" else allocating
+        target.add(requests)
         target.add_pods(1)
     return allocated.resource_list(ALWAYS_LISTED), allocating.resource_list(ALWAYS_LISTED)
 
@@ -234,16 +258,26 @@ def workload_pods(group: str, kind: str, obj: Mapping[str, Any]) -> int:
     return 0
 
 
+def workload_usage(group: str, kind: str, obj: Mapping[str, Any],
+                   requests: RequestsOf = pod_requests) -> tuple[int, Mapping[str, Fraction]]:
+    """How many pods a workload runs (:func:`workload_pods`) and the effective requests of one of them (its pod
+    template's, by ``requests`` as in :func:`pod_usage`); ``(0, {})`` when it runs none."""
+    pods = workload_pods(group, kind, obj)
+    if pods <= 0:
+        return 0, {}
+    template = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), Mapping) else None
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    return pods, requests(pod_spec)
+
+
 def workloads_usage(workloads: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, str]:
     """``allocated`` from ``(group, kind, object)`` workloads: pods × pod-template requests."""
     allocated = ResourceTotals()
     for group, kind, obj in workloads:
-        pods = workload_pods(group, kind, obj)
+        pods, requests = workload_usage(group, kind, obj)
         if pods <= 0:
             continue
-        template = (obj.get("spec") or {}).get("template") if isinstance(obj.get("spec"), Mapping) else None
-        pod_spec = template.get("spec") if isinstance(template, Mapping) else None
-        allocated.add(pod_requests(pod_spec), pods)
+        allocated.add(requests, pods)
         allocated.add_pods(pods)
     return allocated.resource_list(ALWAYS_LISTED)
 

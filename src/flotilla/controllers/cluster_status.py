@@ -16,8 +16,10 @@ member answered healthy and Ready is True also publish
 * ``status.nodeSummary`` and ``status.resourceSummary`` (:mod:`flotilla.cluster.resources`) at every sync,
   from watch-fed caches of the member's Nodes and Pods (and of its workloads while it has no Pod at all, as
   Flotilla's simulated members), as Karmada's informers on Nodes and Pods with a transform: the caches hold
-  projections (:func:`~flotilla.cluster.resources.project_pod` ...) and the summary is recomputed only when an
-  event changed one. An idle member costs no request at all for its summaries.
+  projections (:func:`~flotilla.cluster.resources.project_pod` ...), and each event that changed one adjusts
+  running totals by that object's share (:class:`~flotilla.cluster.summary_totals.SummaryTotals`), so a sync costs
+  what changed since the last one, not a walk over every object; the summaries are formatted again only after
+  such a change. An idle member costs no request at all for its summaries.
 
 The member's client comes from ``MemberClients`` (built from the cluster's endpoint and credentials Secret); the
 Secrets of ``karmada-cluster`` (and of any other namespace a cluster names) are watched, and the client of the
@@ -58,7 +60,7 @@ import orjson
 from flotilla.api.labels import CLUSTER_CONTROLLER_FINALIZER
 from flotilla.client import ApiException, Client, ConnectionFailed, Informer, is_conflict, is_not_found
 from flotilla.client.http import HttpTransport
-from flotilla.client.resources import NODES, PODS, Resource
+from flotilla.client.resources import NODES, PODS, Resource, object_key
 from flotilla.cluster.health import (
     HEALTH_PATHS,
     Collected,
@@ -86,6 +88,7 @@ from flotilla.cluster.resources import (
     same_projection,
     summarize,
 )
+from flotilla.cluster.summary_totals import SummaryTotals
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTER_SECRET_NAMESPACE, CLUSTERS, SECRETS, MemberClientError
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
@@ -355,30 +358,47 @@ def _served(enablements: list[dict[str, Any]] | None, res: Resource) -> bool:
 
 class MemberSummaries:
     """The node and resource summaries of one member from watch-fed caches: informers on its Nodes and Pods, and
-    on its workloads while it has no Pod at all, each holding projections; recomputed only after an event changed
-    a projection."""
+    on its workloads while it has no Pod at all, each holding projections. Every event that changes a projection
+    updates running totals (:class:`~flotilla.cluster.summary_totals.SummaryTotals`: the object's old share is
+    taken away, its new one added), so a sync after a change formats the totals instead of walking every object;
+    an idle member's summaries are not even formatted again."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.nodes = self._informer(NODES, project_node)
-        self.pods = self._informer(PODS, project_pod)
+        self.totals = SummaryTotals()
+        self.nodes = self._informer(NODES, project_node, self.totals.put_node, self.totals.remove_node)
+        self.pods = self._informer(PODS, project_pod, self.totals.put_pod, self.totals.remove_pod)
         self.workloads: dict[Resource, Informer] = {}
         self.dirty = True
         self.last: Summaries | None = None
         self.computed = 0  # how many times the summaries were computed (tests, metrics)
         self._waited: set[Informer] = set()  # informers a sync already waited for
 
-    def _informer(self, res: Resource, project: Callable[[dict[str, Any]], dict[str, Any]]) -> Informer:
+    def _informer(self, res: Resource, project: Callable[[dict[str, Any]], dict[str, Any]],
+                  put: Callable[[str, dict[str, Any]], bool], remove: Callable[[str], bool]) -> Informer:
+        """An informer of projections of ``res`` whose events feed the totals through ``put`` and ``remove``
+        (by the object's key; a delete event carries the object's last state, the totals its share)."""
+        def on_put(obj: dict[str, Any]) -> None:
+            if put(object_key(obj), obj):
+                self.dirty = True
+
+        def on_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+            if not same_projection(old, new):
+                on_put(new)
+
+        def on_delete(obj: dict[str, Any]) -> None:
+            if remove(object_key(obj)):
+                self.dirty = True
+
         inf = Informer(_Projecting(self.client, project), res, backoff=(0.5, 30.0))  # type: ignore[arg-type]
-        inf.add_handler(on_add=self._changed, on_update=self._updated, on_delete=self._changed)
+        inf.add_handler(on_add=on_put, on_update=on_update, on_delete=on_delete)
         return inf
 
-    def _changed(self, obj: dict[str, Any]) -> None:
-        self.dirty = True
-
-    def _updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if not same_projection(old, new):
-            self.dirty = True
+    def _workload_informer(self, res: Resource) -> Informer:
+        group, kind = res.group, res.kind
+        return self._informer(res, project_workload,
+                              lambda key, obj: self.totals.put_workload(group, kind, key, obj),
+                              lambda key: self.totals.remove_workload(group, kind, key))
 
     def start(self) -> None:
         self.nodes.start()
@@ -388,11 +408,13 @@ class MemberSummaries:
         infs = [self.nodes, self.pods, *self.workloads.values()]
         self.workloads = {}
         await asyncio.gather(*(inf.stop() for inf in infs), return_exceptions=True)
+        self.totals.clear_workloads()
 
     async def _stop_workloads(self) -> None:
         infs, self.workloads = list(self.workloads.values()), {}
         self._waited.difference_update(infs)
         await asyncio.gather(*(inf.stop() for inf in infs), return_exceptions=True)
+        self.totals.clear_workloads()  # after the stops: no event of theirs comes later
         self.dirty = True
 
     async def summaries(self, enablements: list[dict[str, Any]] | None = None,
@@ -404,7 +426,7 @@ class MemberSummaries:
             if not self.workloads:
                 for res in _WORKLOADS:
                     if _served(enablements, res):
-                        inf = self.workloads[res] = self._informer(res, project_workload)
+                        inf = self.workloads[res] = self._workload_informer(res)
                         inf.start()
                 self.dirty = True
             if not await self._synced(list(self.workloads.values()), timeout):
@@ -413,9 +435,7 @@ class MemberSummaries:
             await self._stop_workloads()  # a cluster with Pods is measured by its Pods only
         if self.dirty or self.last is None:
             self.dirty = False
-            workloads = [(res.group, res.kind, obj) for res, inf in self.workloads.items() for obj in inf.store.list()] \
-                if len(self.pods.store) == 0 else []
-            self.last = summarize(self.nodes.store.list(), self.pods.store.list(), workloads)
+            self.last = self.totals.summaries()
             self.computed += 1
         return self.last
 

@@ -16,6 +16,7 @@ import pytest
 
 from flotilla.client import Client
 from flotilla.client.resources import CRDS, DEPLOYMENTS, NODES, PODS
+from flotilla.cluster.resources import summarize
 from flotilla.controllers import cluster_status
 from flotilla.controllers.cluster_status import (
     ClusterStatusController,
@@ -126,6 +127,13 @@ async def test_joined_members_get_node_and_resource_summaries(env: Env) -> None:
         assert status["nodeSummary"] == {"totalNum": 3, "readyNum": 2}
         assert status["resourceSummary"]["allocatable"] == {"cpu": "16", "ephemeral-storage": "200Gi",
                                                             "memory": "64Gi", "pods": "220"}
+    assert_totals_match_the_caches(status_controller(env).summaries["member1"])
+
+
+def assert_totals_match_the_caches(watch: cluster_status.MemberSummaries) -> None:
+    """The running totals the watch events kept are what summarize gives on the cached objects."""
+    workloads = [(res.group, res.kind, obj) for res, inf in watch.workloads.items() for obj in inf.store.list()]
+    assert watch.totals.summaries() == summarize(watch.nodes.store.list(), watch.pods.store.list(), workloads)
 
 
 def status_controller(env: Env) -> ClusterStatusController:
@@ -175,6 +183,8 @@ async def test_an_idle_member_is_neither_listed_nor_discovered_again(env: Env, m
 
         await eventually(allocated)
     assert watch.computed > computed
+    assert watch.workloads  # no Pod in the member: measured by its workloads
+    assert_totals_match_the_caches(watch)
 
 
 async def _has_summary(env: Env, name: str) -> bool:
