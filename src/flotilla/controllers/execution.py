@@ -93,7 +93,7 @@ from flotilla.propagation.apply import (
     dispatching_condition,
     object_key,
     preserved_manifest,
-    set_condition,
+    set_conditions,
     work_deletion_action,
 )
 from flotilla.propagation.works import (
@@ -684,12 +684,7 @@ class ExecutionController(Controller):
             return False
         now = _now_text(self.ctx.now())
         status = work.get("status") if isinstance(work.get("status"), dict) else {}
-        current = status.get("conditions")
-        changed = False
-        for condition in conditions:
-            current, one = set_condition(current, condition, now)
-            changed = changed or one
-        if changed:
+        if set_conditions(status.get("conditions"), conditions, now)[1]:
             self._handoff.leave(key, work, conditions, now)
         else:
             self._handoff.drop(key)
@@ -709,11 +704,7 @@ class ExecutionController(Controller):
             if current is None:
                 return None
             status = current.get("status") if isinstance(current.get("status"), dict) else {}
-            new = status.get("conditions")
-            changed = False
-            for condition in conditions:
-                new, one = set_condition(new, condition, now)
-                changed = changed or one
+            new, changed = set_conditions(status.get("conditions"), conditions, now)
             if not changed:
                 return current
             body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},

@@ -76,6 +76,7 @@ __all__ = [
     "retain_cluster_fields",
     "retain_metadata",
     "set_condition",
+    "set_conditions",
     "work_deletion_action",
 ]
 
@@ -472,6 +473,17 @@ def set_condition(conditions: Iterable[Mapping[str, Any]] | None, condition: Map
         return out, merged != old
     out.append({**new, "lastTransitionTime": now})
     return out, True
+
+
+def set_conditions(conditions: Iterable[Mapping[str, Any]] | None, new: Iterable[Mapping[str, Any]],
+                   now: str) -> tuple[list[dict[str, Any]], bool]:
+    """:func:`set_condition` for each of ``new`` in turn: the new list and whether anything changed."""
+    out = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
+    changed = False
+    for condition in new:
+        out, one = set_condition(out, condition, now)
+        changed = changed or one
+    return out, changed
 
 
 def applied_condition(succeeded: int, errors: Sequence[str]) -> dict[str, Any]:

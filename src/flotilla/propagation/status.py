@@ -47,7 +47,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import kept_clusters
-from flotilla.propagation.apply import set_condition as set_work_condition
+from flotilla.propagation.apply import set_conditions as set_work_conditions
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -306,10 +306,7 @@ def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
     out: dict[str, Any] = {}
     if merged != current:
         out["manifestStatuses"] = merged
-    new_conditions, changed = status.get("conditions"), False
-    for condition in conditions:
-        new_conditions, one = set_work_condition(new_conditions, condition, now)
-        changed = changed or one
+    new_conditions, changed = set_work_conditions(status.get("conditions"), conditions, now)
     if changed:
         out["conditions"] = new_conditions
     return out or None

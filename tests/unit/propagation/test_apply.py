@@ -29,6 +29,7 @@ from flotilla.propagation.apply import (
     retain_cluster_fields,
     retain_metadata,
     set_condition,
+    set_conditions,
     work_deletion_action,
 )
 from flotilla.propagation.works import record_managed_annotations, record_managed_labels
@@ -322,6 +323,16 @@ def test_set_condition_moves_transition_time_only_on_status_change() -> None:
     assert changed and again[0]["lastTransitionTime"] == "t3" and again[0]["message"].endswith("other")
     both, _ = set_condition(again, dispatching_condition(False), "t5")
     assert [c["type"] for c in both] == ["Applied", "Dispatching"]
+
+
+def test_set_conditions_sets_each_and_tells_whether_any_changed() -> None:
+    conds, changed = set_conditions(None, [dispatching_condition(False), applied_condition(1, [])], "t1")
+    assert changed and [c["type"] for c in conds] == ["Dispatching", "Applied"]
+    assert all(c["lastTransitionTime"] == "t1" for c in conds)
+    same, changed = set_conditions(conds, [applied_condition(1, []), dispatching_condition(False)], "t2")
+    assert not changed and same == conds
+    _, changed = set_conditions(conds, [dispatching_condition(False), applied_condition(0, ["boom"])], "t3")
+    assert changed
 
 
 def test_applied_condition_many_errors() -> None:
