@@ -198,8 +198,14 @@ class WorkStatusController(Controller):
             self._enqueue_work(work)
 
     def _on_work_update(self, old: _Obj, new: _Obj) -> None:
-        if st.work_needs_informer_sync(old, new) and _syncable(new):
+        if st.work_needs_informer_sync(old, new) and _syncable(new) and not self._own_echo(new):
             self._enqueue_work(new)
+
+    def _own_echo(self, work: _Obj) -> bool:
+        """Whether the Work is as this controller wrote it (the Applied condition it wrote with the first report:
+        the informers and the objects were looked at by that very pass)."""
+        md = work.get("metadata") or {}
+        return self._written.wrote(f"{md.get('namespace')}/{md.get('name')}", work)
 
     def _on_work_delete(self, work: _Obj) -> None:
         cluster = st.work_cluster(work)

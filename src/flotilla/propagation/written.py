@@ -60,5 +60,10 @@ class WrittenObjects:
         del self._written[key]  # the cache caught up (or the object changed or went since): trust it
         return cached
 
+    def wrote(self, key: str, obj: Mapping[str, Any] | None) -> bool:
+        """Whether ``obj`` is the version this controller wrote last (an informer's echo of its own write)."""
+        entry = self._written.get(key)
+        return entry is not None and obj is not None and bool(_rv(obj)) and _rv(entry[1]) == _rv(obj)
+
     def forget(self, key: str) -> None:
         self._written.pop(key, None)

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from flotilla.controllers.work_status import WorkStatusController
+from flotilla.propagation.written import WrittenObjects
 
 APPLIED = [{"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": ""}]
 
@@ -22,6 +23,7 @@ def _controller(works: dict[str, Any]) -> tuple[WorkStatusController, list[str]]
     c = WorkStatusController.__new__(WorkStatusController)
     c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
     c.works = SimpleNamespace(store=SimpleNamespace(get=works.get))
+    c._written = WrittenObjects()
     return c, queued
 
 
@@ -56,3 +58,18 @@ def test_member_object_events_of_a_live_work_are_queued() -> None:
     c2, queued2 = _controller({})
     c2._member_handlers("m1", "apps/v1", "Deployment")["on_delete"](_member_object())
     assert queued2 == []  # its Work is gone: nothing to re-apply
+
+
+def test_the_echo_of_its_own_status_write_is_not_queued_again() -> None:
+    """The Work as the controller wrote it (Applied with the first report) is not looked at again; the same change
+    written by someone else is."""
+    c, queued = _controller({})
+    before, after = _work(applied=False), _work(applied=True)
+    before["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"] = "5", "9"
+    c._written.record("karmada-es-m1/w", before, after)
+    c._on_work_update(before, after)
+    assert queued == []
+    other = _work(applied=True)
+    other["metadata"]["resourceVersion"] = "10"
+    c._on_work_update(before, other)
+    assert queued == ["work|karmada-es-m1|w"]

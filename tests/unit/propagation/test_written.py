@@ -41,3 +41,12 @@ def test_unknown_versions_are_not_recorded_and_the_size_is_bounded() -> None:
     w.forget("b")
     assert w.fresh("b", obj("1")) == obj("1")
     assert w.fresh("unknown", obj("7")) == obj("7")
+
+
+def test_wrote_recognises_the_echo_of_the_own_write_only() -> None:
+    w = WrittenObjects()
+    w.record("ns/x", obj("5"), obj("9"))
+    assert w.wrote("ns/x", obj("9"))
+    assert not w.wrote("ns/x", obj("12"))  # someone else's write after it
+    assert not w.wrote("ns/x", obj("5")) and not w.wrote("ns/y", obj("9")) and not w.wrote("ns/x", None)
+    assert not w.wrote("ns/x", {"metadata": {}})
