@@ -43,13 +43,6 @@ class MemberInformers:
             factory.start()
         return factory.informer(res, label_selector=MANAGED_SELECTOR)
 
-    def existing(self, cluster: str, client: Client, res: Resource) -> Informer | None:
-        """The informer of ``res`` in ``cluster`` through ``client`` if one was made; None otherwise."""
-        factory = self._factories.get(cluster)
-        if factory is None or factory.client is not client:
-            return None
-        return next((inf for inf in factory.informers if inf.res == res), None)
-
     def watched(self, cluster: str) -> list[Resource]:
         """The resources watched in ``cluster`` (one informer each)."""
         factory = self._factories.get(cluster)

@@ -3,19 +3,22 @@
 Per Ready member cluster it watches each resource type that the applied Works of that cluster carry,
 label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached), through the informers
 it shares with the execution controller (:mod:`.member_informers`: one list and watch per member and kind). Every
-event
-of such an object that names its Work (annotations ``work.karmada.io/namespace`` / ``name``) enqueues the
+event of such an object that names its Work (annotations ``work.karmada.io/namespace`` / ``name``) enqueues the
 object; processing it (once its Work is ``Applied``, as Karmada: the Work's Applied condition arriving enqueues
 its objects again) reflects the status and the health through the resource interpreter and records
 ``{identifier, status, health}`` in the Work's status subresource when that entry changed (merge patch with the
 Work's resourceVersion as precondition, retried on 409; the next write starts from the Work as this controller
-last wrote it when the cache has not caught up yet).
+last wrote it when the cache has not caught up yet). Under load the execution controller leaves a successful
+apply's ``Applied``/``Dispatching`` conditions to this controller (:mod:`.applied_handoff`): they go out in the same
+patch as the Work's first report, and the Work counts as applied here until then. The echo of its own report does
+not queue the Work again.
 
 Its handlers follow the clusters: they are added when an applied Work of a Ready cluster needs a kind, removed
 for resource types no applied Work of the cluster carries any more, and all removed when the cluster stops
 being Ready or its Cluster object goes (then the shared informers stop too). A cluster that is Ready again gets
-its handlers back, which are first told of every cached object, so every object is reflected again. While a cluster is not Ready, its Works keep the last observed status; the binding
-status controller reports it as stale (D14).
+its handlers back, which are first told of every cached object, so every object is reflected again. While a
+cluster is not Ready, its Works keep the last observed status; the binding status controller reports it as stale
+(D14).
 
 Drift by deletion: when a managed object disappears from a member (deleted, or its ``karmada.io/managed``
 label removed) while its Work, applied and not being deleted (checked live, not in the cache), still lists it,
@@ -129,7 +132,7 @@ class _MemberWatch:
             self.resources[key] = res
         return res
 
-    def stop_informer(self, key: tuple[str, str]) -> None:
+    def unwatch(self, key: tuple[str, str]) -> None:
         """No more events of that kind for this controller (the shared informer may go on for others)."""
         inf, reg = self.informers.pop(key, None), self.handlers.pop(key, None)
         if inf is not None and reg is not None:
@@ -137,7 +140,7 @@ class _MemberWatch:
 
     def stop(self) -> None:
         for key in list(self.informers):
-            self.stop_informer(key)
+            self.unwatch(key)
 
 
 def _object_key(cluster: str, api_version: str, kind: str, obj: Mapping[str, Any]) -> str | None:
@@ -334,7 +337,7 @@ class WorkStatusController(Controller):
                         if isinstance(m, Mapping):
                             needed.add((str(m.get("apiVersion") or ""), str(m.get("kind") or "")))
             for key in [k for k in watch.informers if k not in needed]:
-                watch.stop_informer(key)
+                watch.unwatch(key)
                 log.info("work-status: cluster %s: no applied Work carries %s %s any more; not watched any more",
                          name, *key)
         return CLUSTER_RECHECK
