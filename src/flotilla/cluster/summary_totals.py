@@ -174,15 +174,11 @@ class SummaryTotals:
         if old[0] is not None:
             self._pod_sums[old[0]].subtract(old[1])
 
-    @property
-    def pod_count(self) -> int:
-        return len(self._pods)
-
     # ---------------------------------------------------------------------------------------- workloads
     def put_workload(self, group: str, kind: str, key: str, obj: Mapping[str, Any]) -> bool:
-        pods, requests = workload_usage(group, kind, obj, self._requests_of(self._workload_specs, (group, kind, key)))
-        new = _with_pods(requests, pods) if pods > 0 else _NO_SHARE
         wkey = (group, kind, key)
+        pods, requests = workload_usage(group, kind, obj, self._requests_of(self._workload_specs, wkey))
+        new = _with_pods(requests, pods) if pods > 0 else _NO_SHARE
         old = self._workloads.get(wkey)
         if old == new:
             return False

@@ -211,6 +211,8 @@ class WorkStatusController(Controller):
         return self._written.wrote(f"{md.get('namespace')}/{md.get('name')}", work)
 
     def _on_work_delete(self, work: _Obj) -> None:
+        md = work.get("metadata") or {}
+        self._handoff.drop(f"{md.get('namespace')}/{md.get('name')}")  # conditions left for it go with it
         cluster = st.work_cluster(work)
         if cluster and cluster in self._watches:
             # drop informers no Work needs any more; a moment later, so that one pass over the cluster's Works

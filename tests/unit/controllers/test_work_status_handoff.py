@@ -63,3 +63,12 @@ async def test_a_work_neither_applied_nor_left_for_is_not_looked_at() -> None:
     c, client, _ = _controller(_work(), "True")
     assert await c._sync_work("karmada-es-m1", "w") is None
     assert client.patches == []
+
+
+def test_conditions_left_for_a_work_that_is_deleted_are_dropped() -> None:
+    work = _work()
+    c, client, handoff = _controller(work, "True")
+    c._watches = {}
+    handoff.leave("karmada-es-m1/w", work, [DISPATCHING, APPLIED], "2026-01-01T00:00:00Z")
+    c._on_work_delete(work)
+    assert len(handoff) == 0 and client.patches == []
