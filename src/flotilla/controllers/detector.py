@@ -81,6 +81,7 @@ from flotilla.propagation.policy_changes import (
     unmatched_bindings,
 )
 from flotilla.propagation.template_versions import SpecificationVersions
+from flotilla.propagation.written import WrittenObjects
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,10 @@ def interpreter_cache(ctx: ControllerContext) -> InterpreterCache:
 # ============================================================================ the controller
 
 
+def _claim_key(key: TemplateKey) -> str:
+    return f"{key.api_version}|{key.kind}|{key.namespace}|{key.name}"
+
+
 class DetectorController(Controller):
     name = "detector"
     role = "forward"
@@ -229,6 +234,8 @@ class DetectorController(Controller):
         self._warned_preemption: set[str] = set()
         #: per template: the resourceVersion of its newest specification change (what its binding names)
         self._spec_versions = SpecificationVersions()
+        #: per template: the version its claim was written as (the pass that wrote it built the binding from it)
+        self._claims = WrittenObjects()
 
     # ------------------------------------------------------------------ setup and event handlers
 
@@ -309,12 +316,13 @@ class DetectorController(Controller):
             return
         changed = specification_changed(old, new)
         self._spec_versions.updated(key, new, changed)
-        if changed:
+        if changed and not self._claims.wrote(_claim_key(key), new):
             self._enqueue_template(key, karmada_change=resource_change_by_karmada(old, new))
 
     def _on_template_delete(self, obj: Mapping[str, Any]) -> None:
         key = template_key(obj)
         self._spec_versions.deleted(key)
+        self._claims.forget(_claim_key(key))
         if self._handles(obj):
             self._enqueue_template(key)
 
@@ -466,6 +474,8 @@ class DetectorController(Controller):
                 lambda t: self._with_rv(claim_patch(t, policy), t))
             if claimed is None:
                 return  # the template was deleted meanwhile
+            # the echo of this claim changes nothing this pass does not see: it is not queued again
+            self._claims.record(_claim_key(template_key(template)), template, claimed)
             template = claimed
             if claim_of(template) is None:
                 return

@@ -332,6 +332,40 @@ async def test_a_template_status_write_does_not_move_the_binding_s_resource_vers
     await stays(names_the_label_change, for_=0.5)
 
 
+async def test_the_echo_of_the_detector_s_own_claim_is_not_reconciled_again(plane: Plane) -> None:
+    """The pass that claims a template builds the binding from the claimed version, so the informer's echo of
+    the claim is not queued again (one pass per new template, not two); a user's change right after still is."""
+    await plane.cluster("m1")
+    manager = await plane.start()
+    detector = next(c for c in manager.controllers if c.name == "detector")
+    queued: list[str] = []
+    enqueue = detector.enqueue
+
+    def recording(key: str, after: float = 0.0, priority: int = 0) -> None:
+        queued.append(key)
+        enqueue(key, after, priority)
+
+    detector.enqueue = recording  # type: ignore[method-assign]
+    await plane.client.create(PPS, policy())
+    # the policy's pass is over before the template comes (it would queue the template once more)
+    await eventually(lambda: asyncio.sleep(0, queued and not detector.queue.keys()), what="the policy's pass")
+    await plane.client.create(DEPLOYMENTS, deployment())
+    rb = await plane.binding("nginx-deployment")
+    template = await eventually(lambda: _claimed_template(plane), what="claimed template")
+    assert rb["spec"]["resource"]["resourceVersion"] == template["metadata"]["resourceVersion"]
+    await asyncio.sleep(0.3)  # the echo has long been delivered
+    key = "t|apps/v1|Deployment|default|nginx"
+    assert queued.count(key) == 1
+
+    await plane.client.patch(DEPLOYMENTS, "nginx", {"metadata": {"labels": {"tier": "web"}}}, namespace=NS)
+    await eventually(lambda: asyncio.sleep(0, queued.count(key) == 2), what="the user's change queued")
+
+
+async def _claimed_template(plane: Plane) -> dict[str, Any] | None:
+    template = await plane.get(DEPLOYMENTS, "nginx")
+    return template if claimed_by(template) else None
+
+
 async def test_binding_is_garbage_collected_with_its_template(plane: Plane) -> None:
     await plane.cluster("m1")
     await plane.start()
