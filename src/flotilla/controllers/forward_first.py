@@ -11,6 +11,10 @@ So a pass of a reporting controller first waits, while any forward queue has key
 ``max_wait`` seconds, then runs. One reporting pass at a time (``trickle``) runs meanwhile: it fills the moments
 in which every forward pass waits for a write or a member, so the CPU does not idle while reports wait.
 
+A forward controller's own status write that nothing forward waits for goes the same way: the scheduler writes
+``spec.clusters`` at once and the ``Scheduled`` condition with ``schedulerObservedGeneration`` as a reporting pass
+(:meth:`ForwardFirst.holds_reports`).
+
 Last come the clean-up passes: the graceful-eviction controller removes a task once the new copy is Healthy
 (bookkeeping after a Directly eviction, the old copy's removal after a Graceful one). Each of its passes waits
 while a reporting queue has keys ready, at most ``cleanup_max_wait`` seconds, so all the workloads of a burst are
@@ -78,6 +82,11 @@ class ForwardFirst:
     def busy(self) -> bool:
         """Whether a forward queue has keys ready for its workers."""
         return _ready(self._forward)
+
+    def holds_reports(self) -> bool:
+        """Whether a report made now would wait (:meth:`turn`): a forward queue has keys ready and reports are
+        held at all (``max_wait`` > 0). A forward controller then leaves its own status write for later."""
+        return self.max_wait > 0 and self.busy()
 
     def _take_trickle(self) -> bool:
         if self._trickling < self.trickle:

@@ -33,6 +33,13 @@ task, a new placement), one at a time, once no binding was enqueued for half a s
 the same set of bindings, but a taint on a cluster of 1,000 bindings must not make an evicted binding
 wait for the other 999 passes. A binding in both is scheduled once.
 
+Under load (a forward queue has keys ready, :meth:`ForwardFirst.holds_reports`) a successful pass writes
+``spec.clusters`` at once and leaves its status write to run as a reporting pass (one background task, oldest
+first): the binding controller renders Works from the spec, and nothing forward reads the ``Scheduled``
+condition. The held write is dropped when the binding moved on meanwhile (the pass that change queues writes its
+own status) or went; a restarted scheduler finds the generation unconfirmed and schedules the binding again.
+An idle system writes both in the same pass, in Karmada's order.
+
 The pass Karmada makes after its own spec write (the write bumps ``generation``; the next pass normally
 finds the same result and only confirms ``schedulerObservedGeneration``) is made at once, on the patched
 object and the same cluster snapshot: when it decides nothing new, one status write confirms the new
@@ -42,8 +49,11 @@ something else, the first pass's status is written and the echo is scheduled as 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
@@ -65,6 +75,7 @@ from flotilla.propagation.schedule_triggers import (
     cluster_update_matters,
     clusters_patch,
     considered,
+    deferred_status_due,
     guarded_clusters_patch,
     guarded_status_patch,
     observed_generation_patch,
@@ -133,6 +144,15 @@ def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return status if type(status) is dict or isinstance(status, Mapping) else {}
 
 
+@dataclass(frozen=True, slots=True)
+class _DeferredStatus:
+    """A status write held back under load: the resource, the generation it confirms, the patch to make."""
+
+    res: Resource
+    observed: int
+    change: Callable[[Mapping[str, Any]], dict[str, Any] | None]
+
+
 class SchedulerController(Controller):
     name = "scheduler"
     role = "forward"
@@ -159,6 +179,9 @@ class SchedulerController(Controller):
         # key -> (resourceVersion, object) of our last write, until the cache has caught up with it: a pass
         # right after our own write decides on what we wrote, not on an older cached version
         self._written: dict[str, tuple[int, dict[str, Any]]] = {}
+        # key -> a status write held back while the forward queues were busy, and the task writing them
+        self._deferred: dict[str, _DeferredStatus] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ setup and event handlers
 
@@ -179,10 +202,11 @@ class SchedulerController(Controller):
             self.enqueue_object(binding)
 
     def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
-        if self._written or self._echo:
+        if self._written or self._echo or self._deferred:
             key = object_key(binding)
             self._written.pop(key, None)
             self._echo.pop(key, None)
+            self._deferred.pop(key, None)
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if self._written:
@@ -236,13 +260,10 @@ class SchedulerController(Controller):
 
     async def reconcile(self, key: str) -> float | None:
         self._echo.pop(key, None)  # a pass of its own now: any echo left over is scheduled by it
+        self._deferred.pop(key, None)  # and it writes the status itself
         namespace, name = split_key(key)
-        cache = self.rbs if namespace else self.crbs
         res = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
-        binding = cache.store.get(key)
-        written = self._written.get(key)
-        if written is not None and binding is not None and _rv(binding) < written[0]:
-            binding = written[1]  # the cache has not seen our last write yet
+        binding = self._current(key)  # the cache, or our last write when the cache has not seen it yet
         for attempt in range(CONFLICT_ATTEMPTS):
             if binding is None or is_deleting(binding) or not self._considered(binding):
                 self._failures.pop(key, None)
@@ -352,7 +373,12 @@ class SchedulerController(Controller):
         def status_change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             return scheduled_status_patch(obj, condition, now, affinity_name=affinity, generation=observed)
 
-        self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
+        if spec_written and result.ok and write_error is None and self.ctx.forward_first.holds_reports():
+            # under load the spec write is what moves the workload; the status follows once the forward
+            # queues are done (forward_first), unless the spec has moved on by then
+            self._defer_status(key, _DeferredStatus(res, observed if observed is not None else -1, status_change))
+        else:
+            self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
 
         if write_error is None and result.ok:
             self._failures.pop(key, None)
@@ -429,6 +455,57 @@ class SchedulerController(Controller):
                     raise
                 base = None  # another binding of that name: read it
         return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
+
+    def _defer_status(self, key: str, deferred: _DeferredStatus) -> None:
+        self._deferred[key] = deferred
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._write_deferred(),
+                                                                    name="scheduler-deferred-status")
+
+    async def _write_deferred(self) -> None:
+        """Write the held-back status writes, oldest first, each as a reporting pass (:mod:`.forward_first`)."""
+        gate = self.ctx.forward_first
+        while self._deferred:
+            took = await gate.turn()
+            key = ""
+            try:
+                if not self._deferred:
+                    return
+                key = next(iter(self._deferred))
+                deferred = self._deferred.pop(key)
+                binding = self._current(key)
+                if not deferred_status_due(binding, deferred.observed):
+                    continue
+                namespace, name = split_key(key)
+                self._remember(key, await self._write_status(deferred.res, name, namespace, binding,
+                                                             deferred.change), binding)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("scheduler: the status of %s could not be written; scheduling it again", key,
+                            exc_info=True)
+                if key:
+                    self.enqueue(key)
+            finally:
+                gate.done(took)
+
+    def _current(self, key: str) -> Mapping[str, Any] | None:
+        """The binding as cached, or as our last write returned it while the cache has not caught up."""
+        namespace, _ = split_key(key)
+        binding = (self.rbs if namespace else self.crbs).store.get(key)
+        written = self._written.get(key)
+        if written is not None and binding is not None and _rv(binding) < written[0]:
+            return written[1]
+        return binding
+
+    async def stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._flusher
+            self._flusher = None
+        self._deferred.clear()  # a restarted scheduler finds their generations unconfirmed and schedules them
+        await super().stop()
 
     def _remember(self, key: str, written: dict[str, Any] | None, before: Mapping[str, Any] | None = None) -> None:
         """Keep ``written`` (what a write of ours returned) until the cache has it; ``before``: the version the

@@ -7,12 +7,15 @@ scheduler in a ControllerManager, Clusters created directly with a Ready status,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException
 from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS
+from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.failover.state import INJECTED_STATE_ANNOTATION
 from flotilla.policy.naming import depended_by_label_key
 from tests.integration.controllers.test_detector import (
@@ -482,7 +485,9 @@ async def test_another_controllers_status_write_is_no_conflict_for_the_spec_writ
     assert ctx is not None
     from flotilla.controllers.scheduler import SchedulerController
 
-    sched = SchedulerController(ctx)
+    # forward first off (Karmada's order): the status write follows the spec write in the same pass, whatever
+    # keys the queues hold
+    sched = SchedulerController(dataclasses.replace(ctx, forward_first=ForwardFirst(max_wait=0)))
     sched.setup()
     assert await ctx.informers.wait_for_sync(5)
     key = f"{NS}/nginx-deployment"
@@ -548,6 +553,40 @@ async def test_another_controllers_status_write_is_no_conflict_for_the_spec_writ
     await sched.reconcile(key)
     rb = await plane.get(RBS, "nginx-deployment")
     assert names(rb) == {"m2": 3} and rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+
+
+async def test_under_load_spec_clusters_is_written_first_and_the_scheduled_condition_once_the_queues_are_done(
+        plane: Plane) -> None:
+    """While a forward queue has keys ready, the scheduler writes ``spec.clusters`` (what the binding controller
+    renders Works from) at once and leaves the ``Scheduled`` condition and ``schedulerObservedGeneration`` as a
+    reporting pass; once the queues are done, the status confirms the generation as on an idle system."""
+    await plane.cluster("m1")
+    manager = await plane.start()
+    assert manager.ctx is not None
+    gate = manager.ctx.forward_first
+    gate.max_wait, gate.trickle = 60.0, 0  # reports wait for the queues, however long (no trickle place)
+    load = SimpleNamespace(depth=1)  # another forward controller with keys ready
+    gate.add_forward(load)
+    await plane.client.create(PPS, policy())
+    await plane.client.create(DEPLOYMENTS, deployment())
+
+    async def placed() -> dict[str, Any] | None:
+        rb = await plane.maybe(RBS, "nginx-deployment")
+        return rb if rb is not None and names(rb) == {"m1": 3} else None
+
+    rb = await eventually(placed, what="spec.clusters written")
+    assert not any(c["type"] == "Scheduled" for c in (rb.get("status") or {}).get("conditions") or [])
+    await stays(lambda: _not_yet_scheduled(plane), for_=0.3)
+    load.depth = 0
+    rb = await eventually(lambda: scheduled(plane), what="the Scheduled condition once the queues are done")
+    assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+    assert condition(rb)["reason"] == "Success"
+    assert await plane.events("ScheduleBindingSucceed", "nginx-deployment")
+
+
+async def _not_yet_scheduled(plane: Plane) -> bool:
+    rb = await plane.get(RBS, "nginx-deployment")
+    return not any(c["type"] == "Scheduled" for c in (rb.get("status") or {}).get("conditions") or [])
 
 
 async def test_workers_are_the_controllers_own_or_concurrent_syncs_when_more(plane: Plane) -> None:
