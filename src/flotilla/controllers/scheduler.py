@@ -34,7 +34,7 @@ the same set of bindings, but a taint on a cluster of 1,000 bindings must not ma
 wait for the other 999 passes. A binding in both is scheduled once.
 
 Under load (a forward queue has keys ready, :meth:`ForwardFirst.holds_reports`) a successful pass writes
-``spec.clusters`` at once and leaves its status write to run as a reporting pass (one background task, oldest
+``spec.clusters`` at once and leaves its status write to run as a reporting pass (:class:`~flotilla.controllers.held_writes.HeldWrites`, oldest
 first): the binding controller renders Works from the spec, and nothing forward reads the ``Scheduled``
 condition. The held write is dropped when the binding moved on meanwhile (the pass that change queues writes its
 own status) or went; a restarted scheduler finds the generation unconfirmed and schedules the binding again.
@@ -49,8 +49,6 @@ something else, the first pass's status is written and the echo is scheduled as 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,6 +58,7 @@ from flotilla.client import ApiException, Resource, is_conflict, is_not_found
 from flotilla.client.resources import object_key
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
+from flotilla.controllers.held_writes import HeldWrites
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.state import (
     INJECTED_STATE_ANNOTATION,
@@ -145,7 +144,7 @@ def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class _DeferredStatus:
+class _HeldStatus:
     """A status write held back under load: the resource, the generation it confirms, the patch to make."""
 
     res: Resource
@@ -179,9 +178,10 @@ class SchedulerController(Controller):
         # key -> (resourceVersion, object) of our last write, until the cache has caught up with it: a pass
         # right after our own write decides on what we wrote, not on an older cached version
         self._written: dict[str, tuple[int, dict[str, Any]]] = {}
-        # key -> a status write held back while the forward queues were busy, and the task writing them
-        self._deferred: dict[str, _DeferredStatus] = {}
-        self._flusher: asyncio.Task[None] | None = None
+        # status writes held back while the forward queues were busy, written as reporting passes
+        gate = ctx.forward_first
+        self._held: HeldWrites[_HeldStatus] = HeldWrites("scheduler", gate.turn, gate.done,
+                                                              self._write_held_status, self.enqueue)
 
     # ------------------------------------------------------------------ setup and event handlers
 
@@ -202,11 +202,11 @@ class SchedulerController(Controller):
             self.enqueue_object(binding)
 
     def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
-        if self._written or self._echo or self._deferred:
+        if self._written or self._echo or len(self._held):
             key = object_key(binding)
             self._written.pop(key, None)
             self._echo.pop(key, None)
-            self._deferred.pop(key, None)
+            self._held.drop(key)
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if self._written:
@@ -260,7 +260,7 @@ class SchedulerController(Controller):
 
     async def reconcile(self, key: str) -> float | None:
         self._echo.pop(key, None)  # a pass of its own now: any echo left over is scheduled by it
-        self._deferred.pop(key, None)  # and it writes the status itself
+        self._held.drop(key)  # and it writes the status itself
         namespace, name = split_key(key)
         res = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
         binding = self._current(key)  # the cache, or our last write when the cache has not seen it yet
@@ -376,7 +376,7 @@ class SchedulerController(Controller):
         if spec_written and result.ok and write_error is None and self.ctx.forward_first.holds_reports():
             # under load the spec write is what moves the workload; the status follows once the forward
             # queues are done (forward_first), unless the spec has moved on by then
-            self._defer_status(key, _DeferredStatus(res, observed if observed is not None else -1, status_change))
+            self._held.hold(key, _HeldStatus(res, observed if observed is not None else -1, status_change))
         else:
             self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
 
@@ -456,38 +456,13 @@ class SchedulerController(Controller):
                 base = None  # another binding of that name: read it
         return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
 
-    def _defer_status(self, key: str, deferred: _DeferredStatus) -> None:
-        self._deferred[key] = deferred
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.get_running_loop().create_task(self._write_deferred(),
-                                                                    name="scheduler-deferred-status")
-
-    async def _write_deferred(self) -> None:
-        """Write the held-back status writes, oldest first, each as a reporting pass (:mod:`.forward_first`)."""
-        gate = self.ctx.forward_first
-        while self._deferred:
-            took = await gate.turn()
-            key = ""
-            try:
-                if not self._deferred:
-                    return
-                key = next(iter(self._deferred))
-                deferred = self._deferred.pop(key)
-                binding = self._current(key)
-                if not deferred_status_due(binding, deferred.observed):
-                    continue
-                namespace, name = split_key(key)
-                self._remember(key, await self._write_status(deferred.res, name, namespace, binding,
-                                                             deferred.change), binding)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("scheduler: the status of %s could not be written; scheduling it again", key,
-                            exc_info=True)
-                if key:
-                    self.enqueue(key)
-            finally:
-                gate.done(took)
+    async def _write_held_status(self, key: str, held: _HeldStatus) -> None:
+        """A status write held back under load, unless the binding moved on meanwhile (:func:`deferred_status_due`)."""
+        binding = self._current(key)
+        if binding is None or not deferred_status_due(binding, held.observed):
+            return
+        namespace, name = split_key(key)
+        self._remember(key, await self._write_status(held.res, name, namespace, binding, held.change), binding)
 
     def _current(self, key: str) -> Mapping[str, Any] | None:
         """The binding as cached, or as our last write returned it while the cache has not caught up."""
@@ -499,12 +474,7 @@ class SchedulerController(Controller):
         return binding
 
     async def stop(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._flusher
-            self._flusher = None
-        self._deferred.clear()  # a restarted scheduler finds their generations unconfirmed and schedules them
+        await self._held.close()  # a restarted scheduler finds their generations unconfirmed and schedules them
         await super().stop()
 
     def _remember(self, key: str, written: dict[str, Any] | None, before: Mapping[str, Any] | None = None) -> None:

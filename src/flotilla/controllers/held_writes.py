@@ -1,0 +1,86 @@
+"""Writes a controller leaves for later while the controllers ahead of it are busy (:mod:`.forward_first`).
+
+Under a burst a controller may finish its pass without one of its writes that nothing ahead of it waits for: the
+scheduler's ``Scheduled`` status, for one (the binding controller renders Works from ``spec.clusters``).
+:class:`HeldWrites` keeps one such write per key (a newer one replaces it; a pass of the key's own drops it, since
+that pass writes anew) and one task writes them, oldest first, each once ``turn`` lets it. A write that fails
+is handed to ``on_error`` (the controller queues the key again); the ones still held when the controller stops
+are lost, which a restarted controller makes good, since it looks at every object once it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+__all__ = ["HeldWrites"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class HeldWrites(Generic[T]):
+    """Per key the newest write held back, written oldest first by one background task."""
+
+    def __init__(self, name: str, turn: Callable[[], Awaitable[bool]], done: Callable[[bool], None],
+                 write: Callable[[str, T], Awaitable[None]], on_error: Callable[[str], None]) -> None:
+        self.name = name
+        self._turn = turn
+        self._done = done
+        self._write = write
+        self._on_error = on_error
+        self._held: dict[str, T] = {}
+        self._task: asyncio.Task[None] | None = None
+        #: writes held back, and the ones written after the wait
+        self.held = 0
+        self.written = 0
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._held
+
+    def hold(self, key: str, item: T) -> None:
+        """Write ``item`` for ``key`` later (it replaces one held for the key, and keeps that one's place)."""
+        self._held[key] = item
+        self.held += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"held-writes-{self.name}")
+
+    def drop(self, key: str) -> None:
+        """Forget the write held for ``key`` (a pass of the key writes anew, or the object went)."""
+        self._held.pop(key, None)
+
+    async def close(self) -> None:
+        """Stop writing; what is still held is forgotten."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._held.clear()
+
+    async def _run(self) -> None:
+        while self._held:
+            took = await self._turn()
+            key = ""
+            try:
+                if not self._held:
+                    return
+                key = next(iter(self._held))
+                item = self._held.pop(key)
+                await self._write(key, item)
+                self.written += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("%s: a held-back write for %s failed; looking at it again", self.name, key,
+                            exc_info=True)
+                if key:
+                    self._on_error(key)
+            finally:
+                self._done(took)

@@ -1,0 +1,83 @@
+"""HeldWrites: one write per key held back, written oldest first by one task once the turn allows."""
+
+from __future__ import annotations
+
+import asyncio
+
+from flotilla.controllers.held_writes import HeldWrites
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.turns = 0
+        self.done_calls: list[bool] = []
+
+    async def turn(self) -> bool:
+        await self.open.wait()
+        self.turns += 1
+        return True
+
+    def done(self, took: bool) -> None:
+        self.done_calls.append(took)
+
+
+async def test_held_writes_wait_for_the_turn_keep_one_per_key_and_go_oldest_first() -> None:
+    gate, written, failed = _Gate(), [], []
+
+    async def write(key: str, item: int) -> None:
+        written.append((key, item))
+
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append)
+    held.hold("a", 1)
+    held.hold("b", 2)
+    held.hold("a", 3)  # replaces a's write and keeps its place
+    held.hold("c", 4)
+    held.drop("c")  # a pass of c's own writes anew
+    await asyncio.sleep(0.01)
+    assert written == [] and len(held) == 2 and "a" in held
+    gate.open.set()
+    for _ in range(50):
+        if not len(held):
+            break
+        await asyncio.sleep(0.01)
+    assert written == [("a", 3), ("b", 2)]
+    assert gate.done_calls == [True, True] and failed == []
+    assert (held.held, held.written) == (4, 2)
+    await held.close()
+
+
+async def test_a_failed_held_write_is_handed_back_and_the_rest_still_go() -> None:
+    gate, written, failed = _Gate(), [], []
+    gate.open.set()
+
+    async def write(key: str, item: int) -> None:
+        if key == "bad":
+            raise RuntimeError("conflict")
+        written.append(key)
+
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append)
+    held.hold("bad", 1)
+    held.hold("good", 2)
+    for _ in range(50):
+        if not len(held):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)
+    assert failed == ["bad"] and written == ["good"]
+    assert gate.done_calls == [True, True]  # every turn taken is given back
+    await held.close()
+
+
+async def test_closing_forgets_what_is_held() -> None:
+    gate, written = _Gate(), []
+
+    async def write(key: str, item: int) -> None:
+        written.append(key)
+
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, lambda key: None)
+    held.hold("a", 1)
+    await held.close()
+    gate.open.set()
+    await asyncio.sleep(0.02)
+    assert written == [] and len(held) == 0
