@@ -34,9 +34,6 @@ class HeldWrites(Generic[T]):
         self._on_error = on_error
         self._held: dict[str, T] = {}
         self._task: asyncio.Task[None] | None = None
-        #: writes held back, and the ones written after the wait
-        self.held = 0
-        self.written = 0
 
     def __len__(self) -> int:
         return len(self._held)
@@ -47,7 +44,6 @@ class HeldWrites(Generic[T]):
     def hold(self, key: str, item: T) -> None:
         """Write ``item`` for ``key`` later (it replaces one held for the key, and keeps that one's place)."""
         self._held[key] = item
-        self.held += 1
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"held-writes-{self.name}")
 
@@ -74,7 +70,6 @@ class HeldWrites(Generic[T]):
                 key = next(iter(self._held))
                 item = self._held.pop(key)
                 await self._write(key, item)
-                self.written += 1
             except asyncio.CancelledError:
                 raise
             except Exception:
