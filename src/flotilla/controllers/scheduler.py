@@ -34,9 +34,9 @@ the same set of bindings, but a taint on a cluster of 1,000 bindings must not ma
 wait for the other 999 passes. A binding in both is scheduled once.
 
 Under load (a forward queue has keys ready, :meth:`ForwardFirst.holds_reports`) a successful pass writes
-``spec.clusters`` at once and leaves its status write to run as a reporting pass (:class:`~flotilla.controllers.held_writes.HeldWrites`, oldest
-first): the binding controller renders Works from the spec, and nothing forward reads the ``Scheduled``
-condition. The held write is dropped when the binding moved on meanwhile (the pass that change queues writes its
+``spec.clusters`` at once and leaves its status write to run as a reporting pass, oldest first
+(:class:`~flotilla.controllers.held_writes.HeldWrites`): the binding controller renders Works from the spec, and
+nothing forward reads the ``Scheduled`` condition. The held write is dropped when the binding moved on meanwhile (the pass that change queues writes its
 own status) or went; a restarted scheduler finds the generation unconfirmed and schedules the binding again.
 An idle system writes both in the same pass, in Karmada's order.
 
@@ -74,9 +74,9 @@ from flotilla.propagation.schedule_triggers import (
     cluster_update_matters,
     clusters_patch,
     considered,
-    deferred_status_due,
     guarded_clusters_patch,
     guarded_status_patch,
+    held_status_due,
     observed_generation_patch,
     schedule_reason,
     scheduled_fields,
@@ -202,7 +202,7 @@ class SchedulerController(Controller):
             self.enqueue_object(binding)
 
     def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
-        if self._written or self._echo or len(self._held):
+        if self._written or self._echo or self._held:
             key = object_key(binding)
             self._written.pop(key, None)
             self._echo.pop(key, None)
@@ -457,10 +457,10 @@ class SchedulerController(Controller):
         return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
 
     async def _write_held_status(self, key: str, held: _HeldStatus) -> None:
-        """A status write held back under load, unless the binding moved on meanwhile (:func:`deferred_status_due`)."""
+        """A status write held back under load, unless the binding moved on meanwhile (:func:`held_status_due`)."""
         binding = self._current(key)
-        if binding is None or not deferred_status_due(binding, held.observed):
-            return
+        if binding is None or not held_status_due(binding, held.observed):
+            return  # gone, or moved on: the pass its change queued writes the status
         namespace, name = split_key(key)
         self._remember(key, await self._write_status(held.res, name, namespace, binding, held.change), binding)
 

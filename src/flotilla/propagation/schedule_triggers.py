@@ -42,7 +42,7 @@ __all__ = [
     "cluster_update_matters",
     "clusters_patch",
     "considered",
-    "deferred_status_due",
+    "held_status_due",
     "format_time",
     "guarded_clusters_patch",
     "guarded_status_patch",
@@ -240,7 +240,7 @@ def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | No
     return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
 
 
-def deferred_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
+def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
     """Whether a scheduling result's status write held back under load (``observed``: the generation it
     confirms) is still to be written on ``binding`` as it is now: not when the binding is gone or being
     deleted, when its spec moved on (the pass that change queues writes its own status), or when the status

@@ -22,10 +22,10 @@ from flotilla.propagation.schedule_triggers import (
     cluster_update_matters,
     clusters_patch,
     considered,
-    deferred_status_due,
     format_time,
     guarded_clusters_patch,
     guarded_status_patch,
+    held_status_due,
     observed_generation_patch,
     placement_changed,
     replicas_changed,
@@ -326,11 +326,11 @@ def test_a_held_back_status_write_is_due_only_while_the_binding_still_waits_for_
     """The scheduler's status write held back under load confirms one generation: it is made while the binding
     is at that generation and not yet confirmed, and dropped when the binding went, is being deleted, moved on
     (the pass its change queues writes its own status) or a later pass confirmed it already."""
-    assert deferred_status_due(binding(generation=2, observed=1), 2)
-    assert not deferred_status_due(None, 2)
+    assert held_status_due(binding(generation=2, observed=1), 2)
+    assert not held_status_due(None, 2)
     deleting = binding(generation=2, observed=1)
     deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    assert not deferred_status_due(deleting, 2)
-    assert not deferred_status_due(binding(generation=3, observed=1), 2)
-    assert not deferred_status_due(binding(generation=2, observed=2), 2)
-    assert not deferred_status_due(binding(generation=2, observed=1), -1)  # no generation to confirm
+    assert not held_status_due(deleting, 2)
+    assert not held_status_due(binding(generation=3, observed=1), 2)
+    assert not held_status_due(binding(generation=2, observed=2), 2)
+    assert not held_status_due(binding(generation=2, observed=1), -1)  # no generation to confirm
