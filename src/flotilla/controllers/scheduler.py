@@ -36,9 +36,9 @@ wait for the other 999 passes. A binding in both is scheduled once.
 Under load (a forward queue has keys ready, :meth:`ForwardFirst.holds_reports`) a successful pass writes
 ``spec.clusters`` at once and leaves its status write to run as a reporting pass, oldest first
 (:class:`~flotilla.controllers.held_writes.HeldWrites`): the binding controller renders Works from the spec, and
-nothing forward reads the ``Scheduled`` condition. The held write is dropped when the binding moved on meanwhile (the pass that change queues writes its
-own status) or went; a restarted scheduler finds the generation unconfirmed and schedules the binding again.
-An idle system writes both in the same pass, in Karmada's order.
+nothing forward reads the ``Scheduled`` condition. The held write is dropped when the binding moved on meanwhile
+(the pass that change queues writes its own status) or went; a restarted scheduler finds the generation
+unconfirmed and schedules the binding again. An idle system writes both in the same pass, in Karmada's order.
 
 The pass Karmada makes after its own spec write (the write bumps ``generation``; the next pass normally
 finds the same result and only confirms ``schedulerObservedGeneration``) is made at once, on the patched
