@@ -3,7 +3,9 @@
 Under a burst a controller may finish its pass without one of its writes that nothing ahead of it waits for: the
 scheduler's ``Scheduled`` status, for one (the binding controller renders Works from ``spec.clusters``).
 :class:`HeldWrites` keeps one such write per key (a newer one replaces it; a pass of the key's own drops it, since
-that pass writes anew) and one task writes them, oldest first, each once ``turn`` lets it. A write that fails
+that pass writes anew) and one task writes them, oldest first, each time ``turn`` lets it: one in a place taken
+beside the busy controllers (``turn`` returned True), else up to ``batch`` (the controllers ahead are done, or the
+longest wait is over: under a long burst the held writes still go out at a bounded lag). A write that fails
 is handed to ``on_error`` (the controller queues the key again); the ones still held when the controller stops
 are lost, which a restarted controller makes good, since it looks at every object once it starts.
 """
@@ -14,9 +16,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-__all__ = ["HeldWrites"]
+__all__ = ["HELD_WRITES_BATCH", "HeldWrites"]
+
+#: held writes made in one turn at most
+HELD_WRITES_BATCH: Final = 32
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -26,8 +31,10 @@ class HeldWrites(Generic[T]):
     """Per key the newest write held back, written oldest first by one background task."""
 
     def __init__(self, name: str, turn: Callable[[], Awaitable[bool]], done: Callable[[bool], None],
-                 write: Callable[[str, T], Awaitable[None]], on_error: Callable[[str], None]) -> None:
+                 write: Callable[[str, T], Awaitable[None]], on_error: Callable[[str], None], *,
+                 batch: int = HELD_WRITES_BATCH) -> None:
         self.name = name
+        self.batch = max(1, batch)
         self._turn = turn
         self._done = done
         self._write = write
@@ -63,19 +70,20 @@ class HeldWrites(Generic[T]):
     async def _run(self) -> None:
         while self._held:
             took = await self._turn()
-            key = ""
             try:
-                if not self._held:
-                    return
-                key = next(iter(self._held))
-                item = self._held.pop(key)
-                await self._write(key, item)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("%s: a held-back write for %s failed; looking at it again", self.name, key,
-                            exc_info=True)
-                if key:
-                    self._on_error(key)
+                for _ in range(1 if took else self.batch):
+                    if not self._held:
+                        break
+                    key = next(iter(self._held))
+                    await self._write_one(key, self._held.pop(key))
             finally:
                 self._done(took)
+
+    async def _write_one(self, key: str, item: T) -> None:
+        try:
+            await self._write(key, item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("%s: a held-back write for %s failed; looking at it again", self.name, key, exc_info=True)
+            self._on_error(key)

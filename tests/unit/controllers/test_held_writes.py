@@ -7,6 +7,13 @@ import asyncio
 from flotilla.controllers.held_writes import HeldWrites
 
 
+def _no_place(turn):  # type: ignore[no-untyped-def]
+    async def wrapped() -> bool:
+        await turn()
+        return False
+    return wrapped
+
+
 class _Gate:
     def __init__(self) -> None:
         self.open = asyncio.Event()
@@ -28,7 +35,7 @@ async def test_held_writes_wait_for_the_turn_keep_one_per_key_and_go_oldest_firs
     async def write(key: str, item: int) -> None:
         written.append((key, item))
 
-    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append)
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append, batch=1)
     held.hold("a", 1)
     held.hold("b", 2)
     held.hold("a", 3)  # replaces a's write and keeps its place
@@ -55,7 +62,7 @@ async def test_a_failed_held_write_is_handed_back_and_the_rest_still_go() -> Non
             raise RuntimeError("conflict")
         written.append(key)
 
-    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append)
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append, batch=1)
     held.hold("bad", 1)
     held.hold("good", 2)
     for _ in range(50):
@@ -80,3 +87,37 @@ async def test_closing_forgets_what_is_held() -> None:
     gate.open.set()
     await asyncio.sleep(0.02)
     assert written == [] and len(held) == 0
+
+
+async def test_one_turn_writes_up_to_a_batch_so_a_long_burst_still_drains() -> None:
+    """A turn that is no place beside busy controllers (they are done, or the longest wait is over) writes up to a
+    batch; a place beside them (``turn`` True) one write."""
+    gate, written = _Gate(), []
+    gate.open.set()
+    gate.turn = _no_place(gate.turn)  # type: ignore[method-assign]
+
+    async def write(key: str, item: int) -> None:
+        written.append(key)
+
+    held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, lambda key: None, batch=3)
+    for i in range(7):
+        held.hold(f"k{i}", i)
+    for _ in range(50):
+        if not len(held):
+            break
+        await asyncio.sleep(0.01)
+    assert written == [f"k{i}" for i in range(7)]
+    assert gate.turns == 3  # 3 + 3 + 1
+    await held.close()
+
+    beside, written[:] = _Gate(), []
+    beside.open.set()
+    held = HeldWrites("t", beside.turn, beside.done, write, lambda key: None, batch=3)
+    for i in range(3):
+        held.hold(f"k{i}", i)
+    for _ in range(50):
+        if not len(held):
+            break
+        await asyncio.sleep(0.01)
+    assert written == ["k0", "k1", "k2"] and beside.turns == 3  # one at a time
+    await held.close()
