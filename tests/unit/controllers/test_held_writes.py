@@ -14,6 +14,14 @@ def _no_place(turn):  # type: ignore[no-untyped-def]
     return wrapped
 
 
+async def _drained(held: HeldWrites[int]) -> None:
+    """Wait (at most half a second) until nothing is held any more."""
+    for _ in range(50):
+        if not len(held):
+            return
+        await asyncio.sleep(0.01)
+
+
 class _Gate:
     def __init__(self) -> None:
         self.open = asyncio.Event()
@@ -44,10 +52,7 @@ async def test_held_writes_wait_for_the_turn_keep_one_per_key_and_go_oldest_firs
     await asyncio.sleep(0.01)
     assert written == [] and len(held) == 2 and "a" in held
     gate.open.set()
-    for _ in range(50):
-        if not len(held):
-            break
-        await asyncio.sleep(0.01)
+    await _drained(held)
     assert written == [("a", 3), ("b", 2)]
     assert gate.done_calls == [True, True] and failed == []
     await held.close()
@@ -65,10 +70,7 @@ async def test_a_failed_held_write_is_handed_back_and_the_rest_still_go() -> Non
     held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, failed.append, batch=1)
     held.hold("bad", 1)
     held.hold("good", 2)
-    for _ in range(50):
-        if not len(held):
-            break
-        await asyncio.sleep(0.01)
+    await _drained(held)
     await asyncio.sleep(0.01)
     assert failed == ["bad"] and written == ["good"]
     assert gate.done_calls == [True, True]  # every turn taken is given back
@@ -102,10 +104,7 @@ async def test_one_turn_writes_up_to_a_batch_so_a_long_burst_still_drains() -> N
     held: HeldWrites[int] = HeldWrites("t", gate.turn, gate.done, write, lambda key: None, batch=3)
     for i in range(7):
         held.hold(f"k{i}", i)
-    for _ in range(50):
-        if not len(held):
-            break
-        await asyncio.sleep(0.01)
+    await _drained(held)
     assert written == [f"k{i}" for i in range(7)]
     assert gate.turns == 3  # 3 + 3 + 1
     await held.close()
@@ -115,9 +114,6 @@ async def test_one_turn_writes_up_to_a_batch_so_a_long_burst_still_drains() -> N
     held = HeldWrites("t", beside.turn, beside.done, write, lambda key: None, batch=3)
     for i in range(3):
         held.hold(f"k{i}", i)
-    for _ in range(50):
-        if not len(held):
-            break
-        await asyncio.sleep(0.01)
+    await _drained(held)
     assert written == ["k0", "k1", "k2"] and beside.turns == 3  # one at a time
     await held.close()
