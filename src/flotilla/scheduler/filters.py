@@ -148,13 +148,13 @@ def _fields_match(cluster: Cluster, requirements: tuple[FieldRequirement, ...]) 
 
 def cluster_matches(cluster: Cluster, affinity: ClusterAffinity) -> bool:
     """Whether ``cluster`` satisfies ``affinity`` (exclude, labelSelector, fieldSelector, clusterNames)."""
-    if cluster.name in affinity.exclude:
+    if affinity.exclude and cluster.name in affinity.exclude_set:
         return False
     if affinity.label_selector is not None and not affinity.label_selector.matches(cluster.labels):
         return False
     if affinity.field_selector is not None and not _fields_match(cluster, affinity.field_selector):
         return False
-    return not affinity.cluster_names or cluster.name in affinity.cluster_names
+    return not affinity.cluster_names or cluster.name in affinity.cluster_name_set
 
 
 def term_for(spec: BindingSpec, affinity_name: str) -> ClusterAffinityTerm | None:

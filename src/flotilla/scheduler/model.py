@@ -361,8 +361,21 @@ class Cluster:
             return None
         return _pods(summary.allocatable) - _pods(summary.allocated) - _pods(summary.allocating)
 
+    @cached_property
+    def _api_answers(self) -> dict[tuple[str, str], str]:
+        """The answers of :meth:`api_enabled` so far (a parsed Cluster never changes; the scheduler asks
+        the same question of every cluster for every binding it schedules)."""
+        return {}
+
     def api_enabled(self, api_version: str, kind: str) -> str:
         """``Cluster.APIEnablement(gvk)``: ``"Enabled"``, ``"Disabled"`` or ``"Unknown"``."""
+        answers = self._api_answers
+        answer = answers.get((api_version, kind))
+        if answer is None:
+            answer = answers[(api_version, kind)] = self._api_enablement(api_version, kind)
+        return answer
+
+    def _api_enablement(self, api_version: str, kind: str) -> str:
         group_version = _canonical_group_version(api_version)
         for enablement in self.api_enablements:
             if enablement.group_version == group_version and kind in enablement.kinds:
@@ -499,6 +512,16 @@ class ClusterAffinity:
             cluster_names=_strings(d.get("clusterNames"), f"{where}.clusterNames"),
             exclude=_strings(d.get("exclude"), f"{where}.exclude"),
         )
+
+    @cached_property
+    def cluster_name_set(self) -> frozenset[str]:
+        """``cluster_names`` for membership tests (a policy may list hundreds; every pass tests each cluster)."""
+        return frozenset(self.cluster_names)
+
+    @cached_property
+    def exclude_set(self) -> frozenset[str]:
+        """``exclude`` for membership tests."""
+        return frozenset(self.exclude)
 
 
 @dataclass(frozen=True)

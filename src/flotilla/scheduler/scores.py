@@ -34,4 +34,10 @@ SCORERS = (cluster_locality_score, cluster_affinity_score)
 
 def score_clusters(spec: BindingSpec, clusters: Sequence[Cluster]) -> dict[str, int]:
     """Total score per cluster name (the unweighted sum of the score plugins)."""
-    return {c.name: sum(score(spec, c) for score in SCORERS) for c in clusters}
+    totals: dict[str, int] = {}
+    for c in clusters:
+        total = 0
+        for score in SCORERS:
+            total += score(spec, c)
+        totals[c.name] = total
+    return totals

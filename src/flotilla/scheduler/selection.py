@@ -42,7 +42,7 @@ NO_MATCH_OVERFLOW_ORDER = 1000
 _WEIGHT_UNIT = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A feasible cluster with what ordering and division need (Karmada's ``ClusterDetailInfo``).
 

@@ -12,6 +12,7 @@ from flotilla.scheduler.estimation import allocatable_replicas, general_estimate
 from flotilla.scheduler.model import (
     MAX_INT32,
     BindingStatus,
+    ClusterAffinity,
     ReplicaRequirements,
     Strategy,
     milli_value,
@@ -106,6 +107,26 @@ def test_parse_cluster_reads_what_scheduling_needs() -> None:
     assert c.api_enabled("apps/v1", "Deployment") == "Enabled"
     assert c.api_enabled("batch/v1", "Job") == "Disabled"
     assert parse_cluster(cluster("m1", complete=False)).api_enabled("batch/v1", "Job") == "Unknown"
+
+
+def test_api_enabled_answers_each_kind_on_its_own_when_asked_again() -> None:
+    """The answers are remembered per (apiVersion, kind) of one parsed Cluster: asking again, in any order,
+    gives each question its own answer."""
+    c = parse_cluster(cluster("m1", apis=(("apps/v1", "Deployment"), ("batch/v1", "Job"))))
+    questions = [("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job"), ("/v1", "ConfigMap"),
+                 ("batch/v1", "Deployment")]
+    first = [c.api_enabled(v, k) for v, k in questions]
+    assert first == ["Enabled", "Disabled", "Enabled", "Disabled", "Disabled"]
+    assert [c.api_enabled(v, k) for v, k in reversed(questions)] == first[::-1]
+    other = parse_cluster(cluster("m2", apis=(("apps/v1", "StatefulSet"),), complete=False))
+    assert [other.api_enabled(v, k) for v, k in questions[:2]] == ["Unknown", "Enabled"]  # not m1's answers
+
+
+def test_affinity_name_sets_hold_the_names_and_do_not_change_equality() -> None:
+    a = ClusterAffinity.from_dict({"clusterNames": [f"m{i}" for i in range(200)], "exclude": ["m7"]})
+    b = ClusterAffinity.from_dict({"clusterNames": [f"m{i}" for i in range(200)], "exclude": ["m7"]})
+    assert a.cluster_name_set == frozenset(a.cluster_names) and a.exclude_set == {"m7"}
+    assert a == b and hash(a) == hash(b)
 
 
 def test_parse_cluster_requires_a_name() -> None:
