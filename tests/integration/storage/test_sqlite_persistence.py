@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 import time
 from pathlib import Path
@@ -379,3 +380,34 @@ async def test_the_log_has_no_index_but_the_revision_and_an_old_one_is_dropped(t
     with sqlite3.connect(path) as conn:
         indexes = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'log'").fetchall()
     assert indexes == []
+
+
+async def test_refused_writes_leave_no_reference_cycles_behind(tmp_path: Path) -> None:
+    """A write refused on a batch (a conflict, a key that exists) is freed with its batch at once: its exception
+    does not hold the batch and its requests in a cycle that waits for the garbage collector."""
+    store = await SQLiteStore.open(tmp_path / "db.sqlite")
+    try:
+        rev = await store.create("/k/a", b"0")
+
+        async def refused() -> None:
+            for _ in range(20):
+                results = await asyncio.gather(
+                    store.update("/k/a", b"1", rev + 1000),
+                    store.create("/k/a", b"2"),
+                    store.create("/k/c", b"x") if _ == 0 else store.get("/k/c"),
+                    return_exceptions=True,
+                )
+                assert isinstance(results[0], ConflictError) and isinstance(results[1], KeyExistsError)
+                del results
+
+        await refused()  # warm up: whatever asyncio and the store cache once
+        gc.collect()
+        gc.disable()
+        try:
+            await refused()
+            unreachable = gc.collect()
+        finally:
+            gc.enable()
+        assert unreachable == 0
+    finally:
+        await store.close()
