@@ -225,7 +225,7 @@ def schedule(
         try:
             result = run_algorithm(spec, cluster_list, affinity_name=status.affinity_name, **options)
         except SchedulingError as e:
-            return _failure(e)
+            return _failure(e.with_traceback(None))
         return ScheduleResult(clusters=tuple(result))
 
     start = 0
@@ -236,7 +236,9 @@ def schedule(
         try:
             result = run_algorithm(spec, cluster_list, affinity_name=term.name, **options)
         except SchedulingError as e:
-            attempts.append(AffinityAttempt(term.name, e))
+            # kept as a value, without its traceback: its frames hold ``attempts``, which would hold it back (a
+            # reference cycle of every cluster's FilterFailure, left to the garbage collector, per failed term)
+            attempts.append(AffinityAttempt(term.name, e.with_traceback(None)))
             continue
         return ScheduleResult(clusters=tuple(result), affinity_name=term.name, attempts=tuple(attempts))
     if not attempts:  # pragma: no cover - terms is never empty after parsing

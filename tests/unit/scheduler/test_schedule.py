@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from datetime import timedelta
 from typing import Any
@@ -575,3 +576,28 @@ def test_previous_assignment_can_be_passed_as_a_list() -> None:
     rb = binding(single_cluster(), replicas=1)
     result = run(rb, [cluster("m1"), cluster("m2")], previous=[{"name": "m2", "replicas": 1}])
     assert placed(result) == {"m2": 1}
+
+
+def test_a_failed_affinity_term_leaves_no_reference_cycle_behind() -> None:
+    """The failure of a term is kept on the result as a value: no traceback that holds the attempts in a cycle
+    (every cluster's FilterFailure would wait for the garbage collector after each failover's scheduling)."""
+    names = [f"m{i}" for i in range(10)]
+    clusters = [cluster(n, taints=[taint("x", "NoSchedule")] if n == "m0" else []) for n in names]
+    rb = {"spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "d", "name": "x"},
+                   "replicas": 1,
+                   "placement": {"clusterAffinities": [{"affinityName": "primary", "clusterNames": ["m0"]},
+                                                       {"affinityName": "fallback", "clusterNames": names[1:]}],
+                                 "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1,
+                                                        "minGroups": 1}]}},
+          "status": {}}
+    schedule(rb, None, clusters, now=NOW)
+    gc.collect()
+    gc.disable()
+    try:
+        results = [schedule(rb, None, clusters, now=NOW) for _ in range(5)]
+        unreachable = gc.collect()
+    finally:
+        gc.enable()
+    assert [(r.affinity_name, [a.affinity_name for a in r.attempts]) for r in results] == [("fallback", ["primary"])] * 5
+    assert isinstance(results[0].attempts[0].error, FitError)
+    assert unreachable == 0
