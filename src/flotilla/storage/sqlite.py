@@ -189,7 +189,7 @@ def _handed_over(exc: Exception) -> Exception:
     traceback, any other exception (a bug) with it.
 
     The traceback's frames lead back to the staging frame, which holds the batch and every request on it, while
-    the batch holds ``exc``: a reference cycle that only the garbage collector frees. Under load, with a refusal
+    the batch's outcomes hold ``exc``: a reference cycle that only the garbage collector frees. Under load, with a refusal
     in most batches, that kept thousands of requests, futures and batches alive until the next collection and
     made young collections cost tens of milliseconds. A refusal's traceback says nothing its type does not."""
     if isinstance(exc, StorageError):
