@@ -81,6 +81,12 @@ class FaultInjector:
     def middleware(self) -> Any:
         @web.middleware
         async def fault_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+            if self.mode in UNREACHABLE:
+                # a connection the listener accepted as it closed escapes the force-close of the ones it knew
+                # (its protocol is made a moment later): an unreachable member answers nothing on it either
+                if request.transport is not None:
+                    request.transport.abort()  # the client sees the connection cut, as on the ones force-closed
+                raise web.HTTPServiceUnavailable(text=f"member {self.member} is {self.mode}")  # never sent
             if self.mode == "slow" and self.latency > 0:
                 await asyncio.sleep(self.latency)
             path = request.path.rstrip("/")

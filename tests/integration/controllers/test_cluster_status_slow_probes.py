@@ -26,17 +26,29 @@ from tests.integration.controllers.test_cluster_lifecycle import (  # noqa: F401
 HANG = 4 * THRESHOLD  # the probe that ends the outage answers after this long
 
 
+async def ready_status(plane: Env, status: str, timeout: float, after: str) -> dict[str, Any]:
+    """Wait for member1's Ready condition to have this status; a timeout names the conditions last seen."""
+    seen: list[Any] = []
+
+    async def check() -> dict[str, Any] | None:
+        c = await plane.cluster()
+        seen[:] = [((c or {}).get("status") or {}).get("conditions")]
+        r = ready_of(c)
+        return c if r and r["status"] == status else None
+
+    try:
+        found: dict[str, Any] = await eventually(check, timeout=timeout, what=f"Ready {status} after {after}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; member1's conditions last seen: {seen[0] if seen else None}") from None
+    return found
+
+
 async def test_success_threshold_counts_from_the_answer_not_from_the_start_of_a_hanging_probe(env: Env) -> None:  # noqa: F811
     await env.join()
     await ready_cluster(env)
     await env.fault("down")
 
-    async def not_ready() -> dict[str, Any] | None:
-        c = await env.cluster()
-        r = ready_of(c)
-        return c if r and r["status"] == "False" else None
-
-    await eventually(not_ready)
+    await ready_status(env, "False", timeout=10.0, after="the down fault")
     # the member answers again, but the next probe hangs HANG seconds first (every request started while slow
     # sleeps the whole latency); the probes after it answer at once
     slow_from = time.monotonic()
@@ -44,12 +56,7 @@ async def test_success_threshold_counts_from_the_answer_not_from_the_start_of_a_
     await asyncio.sleep(FREQUENCY * 3)  # the hanging probe has started
     await env.fault("recover")
 
-    async def ready() -> dict[str, Any] | None:
-        c = await env.cluster()
-        r = ready_of(c)
-        return c if r and r["status"] == "True" else None
-
-    await eventually(ready, timeout=HANG + 10 * THRESHOLD)
+    await ready_status(env, "True", timeout=HANG + 10 * THRESHOLD, after="recover")
     flipped = time.monotonic()
     # the first healthy answer came HANG seconds after the fault changed, at the earliest: Ready may flip only a
     # success threshold after that

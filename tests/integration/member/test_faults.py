@@ -102,6 +102,25 @@ def test_down_refuses_drops_watches_and_recovers_on_same_port(member: MemberThre
     assert get(member.url + "/healthz")[0] == 200
 
 
+def test_a_request_reaching_a_down_member_is_cut_not_answered(member: MemberThread) -> None:
+    # a connection the listener accepted just as ``down`` closed it escapes the force-close of the connections it
+    # knew: the member must not answer on it either. The mode is set here without closing the listener, so that
+    # every new connection is such a connection.
+    faults = member.member.faults
+    faults.mode = "down"
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", member.member.port, timeout=5)
+        try:
+            with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
+                conn.request("GET", "/healthz")
+                conn.getresponse().read()
+        finally:
+            conn.close()
+    finally:
+        faults.mode = "normal"
+    assert get(member.url + "/healthz")[0] == 200
+
+
 @pytest.mark.parametrize("mode", ["down", "off"])
 def test_watches_are_served_again_after_recover(member: MemberThread, mode: str) -> None:
     member.fault(mode)
