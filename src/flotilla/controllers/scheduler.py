@@ -70,7 +70,7 @@ from flotilla.policy.matching import is_deleting
 from flotilla.propagation.jsondiff import with_precondition
 from flotilla.propagation.schedule_triggers import (
     DEFAULT_SCHEDULER_NAME,
-    affected_by_cluster,
+    ClusterChange,
     cluster_update_matters,
     clusters_patch,
     considered,
@@ -228,10 +228,10 @@ class SchedulerController(Controller):
     def _on_cluster_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if not cluster_update_matters(old, new):
             return
+        change = ClusterChange(old, new)
         for cache in (self.rbs, self.crbs):
             for binding in cache.store.list():
-                if self._considered(binding) and (affected_by_cluster(binding, old)
-                                                  or affected_by_cluster(binding, new)):
+                if self._considered(binding) and change.affects(binding):
                     self.enqueue_object(binding, CLUSTER_EVENT_PRIORITY)
 
     def _cluster_snapshot(self) -> tuple[list[dict[str, Any]], tuple[Cluster, ...] | None]:
@@ -245,7 +245,7 @@ class SchedulerController(Controller):
             hit = cache.get(name) if isinstance(name, str) else None
             if hit is None or hit[0] is not obj:
                 try:
-                    hit = (obj, parse_cluster(obj))
+                    hit = (obj, parse_cluster(obj, previous=hit))  # what did not change is not parsed again
                 except ModelError:
                     return objs, None
                 cache[hit[1].name] = hit

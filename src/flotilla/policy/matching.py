@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.apiserver.selectors import (
     LabelSelector,
@@ -44,6 +44,9 @@ from flotilla.apiserver.selectors import (
 )
 from flotilla.policy.naming import is_reserved_namespace
 
+if TYPE_CHECKING:
+    from flotilla.scheduler.model import Cluster
+
 __all__ = [
     "DEFAULT_SKIPPED_PROPAGATING_NAMESPACES",
     "LAZY_ACTIVATION",
@@ -53,6 +56,7 @@ __all__ = [
     "best_policy",
     "best_propagation_policy",
     "can_preempt",
+    "cluster_identity",
     "cluster_matches",
     "detector_handles",
     "explicit_priority",
@@ -452,9 +456,20 @@ def cluster_matches(cluster: Mapping[str, Any], affinity: Mapping[str, Any] | No
     if affinity is None:
         return True
     from flotilla.scheduler.filters import cluster_matches as scheduler_cluster_matches
-    from flotilla.scheduler.model import ClusterAffinity, ModelError, parse_cluster
+    from flotilla.scheduler.model import ClusterAffinity, ModelError
 
     try:
-        return scheduler_cluster_matches(parse_cluster(cluster), ClusterAffinity.from_dict(affinity))
+        return scheduler_cluster_matches(cluster_identity(cluster), ClusterAffinity.from_dict(affinity))
     except (ModelError, ValueError, TypeError):
         return False
+
+
+def cluster_identity(cluster: Mapping[str, Any]) -> Cluster:
+    """What an affinity looks at of a Cluster object (its name, labels, provider, region and zones), parsed
+    without its status: the API enablements and resource summary there are most of a whole parse and no affinity
+    reads them. Raises ModelError (or ValueError, TypeError) when the metadata or spec is malformed."""
+    from flotilla.scheduler.model import parse_cluster
+
+    if not isinstance(cluster, Mapping):
+        return parse_cluster(cluster)  # refused there, with the scheduler's message
+    return parse_cluster({"metadata": cluster.get("metadata"), "spec": cluster.get("spec")})

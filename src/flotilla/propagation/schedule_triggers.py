@@ -8,8 +8,8 @@ Pure functions, no I/O, inputs never mutated. The placement decision itself is
 * :func:`schedule_reason` - §3.2's ordered checks (placement changed, replicas changed, explicit
   reschedule, Duplicated/non-workload, a target cluster terminating); ``None`` = nothing to do
   beyond confirming ``schedulerObservedGeneration``;
-* :func:`cluster_update_matters` / :func:`affected_by_cluster` - which Cluster updates re-enqueue
-  which bindings;
+* :func:`cluster_update_matters` / :func:`affected_by_cluster` (:class:`ClusterChange` for a whole
+  scan) - which Cluster updates re-enqueue which bindings;
 * :func:`clusters_patch` / :func:`scheduled_status` - the spec and status writes.
 """
 
@@ -20,13 +20,16 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from flotilla.api import labels as L
 from flotilla.api.jsoncopy import json_copy
 from flotilla.api.timestamps import utc_seconds
-from flotilla.policy.matching import cluster_matches
+from flotilla.policy.matching import cluster_identity, cluster_matches
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 from flotilla.scheduler.errors import ModelError
-from flotilla.scheduler.model import parse_time
+from flotilla.scheduler.filters import cluster_matches as scheduler_cluster_matches
+from flotilla.scheduler.model import Cluster, ClusterAffinity, parse_time
 from flotilla.scheduler.schedule import reschedule_required
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "REASON_REPLICAS_CHANGED",
     "REASON_RESCHEDULE_TRIGGERED",
     "SCHEDULED_CONDITION",
+    "ClusterChange",
     "affected_by_cluster",
     "applied_placement",
     "cluster_update_matters",
@@ -270,26 +274,75 @@ def affected_by_cluster(binding: Mapping[str, Any], cluster: Mapping[str, Any]) 
     """Whether a change of ``cluster`` (old or new version) concerns ``binding``: the affinity it is
     scheduled against is absent or matches the cluster. With ``clusterAffinities`` a binding whose
     ``schedulerObservedGeneration`` lags its generation is always affected."""
+    affinity = _affinity_in_force(binding)
+    if affinity is _NEVER or affinity is _ALWAYS:
+        return affinity is _ALWAYS
+    return cluster_matches(cluster, affinity)
+
+
+class ClusterChange:
+    """One Cluster update (its old and new versions) to test many bindings against: :meth:`affects` is
+    ``affected_by_cluster(binding, old) or affected_by_cluster(binding, new)``, with each version parsed once for
+    the whole scan instead of twice per binding (a Cluster update that matters is tested against every binding)."""
+
+    __slots__ = ("_answers", "_versions")
+
+    def __init__(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        self._answers: dict[bytes, bool] = {}  # by the affinity's JSON: the bindings of one policy share it
+        versions = []
+        for cluster in (old, new):
+            try:
+                versions.append(cluster_identity(cluster))
+            except (ModelError, ValueError, TypeError):
+                pass  # a malformed version matches no affinity (as in cluster_matches)
+        self._versions: tuple[Cluster, ...] = tuple(versions)
+
+    def affects(self, binding: Mapping[str, Any]) -> bool:
+        affinity = _affinity_in_force(binding)
+        if affinity is _NEVER or affinity is _ALWAYS:
+            return affinity is _ALWAYS
+        if affinity is None:
+            return True
+        try:
+            key = orjson.dumps(affinity)
+        except TypeError:  # not JSON (no object read from the API server is): answered without the memo
+            key = b""
+        answer = self._answers.get(key) if key else None
+        if answer is None:
+            try:
+                parsed = ClusterAffinity.from_dict(affinity)
+            except (ModelError, ValueError, TypeError):
+                answer = False  # a malformed affinity matches nothing (as in cluster_matches)
+            else:
+                answer = any(scheduler_cluster_matches(cluster, parsed) for cluster in self._versions)
+            if key:
+                self._answers[key] = answer
+        return answer
+
+
+_NEVER = object()
+_ALWAYS = object()
+
+
+def _affinity_in_force(binding: Mapping[str, Any]) -> Any:
+    """The affinity a Cluster update is tested against for ``binding``: ``_NEVER`` (no placement),
+    ``_ALWAYS`` (a ``clusterAffinities`` binding not yet scheduled for its generation), ``None`` (no affinity:
+    every cluster matches) or the affinity as written (the term it is scheduled against)."""
     spec = _spec(binding)
     placement = spec.get("placement")
     if not isinstance(placement, Mapping):
-        return False
+        return _NEVER
     terms = placement.get("clusterAffinities")
-    affinity: Any
     if terms:
         status = _status(binding)
         if _int(status.get("schedulerObservedGeneration")) != _int(_meta(binding).get("generation")):
-            return True
+            return _ALWAYS
         observed = str(status.get("schedulerObservingAffinityName") or "")
         term = _term(terms, observed) if observed else None
         if term is None:
             term = terms[0] if isinstance(terms[0], Mapping) else {}
-        affinity = {k: v for k, v in term.items() if k not in ("affinityName", "overflowAffinities")}
-    else:
-        affinity = placement.get("clusterAffinity")
-    if affinity is None:
-        return True
-    return cluster_matches(cluster, affinity)
+        return {k: v for k, v in term.items() if k not in ("affinityName", "overflowAffinities")}
+    return placement.get("clusterAffinity")
 
 
 # ---------------------------------------------------------------------------------------------

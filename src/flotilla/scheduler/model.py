@@ -395,11 +395,21 @@ def _canonical_group_version(api_version: str) -> str:
     return version if group == "" else f"{group}/{version}"
 
 
-def parse_cluster(obj: Mapping[str, Any] | Cluster) -> Cluster:
-    """Parse a Cluster object (``{metadata, spec, status}``)."""
+def parse_cluster(obj: Mapping[str, Any] | Cluster,
+                  previous: tuple[Mapping[str, Any], Cluster] | None = None) -> Cluster:
+    """Parse a Cluster object (``{metadata, spec, status}``).
+
+    ``previous`` is an earlier version of the same Cluster and its parse: the parts of the status whose raw value
+    is equal to it there (the API enablements, the resource summary) are taken from that parse instead of being
+    parsed again. A member's status is written every time its resource summary moves, its API enablements almost
+    never change, and they are most of the parse.
+    """
     if isinstance(obj, Cluster):
         return obj
     obj = _mapping(obj, "cluster")
+    before: Mapping[str, Any] = {}
+    if previous is not None and isinstance(previous[0], Mapping) and isinstance(previous[0].get("status"), Mapping):
+        before = previous[0]["status"]
     meta = _mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name")
     if not name:
@@ -419,34 +429,55 @@ def parse_cluster(obj: Mapping[str, Any] | Cluster) -> Cluster:
         Taint.from_dict(t, f"{where} spec.taints[{i}]")
         for i, t in enumerate(_list(spec.get("taints"), "taints"))
     )
-    enablements = []
-    for i, item in enumerate(_list(status.get("apiEnablements"), f"{where} status.apiEnablements")):
-        item = _mapping(item, f"{where} status.apiEnablements[{i}]")
-        kinds = frozenset(
-            _str(_mapping(r, "resource").get("kind"), "kind")
-            for r in _list(item.get("resources"), f"{where} status.apiEnablements[{i}].resources")
-        )
-        enablements.append(APIEnablement(_str(item.get("groupVersion"), "groupVersion"), kinds))
+    raw_enablements = status.get("apiEnablements")
+    enablements: tuple[APIEnablement, ...]
+    if previous is not None and "apiEnablements" in before and before["apiEnablements"] == raw_enablements:
+        enablements = previous[1].api_enablements
+    else:
+        enablements = _api_enablements(raw_enablements, where)
     complete = False
     for cond in _list(status.get("conditions"), f"{where} status.conditions"):
         cond = _mapping(cond, "condition")
         if cond.get("type") == "CompleteAPIEnablements" and cond.get("status") == "True":
             complete = True
     summary = status.get("resourceSummary")
-    return Cluster(
+    parsed_summary: ResourceSummary | None
+    if summary is None:
+        parsed_summary = None
+    elif previous is not None and "resourceSummary" in before and before["resourceSummary"] == summary:
+        parsed_summary = previous[1].resource_summary
+    else:
+        parsed_summary = ResourceSummary.from_dict(summary, f"{where} resourceSummary")
+    cluster = Cluster(
         name=name,
         labels=labels,
         provider=_str(spec.get("provider"), f"{where} spec.provider"),
         region=_str(spec.get("region"), f"{where} spec.region"),
         zones=zones,
         taints=taints,
-        api_enablements=tuple(enablements),
+        api_enablements=enablements,
         complete_api_enablements=complete,
-        resource_summary=None
-        if summary is None
-        else ResourceSummary.from_dict(summary, f"{where} resourceSummary"),
+        resource_summary=parsed_summary,
         deleting=bool(meta.get("deletionTimestamp")),
     )
+    if previous is not None:
+        earlier = previous[1]
+        if (earlier.api_enablements is enablements and earlier.complete_api_enablements == complete
+                and "_api_answers" in earlier.__dict__):
+            cluster.__dict__["_api_answers"] = earlier.__dict__["_api_answers"]  # the same answers: keep them
+    return cluster
+
+
+def _api_enablements(raw: Any, where: str) -> tuple[APIEnablement, ...]:
+    enablements = []
+    for i, item in enumerate(_list(raw, f"{where} status.apiEnablements")):
+        item = _mapping(item, f"{where} status.apiEnablements[{i}]")
+        kinds = frozenset(
+            _str(_mapping(r, "resource").get("kind"), "kind")
+            for r in _list(item.get("resources"), f"{where} status.apiEnablements[{i}].resources")
+        )
+        enablements.append(APIEnablement(_str(item.get("groupVersion"), "groupVersion"), kinds))
+    return tuple(enablements)
 
 
 def parse_clusters(objs: Iterable[Mapping[str, Any] | Cluster]) -> tuple[Cluster, ...]:

@@ -17,6 +17,7 @@ from flotilla.propagation.schedule_triggers import (
     REASON_PLACEMENT_CHANGED,
     REASON_REPLICAS_CHANGED,
     REASON_RESCHEDULE_TRIGGERED,
+    ClusterChange,
     affected_by_cluster,
     applied_placement,
     cluster_update_matters,
@@ -186,6 +187,55 @@ def test_affected_bindings() -> None:
     assert affected_by_cluster(binding(terms, generation=1, observed=1,
                                        status={"schedulerObservingAffinityName": "b"}), m1)
     assert not affected_by_cluster({"spec": {}}, m1)
+
+
+def _affinity_bindings() -> list[dict[str, Any]]:
+    terms = {"clusterAffinities": [{"affinityName": "a", "clusterNames": ["m2"]},
+                                   {"affinityName": "b", "clusterNames": ["m1"]}]}
+    return [
+        binding({}),
+        binding({"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "prod"}}}}),
+        binding({"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "dev"}}}}),
+        binding({"clusterAffinity": {"clusterNames": ["m1"], "exclude": ["m1"]}}),
+        binding({"clusterAffinity": {"fieldSelector": {"matchExpressions": [
+            {"key": "region", "operator": "In", "values": ["eu"]}]}}}),
+        binding({"clusterAffinity": {"labelSelector": {"matchExpressions": [
+            {"key": "env", "operator": "Bogus", "values": ["x"]}]}}}),  # malformed: matches nothing
+        binding({"clusterAffinity": "not a mapping"}),
+        binding(terms, generation=2, observed=1),
+        binding(terms, generation=1, observed=1),
+        binding(terms, generation=1, observed=1, status={"schedulerObservingAffinityName": "b"}),
+        binding(terms, generation=1, observed=1, status={"schedulerObservingAffinityName": "gone"}),
+        {"spec": {}},
+        {"spec": {"placement": "not a mapping"}},
+    ]
+
+
+def _cluster_versions() -> list[dict[str, Any]]:
+    prod = cluster("m1", {"env": "prod"})
+    eu = copy.deepcopy(prod)
+    eu["spec"] = {"region": "eu", "taints": [{"key": "k", "effect": "NoExecute"}]}
+    bad_spec = copy.deepcopy(prod)
+    bad_spec["spec"] = {"zones": "not a list"}
+    bad_status = copy.deepcopy(prod)
+    bad_status["status"] = {"apiEnablements": "not a list", "resourceSummary": 7}
+    return [prod, cluster("m1", {"env": "dev"}), eu, bad_spec, bad_status, cluster("m2"), cluster("m1", deleting=True)]
+
+
+def test_a_cluster_change_affects_the_bindings_either_version_affects() -> None:
+    versions = _cluster_versions()
+    for old in versions:
+        for new in versions:
+            change = ClusterChange(old, new)
+            for b in _affinity_bindings() * 2:  # twice: the second answer of an affinity comes from the memo
+                assert change.affects(b) == (affected_by_cluster(b, old) or affected_by_cluster(b, new)), (b, old, new)
+
+
+def test_an_affinity_is_tested_against_the_cluster_without_its_status() -> None:
+    # a malformed status (API enablements, resource summary) does not change what the cluster's identity matches
+    bad_status = _cluster_versions()[4]
+    assert affected_by_cluster(_affinity_bindings()[1], bad_status)
+    assert ClusterChange(bad_status, bad_status).affects(_affinity_bindings()[1])
 
 
 # ----------------------------------------------------------------------------------- writes

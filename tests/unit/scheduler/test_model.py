@@ -122,6 +122,41 @@ def test_api_enabled_answers_each_kind_on_its_own_when_asked_again() -> None:
     assert [other.api_enabled(v, k) for v, k in questions[:2]] == ["Unknown", "Enabled"]  # not m1's answers
 
 
+def test_parsing_against_an_earlier_version_gives_what_a_fresh_parse_gives() -> None:
+    """``previous`` is only a shortcut: whatever changed between the versions, the parse equals a fresh one, and
+    the status parts whose raw value did not change are the earlier parse's own objects."""
+    apis = (("apps/v1", "Deployment"), ("batch/v1", "Job"))
+    first = cluster("m1", apis=apis, allocated_pods=1)
+    earlier = parse_cluster(first)
+    # answers remembered by the earlier parse, which a version with other enablements must not reuse
+    assert [earlier.api_enabled("apps/v1", k) for k in ("Deployment", "StatefulSet")] == ["Enabled", "Disabled"]
+    versions = {
+        "summary moved": cluster("m1", apis=apis, allocated_pods=2),
+        "enablements changed": cluster("m1", apis=apis[:1], allocated_pods=1),
+        "incomplete": cluster("m1", apis=apis, allocated_pods=1, complete=False),
+        "no summary": cluster("m1", apis=apis, pods=None),
+        "labels": cluster("m1", apis=apis, allocated_pods=1, labels={"env": "prod"}),
+        "unchanged": cluster("m1", apis=apis, allocated_pods=1),
+    }
+    for what, obj in versions.items():
+        again = parse_cluster(obj, previous=(first, earlier))
+        assert again == parse_cluster(obj), what
+        same_apis = obj["status"]["apiEnablements"] == first["status"]["apiEnablements"]
+        assert (again.api_enablements is earlier.api_enablements) == same_apis, what
+        same_summary = obj["status"].get("resourceSummary") == first["status"]["resourceSummary"]
+        assert (again.resource_summary is earlier.resource_summary) == same_summary, what
+        for kind in ("Deployment", "StatefulSet"):
+            assert again.api_enabled("apps/v1", kind) == parse_cluster(obj).api_enabled("apps/v1", kind), what
+
+
+def test_a_malformed_status_is_refused_even_after_a_good_version() -> None:
+    first = cluster("m1")
+    bad = cluster("m1")
+    bad["status"]["apiEnablements"] = [{"groupVersion": "apps/v1", "resources": "nope"}]
+    with pytest.raises(ModelError):
+        parse_cluster(bad, previous=(first, parse_cluster(first)))
+
+
 def test_affinity_name_sets_hold_the_names_and_do_not_change_equality() -> None:
     a = ClusterAffinity.from_dict({"clusterNames": [f"m{i}" for i in range(200)], "exclude": ["m7"]})
     b = ClusterAffinity.from_dict({"clusterNames": [f"m{i}" for i in range(200)], "exclude": ["m7"]})
