@@ -2,7 +2,9 @@
 
 * ``down``: the API listener is closed and every open connection (watches included) is dropped, like a cluster
   cut off by the network: new connections are refused. The port stays reserved (bound, not listening), and
-  ``recover`` listens on the SAME port again, so kubeconfigs and Cluster objects stay valid. The member's
+  ``recover`` listens on the SAME port again, so kubeconfigs and Cluster objects stay valid. A request that
+  reaches the member while it is down anyway (on a connection accepted just as the listener closed) has its
+  connection cut instead of an answer. The member's
   simulators keep running inside the process (the cluster is unreachable, not stopped: its workloads still run,
   as in a network partition), so running-interval history keeps its open intervals; that is what makes
   split-brain visible.
