@@ -274,9 +274,20 @@ async def test_d15_dependencies_stay_with_the_old_copy_during_graceful_eviction(
     # old copy there until the new one is healthy
     task = {"fromCluster": "m1", "purgeMode": "Gracefully", "replicas": 3, "reason": "TaintUntolerated",
             "producer": "TaintManager"}
-    await plane.client.patch(RBS, "nginx-deployment", {"spec": {"clusters": None, "gracefulEvictionTasks": [task]},
-                                                       "metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]}},
-                             namespace=NS)
+    for _ in range(5):  # as the taint manager does: on the binding as it is now (its status is still being written)
+        rb = await plane.client.get(RBS, "nginx-deployment", NS)
+        assert names(rb) == {"m1": 3}
+        try:
+            await plane.client.patch(RBS, "nginx-deployment",
+                                     {"spec": {"clusters": None, "gracefulEvictionTasks": [task]},
+                                      "metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]}},
+                                     namespace=NS)
+            break
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    else:
+        raise AssertionError("the binding kept changing: the eviction task could not be written")
     rb = await eventually(lambda: _scheduled_to(plane, {"m2": 3}), what="rescheduled to m2")
     await eventually(lambda: _required_is(plane, ["m2", "m1"]), what="ConfigMap in m2 and still in m1")
 
