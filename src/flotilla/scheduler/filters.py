@@ -303,10 +303,20 @@ FILTERS: tuple[tuple[str, FilterFunc], ...] = (
 )
 
 
+#: the failures made so far, shared: a FilterFailure is a value, and a run over many clusters repeats a few of them
+_FAILURES: dict[tuple[str, str], FilterFailure] = {}
+_FAILURES_KEPT = 1024  # reasons naming a taint vary with the fleet's taints: past this many, new ones are not kept
+
+
 def run_filters(ctx: FilterContext, cluster: Cluster) -> FilterFailure | None:
     """Apply every filter in order; the first failure, or ``None`` if the cluster is feasible."""
     for name, func in FILTERS:
         reason = func(ctx, cluster)
         if reason is not None:
-            return FilterFailure(plugin=name, reason=reason)
+            failure = _FAILURES.get((name, reason))
+            if failure is None:
+                failure = FilterFailure(plugin=name, reason=reason)
+                if len(_FAILURES) < _FAILURES_KEPT:
+                    _FAILURES[(name, reason)] = failure
+            return failure
     return None

@@ -42,12 +42,13 @@ NO_MATCH_OVERFLOW_ORDER = 1000
 _WEIGHT_UNIT = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
     """A feasible cluster with what ordering and division need (Karmada's ``ClusterDetailInfo``).
 
     ``allocatable_replicas`` is what the cluster can still take; ``available_replicas`` adds the
-    replicas the binding already has there.
+    replicas the binding already has there. Built once and never changed; not a frozen dataclass only because
+    a frozen one's constructor costs twice as much, and a scheduling run builds one per feasible cluster.
     """
 
     cluster: Cluster

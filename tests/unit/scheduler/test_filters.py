@@ -452,6 +452,19 @@ def test_first_failing_filter_is_reported() -> None:
     assert run_filters(ctx_for(rb), parse_cluster(cluster("m2"))) is None
 
 
+def test_filter_failures_are_shared_values_and_their_memo_stays_bounded() -> None:
+    import flotilla.scheduler.filters as filters
+
+    rb = binding({})
+    first = run_filters(ctx_for(rb), parse_cluster(cluster("m1", taints=[taint("x", "NoSchedule")])))
+    again = run_filters(ctx_for(rb), parse_cluster(cluster("m2", taints=[taint("x", "NoSchedule")])))
+    assert first is again  # one value for every cluster failing the same way
+    for i in range(filters._FAILURES_KEPT + 50):  # a reason per taint: a fleet with ever new taints
+        failure = run_filters(ctx_for(rb), parse_cluster(cluster("m1", taints=[taint(f"k{i}", "NoSchedule")])))
+        assert failure == FilterFailure("TaintToleration", f"cluster(s) had untolerated taint {{k{i}:NoSchedule}}")
+    assert len(filters._FAILURES) <= filters._FAILURES_KEPT
+
+
 def test_fit_error_message_counts_reasons_sorted() -> None:
     err = FitError(
         3,
