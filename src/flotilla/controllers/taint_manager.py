@@ -263,6 +263,7 @@ class TaintManager(Controller):
         #: per binding key: the background write of the conditions that follow its last eviction
         self._condition_writes: dict[str, asyncio.Task[None]] = {}
         self.clusters: Any = None
+        self._readiness: list[tuple[str, bool]] | None = None  # see _cluster_readiness
         self.rbs: Any = None
         self.crbs: Any = None
 
@@ -276,11 +277,13 @@ class TaintManager(Controller):
         self.clusters = self.informer(CLUSTERS)
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self.clusters.add_handler(on_add=self._on_cluster, on_update=self._on_cluster_update)
+        self.clusters.add_handler(on_add=self._on_cluster, on_update=self._on_cluster_update,
+                                  on_delete=self._on_cluster_delete)
         for inf in (self.rbs, self.crbs):
             inf.add_handler(on_add=self._on_binding, on_update=self._on_binding_update)
 
     def _on_cluster(self, cluster: Mapping[str, Any]) -> None:
+        self._readiness = None
         name = _meta(cluster).get("name")
         if not name or not _no_execute(cluster):
             return
@@ -289,8 +292,20 @@ class TaintManager(Controller):
                 self._enqueue_pair(binding, cluster)
 
     def _on_cluster_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        if _ready(old) != _ready(new):
+            self._readiness = None
         if _no_execute(old) != _no_execute(new):
             self._on_cluster(new)
+
+    def _on_cluster_delete(self, cluster: Mapping[str, Any]) -> None:
+        self._readiness = None
+
+    def _cluster_readiness(self) -> list[tuple[str, bool]]:
+        """Every cluster's name and whether it is Ready, as the brake counts them; kept until a cluster comes, goes
+        or its Ready condition flips (a status write that moves only its summaries keeps it)."""
+        if self._readiness is None:
+            self._readiness = [(str(_meta(c).get("name")), _ready(c)) for c in self.clusters.store.list()]
+        return self._readiness
 
     def _on_binding(self, binding: Mapping[str, Any]) -> None:
         for name in _target_names(binding):
@@ -396,8 +411,7 @@ class TaintManager(Controller):
         state, extra_conditions, after = await self._preserve_state(key, res, binding, cluster_name, now)
 
         # pacing (D10): Ready conditions, and the probes of this controller-manager's cluster-status controller
-        count = brake_count(((str(_meta(c).get("name")), _ready(c)) for c in self.clusters.store.list()),
-                            board, time.monotonic())
+        count = brake_count(self._cluster_readiness(), board, time.monotonic())
         wait = self.limiter.decide(time.monotonic(), count.unhealthy, count.total, count.suspect)
         if wait is None:
             message = self.limiter.message(count.unhealthy, count.total, count.suspect)

@@ -211,6 +211,23 @@ async def test_every_cluster_unhealthy_halts_evictions(plane: Plane) -> None:
     assert tm.limiter.mode is EvictionMode.HALTED
 
 
+async def test_halted_evictions_resume_when_a_cluster_is_ready_again(plane: Plane) -> None:
+    # the brake counts the clusters' Ready conditions as they are now, not as they were at the last eviction
+    tm = await plane.taint_manager()
+    await plane.binding()
+    for name in ("m1", "m2"):
+        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
+            subresource="status")
+    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
+    await plane.stays_on_m1(0.4)
+    assert tm.limiter.mode is EvictionMode.HALTED
+    await plane.client.patch(CLUSTERS, "m2", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
+        subresource="status")
+    await plane.evicted()
+
+
 # ---------------------------------------------------------------------------------------------- D6
 
 
