@@ -58,6 +58,10 @@ class HeldWrites(Generic[T]):
         """Forget the write held for ``key`` (a pass of the key writes anew, or the object went)."""
         self._held.pop(key, None)
 
+    def take(self, key: str) -> T | None:
+        """The write held for ``key``, no longer held (a pass of the key writes it, or anew)."""
+        return self._held.pop(key, None)
+
     async def close(self) -> None:
         """Stop writing; what is still held is forgotten."""
         task, self._task = self._task, None

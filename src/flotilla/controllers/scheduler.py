@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
@@ -73,11 +74,11 @@ from flotilla.propagation.schedule_triggers import (
     ClusterChange,
     cluster_update_matters,
     clusters_patch,
+    confirmation_patch,
     considered,
     guarded_clusters_patch,
     guarded_status_patch,
     held_status_due,
-    observed_generation_patch,
     schedule_reason,
     scheduled_fields,
     scheduled_status_patch,
@@ -145,11 +146,23 @@ def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _HeldStatus:
-    """A status write held back under load: the resource, the generation it confirms, the patch to make."""
+    """A status write held back under load: the resource, the generation it confirms (-1: none), and the
+    scheduling result it writes (the ``Scheduled`` condition, the time, the affinity term)."""
 
     res: Resource
     observed: int
-    change: Callable[[Mapping[str, Any]], dict[str, Any] | None]
+    condition: Mapping[str, Any]
+    now: Any
+    affinity: str | None
+
+    @property
+    def result(self) -> tuple[Mapping[str, Any], Any, str | None]:
+        return self.condition, self.now, self.affinity
+
+    def change(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The status patch on ``obj``, confirming the generation it was held for."""
+        return scheduled_status_patch(obj, self.condition, self.now, affinity_name=self.affinity,
+                                      generation=self.observed if self.observed >= 0 else None)
 
 
 class SchedulerController(Controller):
@@ -260,7 +273,7 @@ class SchedulerController(Controller):
 
     async def reconcile(self, key: str) -> float | None:
         self._echo.pop(key, None)  # a pass of its own now: any echo left over is scheduled by it
-        self._held.drop(key)  # and it writes the status itself
+        held = self._held.take(key)  # and it writes the status itself (the held one, when it only confirms)
         namespace, name = split_key(key)
         res = RESOURCE_BINDINGS if namespace else CLUSTER_RESOURCE_BINDINGS
         binding = self._current(key)  # the cache, or our last write when the cache has not seen it yet
@@ -273,7 +286,8 @@ class SchedulerController(Controller):
             if reason is None:
                 self._failures.pop(key, None)
                 self._remember(key, await patch_with_retry(self.client, res, binding, name, namespace,
-                                                           observed_generation_patch, subresource="status"),
+                                                           partial(confirmation_patch, held=held and held.result),
+                                                           subresource="status"),
                                binding)
                 return None
             log.debug("scheduler: scheduling %s (%s)", key, reason)
@@ -376,7 +390,7 @@ class SchedulerController(Controller):
         if spec_written and result.ok and write_error is None and self.ctx.forward_first.holds_reports():
             # under load the spec write is what moves the workload; the status follows once the forward
             # queues are done (forward_first), unless the spec has moved on by then
-            self._held.hold(key, _HeldStatus(res, observed if observed is not None else -1, status_change))
+            self._held.hold(key, _HeldStatus(res, observed if observed is not None else -1, condition, now, affinity))
         else:
             self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
 

@@ -45,6 +45,7 @@ __all__ = [
     "applied_placement",
     "cluster_update_matters",
     "clusters_patch",
+    "confirmation_patch",
     "considered",
     "format_time",
     "guarded_clusters_patch",
@@ -242,6 +243,19 @@ def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | No
     if _int(_status(binding).get("schedulerObservedGeneration")) == generation:
         return None
     return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
+
+
+def confirmation_patch(binding: Mapping[str, Any],
+                       held: tuple[Mapping[str, Any], datetime, str | None] | None = None) -> dict[str, Any] | None:
+    """The status patch of a pass with nothing to schedule: it confirms the binding's generation, with ``held``
+    (the ``Scheduled`` condition, time and affinity term of an earlier pass whose status write was held back under
+    load) when there is one: else that result would never be written, where Karmada's pass writes its condition at
+    once. None when there is nothing to change."""
+    generation = _meta(binding).get("generation")
+    if held is None or not isinstance(generation, int) or isinstance(generation, bool):
+        return observed_generation_patch(binding)
+    condition, now, affinity = held
+    return scheduled_status_patch(binding, condition, now, affinity_name=affinity, generation=generation)
 
 
 def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:

@@ -480,6 +480,45 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def test_a_pass_that_only_confirms_writes_the_held_scheduled_condition(plane: Plane) -> None:
+    """Under load a pass writes spec.clusters and holds its status write back (forward first). A second pass of the
+    binding before that write, with nothing to schedule (a Divided binding whose placement and replicas did not
+    change), confirms the generation: it must write the held result with it, or the binding never gets its
+    Scheduled condition (seen in the rebalancer e2e scenario)."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+    await plane.client.create(PPS, policy(placement=placement))
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.binding("nginx-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    # a forward queue with a key ready all along: status writes are held (for up to a minute)
+    busy = ForwardFirst(max_wait=60.0)
+    busy.add_forward(SimpleNamespace(depth=1))
+    sched = SchedulerController(dataclasses.replace(ctx, forward_first=busy))
+    sched.setup()
+    try:
+        assert await ctx.informers.wait_for_sync(5)
+        key = f"{NS}/nginx-deployment"
+        await sched.reconcile(key)
+        rb = await plane.get(RBS, "nginx-deployment")
+        held = [c for c in (rb.get("status") or {}).get("conditions") or [] if c["type"] == "Scheduled"]
+        assert sum(names(rb).values()) == 3 and not held  # spec written, status held
+        await sched.reconcile(key)  # the confirmation pass
+        rb = await plane.get(RBS, "nginx-deployment")
+        assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+        cond = condition(rb)
+        assert cond["status"] == "True" and cond["reason"] == "Success"
+        assert rb["status"].get("lastScheduledTime")
+    finally:
+        await sched._held.close()
+
+
 async def test_another_controllers_status_write_is_no_conflict_for_the_spec_write(plane: Plane) -> None:
     """The spec write is guarded by what the decision read (uid, generation, labels, the scheduler's status),
     not by the resourceVersion: a status write of another controller meanwhile does not send it round again."""

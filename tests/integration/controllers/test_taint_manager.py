@@ -199,32 +199,33 @@ async def test_disabled_flag_never_evicts(plane: Plane) -> None:
     assert tm.queue.adds == 0
 
 
-async def test_every_cluster_unhealthy_halts_evictions(plane: Plane) -> None:
+async def _set_ready(plane: Plane, name: str, status: str) -> None:
+    await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
+        {"type": "Ready", "status": status, "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
+        subresource="status")
+
+
+async def _every_cluster_unhealthy(plane: Plane) -> TaintManager:
+    """m1 and m2 not Ready, m1 tainted: the brake halts the eviction from m1."""
     tm = await plane.taint_manager()
     await plane.binding()
     for name in ("m1", "m2"):
-        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
-            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
-            subresource="status")
+        await _set_ready(plane, name, "False")
     await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
     await plane.stays_on_m1(0.4)
+    return tm
+
+
+async def test_every_cluster_unhealthy_halts_evictions(plane: Plane) -> None:
+    tm = await _every_cluster_unhealthy(plane)
     assert tm.limiter.mode is EvictionMode.HALTED
 
 
 async def test_halted_evictions_resume_when_a_cluster_is_ready_again(plane: Plane) -> None:
     # the brake counts the clusters' Ready conditions as they are now, not as they were at the last eviction
-    tm = await plane.taint_manager()
-    await plane.binding()
-    for name in ("m1", "m2"):
-        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
-            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
-            subresource="status")
-    await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
-    await plane.stays_on_m1(0.4)
+    tm = await _every_cluster_unhealthy(plane)
     assert tm.limiter.mode is EvictionMode.HALTED
-    await plane.client.patch(CLUSTERS, "m2", {"status": {"conditions": [
-        {"type": "Ready", "status": "True", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
-        subresource="status")
+    await _set_ready(plane, "m2", "True")
     await plane.evicted()
 
 
@@ -324,9 +325,7 @@ async def test_halted_evictions_emit_a_warning_on_the_binding_and_its_template(p
     await plane.taint_manager()
     await plane.binding()
     for name in ("m1", "m2"):
-        await plane.client.patch(CLUSTERS, name, {"status": {"conditions": [
-            {"type": "Ready", "status": "False", "reason": "Test", "message": "", "lastTransitionTime": STAMP}]}},
-            subresource="status")
+        await _set_ready(plane, name, "False")
     await plane.taint("m1", {**NOT_READY, "timeAdded": stamp()})
     halted = await eventually(lambda: _both(plane, "EvictionHalted"))
     assert all(e["type"] == "Warning" and "every cluster (2/2) is unhealthy" in e["message"] for e in halted)

@@ -22,6 +22,7 @@ from flotilla.propagation.schedule_triggers import (
     applied_placement,
     cluster_update_matters,
     clusters_patch,
+    confirmation_patch,
     considered,
     format_time,
     guarded_clusters_patch,
@@ -384,3 +385,24 @@ def test_a_held_back_status_write_is_due_only_while_the_binding_still_waits_for_
     assert not held_status_due(binding(generation=3, observed=1), 2)
     assert not held_status_due(binding(generation=2, observed=2), 2)
     assert not held_status_due(binding(generation=2, observed=1), -1)  # no generation to confirm
+
+
+def test_a_pass_with_nothing_to_schedule_confirms_with_the_held_result() -> None:
+    """A pass that only confirms the generation writes the result of a pass whose status write is still held
+    (its Scheduled condition, time and affinity) with the binding's generation now, and the generation alone
+    without one."""
+    ok = {"type": "Scheduled", "status": "True", "reason": "Success", "message": "Binding has been scheduled successfully."}
+    b = binding(generation=3, observed=1)
+    assert confirmation_patch(b) == observed_generation_patch(b)
+    patch = confirmation_patch(b, (ok, NOW, "primary"))
+    assert patch is not None
+    status = apply_merge_patch(b, patch)["status"]
+    assert status["schedulerObservedGeneration"] == 3
+    assert status["schedulerObservingAffinityName"] == "primary"
+    assert status["lastScheduledTime"] == format_time(NOW)
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Scheduled"] == ["Success"]
+    done = apply_merge_patch(b, patch)
+    assert confirmation_patch(done, (ok, NOW, "primary")) is None  # written already: nothing to change
+    no_generation = binding(generation=3, observed=1)
+    del no_generation["metadata"]["generation"]
+    assert confirmation_patch(no_generation, (ok, NOW, "primary")) == observed_generation_patch(no_generation)
