@@ -145,9 +145,9 @@ def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class _HeldStatus:
-    """A status write held back under load: the resource, the generation it confirms (-1: none), and the
-    scheduling result it writes (the ``Scheduled`` condition, the time, the affinity term)."""
+class _StatusWrite:
+    """A scheduling pass's status write (made at once, or held back under load): the resource, the generation it
+    confirms (-1: none), and the result it writes (the ``Scheduled`` condition, the time, the affinity term)."""
 
     res: Resource
     observed: int
@@ -160,7 +160,7 @@ class _HeldStatus:
         return self.condition, self.now, self.affinity
 
     def change(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The status patch on ``obj``, confirming the generation it was held for."""
+        """The status patch on ``obj``, confirming the generation of the pass."""
         return scheduled_status_patch(obj, self.condition, self.now, affinity_name=self.affinity,
                                       generation=self.observed if self.observed >= 0 else None)
 
@@ -193,7 +193,7 @@ class SchedulerController(Controller):
         self._written: dict[str, tuple[int, dict[str, Any]]] = {}
         # status writes held back while the forward queues were busy, written as reporting passes
         gate = ctx.forward_first
-        self._held: HeldWrites[_HeldStatus] = HeldWrites("scheduler", gate.turn, gate.done,
+        self._held: HeldWrites[_StatusWrite] = HeldWrites("scheduler", gate.turn, gate.done,
                                                               self._write_held_status, self.enqueue)
 
     # ------------------------------------------------------------------ setup and event handlers
@@ -286,7 +286,7 @@ class SchedulerController(Controller):
             if reason is None:
                 self._failures.pop(key, None)
                 self._remember(key, await patch_with_retry(self.client, res, binding, name, namespace,
-                                                           partial(confirmation_patch, held=held and held.result),
+                                                           partial(confirmation_patch, held=held.result if held else None),
                                                            subresource="status"),
                                binding)
                 return None
@@ -384,15 +384,13 @@ class SchedulerController(Controller):
                 observed = follow_up[0]
                 self._echo[key] = follow_up[0]  # before the next await: the echo may come meanwhile
 
-        def status_change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            return scheduled_status_patch(obj, condition, now, affinity_name=affinity, generation=observed)
-
+        status_write = _StatusWrite(res, observed if observed is not None else -1, condition, now, affinity)
         if spec_written and result.ok and write_error is None and self.ctx.forward_first.holds_reports():
             # under load the spec write is what moves the workload; the status follows once the forward
             # queues are done (forward_first), unless the spec has moved on by then
-            self._held.hold(key, _HeldStatus(res, observed if observed is not None else -1, condition, now, affinity))
+            self._held.hold(key, status_write)
         else:
-            self._remember(key, await self._write_status(res, name, namespace, current, status_change), current)
+            self._remember(key, await self._write_status(res, name, namespace, current, status_write.change), current)
 
         if write_error is None and result.ok:
             self._failures.pop(key, None)
@@ -470,7 +468,7 @@ class SchedulerController(Controller):
                 base = None  # another binding of that name: read it
         return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
 
-    async def _write_held_status(self, key: str, held: _HeldStatus) -> None:
+    async def _write_held_status(self, key: str, held: _StatusWrite) -> None:
         """A status write held back under load, unless the binding moved on meanwhile (:func:`held_status_due`)."""
         binding = self._current(key)
         if binding is None or not held_status_due(binding, held.observed):

@@ -407,9 +407,9 @@ def parse_cluster(obj: Mapping[str, Any] | Cluster,
     if isinstance(obj, Cluster):
         return obj
     obj = _mapping(obj, "cluster")
-    before: Mapping[str, Any] = {}
-    if previous is not None and isinstance(previous[0], Mapping) and isinstance(previous[0].get("status"), Mapping):
-        before = previous[0]["status"]
+    before = previous[0].get("status") if previous is not None else None
+    if not isinstance(before, Mapping):
+        before = {}
     meta = _mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name")
     if not name:
