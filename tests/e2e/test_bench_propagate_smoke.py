@@ -53,3 +53,27 @@ def test_single_placement_puts_each_template_in_one_member(tmp_path: Path) -> No
     result, _ = bench(tmp_path, "--templates", "12", "--members", "3", "--placement", "single")
     assert result["member_objects_expected"] == 12 and result["member_objects"] == 12
     assert result["all_healthy"] is True and result["problems"] == []
+
+
+def test_floor_carries_every_template_to_every_member_without_the_controllers(tmp_path: Path) -> None:
+    result, stdout = bench(tmp_path, "--templates", "20", "--members", "2", "--flink-share", "0.2", "--floor")
+    assert result["floor"] is True
+    assert result["member_objects"] == 40 and result["all_propagated"] is True
+    assert result["floor_templates"] == {"carried": 20}
+    assert result["problems"] == []
+    # only the forward path's writes: per template the create, the claim, the binding and its spec.clusters,
+    # and one Work per member; no status, no Events
+    assert result["writes"]["by_resource"].get("events", 0) == 0
+    assert result["writes"]["by_resource"]["resourcebindings"] == 40
+    assert result["writes"]["by_resource"]["works"] == 40
+    assert result["healthy"] == 0
+    for stage in ("bound", "scheduled", "works", "first_member", "all_members"):
+        assert result["stages_ms"][stage]["count"] == 20, stage
+    assert "the forward-path floor" in stdout and "not measured" in stdout
+
+
+def test_floor_refuses_the_single_placement(tmp_path: Path) -> None:
+    r = subprocess.run([FLOTILLA, "bench", "propagate", "--templates", "3", "--placement", "single", "--floor"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--placement duplicated" in r.stderr + r.stdout

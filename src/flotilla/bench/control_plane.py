@@ -18,6 +18,9 @@ It serves ``/metrics`` on its own port: the controllers' metrics plus
 * ``flotilla_bench_sqlite_transactions`` / ``flotilla_bench_sqlite_rows``: with SQLite, how the writes were grouped;
 * ``flotilla_bench_events{outcome}``: the Event recorder's created / aggregated / dropped / failed counts.
 
+With ``--floor`` it runs the forward-path floor (:mod:`flotilla.bench.floor`, for ``flotilla bench propagate
+--floor``) in place of the propagation controllers, beside the cluster and cluster-status controllers only.
+
 Once serving it prints one line on stdout::
 
     flotilla bench control-plane: serving URL (kubeconfig: PATH) metrics URL pid PID
@@ -63,6 +66,9 @@ def add_control_plane_parser(sub: Any) -> None:
     p.add_argument("--port", type=int, default=0, help="API port (0: a free one)")
     p.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
                    help="how the controllers reach the API server (default inprocess, as `flotilla up`)")
+    p.add_argument("--floor", action="store_true",
+                   help="run the forward-path floor (flotilla.bench.floor) in place of the propagation "
+                        "controllers: only the cluster and cluster-status controllers beside it")
     p.add_argument("controller_flags", nargs=argparse.REMAINDER,
                    help="after --: controller-manager flags (e.g. -- --resource-eviction-rate 1000)")
 
@@ -138,8 +144,12 @@ def recorder_gauges(registry: Any, manager: Any) -> None:
     registry.add_collector(collect)
 
 
+#: the controllers ``--floor`` keeps: members join and become Ready; nothing else propagates
+FLOOR_CONTROLLERS: Final = ("cluster", "cluster-status")
+
+
 async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: int, transport: str,
-                            flags: list[str], stop: asyncio.Event) -> int:
+                            flags: list[str], stop: asyncio.Event, floor: bool = False) -> int:
     from flotilla.apiserver.gctune import tune_gc
     from flotilla.apiserver.server import ApiServer, ApiServerConfig
     from flotilla.client import Client
@@ -152,6 +162,7 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
     client = None
     manager = None
     server = None
+    forward_floor = None
     try:
         assert api.kubeconfig_path is not None and api.storage is not None
         cfg = controller_config(flags, str(api.kubeconfig_path))
@@ -161,8 +172,15 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
         server = await MetricsServer(metrics.registry, "127.0.0.1", 0).start()
         client = Client.in_process(api.storage) if transport == "inprocess" else \
             Client.from_kubeconfig(str(api.kubeconfig_path))
-        manager = ControllerManager(client, cfg.options, controllers=cfg.controllers, metrics=metrics)
+        controllers = list(FLOOR_CONTROLLERS) if floor else cfg.controllers
+        manager = ControllerManager(client, cfg.options, controllers=controllers, metrics=metrics)
         await manager.start()
+        if floor:
+            from flotilla.bench.floor import ForwardFloor
+
+            assert manager.ctx is not None
+            forward_floor = ForwardFloor(client, manager.ctx.members, metrics.registry)
+            forward_floor.start()
         recorder_gauges(metrics.registry, manager)
         tune_gc()  # as `flotilla up` and `flotilla apiserver` do once started
         print(f"{READY_LINE} {api.url} (kubeconfig: {api.kubeconfig_path}) metrics {server.url} pid {os.getpid()}",
@@ -170,6 +188,9 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
         await stop.wait()
         return 0
     finally:
+        if forward_floor is not None:
+            with contextlib.suppress(Exception):
+                await forward_floor.stop()
         if manager is not None:
             with contextlib.suppress(Exception):
                 await manager.stop()
@@ -189,7 +210,7 @@ def run_control_plane_command(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
         return await run_control_plane(Path(args.data_dir), args.storage, args.host, args.port, args.transport,
-                                       list(args.controller_flags or []), stop)
+                                       list(args.controller_flags or []), stop, floor=args.floor)
 
     try:
         return asyncio.run(main())

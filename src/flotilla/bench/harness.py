@@ -96,6 +96,7 @@ class StackParams:
     member_processes: int = 0  # 0: one per MEMBERS_PER_PROCESS members
     sim_options: tuple[str, ...] = FLINK_QUIET
     taint_policy: bool = True  # the default ClusterTaintPolicy not-ready (as flotilla up)
+    floor: bool = False  # the control plane runs the forward-path floor instead of the propagation controllers
 
 
 def member_groups(members: int, processes: int) -> list[tuple[str, int]]:
@@ -186,7 +187,8 @@ class BenchStack:
             self.storage_url = f"{p.storage}://"
         self.cp_proc = ChildProcess("control plane", [
             "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
-            "--transport", p.transport, "--", *p.controller_flags], self.workdir / "controlplane.log")
+            "--transport", p.transport, *(["--floor"] if p.floor else []), "--", *p.controller_flags],
+            self.workdir / "controlplane.log")
         checkpoints = self.members_dir / "checkpoints"
         for k, (prefix, count) in enumerate(self.groups, start=1):
             d = self.members_dir if len(self.groups) == 1 else self.members_dir / f"p{k}"

@@ -17,6 +17,11 @@ last member object seen by the member watches, and Healthy on the binding (``agg
 every target cluster). The headline is the latency per member object (template created -> object in the
 member), p50/p90/p99/max, with the throughput, the control plane's CPU seconds and peak RSS over the window
 (first create to last Healthy).
+
+``--floor`` runs the same templates through the forward-path floor (:mod:`flotilla.bench.floor`) instead of the
+propagation controllers: only the writes and member creates the design needs, no logic, no status. Nothing
+becomes Healthy there, so the window ends with the last member object; the member-object latency is the lowest
+the real pipeline could reach on this machine.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ class PropagateParams:
     profile: str = ""
     data_dir: str = ""
     repeat: int = 1
+    floor: bool = False
 
     def command_line(self) -> str:
         cmd = ["flotilla", "bench", "propagate", "--templates", str(self.templates), "--members", str(self.members),
@@ -92,6 +98,8 @@ class PropagateParams:
         cmd += [f"--controller-flag={flag}" for flag in self.controller_flags]
         if self.member_processes:
             cmd += ["--member-processes", str(self.member_processes)]
+        if self.floor:
+            cmd.append("--floor")
         for opt, value in (("--json", self.json), ("--plot", self.plot), ("--profile", self.profile)):
             if value:
                 cmd += [opt, value]
@@ -319,7 +327,8 @@ class Run:
         self.workdir = workdir
         self.stack = BenchStack(StackParams(members=p.members, storage=p.storage, transport=p.transport,
                                             controller_flags=list(p.controller_flags),
-                                            member_processes=p.member_processes, taint_policy=False), workdir)
+                                            member_processes=p.member_processes, taint_policy=False,
+                                            floor=p.floor), workdir)
         self.run_id = f"p{int(time.time())}"
         self.kinds = template_kinds(p.templates, p.flink_share)
         self.timelines = [TemplateTimeline(name=f"t{i:05d}", kind=spec.kind, binding=spec.binding_name(f"t{i:05d}"),
@@ -349,7 +358,13 @@ class Run:
             await stack.cp.create(R.PROPAGATION_POLICIES, pol, NAMESPACE)
         self.observer = PropagationObserver(stack.cp, stack.member_clients, self.timelines)
         await self.observer.start()
+        if p.floor:
+            await stack.poll(self.floor_synced, "the floor's informers to sync", 60)
         self.result["setup"] = {"joined_seconds": round(joined, 1)}
+
+    async def floor_synced(self) -> bool:
+        samples = await self.stack.scrape()
+        return samples.get(("flotilla_bench_floor_unsynced", ()), 1.0) == 0.0
 
     async def apply(self) -> float:
         """Create every template with ``--concurrency`` clients; returns the wall time of the creates."""
@@ -400,8 +415,8 @@ class Run:
         t0 = time.time()
         create_s = await self.apply()
         propagated = await obs.wait_for(obs.all_propagated, p.timeout, lambda: self.progress(t0))
-        healthy = await obs.wait_for(obs.all_healthy, max(1.0, p.timeout - (time.time() - t0)),
-                                     lambda: self.progress(t0))
+        healthy = False if p.floor else await obs.wait_for(obs.all_healthy, max(1.0, p.timeout - (time.time() - t0)),
+                                                           lambda: self.progress(t0))
         cpu.stop()
         after = await stack.scrape()
         profile = await self.profiler.stop() if self.profiler is not None else {}
@@ -413,7 +428,7 @@ class Run:
         member_times = [t for tl in tls for t in tl.member_seen.values()]
         healthy_times = [tl.healthy for tl in tls if tl.healthy is not None]
         last_object = max(member_times, default=first_created)
-        last_healthy = max(healthy_times, default=first_created)
+        last_healthy = max(healthy_times, default=last_object if p.floor else first_created)
         objects = object_latencies(tls)
         writes = stats.counter_delta(before, after, "flotilla_bench_apiserver_writes_total")
         by_resource = stats.counter_delta(before, after, "flotilla_bench_apiserver_writes_total", by="resource")
@@ -427,6 +442,7 @@ class Run:
             "storage": p.storage,
             "transport": p.transport,
             "controller_flags": p.controller_flags,
+            "floor": p.floor,
             "concurrency": p.concurrency,
             "member_objects_expected": obs.objects_expected,
             "member_objects": obs.objects,
@@ -467,13 +483,16 @@ class Run:
             "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0],
                         "loadavg_1m": round(os.getloadavg()[0], 2)},
         })
+        if p.floor:
+            self.result["floor_templates"] = {k: int(v) for k, v in stats.counter_delta(
+                before, after, "flotilla_bench_floor_templates_total", by="outcome").items()}
         if profile:
             self.result["profile"] = profile
         missing = [tl.name for tl in tls if tl.all_members is None]
         if missing:
             self.result["not_propagated"] = missing[:20]
         unhealthy = [tl.binding for tl in tls if tl.healthy is None]
-        if unhealthy:
+        if unhealthy and not p.floor:
             self.result["not_healthy"] = unhealthy[:20]
         return self.result
 
@@ -491,7 +510,11 @@ def result_problems(result: dict[str, Any], p: PropagateParams) -> list[str]:
     if not result.get("all_propagated"):
         found.append(f"only {result.get('member_objects')} of {result.get('member_objects_expected')} member objects "
                      f"appeared within {p.timeout:.0f}s")
-    if not result.get("all_healthy"):
+    if p.floor:
+        failed = (result.get("floor_templates") or {}).get("failed", 0)
+        if failed:
+            found.append(f"the floor failed to carry {failed} templates (the control plane's log says why)")
+    elif not result.get("all_healthy"):
         found.append(f"only {result.get('healthy')} of {p.templates} bindings were Healthy within {p.timeout:.0f}s")
     return found
 
@@ -508,9 +531,12 @@ def render_report(r: dict[str, Any]) -> str:
     cores = r.get("cpu_cores") or {}
     writes = r.get("writes") or {}
     lat = r.get("latency_ms") or {}
+    floor = bool(r.get("floor"))
     rows = [("stage (ms since the template's creation)", "reached", "p50", "p90", "p99", "max")]
     stages = r.get("stages_ms") or {}
     for key, label in STAGES:
+        if floor and key == "healthy":
+            continue  # the floor writes no status
         s = stages.get(key) or {}
         rows.append((label, f"{s.get('count', 0)}/{n}", _ms(s.get("p50")), _ms(s.get("p90")), _ms(s.get("p99")),
                      _ms(s.get("max"))))
@@ -520,6 +546,8 @@ def render_report(r: dict[str, Any]) -> str:
     if steps:
         rows.append(("step (ms from the previous stage)", "", "", "", "", ""))
         for key, s in steps.items():
+            if floor and key.endswith("->healthy"):
+                continue
             rows.append((f"  {key}", str(s.get("count", 0)), _ms(s.get("p50")), _ms(s.get("p90")),
                          _ms(s.get("p99")), _ms(s.get("max"))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -532,10 +560,18 @@ def render_report(r: dict[str, Any]) -> str:
     mem = r.get("memory") or {}
     members_rss = ", ".join(f"{m['rss_mb']:.0f}" for m in mem.get("member_processes") or [])
     by_resource = ", ".join(f"{k} {v:,}" for k, v in list((writes.get("by_resource") or {}).items())[:6])
+    carried_by = "the forward-path floor (no controller logic)" if floor else "controllers"
+    if floor:
+        done = (r.get("floor_templates") or {})
+        healthy_line = (f"  Healthy                     not measured (--floor: no status controllers); the floor "
+                        f"carried {done.get('carried', 0)}, failed {done.get('failed', 0)}")
+    else:
+        healthy_line = (f"  all Healthy                 {r.get('total_seconds', 0):.2f} s after the first create "
+                        f"({r.get('throughput_per_s', 0):,.1f} templates/s)")
     lines = [
         f"flotilla bench propagate: {n} templates ({r.get('flinkdeployments', 0)} FlinkDeployments), "
         f"{r.get('placement')} to {r.get('members')} members ({r.get('member_objects_expected')} member objects), "
-        f"storage {r.get('storage')}, controllers over {r.get('transport')}",
+        f"storage {r.get('storage')}, {carried_by} over {r.get('transport')}",
         f"applied with {r.get('concurrency')} clients in {r.get('create_seconds', 0):.2f} s "
         f"({r.get('creates_per_s', 0):,.0f} creates/s); background writes {writes.get('background_per_s', 0):,.1f}/s",
         "",
@@ -546,8 +582,7 @@ def render_report(r: dict[str, Any]) -> str:
         f"p99 {_ms(lat.get('p99'))} ms, max {_ms(lat.get('max'))} ms",
         f"  all member objects          {r.get('propagated_seconds', 0):.2f} s after the first create "
         f"({r.get('member_objects_per_s', 0):,.1f} objects/s)",
-        f"  all Healthy                 {r.get('total_seconds', 0):.2f} s after the first create "
-        f"({r.get('throughput_per_s', 0):,.1f} templates/s)",
+        healthy_line,
         f"  writes                      {writes.get('total', 0):,} ({writes.get('per_template', 0):.1f} per template); "
         f"{by_resource}",
         f"  control plane               {r.get('cpu_seconds', 0):.1f} CPU s over {r.get('cpu_window_seconds', 0):.1f} s "
@@ -557,7 +592,7 @@ def render_report(r: dict[str, Any]) -> str:
         "  CPU cores (window)          " + " ".join(f"{k} {v:.2f}" for k, v in cores.items()),
         f"  all propagated / Healthy    {'yes' if r.get('all_propagated') else 'NO'} "
         f"({r.get('member_objects', 0)}/{r.get('member_objects_expected', 0)}) / "
-        f"{'yes' if r.get('all_healthy') else 'NO'} ({r.get('healthy', 0)}/{n})",
+        + ("not measured" if floor else f"{'yes' if r.get('all_healthy') else 'NO'} ({r.get('healthy', 0)}/{n})"),
         f"  machine                     {(r.get('machine') or {}).get('nproc')} CPUs, load average (1 min) "
         f"{(r.get('machine') or {}).get('loadavg_1m')}",
     ]
@@ -608,7 +643,7 @@ def params_from_args(args: Any) -> PropagateParams:
         storage=args.storage, transport=args.transport, controller_flags=list(args.controller_flag or []),
         concurrency=args.concurrency, member_processes=args.member_processes, timeout=args.timeout,
         json=args.json or "", plot=args.plot or "", profile=args.profile or "", data_dir=args.data_dir or "",
-        repeat=args.repeat)
+        repeat=args.repeat, floor=bool(getattr(args, "floor", False)))
 
 
 def run_propagate_command(args: Any) -> int:
@@ -619,6 +654,9 @@ def run_propagate_command(args: Any) -> int:
         raise SystemExit("flotilla bench propagate: --members must be at least 1")
     if not 0.0 <= p.flink_share <= 1.0:
         raise SystemExit("flotilla bench propagate: --flink-share must be between 0 and 1")
+    if p.floor and p.placement != "duplicated":
+        raise SystemExit("flotilla bench propagate: --floor carries every template to every member: use it with "
+                         "--placement duplicated")
     if p.plot:
         from flotilla.bench.plot import require_matplotlib
 

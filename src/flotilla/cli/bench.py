@@ -857,6 +857,10 @@ def add_propagate_parser(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
                    help="another controller-manager flag for the control plane (repeatable)")
     f.add_argument("--concurrency", type=int, default=64, help="clients creating the templates (default 64)")
+    f.add_argument("--floor", action="store_true",
+                   help="carry the templates with only the writes and member creates the design needs, no "
+                        "controller logic and no status (flotilla.bench.floor): the lowest latency this machine "
+                        "allows; Healthy is not measured")
     f.add_argument("--member-processes", type=int, default=0,
                    help="flotilla member processes (default: one per 50 members)")
     f.add_argument("--timeout", type=float, default=600.0,
