@@ -30,6 +30,8 @@ bench: $(STAMP)
 		--storage etcd --fault taint --json bench-failover-etcd.json --plot docs/img/failover-1000-etcd.png
 	$(VENV)/bin/flotilla bench propagate --templates 1000 --members 3 --flink-share 0.1 --storage sqlite \
 		--json bench-propagate.json --plot docs/img/propagate-1000.png
+	$(VENV)/bin/flotilla bench propagate --templates 1000 --members 3 --flink-share 0.1 --storage sqlite --floor \
+		--json bench-propagate-floor.json
 	$(VENV)/bin/flotilla bench scale --members 100 --workloads 10000 --storage sqlite --idle-seconds 30 \
 		--failover --failed-workloads 1000 --json bench-scale.json
 	$(VENV)/bin/flotilla bench scale --members 100 --workloads 10000 --storage sqlite --idle-seconds 30 \
