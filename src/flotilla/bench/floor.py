@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from flotilla.api import labels as L
 from flotilla.api import resources as R
+from flotilla.bench.propagate import DUPLICATED_POLICY as POLICY_NAME
 from flotilla.bench.workloads import KINDS, NAMESPACE, RUN_LABEL
 from flotilla.client import ApiException, Client, Informer, Resource
 from flotilla.client.errors import is_already_exists
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 FLOOR_WORKERS: Final = 64
 #: the templates' kinds of ``flotilla bench propagate``
 TEMPLATE_RESOURCES: Final[tuple[Resource, ...]] = (KINDS["deployment"].resource, KINDS["flink"].resource)
-POLICY_NAME: Final = "bench-propagate"
 _SYSTEM_FIELDS: Final = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
                          "ownerReferences", "finalizers", "deletionTimestamp", "deletionGracePeriodSeconds")
 

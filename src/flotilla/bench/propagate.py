@@ -54,6 +54,8 @@ from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpe
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
 
 PLACEMENTS: Final = ("duplicated", "single")
+#: the PropagationPolicy of ``--placement duplicated`` (the floor's claims name it too)
+DUPLICATED_POLICY: Final = "bench-propagate"
 #: the numbers ``--repeat`` tabulates (run by run, and their median)
 SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
                   "cpu_seconds", "peak_rss_mb", "cpu_cores.other")
@@ -144,7 +146,7 @@ def policies(kinds: list[KindSpec], members: list[str], placement: str, run: str
         }
 
     if placement == "duplicated":
-        return [policy("bench-propagate", run, list(members))]
+        return [policy(DUPLICATED_POLICY, run, list(members))]
     return [policy(f"bench-propagate-{m}", f"{run}.{m}", [m]) for m in members]
 
 
@@ -643,7 +645,7 @@ def params_from_args(args: Any) -> PropagateParams:
         storage=args.storage, transport=args.transport, controller_flags=list(args.controller_flag or []),
         concurrency=args.concurrency, member_processes=args.member_processes, timeout=args.timeout,
         json=args.json or "", plot=args.plot or "", profile=args.profile or "", data_dir=args.data_dir or "",
-        repeat=args.repeat, floor=bool(getattr(args, "floor", False)))
+        repeat=args.repeat, floor=args.floor)
 
 
 def run_propagate_command(args: Any) -> int:
