@@ -4,13 +4,15 @@ join``/``unjoin`` do (karmada-core.md §11).
 ``join NAME --cluster-kubeconfig FILE`` reads the member's kubeconfig, checks that the member answers (its
 health endpoint; its credentials are tried on ``kube-system``), then writes to the control plane (``--kubeconfig``,
 default ``$KUBECONFIG`` or ``~/.kube/config``) the namespace ``karmada-cluster`` if missing, a Secret ``NAME``
-there with ``data.token``/``data.caBundle`` (those the kubeconfig has) and the Cluster (``syncMode: Push``,
-``apiEndpoint``, ``secretRef``, ``insecureSkipTLSVerification`` when the kubeconfig skips verification, ``id`` =
-UID of the member's ``kube-system``). The Secret is owned by the Cluster. Joining again updates what changed.
+there with the member's credentials and the Cluster (``syncMode: Push``, ``apiEndpoint``, ``secretRef``,
+``insecureSkipTLSVerification`` when the kubeconfig skips verification, ``id`` = UID of the member's
+``kube-system``). The Secret is owned by the Cluster. Joining again updates what changed.
 
 Unlike karmadactl, nothing is installed in the member (no ServiceAccount, no RBAC): the control plane uses the
-kubeconfig's own bearer token. Client-certificate credentials cannot be carried by the Secret (Karmada's Secret
-holds a token and a CA only); join warns about it.
+kubeconfig's own credentials, stored in the Secret: ``token`` (a token or tokenFile's content) and ``caBundle`` as
+in Karmada, ``tls.crt``/``tls.key`` for a client certificate, ``exec`` for an exec credential plugin (EKS, GKE,
+AKS), which the controller-manager runs whenever it needs a fresh credential. A kubeconfig user with no
+credentials joins only a member that lets anonymous requests read it; otherwise join fails and says what to add.
 
 ``unjoin NAME`` deletes the Cluster and waits (``--wait``, default 60 s; 0 = do not wait) until the cluster
 controller has cleaned up (Works, execution namespace) and removed its finalizer, then deletes the Secret. Without
@@ -23,12 +25,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import ssl
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.client.errors import ConnectionFailed
+from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig
 from flotilla.client.resources import NAMESPACES, SECRETS
 from flotilla.cluster.health import Health
@@ -159,19 +164,36 @@ def join_spec_from_credentials(name: str, creds: ClusterCredentials, *,
                                cluster_namespace: str = DEFAULT_CLUSTER_NAMESPACE, cluster_id: str | None = None,
                                provider: str | None = None, region: str | None = None,
                                zones: tuple[str, ...] = ()) -> JoinSpec:
+    """The join of a member reached with ``creds``: the Secret carries its token (a tokenFile's content), client
+    certificate and exec plugin, whichever the kubeconfig has."""
     token = creds.token
     if creds.token_file is not None:
         token = creds.auth_headers().get("Authorization", "").removeprefix("Bearer ") or token
     return JoinSpec(name=name, api_endpoint=creds.server, token=token or None, ca_pem=creds.ca_pem,
+                    client_cert_pem=creds.client_cert_pem, client_key_pem=creds.client_key_pem,
+                    exec_config=creds.exec.to_stored() if creds.exec is not None else None,
                     insecure_skip_tls_verification=creds.insecure, cluster_namespace=cluster_namespace,
                     cluster_id=cluster_id, provider=provider, region=region, zones=zones)
 
 
-async def inspect_member(member: Client, name: str) -> tuple[str | None, str | None, list[str]]:
-    """Check the member answers; returns ``(kubernetes version, kube-system UID, warnings)``."""
+_NO_CREDENTIALS = ("add a token, tokenFile, client-certificate/client-key or an exec plugin to the kubeconfig's "
+                   "user (for EKS `aws eks update-kubeconfig`, for GKE `gcloud container clusters get-credentials` "
+                   "writes one)")
+
+
+async def inspect_member(member: Client, name: str, *,
+                         authenticated: bool = True) -> tuple[str | None, str | None, list[str]]:
+    """Check the member answers and accepts the kubeconfig's credentials (``authenticated``: it has some); returns
+    ``(kubernetes version, kube-system UID, warnings)``."""
     from flotilla.controllers.cluster_status import fetch_version, probe_health
 
     warnings: list[str] = []
+    if isinstance(member.transport, HttpTransport):
+        try:
+            await member.transport.ensure_credentials()  # an exec plugin runs here
+        except ConnectionFailed as e:
+            raise ClusterCommandError(f"member cluster {name}: {e.message} (run the command yourself to see why, "
+                                      "then fix the kubeconfig's exec stanza or the plugin's setup)") from None
     obs = await probe_health(member)
     if obs.health is Health.OFFLINE:
         raise ClusterCommandError(f"cannot reach member cluster {name} at {member.server}: {obs.detail}")
@@ -183,6 +205,10 @@ async def inspect_member(member: Client, name: str) -> tuple[str | None, str | N
         ns = await member.get(NAMESPACES, "kube-system")
         cluster_id = (ns.get("metadata") or {}).get("uid")
     except ApiException as e:
+        if not authenticated and e.status in (401, 403):
+            raise ClusterCommandError(
+                f"the member kubeconfig's user has no credentials and member cluster {name} at {member.server} "
+                f"refuses anonymous requests ({e.status} {e.reason}): {_NO_CREDENTIALS}") from None
         if e.status == 401:
             raise ClusterCommandError(f"member cluster {name} at {member.server} refused the kubeconfig's "
                                       f"credentials: {e}") from None
@@ -362,12 +388,13 @@ async def _join_main(args: argparse.Namespace) -> int:
     except KubeconfigError as e:
         raise ClusterCommandError(f"member cluster: {e}") from None
     warnings: list[str] = []
-    if creds.client_cert_pem and not creds.token:
-        warnings.append("the member kubeconfig authenticates with a client certificate, which a Cluster's Secret "
-                        "cannot carry (it holds a token and a CA); the control plane will reach the member "
-                        "without credentials")
-    async with Client.from_credentials(creds, request_timeout=args.timeout, read_retries=0) as member:
-        version, cluster_id, more = await inspect_member(member, args.name)
+    try:
+        member = Client.from_credentials(creds, request_timeout=args.timeout, read_retries=0)
+    except ssl.SSLError as e:
+        raise ClusterCommandError(f"member cluster: the kubeconfig's client certificate and key cannot be used "
+                                  f"({e}): check client-certificate and client-key") from None
+    async with member:
+        version, cluster_id, more = await inspect_member(member, args.name, authenticated=creds.has_credentials)
     warnings += more
     zones = tuple(z.strip() for z in (args.cluster_zones or "").split(",") if z.strip())
     spec = join_spec_from_credentials(args.name, creds, cluster_namespace=args.cluster_namespace,

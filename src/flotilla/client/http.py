@@ -1,10 +1,18 @@
-"""The HTTP transport: aiohttp, one session (connection pool) per client, JSON via orjson, TLS per kubeconfig."""
+"""The HTTP transport: aiohttp, one session (connection pool) per client, JSON via orjson, TLS per kubeconfig.
+
+A kubeconfig user with an ``exec`` plugin gets its credential from the plugin (:mod:`flotilla.client.exec_credential`):
+run before the first request, again once the credential's ``expirationTimestamp`` has passed, and again when the
+server answers 401 (the request is then sent once more). A plugin that fails raises ConnectionFailed with reason
+``ExecPluginFailed`` and the plugin's message.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
+import ssl
 import time
 from typing import Any
 from urllib.parse import quote
@@ -13,6 +21,7 @@ import aiohttp
 import orjson
 
 from flotilla.client.errors import ApiException, ConnectionFailed, from_status
+from flotilla.client.exec_credential import ExecConfigError, ExecCredentialSource, ExecResult
 from flotilla.client.kubeconfig import ClusterCredentials
 from flotilla.client.resources import Resource
 from flotilla.client.transport import Query, Transport, WatchEvent, WatchStream
@@ -62,6 +71,11 @@ class HttpTransport(Transport):
         self._auth: dict[str, str] = credentials.auth_headers()
         self._auth_read = time.monotonic()
         self._closed = False
+        self.exec_source = (ExecCredentialSource(credentials.exec, credentials.cluster_info())
+                            if credentials.exec is not None else None)
+        self._exec_applied: ExecResult | None = None
+        self._exec_cert: tuple[bytes, bytes] | None = None
+        self._retired: list[aiohttp.ClientSession] = []
 
     # ------------------------------------------------------------------ plumbing
     def session(self) -> aiohttp.ClientSession:
@@ -73,8 +87,52 @@ class HttpTransport(Transport):
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.request_timeout), trust_env=False)
         return self._session
 
+    async def ensure_credentials(self) -> ExecResult | None:
+        """Run the exec plugin when there is no valid credential yet; returns the one in use (None without one)."""
+        if self.exec_source is None:
+            return None
+        try:
+            cred = await self.exec_source.get()
+        except ExecConfigError as e:
+            raise ConnectionFailed(str(e), reason="ExecPluginFailed") from None
+        if cred is not self._exec_applied:
+            self._apply_exec(cred)
+        return cred
+
+    def refused(self, cred: ExecResult | None) -> bool:
+        """The server answered 401 to a request sent with ``cred``: True when asking the exec plugin again may
+        help (the caller then sends the request once more)."""
+        if self.exec_source is None:
+            return False
+        self.exec_source.invalidate(cred)
+        return True
+
+    def _apply_exec(self, cred: ExecResult) -> None:
+        self._auth = {"Authorization": f"Bearer {cred.token}"} if cred.token else self.credentials.auth_headers()
+        if cred.client_cert_pem and cred.client_key_pem and self._exec_cert != (cred.client_cert_pem,
+                                                                                 cred.client_key_pem):
+            creds = dataclasses.replace(self.credentials, client_cert_pem=cred.client_cert_pem,
+                                        client_key_pem=cred.client_key_pem)
+            try:
+                self._ssl = creds.ssl_context()
+            except ssl.SSLError as e:
+                raise ConnectionFailed(f"the exec plugin's client certificate cannot be used: {e}",
+                                       reason="ExecPluginFailed") from None
+            self._exec_cert = (cred.client_cert_pem, cred.client_key_pem)
+            old, self._session = self._session, None  # pooled connections keep the certificate they began with
+            if old is not None:  # requests already sent on it finish first
+                self._retired.append(old)
+                asyncio.get_running_loop().call_later(self.request_timeout + 1.0, self._close_retired, old)
+        self._exec_applied = cred
+
+    def _close_retired(self, session: aiohttp.ClientSession) -> None:
+        if session in self._retired:
+            self._retired.remove(session)
+            asyncio.ensure_future(session.close())
+
     def headers(self, content_type: str | None = None) -> dict[str, str]:
-        if self.credentials.token_file is not None and time.monotonic() - self._auth_read > _TOKEN_FILE_TTL:
+        if self.exec_source is None and self.credentials.token_file is not None \
+                and time.monotonic() - self._auth_read > _TOKEN_FILE_TTL:
             self._auth = self.credentials.auth_headers()
             self._auth_read = time.monotonic()
         h = {"Accept": _JSON, "User-Agent": self.user_agent, **self._auth}
@@ -103,6 +161,17 @@ class HttpTransport(Transport):
         data = None if body is None else orjson.dumps(body)
         if data is not None and content_type is None:
             content_type = _JSON
+        cred = await self.ensure_credentials()
+        try:
+            return await self._send(method, url, query, data, content_type)
+        except ApiException as e:
+            if e.status != 401 or not self.refused(cred):
+                raise
+        await self.ensure_credentials()
+        return await self._send(method, url, query, data, content_type)
+
+    async def _send(self, method: str, url: str, query: Query | None, data: bytes | None,
+                    content_type: str | None) -> dict[str, Any]:
         attempts = 1 + (self.read_retries if method == "GET" else 0)
         for attempt in range(attempts):
             try:
@@ -127,6 +196,9 @@ class HttpTransport(Transport):
 
     async def close(self) -> None:
         self._closed = True
+        for old in self._retired:
+            await old.close()
+        self._retired.clear()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -200,12 +272,21 @@ class _HttpWatch(WatchStream):
     async def _open(self) -> aiohttp.ClientResponse:
         t = self._t
         timeout = aiohttp.ClientTimeout(total=None, connect=t.request_timeout, sock_connect=t.request_timeout)
-        try:
-            resp = await t.session().get(self._url, params=self._query, headers=t.headers(), timeout=timeout,
-                                         **t._extra())
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            self._closed = True
-            raise _connection_failed(e, self._url) from e
+        for attempt in range(2):
+            try:
+                cred = await t.ensure_credentials()
+                resp = await t.session().get(self._url, params=self._query, headers=t.headers(), timeout=timeout,
+                                             **t._extra())
+            except ConnectionFailed:
+                self._closed = True
+                raise
+            except (aiohttp.ClientError, TimeoutError, OSError) as e:
+                self._closed = True
+                raise _connection_failed(e, self._url) from e
+            if resp.status == 401 and attempt == 0 and t.refused(cred):
+                resp.release()
+                continue
+            break
         if resp.status != 200:
             try:
                 raw = await resp.read()

@@ -5,10 +5,11 @@ Writing produces files that kubectl, client-go and the official Python client ac
 Files are written 0600 and atomically (temporary file + rename).
 
 Reading resolves one context into :class:`ClusterCredentials` for Flotilla's own async client. Supported user
-credentials: ``token``, ``tokenFile``, ``client-certificate(-data)`` + ``client-key(-data)``; cluster trust:
+credentials: ``token``, ``tokenFile``, ``client-certificate(-data)`` + ``client-key(-data)``, and ``exec``
+credential plugins (:mod:`flotilla.client.exec_credential`; the HTTP transport runs them); cluster trust:
 ``certificate-authority(-data)``, ``insecure-skip-tls-verify``, ``tls-server-name``. Relative file references
-are resolved against the kubeconfig's directory, as kubectl does. ``exec`` and ``auth-provider`` plugins are not
-supported and raise :class:`KubeconfigError`.
+are resolved against the kubeconfig's directory, as kubectl does. ``auth-provider`` (removed from kubectl in 1.26)
+raises :class:`KubeconfigError` naming the exec plugin that replaces it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from flotilla.client.exec_credential import EXEC_CLUSTER_EXTENSION, ClusterInfo, ExecConfig, ExecConfigError
 from flotilla.files import atomic_write
 
 __all__ = [
@@ -279,10 +281,23 @@ class ClusterCredentials:
     token_file: Path | None = None
     #: the control plane's other API servers (the ``servers.flotilla.io`` extension of the kubeconfig's cluster)
     fallback_servers: tuple[str, ...] = ()
+    #: an exec credential plugin (the user's ``exec`` stanza); the transport runs it for a token or certificate
+    exec: ExecConfig | None = None
 
     @property
     def is_https(self) -> bool:
         return self.server.lower().startswith("https://")
+
+    @property
+    def has_credentials(self) -> bool:
+        """Does the user present anything: a token, a token file, a client certificate or an exec plugin?"""
+        return bool(self.token or self.token_file is not None or self.client_cert_pem or self.exec is not None)
+
+    def cluster_info(self) -> ClusterInfo:
+        """What an exec plugin with ``provideClusterInfo`` is told about the cluster."""
+        return ClusterInfo(server=self.server, ca_pem=self.ca_pem, insecure=self.insecure,
+                           tls_server_name=self.tls_server_name,
+                           config=self.exec.cluster_config if self.exec is not None else None)
 
     def auth_headers(self) -> dict[str, str]:
         """``Authorization`` header for the bearer token (re-reading ``tokenFile`` if there is one).
@@ -435,9 +450,19 @@ def load_kubeconfig(
             f"{kpath}: cluster {cluster_name!r}: certificate-authority and insecure-skip-tls-verify are exclusive"
         )
 
-    for unsupported in ("exec", "auth-provider"):
-        if user.get(unsupported):
-            raise KubeconfigError(f"{kpath}: user {user_name!r}: {unsupported} credentials are not supported")
+    provider = user.get("auth-provider")
+    if provider:
+        pname = provider.get("name") if isinstance(provider, dict) else None
+        instead = _AUTH_PROVIDER_PLUGINS.get(str(pname), "the exec credential plugin of your provider")
+        raise KubeconfigError(f"{kpath}: user {user_name!r}: auth-provider {pname!r} is not supported (kubectl "
+                              f"dropped auth-provider plugins in 1.26): use {instead} in an 'exec' stanza")
+    exec_config: ExecConfig | None = None
+    if user.get("exec"):
+        try:
+            exec_config = ExecConfig.from_kubeconfig(user["exec"], base=base, where=f"user {user_name!r}: exec",
+                                                     cluster_config=_exec_cluster_config(cluster))
+        except ExecConfigError as e:
+            raise KubeconfigError(f"{kpath}: {e}") from None
 
     token = user.get("token") or None
     if token is not None and not isinstance(token, str):
@@ -468,4 +493,21 @@ def load_kubeconfig(
         tls_server_name=str(tls_server_name) if tls_server_name else None,
         context=ctx_name,
         token_file=token_file,
+        exec=exec_config,
     )
+
+
+#: the exec plugins that replace kubectl's removed auth-provider plugins
+_AUTH_PROVIDER_PLUGINS = {
+    "gcp": "gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin; then gcloud container "
+           "clusters get-credentials writes the stanza)",
+    "azure": "kubelogin (kubelogin convert-kubeconfig writes the stanza)",
+    "oidc": "an OIDC exec plugin such as kubelogin (kubectl oidc-login)",
+}
+
+
+def _exec_cluster_config(cluster: Mapping[str, Any]) -> Any:
+    for ext in cluster.get("extensions") or []:
+        if isinstance(ext, Mapping) and ext.get("name") == EXEC_CLUSTER_EXTENSION:
+            return ext.get("extension")
+    return None

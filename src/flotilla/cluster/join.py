@@ -3,9 +3,11 @@
 A Push-mode join registers a member with:
 
 * the namespace ``karmada-cluster`` (``--cluster-namespace``) if it is missing;
-* a Secret named after the cluster there, ``data.token`` / ``data.caBundle`` (base64; each only when the member
-  kubeconfig has one) - what the controllers use to reach the member (``spec.secretRef``); it is owned by the
-  Cluster (ownerReference), so it goes when the Cluster goes;
+* a Secret named after the cluster there - what the controllers use to reach the member (``spec.secretRef``);
+  it is owned by the Cluster (ownerReference), so it goes when the Cluster goes. Its data (base64; each key only
+  when the member kubeconfig has it): Karmada's ``token`` and ``caBundle``; Flotilla's ``tls.crt`` / ``tls.key``
+  (a client certificate and its key, PEM) and ``exec`` (an exec credential plugin's kubeconfig stanza, JSON, that
+  the controller-manager runs for a fresh token);
 * the Cluster: ``spec.syncMode: Push``, ``spec.apiEndpoint`` (the kubeconfig's server), ``spec.secretRef``,
   ``spec.insecureSkipTLSVerification`` when the kubeconfig skips verification, ``spec.id`` (the UID of the
   member's ``kube-system`` namespace, when readable), and provider/region/zones when given.
@@ -17,6 +19,7 @@ models, labels - as it is.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +30,10 @@ __all__ = [
     "CLUSTER_API_VERSION",
     "DEFAULT_CLUSTER_NAMESPACE",
     "SECRET_CA_KEY",
+    "SECRET_CERT_KEY",
+    "SECRET_EXEC_KEY",
+    "SECRET_KEYS",
+    "SECRET_KEY_KEY",
     "SECRET_TOKEN_KEY",
     "JoinSpec",
     "cluster_object",
@@ -44,6 +51,13 @@ CLUSTER_API_VERSION = "cluster.karmada.io/v1alpha1"
 DEFAULT_CLUSTER_NAMESPACE = "karmada-cluster"
 SECRET_TOKEN_KEY = "token"
 SECRET_CA_KEY = "caBundle"
+#: a client certificate and its key (PEM), as in a ``kubernetes.io/tls`` Secret; Karmada's Secret has no such keys
+SECRET_CERT_KEY = "tls.crt"
+SECRET_KEY_KEY = "tls.key"
+#: an exec credential plugin's kubeconfig stanza (JSON), run by the controller-manager; Flotilla only
+SECRET_EXEC_KEY = "exec"
+#: every key join writes (and removes when the kubeconfig no longer has it)
+SECRET_KEYS = (SECRET_TOKEN_KEY, SECRET_CA_KEY, SECRET_CERT_KEY, SECRET_KEY_KEY, SECRET_EXEC_KEY)
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,10 @@ class JoinSpec:
     api_endpoint: str
     token: str | None = None
     ca_pem: bytes | None = None
+    client_cert_pem: bytes | None = None
+    client_key_pem: bytes | None = None
+    #: an exec plugin's stanza (:meth:`flotilla.client.exec_credential.ExecConfig.to_stored`)
+    exec_config: Mapping[str, Any] | None = None
     insecure_skip_tls_verification: bool = False
     cluster_namespace: str = DEFAULT_CLUSTER_NAMESPACE
     cluster_id: str | None = None
@@ -87,6 +105,12 @@ def secret_data(spec: JoinSpec) -> dict[str, str]:
         data[SECRET_TOKEN_KEY] = base64.b64encode(spec.token.encode()).decode("ascii")
     if spec.ca_pem:
         data[SECRET_CA_KEY] = base64.b64encode(spec.ca_pem).decode("ascii")
+    if spec.client_cert_pem and spec.client_key_pem:
+        data[SECRET_CERT_KEY] = base64.b64encode(spec.client_cert_pem).decode("ascii")
+        data[SECRET_KEY_KEY] = base64.b64encode(spec.client_key_pem).decode("ascii")
+    if spec.exec_config:
+        stanza = json.dumps(dict(spec.exec_config), sort_keys=True, separators=(",", ":"))
+        data[SECRET_EXEC_KEY] = base64.b64encode(stanza.encode()).decode("ascii")
     return data
 
 
@@ -101,12 +125,12 @@ def secret_object(spec: JoinSpec) -> dict[str, Any]:
 
 
 def secret_data_patch(existing: Mapping[str, Any], spec: JoinSpec) -> dict[str, Any] | None:
-    """Merge patch bringing an existing Secret's token/caBundle in line (a key the kubeconfig no longer has is
-    removed; other keys are left alone), or None."""
+    """Merge patch bringing an existing Secret's credentials (:data:`SECRET_KEYS`) in line (a key the kubeconfig
+    no longer has is removed; other keys are left alone), or None."""
     current = existing.get("data") or {}
     desired = secret_data(spec)
     changes: dict[str, Any] = {}
-    for key in (SECRET_TOKEN_KEY, SECRET_CA_KEY):
+    for key in SECRET_KEYS:
         if current.get(key) != desired.get(key):
             changes[key] = desired.get(key)  # None removes the key
     return {"data": changes} if changes else None

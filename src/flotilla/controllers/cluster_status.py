@@ -124,19 +124,26 @@ async def _http_get(client: Client, path: str,
     if t.credentials.tls_server_name and t.credentials.is_https:
         extra["server_hostname"] = t.credentials.tls_server_name
     url = t.server + path
-    for attempt in range(2):
+    cred = await t.ensure_credentials()  # an exec plugin's credential (ConnectionFailed when the plugin fails)
+    reauthenticated = retried = False
+    for _ in range(3):
         try:
             async with t.session().get(url, headers={**t.headers(), **(headers or {})}, **extra) as resp:
+                if resp.status == 401 and not reauthenticated and t.refused(cred):
+                    reauthenticated = True  # the plugin's credential was refused: ask it again, once
+                    cred = await t.ensure_credentials()
+                    continue
                 return resp.status, resp.headers, await resp.read()
         except aiohttp.ServerDisconnectedError as e:
-            if attempt == 0:
+            if not retried:
+                retried = True
                 continue
             raise ConnectionFailed(f"{url}: {type(e).__name__}: {e}") from e
         except TimeoutError as e:
             raise ConnectionFailed(f"timed out talking to {url}", reason="Timeout") from e
         except (aiohttp.ClientError, OSError) as e:
             raise ConnectionFailed(f"{url}: {type(e).__name__}: {e}") from e
-    raise AssertionError("unreachable")
+    raise ConnectionFailed(f"{url}: the connection kept failing")
 
 
 async def _raw_get(client: Client, path: str) -> tuple[int, str]:

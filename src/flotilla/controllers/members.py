@@ -2,7 +2,9 @@
 
 As in Karmada (Push mode), the Cluster object names a Secret (``spec.secretRef``, namespace
 ``karmada-cluster`` by default) whose data holds ``token`` and, for TLS, ``caBundle``; the endpoint is
-``spec.apiEndpoint`` and ``spec.insecureSkipTLSVerification`` skips verification. A client is cached per
+``spec.apiEndpoint`` and ``spec.insecureSkipTLSVerification`` skips verification. Flotilla also reads a client
+certificate (``tls.crt`` + ``tls.key``) and an exec credential plugin (``exec``, the kubeconfig stanza as JSON,
+which the member's client runs for its credential), as ``flotilla join`` stores them. A client is cached per
 cluster and rebuilt when the Cluster's endpoint or credentials change. The Secret is read again at most every
 ``secret_ttl`` seconds (every controller asks for the client on each reconcile; one read per ask was most of the
 control plane's reads during a failover), so changed credentials are picked up within that time.
@@ -18,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
+import ssl
 import time
 from typing import Any
 
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client, Resource
+from flotilla.client.exec_credential import ExecConfig, ExecConfigError
 from flotilla.client.kubeconfig import ClusterCredentials
 
 __all__ = ["CLUSTERS", "CLUSTER_SECRET_NAMESPACE", "SECRETS", "MemberClientError", "MemberClients", "credentials_for"]
@@ -53,12 +58,26 @@ def credentials_for(cluster: dict[str, Any], secret: dict[str, Any] | None) -> C
             raise MemberClientError(f"secret of cluster {name}: data.{key} is not base64") from None
 
     token = field("token")
+    cert, key = field("tls.crt"), field("tls.key")
+    if bool(cert) != bool(key):
+        raise MemberClientError(f"secret of cluster {name}: data.tls.crt and data.tls.key must be given together")
+    exec_config = None
+    stanza = field("exec")
+    if stanza:
+        try:
+            exec_config = ExecConfig.from_stored(json.loads(stanza), where=f"secret of cluster {name}: data.exec")
+        except ValueError as e:  # ExecConfigError, or not JSON
+            detail = str(e) if isinstance(e, ExecConfigError) else f"secret of cluster {name}: data.exec is not JSON"
+            raise MemberClientError(detail) from None
     return ClusterCredentials(
         server=endpoint,
         token=token.decode() if token else None,
         ca_pem=field("caBundle"),
+        client_cert_pem=cert,
+        client_key_pem=key,
         insecure=bool(spec.get("insecureSkipTLSVerification")),
         context=name,
+        exec=exec_config,
     )
 
 
@@ -102,8 +121,12 @@ class MemberClients:
         cached = self._clients.get(name)
         if cached is not None and cached[0] == fingerprint:
             return cached[1]
-        client = Client.from_credentials(credentials_for(cluster, secret), request_timeout=self.request_timeout,
-                                         read_retries=0)
+        try:
+            client = Client.from_credentials(credentials_for(cluster, secret), request_timeout=self.request_timeout,
+                                             read_retries=0)
+        except ssl.SSLError as e:  # a tls.crt/tls.key pair that does not load
+            raise MemberClientError(f"cluster {name}: the client certificate in its secret cannot be used: "
+                                    f"{e}") from None
         self._clients[name] = (fingerprint, client)
         if cached is not None:
             self._retire(cached[1])
