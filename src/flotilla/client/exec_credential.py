@@ -68,8 +68,7 @@ class ClusterInfo:
             out["insecure-skip-tls-verify"] = True
         if self.ca_pem:
             out["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode("ascii")
-        if self.config is not None:
-            out["config"] = self.config
+        out["config"] = self.config  # kubectl sends null without the cluster extension
         return out
 
 

@@ -66,6 +66,7 @@ def test_malformed_stanzas_are_refused_with_the_field(stanza: dict[str, Any], me
 
 
 def test_the_plugin_is_told_it_is_not_interactive_and_about_the_cluster_only_when_asked() -> None:
+    assert ClusterInfo("https://h:6443").to_json() == {"server": "https://h:6443", "config": None}  # as kubectl
     cluster = ClusterInfo("https://h:6443", ca_pem=b"CA", tls_server_name="api", config={"audience": "x"})
     assert exec_info(ExecConfig.from_kubeconfig(EKS), cluster) == {
         "apiVersion": V1BETA1, "kind": "ExecCredential", "spec": {"interactive": False}}
