@@ -305,3 +305,20 @@ async def test_join_fails_saying_what_to_fix_when_the_member_cannot_be_authentic
 
     assert await get_or_none(env.client, CLUSTERS, "m-none", None) is None
     assert await get_or_none(env.client, SECRETS, "m-none", "karmada-cluster") is None
+
+
+async def test_an_exec_plugin_may_answer_with_a_client_certificate(env: Env) -> None:
+    paths = CertPaths.under(env.member("m-exec").config.member_dir / "pki")
+    cert, key = issue_client_cert(paths, "plugin-user", ["system:masters"])
+    answer = env.tmp / "credential.json"
+    answer.write_text(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                                  "status": {"clientCertificateData": cert.decode(),
+                                             "clientKeyData": key.decode()}}))
+    script = env.tmp / "cert-plugin.py"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write(open({str(answer)!r}).read())\n")
+    script.chmod(0o755)
+    kubeconfig = env.member_kubeconfig("m-exec", {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+                                                           "command": str(script)}}, "cert-exec.kubeconfig")
+    async with Client.from_kubeconfig(kubeconfig) as member:  # no token: only the certificate authenticates
+        assert (await member.get(NAMESPACES, "kube-system"))["metadata"]["uid"] == \
+            await kube_system_uid(env, "m-exec")
