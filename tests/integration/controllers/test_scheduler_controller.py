@@ -807,3 +807,59 @@ async def test_a_held_status_write_never_moves_scheduler_observed_generation_bac
         await asyncio.gather(watching, return_exceptions=True)
         await a._held.close()
         await b._held.close()
+
+
+async def test_a_confirmation_overtaken_by_a_change_to_schedule_schedules_it(plane: Plane) -> None:
+    """A pass with nothing to schedule confirms the generation with the resourceVersion precondition. When the
+    binding changed meanwhile into one that needs scheduling (its replicas, here), the conflict's re-read is decided
+    again and scheduled, not confirmed: a confirmation would record a generation no pass scheduled, and the
+    graceful-eviction controller would take the scheduler as caught up."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+    await plane.client.create(PPS, policy(placement=placement))
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.binding("nginx-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    sched = SchedulerController(dataclasses.replace(ctx, forward_first=ForwardFirst(max_wait=0)))
+    overtaken = _Overtaken(ctx.client)
+    sched.client = overtaken
+    sched.setup()
+    key = f"{NS}/nginx-deployment"
+    try:
+        assert await ctx.informers.wait_for_sync(5)
+        await sched.reconcile(key)
+        rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+        generation = rb["metadata"]["generation"]
+        # the generation unconfirmed (as a pass that was lost would leave it), nothing to schedule
+        await plane.client.patch(RBS, "nginx-deployment", {"status": {"schedulerObservedGeneration": generation - 1}},
+                                 namespace=NS, subresource="status")
+
+        async def cached_unconfirmed() -> bool:
+            cached = sched.rbs.store.get(key)
+            return cached is not None and cached["status"]["schedulerObservedGeneration"] == generation - 1
+
+        await eventually(cached_unconfirmed, what="the cache with the generation unconfirmed")
+
+        async def replicas_change() -> None:
+            await plane.client.patch(DEPLOYMENTS, "nginx", {"spec": {"replicas": 5}}, namespace=NS)
+
+            async def binding_changed() -> bool:
+                return (await plane.get(RBS, "nginx-deployment"))["metadata"]["generation"] > generation
+
+            await eventually(binding_changed, within=30, what="the binding's new generation")
+
+        overtaken.meanwhile = replicas_change
+        overtaken.status_writes.clear()
+        await sched.reconcile(key)
+        assert overtaken.status_writes[0] == 409  # the confirmation, made on the version before the change
+        rb = await plane.get(RBS, "nginx-deployment")
+        assert sum(names(rb).values()) == 5
+        assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+    finally:
+        await sched._held.close()
