@@ -787,14 +787,15 @@ async def test_a_held_status_write_never_moves_scheduler_observed_generation_bac
             overtaken.meanwhile = functools.partial(b_schedules_a_newer_generation, replicas)
             writes = len(overtaken.status_writes)
 
-            async def held_write_made(writes: int = writes) -> bool:
-                return key not in a._held and overtaken.meanwhile is None and len(overtaken.status_writes) > writes
+            async def held_write_made(writes: int = writes) -> bool:  # and whatever followed it: the task is idle
+                task = a._held._task
+                return (key not in a._held and overtaken.meanwhile is None and len(overtaken.status_writes) > writes
+                        and (task is None or task.done()))
 
             while a.queue.depth:  # A's own queue, which its workers (not started here) would empty
                 a.queue.done(a.queue.get_nowait())
             load.depth = 0  # the queues are done: the held write goes out, and B's pass overtakes it
             await eventually(held_write_made, within=30, what="the held write")
-            await asyncio.sleep(0.2)  # a write made after a failed guard would land now
             rb = await plane.get(RBS, "nginx-deployment")
             assert held.observed < recorded[-1]
             assert rb["status"]["schedulerObservedGeneration"] == recorded[-1] == rb["metadata"]["generation"]
