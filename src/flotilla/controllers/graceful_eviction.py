@@ -48,6 +48,7 @@ from flotilla.client import Informer, Resource, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.graceful import (
+    EVENT_TASK_REMOVED,
     Assessment,
     Removal,
     RemovalReason,
@@ -70,8 +71,6 @@ log = logging.getLogger(__name__)
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "graceful_eviction_running",
            "template_ref"]
 
-#: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
-EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
 #: ``ControllerContext.extras`` key set while this controller runs (enabled) in the controller-manager.
 _RUNNING = "graceful-eviction-running"
 

@@ -52,7 +52,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
@@ -79,9 +78,9 @@ from flotilla.propagation.schedule_triggers import (
     guarded_clusters_patch,
     guarded_status_patch,
     held_status_due,
+    pass_status_patch,
     schedule_reason,
     scheduled_fields,
-    scheduled_status_patch,
 )
 from flotilla.scheduler import (
     Cluster,
@@ -160,9 +159,15 @@ class _StatusWrite:
         return self.condition, self.now, self.affinity
 
     def change(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The status patch on ``obj``, confirming the generation of the pass."""
-        return scheduled_status_patch(obj, self.condition, self.now, affinity_name=self.affinity,
-                                      generation=self.observed if self.observed >= 0 else None)
+        """The status patch on ``obj`` (as it is now), confirming the generation of the pass; None when a later
+        pass recorded a newer generation (:func:`pass_status_patch`)."""
+        return pass_status_patch(obj, self.condition, self.now, affinity_name=self.affinity, observed=self.observed)
+
+    def held_change(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """:meth:`change` for the write held back under load: also None once it is no longer due on ``obj``
+        (:func:`held_status_due`), so that a write re-read after a failed guard is decided again."""
+        return pass_status_patch(obj, self.condition, self.now, affinity_name=self.affinity, observed=self.observed,
+                                 held=True)
 
 
 class SchedulerController(Controller):
@@ -284,11 +289,13 @@ class SchedulerController(Controller):
             clusters, parsed = self._cluster_snapshot()
             reason = schedule_reason(binding, clusters)
             if reason is None:
+                moved = await self._confirm(key, res, binding, clusters, held)
+                if moved is not None and attempt < CONFLICT_ATTEMPTS - 1:
+                    binding = moved  # re-read after a conflict, it is to be scheduled: decide again on it
+                    continue
+                if moved is not None:
+                    raise ApiException(409, message=f"{key} kept changing while it was scheduled")
                 self._failures.pop(key, None)
-                self._remember(key, await patch_with_retry(self.client, res, binding, name, namespace,
-                                                           partial(confirmation_patch, held=held.result if held else None),
-                                                           subresource="status"),
-                               binding)
                 return None
             log.debug("scheduler: scheduling %s (%s)", key, reason)
             try:
@@ -306,6 +313,27 @@ class SchedulerController(Controller):
                     raise
             binding = await self._read(res, name, namespace)
         raise RuntimeError("unreachable")  # pragma: no cover
+
+    async def _confirm(self, key: str, res: Resource, binding: Mapping[str, Any], clusters: list[dict[str, Any]],
+                       held: _StatusWrite | None) -> Mapping[str, Any] | None:
+        """A pass with nothing to schedule: confirm the generation (with the held result, if any). Returns None when
+        done; the binding as re-read when a conflict showed it changed into one to schedule (under HA the cached
+        version may be behind the other replica's writes): confirming it would claim a generation no pass
+        scheduled."""
+        namespace, name = split_key(key)
+        moved: list[Mapping[str, Any]] = []
+
+        def change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+            if obj is not binding and schedule_reason(obj, clusters) is not None:
+                moved.append(obj)
+                return None
+            return confirmation_patch(obj, held=held.result if held else None)
+
+        written = await patch_with_retry(self.client, res, binding, name, namespace, change, subresource="status")
+        if moved:
+            return moved[-1]
+        self._remember(key, written, binding)
+        return None
 
     async def _read(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
         return await self.client.get_or_none(res, name, namespace)
@@ -469,12 +497,18 @@ class SchedulerController(Controller):
         return await patch_with_retry(self.client, res, base, name, namespace, change, subresource="status")
 
     async def _write_held_status(self, key: str, held: _StatusWrite) -> None:
-        """A status write held back under load, unless the binding moved on meanwhile (:func:`held_status_due`)."""
+        """A status write held back under load, unless the binding moved on meanwhile (:func:`held_status_due`).
+
+        It is made outside the key's queue, on the cached binding, which may be behind a pass made meanwhile (of
+        this scheduler, or of another replica after a change of leader): so the write is guarded by what it was
+        decided on (the JSON patch's tests of the generation and ``schedulerObservedGeneration``, or the
+        resourceVersion precondition), and a failed guard reads the binding again and decides again on it
+        (:meth:`_StatusWrite.held_change`). Nothing is read or written more when nothing moved meanwhile."""
         binding = self._current(key)
         if binding is None or not held_status_due(binding, held.observed):
             return  # gone, or moved on: the pass its change queued writes the status
         namespace, name = split_key(key)
-        self._remember(key, await self._write_status(held.res, name, namespace, binding, held.change), binding)
+        self._remember(key, await self._write_status(held.res, name, namespace, binding, held.held_change), binding)
 
     def _current(self, key: str) -> Mapping[str, Any] | None:
         """The binding as cached, or as our last write returned it while the cache has not caught up."""

@@ -45,6 +45,7 @@ Without ``directly_pending`` the assessment is exactly Karmada's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -59,6 +60,7 @@ from flotilla.failover.state import injected_state_stamp
 __all__ = [
     "DEFAULT_GRACEFUL_EVICTION_TIMEOUT",
     "DEFAULT_HELD_RECHECK",
+    "EVENT_TASK_REMOVED",
     "HEALTH_HEALTHY",
     "HEALTH_UNHEALTHY",
     "HEALTH_UNKNOWN",
@@ -75,8 +77,12 @@ __all__ = [
     "removal_event",
     "removal_possible",
     "task_timeout",
+    "timed_out_cluster",
 ]
 
+#: Flotilla's Event reason for a removed graceful-eviction task, with why in its type and message
+#: (:func:`removal_event`; Karmada's Event has no reason in it).
+EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
 HEALTH_HEALTHY = "Healthy"
 HEALTH_UNHEALTHY = "Unhealthy"
 HEALTH_UNKNOWN = "Unknown"
@@ -347,9 +353,16 @@ def removal_possible(binding: Mapping[str, Any]) -> bool:
     return all_targets_healthy(names, items)
 
 
+def _removed_head(cluster: str) -> str:
+    return f"Graceful-eviction task for cluster {cluster} removed"
+
+
+_TIMED_OUT = re.compile(r"Graceful-eviction task for cluster (\S+) removed: timed out ")
+
+
 def removal_event(removal: Removal, task: Mapping[str, Any], default_timeout: float) -> tuple[str, str]:
     """``(type, message)`` of Flotilla's ``GracefulEvictionTaskRemoved`` Event for a removed task."""
-    head = f"Graceful-eviction task for cluster {removal.cluster} removed"
+    head = _removed_head(removal.cluster)
     if removal.reason is RemovalReason.HEALTHY:
         return "Normal", f"{head}: every target cluster reports the workload Healthy."
     if removal.reason is RemovalReason.TIMEOUT:
@@ -357,3 +370,13 @@ def removal_event(removal: Removal, task: Mapping[str, Any], default_timeout: fl
         return "Warning", (f"{head}: timed out after {timeout:g}s before every target cluster reported the "
                            "workload Healthy.")
     return "Normal", f"{head}: suppressDeletion was set to false."
+
+
+def timed_out_cluster(type_: Any, message: Any) -> str | None:
+    """The cluster whose task a ``GracefulEvictionTaskRemoved`` Event of ``type_`` and ``message`` says was removed by
+    its timeout (:func:`removal_event`'s Warning), else None (removed because the new copy is Healthy, or because
+    ``suppressDeletion`` was lifted)."""
+    if type_ != "Warning" or not isinstance(message, str):
+        return None
+    found = _TIMED_OUT.match(message)
+    return found.group(1) if found else None

@@ -52,6 +52,7 @@ __all__ = [
     "guarded_status_patch",
     "held_status_due",
     "observed_generation_patch",
+    "pass_status_patch",
     "placement_changed",
     "replicas_changed",
     "schedule_reason",
@@ -250,11 +251,16 @@ def confirmation_patch(binding: Mapping[str, Any],
     """The status patch of a pass with nothing to schedule: it confirms the binding's generation, with ``held``
     (the ``Scheduled`` condition, time and affinity term of an earlier pass whose status write was held back under
     load) when there is one: else that result would never be written, where Karmada's pass writes its condition at
-    once. None when there is nothing to change."""
+    once. The held result is left out when the status records a later ``lastScheduledTime`` (a later pass, of this
+    scheduler or of another replica, wrote its own result: the held one would move it back). None when there is
+    nothing to change."""
     generation = _meta(binding).get("generation")
     if held is None or not isinstance(generation, int) or isinstance(generation, bool):
         return observed_generation_patch(binding)
     condition, now, affinity = held
+    recorded = _time(_status(binding).get("lastScheduledTime"))
+    if recorded is not None and recorded > (now if now.tzinfo is not None else now.replace(tzinfo=UTC)):
+        return observed_generation_patch(binding)
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity, generation=generation)
 
 
@@ -262,11 +268,26 @@ def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
     """Whether a scheduling result's status write held back under load (``observed``: the generation it
     confirms) is still to be written on ``binding`` as it is now: not when the binding is gone or being
     deleted, when its spec moved on (the pass that change queues writes its own status), or when the status
-    confirms that generation already (a later pass wrote it)."""
+    records that generation or a newer one already (a later pass wrote it: the write would move it back)."""
     if binding is None or _meta(binding).get("deletionTimestamp"):
         return False
     generation = _int(_meta(binding).get("generation"))
-    return generation == observed and _int(_status(binding).get("schedulerObservedGeneration")) != observed
+    return generation == observed and _int(_status(binding).get("schedulerObservedGeneration")) < observed
+
+
+def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime, *,
+                      affinity_name: str | None, observed: int, held: bool = False) -> dict[str, Any] | None:
+    """The status write of a scheduling pass whose result confirms generation ``observed`` (-1: none), decided on
+    ``binding`` as it is now (re-read after a failed precondition): None when there is nothing to change, when the
+    status already records a newer generation (a later pass, of this scheduler or of another replica, wrote its
+    own result: this one would move ``schedulerObservedGeneration`` back), and for a write held back under load
+    (``held``) when :func:`held_status_due` says it is no longer due."""
+    if held and not held_status_due(binding, observed):
+        return None
+    if observed >= 0 and _int(_status(binding).get("schedulerObservedGeneration")) > observed:
+        return None
+    return scheduled_status_patch(binding, condition, now, affinity_name=affinity_name,
+                                  generation=observed if observed >= 0 else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,16 +467,21 @@ def guarded_clusters_patch(binding: Mapping[str, Any], patch: Mapping[str, Any])
 
 
 def guarded_status_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """``patch`` (from :func:`scheduled_status_patch`) as a JSON patch guarded only by the uid, when it
-    writes nothing but the scheduler's own fields (``schedulerObservedGeneration``, ``lastScheduledTime``,
-    ``schedulerObservingAffinityName``), which no other controller writes; None when it also writes
-    ``conditions`` (a list other controllers write too: the resourceVersion precondition guards it)."""
+    """``patch`` (from :func:`scheduled_status_patch`) as a JSON patch when it writes nothing but the scheduler's
+    own fields (``schedulerObservedGeneration``, ``lastScheduledTime``, ``schedulerObservingAffinityName``), which
+    no other controller writes. Its tests are what the result was decided on, and nothing another controller
+    writes: the uid, the generation (the spec it was computed from) and ``schedulerObservedGeneration`` when the
+    status has one (no other pass recorded a generation meanwhile, so the write cannot move it back). None when
+    it also writes ``conditions`` (a list other controllers write too: the resourceVersion precondition guards
+    it)."""
     status = patch.get("status") or {}
     if "conditions" in status or not isinstance(binding.get("status"), Mapping):
         return None
-    ops = _guards(binding, ("metadata", "uid"))
+    ops = _guards(binding, ("metadata", "uid"), ("metadata", "generation"))
     if ops is None:
         return None
+    if "schedulerObservedGeneration" in _status(binding):
+        ops += _guards(binding, ("status", "schedulerObservedGeneration")) or []
     for key, value in status.items():
         ops.append({"op": "add", "path": _pointer("status", key), "value": value})
     return ops

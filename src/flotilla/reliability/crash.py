@@ -28,7 +28,7 @@ from typing import Any
 
 from flotilla.bench import stats
 from flotilla.bench.harness import Ending, finish_command, say, workdir_for
-from flotilla.reliability.invariants import WorkloadEnd, converged_problems
+from flotilla.reliability.invariants import WorkloadEnd, converged_problems, timed_out_tasks
 
 __all__ = ["CrashParams", "converged_now", "kill_moments", "run_crash_command", "run_crash_trials"]
 
@@ -131,10 +131,20 @@ def _history_copies(run: Any) -> int:
     return stats.max_concurrent_copies(intervals, NAMESPACE)[0]
 
 
+async def read_timed_out(run: Any) -> dict[str, list[str]]:
+    """The workloads' graceful eviction tasks removed by their timeout, as the Events of their namespace tell."""
+    from flotilla.bench.workloads import NAMESPACE
+    from flotilla.client.resources import EVENTS
+
+    events = (await run.cp.list(EVENTS, NAMESPACE)).get("items") or []
+    return {name: clusters for name, clusters in timed_out_tasks(events).items() if name in run.observer.timelines}
+
+
 async def _problems(run: Any, expected: int) -> list[str]:
     ends = await read_ends(run)
     return converged_problems(ends, failed=run.failed, allowed=run.names[1:], expected=expected,
-                              max_copies=_history_copies(run), duplicate_tasks=run.observer.duplicate_tasks)
+                              max_copies=_history_copies(run), duplicate_tasks=run.observer.duplicate_tasks,
+                              timed_out=await read_timed_out(run))
 
 
 async def converged_now(run: Any, expected: int, within: float) -> list[str]:

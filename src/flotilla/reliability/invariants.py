@@ -7,7 +7,10 @@ objects in every member) plus what its observer and the members' running history
 * exactly one copy: the binding targets one cluster, allowed (not the failed one) and Healthy there; the workload
   exists in that member and in no other; one Work, in that cluster's execution namespace;
 * the injected state equals what the previous copy reported (Directly with state);
-* no graceful eviction task duplicated (ever, as the observer saw the binding) or left behind;
+* no graceful eviction task duplicated (ever, as the observer saw the binding) or left behind, and none removed by
+  its timeout (the ``GracefulEvictionTaskRemoved`` Warning) rather than because the new copy became Healthy: a
+  timeout means the controllers did not see the failover through (a scheduler status left behind, a report
+  lost), however well the end state looks once the task is gone;
 * never two copies running at one instant (the simulators' running intervals).
 """
 
@@ -15,8 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["WorkloadEnd", "converged_problems", "workload_problems"]
+from flotilla.failover.graceful import EVENT_TASK_REMOVED, timed_out_cluster
+
+__all__ = ["WorkloadEnd", "converged_problems", "timed_out_tasks", "workload_problems"]
 
 
 @dataclass
@@ -57,9 +63,28 @@ def workload_problems(w: WorkloadEnd, failed: str, allowed: Iterable[str]) -> li
     return found
 
 
+def timed_out_tasks(events: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Binding name -> the clusters whose graceful eviction task was removed by its timeout, from the Events of the
+    workloads' namespace (the graceful-eviction controller's ``GracefulEvictionTaskRemoved`` Warnings on the
+    ResourceBindings; those on the templates repeat them)."""
+    found: dict[str, list[str]] = {}
+    for event in events:
+        involved = event.get("involvedObject")
+        if event.get("reason") != EVENT_TASK_REMOVED or not isinstance(involved, Mapping):
+            continue
+        if involved.get("kind") != "ResourceBinding" or not isinstance(involved.get("name"), str):
+            continue
+        cluster = timed_out_cluster(event.get("type"), event.get("message"))
+        if cluster is not None and cluster not in found.get(involved["name"], []):
+            found.setdefault(involved["name"], []).append(cluster)
+    return found
+
+
 def converged_problems(ends: Iterable[WorkloadEnd], *, failed: str, allowed: Iterable[str], expected: int,
-                       max_copies: int, duplicate_tasks: Mapping[str, list[str]]) -> list[str]:
-    """Every broken promise of a converged failover of ``expected`` workloads away from ``failed``."""
+                       max_copies: int, duplicate_tasks: Mapping[str, list[str]],
+                       timed_out: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Every broken promise of a converged failover of ``expected`` workloads away from ``failed``
+    (``timed_out``: :func:`timed_out_tasks`)."""
     allowed_list = list(allowed)
     ends = list(ends)
     found: list[str] = []
@@ -69,6 +94,9 @@ def converged_problems(ends: Iterable[WorkloadEnd], *, failed: str, allowed: Ite
         found += workload_problems(w, failed, allowed_list)
     for binding, sources in sorted(duplicate_tasks.items()):
         found.append(f"{binding}: graceful eviction task from {sorted(set(sources))} duplicated")
+    for binding, clusters in sorted((timed_out or {}).items()):
+        found.append(f"{binding}: graceful eviction task from {sorted(clusters)} removed by its timeout, not because "
+                     f"the new copy became Healthy")
     if max_copies > 1:
         found.append(f"{max_copies} copies of one workload ran at the same time")
     return found

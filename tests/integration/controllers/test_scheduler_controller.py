@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -683,3 +684,183 @@ async def test_a_result_leading_to_a_state_injection_carries_the_injected_state_
     record = json.loads(rb["metadata"]["annotations"][INJECTED_STATE_ANNOTATION])
     assert {k: record[k] for k in ("cluster", "labels", "fromCluster")} == {
         "cluster": "m2", "labels": {"example.io/job-id": "cafe"}, "fromCluster": "m1"}
+
+
+class _Overtaken:
+    """A scheduler's client whose next status write of a binding first lets ``meanwhile`` run: the write was
+    decided on a version that another writer's pass then overtook (what a replica's informer, behind the other
+    replica's writes, gives after a change of leader). Records the status of each status write."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.meanwhile: Any = None
+        self.status_writes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def patch(self, res: Any, name: str, body: Any, **kw: Any) -> Any:
+        if kw.get("subresource") != "status":
+            return await self._client.patch(res, name, body, **kw)
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            await meanwhile()
+        try:
+            out = await self._client.patch(res, name, body, **kw)
+        except ApiException as e:
+            self.status_writes.append(e.status)
+            raise
+        self.status_writes.append(200)
+        return out
+
+
+async def test_a_held_status_write_never_moves_scheduler_observed_generation_back(plane: Plane) -> None:
+    """Two schedulers on one binding, as the two replicas of an HA controller-manager around a change of leader:
+    scheduler A holds its status write back under load; before it lands, scheduler B schedules a newer generation
+    of the binding and records it. A's held write (decided on the older version) must then not replace B's
+    ``schedulerObservedGeneration`` with its own older one: the graceful-eviction controller would wait for its
+    timeout. Twice: the first write carries the Scheduled condition (the resourceVersion precondition guards it),
+    the second only the scheduler's own fields (the JSON patch's tests guard it)."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+    await plane.client.create(PPS, policy(placement=placement))
+    await plane.client.create(DEPLOYMENTS, deployment())
+    first = await plane.binding("nginx-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    load = SimpleNamespace(depth=1)  # a forward queue with a key ready: A's status writes are held
+    busy = ForwardFirst(max_wait=60.0, trickle=0)
+    busy.add_forward(load)
+    a = SchedulerController(dataclasses.replace(ctx, forward_first=busy))
+    overtaken = _Overtaken(ctx.client)
+    a.client = overtaken
+    b = SchedulerController(dataclasses.replace(ctx, forward_first=ForwardFirst(max_wait=0)))
+    a.setup()
+    b.setup()
+    key = f"{NS}/nginx-deployment"
+    observed: list[int] = []
+
+    async def watch_observed() -> None:
+        stream = plane.client.watch(RBS, NS, resource_version=first["metadata"]["resourceVersion"],
+                                    field_selector="metadata.name=nginx-deployment")
+        try:
+            async for ev in stream:
+                value = ((ev.object or {}).get("status") or {}).get("schedulerObservedGeneration")
+                if ev.type == "MODIFIED" and value is not None:
+                    observed.append(value)
+        finally:
+            await stream.aclose()
+
+    async def cached_generation_above(generation: int) -> bool:
+        cached = a.rbs.store.get(key)
+        return cached is not None and cached["metadata"]["generation"] > generation
+
+    async def scale(replicas: int) -> None:
+        before = (await plane.get(RBS, "nginx-deployment"))["metadata"]["generation"]
+        await plane.client.patch(DEPLOYMENTS, "nginx", {"spec": {"replicas": replicas}}, namespace=NS)
+        await eventually(lambda: cached_generation_above(before), within=30, what="the binding's new generation")
+
+    async def b_schedules_a_newer_generation(replicas: int) -> None:
+        await scale(replicas)
+        await b.reconcile(key)
+        rb = await plane.get(RBS, "nginx-deployment")
+        assert sum(names(rb).values()) == replicas
+        assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+        recorded.append(rb["metadata"]["generation"])
+
+    watching = asyncio.ensure_future(watch_observed())
+    recorded: list[int] = []
+    try:
+        assert await ctx.informers.wait_for_sync(5)
+        for replicas in (4, 6):  # the first held write with the Scheduled condition, the second without
+            load.depth = 1
+            if replicas == 6:
+                await scale(5)
+            await a.reconcile(key)  # spec.clusters written, the status write held
+            assert key in a._held
+            held = a._held._held[key]
+            overtaken.meanwhile = functools.partial(b_schedules_a_newer_generation, replicas)
+            writes = len(overtaken.status_writes)
+
+            async def held_write_made(writes: int = writes) -> bool:  # and whatever followed it: the task is idle
+                task = a._held._task
+                return (key not in a._held and overtaken.meanwhile is None and len(overtaken.status_writes) > writes
+                        and (task is None or task.done()))
+
+            while a.queue.depth:  # A's own queue, which its workers (not started here) would empty
+                a.queue.done(a.queue.get_nowait())
+            load.depth = 0  # the queues are done: the held write goes out, and B's pass overtakes it
+            await eventually(held_write_made, within=30, what="the held write")
+            rb = await plane.get(RBS, "nginx-deployment")
+            assert held.observed < recorded[-1]
+            assert rb["status"]["schedulerObservedGeneration"] == recorded[-1] == rb["metadata"]["generation"]
+            assert condition(rb)["reason"] == "Success"
+        await eventually(lambda: _true(bool(observed) and observed[-1] == recorded[-1]), within=30,
+                         what="the watch seeing the last version")
+        assert observed == sorted(observed), observed  # never back
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        await a._held.close()
+        await b._held.close()
+
+
+async def test_a_confirmation_overtaken_by_a_change_to_schedule_schedules_it(plane: Plane) -> None:
+    """A pass with nothing to schedule confirms the generation with the resourceVersion precondition. When the
+    binding changed meanwhile into one that needs scheduling (its replicas, here), the conflict's re-read is decided
+    again and scheduled, not confirmed: a confirmation would record a generation no pass scheduled, and the
+    graceful-eviction controller would take the scheduler as caught up."""
+    for name in ("m1", "m2"):
+        await plane.cluster(name)
+    await plane.start(controllers=["detector"])
+    placement = {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}}
+    await plane.client.create(PPS, policy(placement=placement))
+    await plane.client.create(DEPLOYMENTS, deployment())
+    await plane.binding("nginx-deployment")
+    ctx = plane.managers[0].ctx
+    assert ctx is not None
+    from flotilla.controllers.scheduler import SchedulerController
+
+    sched = SchedulerController(dataclasses.replace(ctx, forward_first=ForwardFirst(max_wait=0)))
+    overtaken = _Overtaken(ctx.client)
+    sched.client = overtaken
+    sched.setup()
+    key = f"{NS}/nginx-deployment"
+    try:
+        assert await ctx.informers.wait_for_sync(5)
+        await sched.reconcile(key)
+        rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
+        generation = rb["metadata"]["generation"]
+        # the generation unconfirmed (as a pass that was lost would leave it), nothing to schedule
+        await plane.client.patch(RBS, "nginx-deployment", {"status": {"schedulerObservedGeneration": generation - 1}},
+                                 namespace=NS, subresource="status")
+
+        async def cached_unconfirmed() -> bool:
+            cached = sched.rbs.store.get(key)
+            return cached is not None and cached["status"]["schedulerObservedGeneration"] == generation - 1
+
+        await eventually(cached_unconfirmed, what="the cache with the generation unconfirmed")
+
+        async def replicas_change() -> None:
+            await plane.client.patch(DEPLOYMENTS, "nginx", {"spec": {"replicas": 5}}, namespace=NS)
+
+            async def binding_changed() -> bool:
+                return (await plane.get(RBS, "nginx-deployment"))["metadata"]["generation"] > generation
+
+            await eventually(binding_changed, within=30, what="the binding's new generation")
+
+        overtaken.meanwhile = replicas_change
+        overtaken.status_writes.clear()
+        await sched.reconcile(key)
+        assert overtaken.status_writes[0] == 409  # the confirmation, made on the version before the change
+        rb = await plane.get(RBS, "nginx-deployment")
+        assert sum(names(rb).values()) == 5
+        assert rb["status"]["schedulerObservedGeneration"] == rb["metadata"]["generation"]
+    finally:
+        await sched._held.close()

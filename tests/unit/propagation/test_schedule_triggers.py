@@ -29,6 +29,7 @@ from flotilla.propagation.schedule_triggers import (
     guarded_status_patch,
     held_status_due,
     observed_generation_patch,
+    pass_status_patch,
     placement_changed,
     replicas_changed,
     schedule_reason,
@@ -384,7 +385,56 @@ def test_a_held_back_status_write_is_due_only_while_the_binding_still_waits_for_
     assert not held_status_due(deleting, 2)
     assert not held_status_due(binding(generation=3, observed=1), 2)
     assert not held_status_due(binding(generation=2, observed=2), 2)
+    assert not held_status_due(binding(generation=2, observed=3), 2)  # a newer one recorded: never backwards
     assert not held_status_due(binding(generation=2, observed=1), -1)  # no generation to confirm
+
+
+def test_a_held_write_for_generation_4_is_dropped_on_a_binding_that_records_5() -> None:
+    """The held write is decided again on the binding as re-read: a pass (of this scheduler or of the other
+    replica) that recorded schedulerObservedGeneration 5 meanwhile wins over a held result for 4, whether the
+    binding's spec moved on or only its status says so; a write made in a pass never moves it back either."""
+    moved_on = binding(generation=5, observed=5)
+    assert pass_status_patch(moved_on, SUCCESS, NOW, affinity_name=None, observed=4, held=True) is None
+    assert pass_status_patch(moved_on, SUCCESS, NOW, affinity_name=None, observed=4) is None
+    recorded = binding(generation=4, observed=5)  # the generation it confirms, but a newer one recorded
+    assert pass_status_patch(recorded, SUCCESS, NOW, affinity_name=None, observed=4, held=True) is None
+    assert pass_status_patch(recorded, SUCCESS, NOW, affinity_name=None, observed=4) is None
+    due = binding(generation=4, observed=3)
+    patch = pass_status_patch(due, SUCCESS, NOW, affinity_name="primary", observed=4, held=True)
+    assert patch is not None and patch["status"]["schedulerObservedGeneration"] == 4
+    assert patch == scheduled_status_patch(due, SUCCESS, NOW, affinity_name="primary", generation=4)
+    # a pass's write confirms its generation on a binding whose spec moved on, until a newer one is recorded
+    ahead = binding(generation=5, observed=3)
+    assert pass_status_patch(ahead, SUCCESS, NOW, affinity_name=None, observed=4, held=True) is None
+    in_pass = pass_status_patch(ahead, SUCCESS, NOW, affinity_name=None, observed=4)
+    assert in_pass is not None and in_pass["status"]["schedulerObservedGeneration"] == 4
+    failed = pass_status_patch(ahead, FAILED, NOW, affinity_name=None, observed=-1)
+    assert failed is not None and "schedulerObservedGeneration" not in failed["status"]
+
+
+def test_the_guarded_status_write_fails_once_another_pass_recorded_a_generation() -> None:
+    """The JSON patch of the scheduler's own fields tests the generation and schedulerObservedGeneration it was
+    decided on: applied after another pass moved either of them, it fails (422) instead of moving them back."""
+    b = binding(generation=4, observed=3, status={**GUARDED_STATUS, "conditions": [{**SUCCESS, "lastTransitionTime": "t"}]})
+    b["metadata"]["uid"] = "u1"
+    patch = scheduled_status_patch(b, SUCCESS, NOW, generation=4)
+    assert patch is not None and "conditions" not in patch["status"]
+    ops = guarded_status_patch(b, patch)
+    assert ops is not None
+    assert apply_json_patch(b, ops)["status"]["schedulerObservedGeneration"] == 4
+    newer = copy.deepcopy(b)
+    newer["metadata"]["generation"] = 5
+    newer["status"]["schedulerObservedGeneration"] = 5
+    with pytest.raises(PatchError):
+        apply_json_patch(newer, ops)
+    recorded = copy.deepcopy(b)
+    recorded["status"]["schedulerObservedGeneration"] = 5
+    with pytest.raises(PatchError):
+        apply_json_patch(recorded, ops)
+    unobserved = copy.deepcopy(b)
+    del unobserved["status"]["schedulerObservedGeneration"]
+    ops = guarded_status_patch(unobserved, patch)  # nothing to test there: the generation still is
+    assert ops is not None and {"op": "test", "path": "/metadata/generation", "value": 4} in ops
 
 
 def test_a_pass_with_nothing_to_schedule_confirms_with_the_held_result() -> None:
@@ -406,3 +456,14 @@ def test_a_pass_with_nothing_to_schedule_confirms_with_the_held_result() -> None
     no_generation = binding(generation=3, observed=1)
     del no_generation["metadata"]["generation"]
     assert confirmation_patch(no_generation, (ok, NOW, "primary")) == observed_generation_patch(no_generation)
+
+
+def test_a_confirmation_leaves_out_a_held_result_older_than_the_one_recorded() -> None:
+    """A held result is written with a confirmation only while nothing later was recorded: once a later pass
+    (of the other replica) wrote its own lastScheduledTime, the confirmation writes the generation alone."""
+    ok = {"type": "Scheduled", "status": "True", "reason": "Success", "message": "Binding has been scheduled successfully."}
+    later = binding(generation=3, observed=2, status={"lastScheduledTime": format_time(NOW.replace(minute=9))})
+    assert confirmation_patch(later, (ok, NOW, "primary")) == observed_generation_patch(later)
+    same = binding(generation=3, observed=2, status={"lastScheduledTime": format_time(NOW)})
+    patch = confirmation_patch(same, (ok, NOW.replace(tzinfo=None), "primary"))  # a naive time is UTC
+    assert patch is not None and patch["status"]["schedulerObservingAffinityName"] == "primary"

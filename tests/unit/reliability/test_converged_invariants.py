@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from flotilla.failover.graceful import EVENT_TASK_REMOVED, Removal, RemovalReason, removal_event
 from flotilla.reliability.crash import kill_moments
-from flotilla.reliability.invariants import WorkloadEnd, converged_problems
+from flotilla.reliability.invariants import WorkloadEnd, converged_problems, timed_out_tasks
 
 LABEL = "failover.flink.io/job-id"
 
@@ -96,3 +97,32 @@ def test_kill_moments_are_reproducible_from_the_seed_and_inside_the_window() -> 
     assert first == kill_moments(7, 10, 5.0)
     assert first != kill_moments(8, 10, 5.0)
     assert len(first) == 10 and all(0.0 <= t < 5.0 for t in first)
+
+
+def _removed(kind: str, name: str, reason: RemovalReason, cluster: str = "member1") -> dict:
+    type_, message = removal_event(Removal(cluster, reason), {"gracePeriodSeconds": 120}, 600.0)
+    return {"reason": EVENT_TASK_REMOVED, "type": type_, "message": message,
+            "involvedObject": {"kind": kind, "name": name, "namespace": "bench"}}
+
+
+def test_a_task_removed_by_its_timeout_is_a_broken_promise() -> None:
+    """The graceful-eviction controller's Events tell how each task went: removed because the new copy became
+    Healthy is the promise kept; removed by its timeout (the Warning) is not, even though the end state is clean
+    once the task is gone."""
+    events = [
+        _removed("ResourceBinding", "w1-flinkdeployment", RemovalReason.TIMEOUT),
+        _removed("FlinkDeployment", "w1", RemovalReason.TIMEOUT),  # the same, on the template
+        _removed("ResourceBinding", "w1-flinkdeployment", RemovalReason.TIMEOUT),  # seen twice: reported once
+        _removed("ResourceBinding", "w2-deployment", RemovalReason.HEALTHY),
+        _removed("ResourceBinding", "w3-statefulset", RemovalReason.SUPPRESSION_LIFTED),
+        {**_removed("ResourceBinding", "w4-deployment", RemovalReason.TIMEOUT), "reason": "SomethingElse"},
+        {"reason": EVENT_TASK_REMOVED, "type": "Warning", "message": None, "involvedObject": None},
+    ]
+    timed_out = timed_out_tasks(events)
+    assert timed_out == {"w1-flinkdeployment": ["member1"]}
+    problems = converged_problems([_good(), _good("w2-deployment", "member3")], failed="member1",
+                                  allowed=["member2", "member3"], expected=2, max_copies=1, duplicate_tasks={},
+                                  timed_out=timed_out)
+    assert problems == ["w1-flinkdeployment: graceful eviction task from ['member1'] removed by its timeout, not "
+                        "because the new copy became Healthy"]
+    assert _check(_good(), _good("w2-deployment", "member3")) == []  # no Events read: nothing said
