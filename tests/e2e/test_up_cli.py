@@ -146,7 +146,10 @@ def test_up_detach_serves_clusters_policy_and_propagation_then_down_and_up_resum
 
     r = flotilla("down", "--data-dir", str(data_dir))
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped" in r.stdout
     assert not (data_dir / "up.pid").exists()
+    again = flotilla("down", "--data-dir", str(data_dir))  # stopped already: nothing to stop is an error
+    assert again.returncode == 1 and "nothing is running" in again.stderr
     r = k.run("get", "clusters", check=False, timeout=10)
     assert r.returncode != 0  # nothing answers any more
 
@@ -197,9 +200,12 @@ def test_up_rejects_bad_flags_with_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 2 and "greater than 0" in r.stderr
 
 
-def test_down_on_an_idle_data_dir_is_a_no_op(tmp_path: Path) -> None:
+def test_down_on_an_idle_data_dir_exits_1_saying_nothing_was_running(tmp_path: Path) -> None:
     r = flotilla("down", "--data-dir", str(tmp_path))
-    assert r.returncode == 0 and "nothing is running" in r.stdout
+    assert r.returncode == 1 and f"nothing is running on {tmp_path}" in r.stderr and "--data-dir" in r.stderr
+    (tmp_path / "up.pid").write_text("999999999\n")  # a stale pid file (the process is gone) is not a run
+    r = flotilla("down", "--data-dir", str(tmp_path))
+    assert r.returncode == 1 and "nothing is running" in r.stderr
 
 
 def test_up_foreground_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

@@ -78,7 +78,9 @@ def add_up_parsers(sub: Any) -> None:
 
     d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",
                        description="Stop the `flotilla up` running on --data-dir (SIGTERM, then SIGKILL after "
-                                   f"{DOWN_TIMEOUT:g}s). The data stays; `flotilla up` resumes it.",
+                                   f"{DOWN_TIMEOUT:g}s). The data stays; `flotilla up` resumes it. Exits 0 when "
+                                   "it stopped it, 1 when nothing was running on that data directory (or it had "
+                                   "to be killed).",
                        epilog="example:\n  flotilla down --data-dir .flotilla",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"the data directory (default {DEFAULT_DATA_DIR})")
@@ -241,8 +243,9 @@ def run_down_command(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.data_dir))
     pid = layout.running_pid()
     if pid is None:
-        print(f"flotilla down: nothing is running on {args.data_dir}")
-        return 0
+        print(f"flotilla down: nothing is running on {args.data_dir} (no live `flotilla up` on that data "
+              f"directory); pass the --data-dir that `flotilla up` was started with", file=sys.stderr)
+        return 1
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + DOWN_TIMEOUT
     while time.monotonic() < deadline:
