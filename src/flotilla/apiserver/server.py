@@ -21,6 +21,7 @@ from flotilla.apiserver.gctune import tune_gc
 from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.files import make_private, private_dir
 from flotilla.storage import Store, open_store
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ class ApiServer:
 
     async def start(self) -> ApiServer:
         cfg = self.config
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(cfg.data_dir)  # its store, kubeconfig, tokens and keys are the owner's only
+        make_private(cfg.data_dir / "kubeconfig")
         if self.store is None:
             self.store = await open_store(cfg.storage_url, cfg.data_dir)
         storage = ResourceStorage(self.store, self.types, self.admission)
@@ -153,6 +155,7 @@ class ApiServer:
         paths = ensure_serving_certs(cfg.data_dir, [cfg.host, "localhost"])
         ssl_ctx = server_ssl_context(paths)
         token_path, self.admin_token = ensure_token_file(cfg.data_dir)
+        make_private(token_path)
         authn = TokenAuthenticator.from_file(token_path)
         authz = Authorizer(anonymous=bool(cfg.anonymous))
         mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
 
@@ -217,8 +218,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def _detach(args: argparse.Namespace, layout: Layout) -> int:
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.log_file, "ab") as log:
+    private_dir(layout.root)
+    fd = os.open(layout.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    make_private(layout.log_file)  # an older version's
+    with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(_child_argv(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=os.getcwd())
     deadline = time.monotonic() + DETACH_TIMEOUT

@@ -20,6 +20,7 @@ from flotilla.apiserver.auth import (
     format_token_line,
     parse_token_file,
 )
+from flotilla.files import make_private, private_dir
 
 __all__ = ["VIEWER_GROUP", "VIEWER_USER", "ensure_tokens"]
 
@@ -29,10 +30,11 @@ VIEWER_GROUP = DEFAULT_VIEWERS_GROUP
 
 def ensure_tokens(data_dir: Path) -> tuple[str, str]:
     """(admin token, viewer token) of the control plane in ``data_dir``, creating what is missing."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path, admin = ensure_token_file(data_dir)
     if admin is None:
         raise ValueError(f"{path} has no admin user (a member of system:masters): add one or remove the file")
+    make_private(path)  # an older version's, or one copied in with a wider mode
     tokens = parse_token_file(path.read_text(encoding="utf-8"), str(path))
     for token, info in tokens.items():
         if info.name == VIEWER_USER and VIEWER_GROUP in info.groups:
