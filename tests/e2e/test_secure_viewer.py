@@ -3,12 +3,15 @@
 The tokens are made as ``flotilla up --secure`` makes them (an admin and a ``viewer`` in ``flotilla:viewers``); the
 admin stores a member's credentials in a ``karmada-cluster`` Secret, as ``flotilla join`` does. The viewer then reads
 every kind it needs (``get all -A``, Clusters) but no Secret, by get, list or watch, in one namespace or all, and
-``kubectl auth can-i`` (a protobuf SelfSubjectAccessReview) says so too.
+``kubectl auth can-i`` (a protobuf SelfSubjectAccessReview) says so too. ``/metrics`` is the admin's only.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,3 +109,19 @@ def test_viewer_auth_can_i_says_no_for_secrets_and_yes_for_clusters(secure: Secu
                      "list clusters.cluster.karmada.io": "yes", "get deployments -n default": "yes",
                      "list works.work.karmada.io -A": "yes"}
     assert can(secure.admin, "list", "secrets", "-A") == "yes"
+
+
+def test_metrics_are_for_admins_only_and_count_the_viewers_refused_reads(secure: Secure) -> None:
+    denied = secure.viewer.run("get", "--raw", "/metrics", check=False)
+    assert denied.returncode != 0 and 'User "viewer" cannot get path "/metrics"' in denied.stderr, denied.stderr
+    secure.viewer.run("get", "secrets", "-n", "karmada-cluster", check=False)
+    context = ssl.create_default_context(cafile=str(secure.server.data_dir / "pki" / "ca.crt"))
+    with pytest.raises(urllib.error.HTTPError) as anonymous:
+        urllib.request.urlopen(secure.server.url + "/metrics", context=context, timeout=10)
+    assert anonymous.value.code == 401
+    text = secure.admin.run("get", "--raw", "/metrics").stdout
+    refused = [line for line in text.splitlines() if line.startswith("apiserver_request_total{")
+               and 'verb="LIST"' in line and 'resource="secrets"' in line and 'code="403"' in line]
+    assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, refused
+    assert 'subresource="/metrics",scope="",component="apiserver",code="403"' in text
+    assert 'subresource="/metrics",scope="",component="apiserver",code="401"' in text

@@ -29,6 +29,7 @@ import orjson
 from aiohttp import web
 
 __all__ = [
+    "ADMIN_ONLY_PATHS",
     "ADMIN_USER",
     "ALWAYS_ALLOWED_PATHS",
     "ANONYMOUS",
@@ -71,6 +72,9 @@ TOKEN_FILE_NAME = "tokens.csv"
 READ_VERBS = frozenset({"get", "list", "watch"})
 #: Non-resource paths that every client, even an unauthenticated one, may read.
 ALWAYS_ALLOWED_PATHS = ("/healthz", "/readyz", "/livez", "/version")
+#: Non-resource paths only admins may read (kube-apiserver grants ``/metrics`` to its monitoring role, not to
+#: every authenticated user): they tell about every client's requests.
+ADMIN_ONLY_PATHS = ("/metrics",)
 
 #: What the read-only roles (the viewers, read-only anonymous access) may not read, as Kubernetes' built-in ``view``
 #: ClusterRole leaves it out: Secrets (the ``karmada-cluster`` Secrets hold every member's admin token, and
@@ -539,6 +543,13 @@ def is_always_allowed_path(path: str) -> bool:
 # ============================================================================================ authorisation
 
 
+def _admin_only(attrs: RequestAttributes) -> bool:
+    if attrs.resource_request:
+        return False
+    path = attrs.path.rstrip("/") or "/"
+    return any(path == p or path.startswith(p + "/") for p in ADMIN_ONLY_PATHS)
+
+
 def read_only_may_read(attrs: RequestAttributes) -> bool:
     """Whether a read-only role may get/list/watch what ``attrs`` names (the verb is checked by the caller).
 
@@ -561,8 +572,8 @@ class Authorizer:
     2. Anonymous requests: denied unless ``anonymous`` is enabled; then allowed in full, or only reads
        (get/list/watch and non-resource GET, with the viewers' exclusions) with ``anonymous_read_only``.
     3. Users named in ``admins`` or in one of ``admin_groups`` (default ``system:masters``): everything.
-    4. Every authenticated user: non-resource GET/HEAD (discovery, OpenAPI) and creating self reviews
-       (``kubectl auth can-i`` / ``kubectl auth whoami``).
+    4. Every authenticated user: non-resource GET/HEAD (discovery, OpenAPI) except :data:`ADMIN_ONLY_PATHS`
+       (``/metrics``), and creating self reviews (``kubectl auth can-i`` / ``kubectl auth whoami``).
     5. Members of ``viewers_group`` (or named in ``viewers``): get/list/watch on every resource but Secrets, and
        on the status, scale and log subresources only (:func:`read_only_may_read`, like Kubernetes' ``view``).
     6. Everything else is denied.
@@ -600,7 +611,8 @@ class Authorizer:
         if user.is_anonymous or UNAUTHENTICATED_GROUP in user.groups:
             if not self.anonymous:
                 return False, ""
-            if self.anonymous_read_only and not (self._is_read(verb, attrs) and read_only_may_read(attrs)):
+            if self.anonymous_read_only and not (self._is_read(verb, attrs) and read_only_may_read(attrs)
+                                                 and not _admin_only(attrs)):
                 return False, ""
             return True, "anonymous access is enabled"
         if user.name in self.admins:
@@ -609,7 +621,7 @@ class Authorizer:
             if group in self.admin_groups:
                 return True, f'user "{user.name}" is in admin group "{group}"'
         if not attrs.resource_request:
-            if verb in ("get", "head"):
+            if verb in ("get", "head") and not _admin_only(attrs):
                 return True, "non-resource read by an authenticated user"
             return False, ""
         if verb == "create" and (attrs.api_group, attrs.resource) in _SELF_REVIEWS and not attrs.subresource:

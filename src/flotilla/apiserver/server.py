@@ -18,6 +18,7 @@ from flotilla.apiserver.compactor import Compactor
 from flotilla.apiserver.crd import CRDManager
 from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.gctune import tune_gc
+from flotilla.apiserver.metrics import ApiServerMetrics, known_resource
 from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
@@ -64,6 +65,7 @@ class ApiServer:
         self.url = ""
         self.kubeconfig_path: Path | None = None
         self.admin_token: str | None = None
+        self.metrics: ApiServerMetrics | None = None  # served on GET /metrics (admins only with --secure)
         self._crds: CRDManager | None = None
         self._gc: GarbageCollector | None = None
         self._compactor: Compactor | None = None
@@ -116,7 +118,10 @@ class ApiServer:
         self.url = f"{scheme}://{cfg.host}:{self.port}"
         handler = ApiHandler(storage, ServerOptions(bookmark_interval=cfg.bookmark_interval,
                                                     address=f"{cfg.host}:{self.port}"))
-        middlewares: list[Any] = list(cfg.middlewares)
+        self.metrics = ApiServerMetrics(known_resource(self.types), store_path=getattr(self.store, "path", None))
+        handler.metrics = self.metrics
+        # outermost: every request is counted, also those another middleware (faults, auth) answers
+        middlewares: list[Any] = [self.metrics.middleware(), *cfg.middlewares]
         ssl_ctx = None
         ca_pem: bytes | None = None
         if cfg.secure:
