@@ -146,7 +146,10 @@ def test_up_detach_serves_clusters_policy_and_propagation_then_down_and_up_resum
 
     r = flotilla("down", "--data-dir", str(data_dir))
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped" in r.stdout
     assert not (data_dir / "up.pid").exists()
+    again = flotilla("down", "--data-dir", str(data_dir))  # stopped already: nothing to stop is an error
+    assert again.returncode == 1 and "nothing is running" in again.stderr
     r = k.run("get", "clusters", check=False, timeout=10)
     assert r.returncode != 0  # nothing answers any more
 
@@ -197,9 +200,41 @@ def test_up_rejects_bad_flags_with_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 2 and "greater than 0" in r.stderr
 
 
-def test_down_on_an_idle_data_dir_is_a_no_op(tmp_path: Path) -> None:
+def test_down_on_an_idle_data_dir_exits_1_saying_nothing_was_running(tmp_path: Path) -> None:
     r = flotilla("down", "--data-dir", str(tmp_path))
-    assert r.returncode == 0 and "nothing is running" in r.stdout
+    assert r.returncode == 1 and f"nothing is running on {tmp_path}" in r.stderr and "--data-dir" in r.stderr
+    (tmp_path / "up.pid").write_text("999999999\n")  # a stale pid file (the process is gone) is not a run
+    r = flotilla("down", "--data-dir", str(tmp_path))
+    assert r.returncode == 1 and "nothing is running" in r.stderr
+
+
+def test_up_secure_keeps_every_data_file_0600_in_0700_directories_and_narrows_older_ones(data_dir: Path,
+                                                                                          tmp_path: Path) -> None:
+    # a data directory as an older version (or a copy with the usual umask) left it: world-readable
+    (data_dir / "members").mkdir(parents=True)
+    for d in (data_dir, data_dir / "members"):
+        d.chmod(0o755)
+    for name in ("up.log", "members/history.jsonl"):
+        (data_dir / name).write_text("")
+        (data_dir / name).chmod(0o644)
+    r = flotilla("up", "--secure", "--detach", "--data-dir", str(data_dir), "--members", "1", "--port", "0",
+                 "--metrics-bind-address", "0", "--no-default-taint-policy")
+    assert r.returncode == 0, r.stdout + r.stderr
+    k = Kubectl(data_dir / "kubeconfig", tmp_path)
+    k.run("apply", "-f", "-", input=json.dumps(DEPLOYMENT))  # writes: the control plane's WAL
+    k.run("--context", "member1", "apply", "-f", "-", input=json.dumps(DEPLOYMENT))  # and a member's
+    wide = {str(p.relative_to(data_dir)): oct(p.stat().st_mode & 0o777) for p in [data_dir, *data_dir.rglob("*")]
+            if not p.is_symlink() and p.stat().st_mode & 0o077}
+    assert wide == {}, f"readable by group or others: {wide}"
+    dirs = {p for p in [data_dir, *data_dir.rglob("*")] if p.is_dir()}
+    assert all(p.stat().st_mode & 0o777 == 0o700 for p in dirs)
+    files = {str(p.relative_to(data_dir)) for p in data_dir.rglob("*") if p.is_file()}
+    for expected in ("controlplane/flotilla.db", "controlplane/flotilla.db-wal", "controlplane/flotilla.db-shm",
+                     "controlplane/tokens.csv", "controlplane/pki/ca.key", "kubeconfig", "viewer.kubeconfig",
+                     "up.log", "up.pid", "members/history.jsonl"):
+        assert expected in files, sorted(files)
+    member_dbs = [f for f in files if f.startswith("members/") and f.endswith("flotilla.db-wal")]
+    assert member_dbs, sorted(files)
 
 
 def test_up_foreground_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

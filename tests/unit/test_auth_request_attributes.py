@@ -224,6 +224,52 @@ def test_viewers_are_read_only() -> None:
     assert _ok(Authorizer(viewers=["bob"]), BOB, "GET", "/api/v1/pods")
 
 
+def test_viewers_cannot_read_secrets_or_credential_subresources() -> None:
+    authz = Authorizer()
+    for path, query in (("/api/v1/secrets", {}), ("/api/v1/secrets", {"watch": "true"}),
+                        ("/api/v1/namespaces/karmada-cluster/secrets", {}),
+                        ("/api/v1/namespaces/karmada-cluster/secrets/member1", {}),
+                        ("/api/v1/namespaces/karmada-cluster/secrets", {"fieldSelector": "metadata.name=member1"}),
+                        ("/api/v1/watch/namespaces/default/secrets", {})):
+        assert not _ok(authz, VIEWER, "GET", path, query), (path, query)
+        assert not _ok(Authorizer(viewers=["bob"]), BOB, "GET", path, query), (path, query)
+    for sub in ("token", "exec", "attach", "portforward", "proxy"):
+        assert not _ok(authz, VIEWER, "GET", f"/api/v1/namespaces/default/serviceaccounts/sa/{sub}")
+        assert not _ok(authz, VIEWER, "GET", f"/api/v1/namespaces/default/pods/p/{sub}")
+    # what Kubernetes' view role does grant stays readable
+    assert _ok(authz, VIEWER, "GET", "/api/v1/namespaces/default/serviceaccounts/sa")
+    assert _ok(authz, VIEWER, "GET", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+    assert _ok(authz, VIEWER, "GET", "/apis/cluster.karmada.io/v1alpha1/clusters/member1/status")
+    assert _ok(authz, VIEWER, "GET", "/api/v1/namespaces/default/pods/p/log")
+    assert _ok(authz, VIEWER, "GET", "/apis/cluster.karmada.io/v1alpha1/clusters")
+    # a group's own "secrets" resource (a custom resource) is not the core Secret
+    assert _ok(authz, VIEWER, "GET", "/apis/example.com/v1/secrets")
+    # admins still read them
+    assert _ok(authz, ADMIN, "GET", "/api/v1/namespaces/karmada-cluster/secrets/member1")
+
+
+def test_viewer_access_reviews_deny_secrets_and_wildcards() -> None:
+    authz = Authorizer()
+
+    def can(verb: str, resource: str, group: str = "", namespace: str = "") -> bool:
+        attrs = attributes_from_access_review({"resourceAttributes": {
+            "verb": verb, "resource": resource, "group": group, "namespace": namespace}})
+        return authz.authorize(VIEWER, attrs.verb, attrs)[0]
+
+    assert not can("list", "secrets") and not can("get", "secrets", namespace="karmada-cluster")
+    assert not can("watch", "secrets", namespace="default")
+    assert not can("get", "*") and not can("list", "*", group="*")
+    assert can("list", "clusters", "cluster.karmada.io") and can("list", "deployments", "apps")
+
+
+def test_anonymous_read_only_cannot_read_secrets() -> None:
+    ro = Authorizer(anonymous=True, anonymous_read_only=True)
+    assert _ok(ro, ANONYMOUS, "GET", "/api/v1/configmaps")
+    assert not _ok(ro, ANONYMOUS, "GET", "/api/v1/secrets")
+    assert not _ok(ro, ANONYMOUS, "GET", "/api/v1/namespaces/karmada-cluster/secrets/member1")
+    assert _ok(Authorizer(anonymous=True), ANONYMOUS, "GET", "/api/v1/secrets")  # full anonymous access is full
+
+
 def test_plain_authenticated_user() -> None:
     authz = Authorizer()
     assert not _ok(authz, BOB, "GET", "/api/v1/namespaces/default/configmaps")

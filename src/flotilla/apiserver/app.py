@@ -82,6 +82,7 @@ class ApiHandler:
         self.openapi = OpenAPICache(self.types)
         self._watches: set[asyncio.Task[Any]] = set()
         self.closing = False
+        self.metrics: Any = None  # an ApiServerMetrics: serves GET /metrics
 
     async def close(self) -> None:
         """End every open watch (server shutdown); clients re-watch from their last resourceVersion.
@@ -118,6 +119,8 @@ class ApiHandler:
             return web.Response(text="ok")
         if head == "version" and len(segs) == 1:
             return _json(self._version())
+        if head == "metrics" and len(segs) == 1 and self.metrics is not None and request.method in ("GET", "HEAD"):
+            return self.metrics.render()
         if head == "openapi":
             return self._openapi(segs, request)
         if head == "api":

@@ -2,8 +2,9 @@
 
 * :class:`TokenAuthenticator` authenticates a request from a verified TLS client certificate (CN = user, each O =
   a group) or a static bearer token (Kubernetes' ``--token-auth-file`` CSV format).
-* :class:`Authorizer` is a deliberately small policy: admins may do anything, a viewers group may read, everyone
-  authenticated may read discovery/non-resource paths, anonymous requests are denied unless enabled.
+* :class:`Authorizer` is a deliberately small policy: admins may do anything, a viewers group may read all but
+  Secrets, everyone authenticated may read discovery/non-resource paths, anonymous requests are denied unless
+  enabled.
 * :func:`request_attributes` derives Kubernetes-style request attributes (verb, API group, namespace, resource,
   subresource, name) from method + path + query, mirroring the apiserver's RequestInfo resolution.
 * :func:`auth_middleware` wires them into aiohttp and answers 401/403 with Kubernetes-shaped Status bodies.
@@ -28,6 +29,7 @@ import orjson
 from aiohttp import web
 
 __all__ = [
+    "ADMIN_ONLY_PATHS",
     "ADMIN_USER",
     "ALWAYS_ALLOWED_PATHS",
     "ANONYMOUS",
@@ -35,6 +37,8 @@ __all__ = [
     "AUTHENTICATED_GROUP",
     "DEFAULT_VIEWERS_GROUP",
     "MASTERS_GROUP",
+    "READ_ONLY_EXCLUDED_RESOURCES",
+    "READ_ONLY_SUBRESOURCES",
     "READ_VERBS",
     "UNAUTHENTICATED_GROUP",
     "AuthenticationError",
@@ -51,6 +55,7 @@ __all__ = [
     "format_token_line",
     "is_always_allowed_path",
     "parse_token_file",
+    "read_only_may_read",
     "request_attributes",
     "request_attributes_of",
     "unauthorized_status",
@@ -67,6 +72,18 @@ TOKEN_FILE_NAME = "tokens.csv"
 READ_VERBS = frozenset({"get", "list", "watch"})
 #: Non-resource paths that every client, even an unauthenticated one, may read.
 ALWAYS_ALLOWED_PATHS = ("/healthz", "/readyz", "/livez", "/version")
+#: Non-resource paths only admins may read (kube-apiserver grants ``/metrics`` to its monitoring role, not to
+#: every authenticated user): they tell about every client's requests.
+ADMIN_ONLY_PATHS = ("/metrics",)
+
+#: What the read-only roles (the viewers, read-only anonymous access) may not read, as Kubernetes' built-in ``view``
+#: ClusterRole leaves it out: Secrets (the ``karmada-cluster`` Secrets hold every member's admin token, and
+#: reading a Secret's content hands out whatever it protects), keyed by (API group, resource).
+READ_ONLY_EXCLUDED_RESOURCES = frozenset({("", "secrets")})
+#: The subresources the read-only roles may read (``view`` grants ``*/status``, ``*/scale`` and ``pods/log``);
+#: anything else (``serviceaccounts/token``, ``pods/exec``, ``pods/attach``, ``pods/portforward``, ``*/proxy``)
+#: reaches credentials or a workload and stays an admin's.
+READ_ONLY_SUBRESOURCES = frozenset({"", "status", "scale", "log"})
 
 # Resources every authenticated user may create (kubectl auth can-i / auth whoami).
 _SELF_REVIEWS = frozenset(
@@ -526,16 +543,39 @@ def is_always_allowed_path(path: str) -> bool:
 # ============================================================================================ authorisation
 
 
+def _admin_only(attrs: RequestAttributes) -> bool:
+    if attrs.resource_request:
+        return False
+    path = attrs.path.rstrip("/") or "/"
+    return any(path == p or path.startswith(p + "/") for p in ADMIN_ONLY_PATHS)
+
+
+def read_only_may_read(attrs: RequestAttributes) -> bool:
+    """Whether a read-only role may get/list/watch what ``attrs`` names (the verb is checked by the caller).
+
+    Everything but :data:`READ_ONLY_EXCLUDED_RESOURCES` and subresources outside :data:`READ_ONLY_SUBRESOURCES`;
+    a wildcard resource or group (``kubectl auth can-i list '*'``) covers Secrets, so it is not granted either.
+    """
+    if not attrs.resource_request:
+        return True
+    if attrs.resource == "*" or attrs.api_group == "*" or attrs.subresource == "*":
+        return False
+    if (attrs.api_group, attrs.resource) in READ_ONLY_EXCLUDED_RESOURCES:
+        return False
+    return attrs.subresource in READ_ONLY_SUBRESOURCES
+
+
 class Authorizer:
     """A small fixed policy.
 
     1. ``/healthz``, ``/readyz``, ``/livez``, ``/version`` (GET/HEAD): allowed for everyone.
     2. Anonymous requests: denied unless ``anonymous`` is enabled; then allowed in full, or only reads
-       (get/list/watch and non-resource GET) with ``anonymous_read_only``.
+       (get/list/watch and non-resource GET, with the viewers' exclusions) with ``anonymous_read_only``.
     3. Users named in ``admins`` or in one of ``admin_groups`` (default ``system:masters``): everything.
-    4. Every authenticated user: non-resource GET/HEAD (discovery, OpenAPI) and creating self reviews
-       (``kubectl auth can-i`` / ``kubectl auth whoami``).
-    5. Members of ``viewers_group`` (or named in ``viewers``): get/list/watch on every resource.
+    4. Every authenticated user: non-resource GET/HEAD (discovery, OpenAPI) except :data:`ADMIN_ONLY_PATHS`
+       (``/metrics``), and creating self reviews (``kubectl auth can-i`` / ``kubectl auth whoami``).
+    5. Members of ``viewers_group`` (or named in ``viewers``): get/list/watch on every resource but Secrets, and
+       on the status, scale and log subresources only (:func:`read_only_may_read`, like Kubernetes' ``view``).
     6. Everything else is denied.
 
     ``authorize`` returns ``(allowed, reason)``. As with Kubernetes RBAC, the reason of an ordinary denial is
@@ -571,7 +611,8 @@ class Authorizer:
         if user.is_anonymous or UNAUTHENTICATED_GROUP in user.groups:
             if not self.anonymous:
                 return False, ""
-            if self.anonymous_read_only and not self._is_read(verb, attrs):
+            if self.anonymous_read_only and not (self._is_read(verb, attrs) and read_only_may_read(attrs)
+                                                 and not _admin_only(attrs)):
                 return False, ""
             return True, "anonymous access is enabled"
         if user.name in self.admins:
@@ -580,12 +621,12 @@ class Authorizer:
             if group in self.admin_groups:
                 return True, f'user "{user.name}" is in admin group "{group}"'
         if not attrs.resource_request:
-            if verb in ("get", "head"):
+            if verb in ("get", "head") and not _admin_only(attrs):
                 return True, "non-resource read by an authenticated user"
             return False, ""
         if verb == "create" and (attrs.api_group, attrs.resource) in _SELF_REVIEWS and not attrs.subresource:
             return True, "self review by an authenticated user"
-        if verb in READ_VERBS and (
+        if verb in READ_VERBS and read_only_may_read(attrs) and (
             user.name in self.viewers
             or (self.viewers_group is not None and self.viewers_group in user.groups)
         ):

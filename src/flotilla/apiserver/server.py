@@ -18,9 +18,11 @@ from flotilla.apiserver.compactor import Compactor
 from flotilla.apiserver.crd import CRDManager
 from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.gctune import tune_gc
+from flotilla.apiserver.metrics import ApiServerMetrics, known_resource
 from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.files import make_private, private_dir
 from flotilla.storage import Store, open_store
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class ApiServer:
         self.url = ""
         self.kubeconfig_path: Path | None = None
         self.admin_token: str | None = None
+        self.metrics: ApiServerMetrics | None = None  # served on GET /metrics (admins only with --secure)
         self._crds: CRDManager | None = None
         self._gc: GarbageCollector | None = None
         self._compactor: Compactor | None = None
@@ -72,7 +75,8 @@ class ApiServer:
 
     async def start(self) -> ApiServer:
         cfg = self.config
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(cfg.data_dir)  # its store, kubeconfig, tokens and keys are the owner's only
+        make_private(cfg.data_dir / "kubeconfig")
         if self.store is None:
             self.store = await open_store(cfg.storage_url, cfg.data_dir)
         storage = ResourceStorage(self.store, self.types, self.admission)
@@ -114,7 +118,10 @@ class ApiServer:
         self.url = f"{scheme}://{cfg.host}:{self.port}"
         handler = ApiHandler(storage, ServerOptions(bookmark_interval=cfg.bookmark_interval,
                                                     address=f"{cfg.host}:{self.port}"))
-        middlewares: list[Any] = list(cfg.middlewares)
+        self.metrics = ApiServerMetrics(known_resource(self.types), store_path=getattr(self.store, "path", None))
+        handler.metrics = self.metrics
+        # outermost: every request is counted, also those another middleware (faults, auth) answers
+        middlewares: list[Any] = [self.metrics.middleware(), *cfg.middlewares]
         ssl_ctx = None
         ca_pem: bytes | None = None
         if cfg.secure:
@@ -153,6 +160,7 @@ class ApiServer:
         paths = ensure_serving_certs(cfg.data_dir, [cfg.host, "localhost"])
         ssl_ctx = server_ssl_context(paths)
         token_path, self.admin_token = ensure_token_file(cfg.data_dir)
+        make_private(token_path)
         authn = TokenAuthenticator.from_file(token_path)
         authz = Authorizer(anonymous=bool(cfg.anonymous))
         mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from flotilla.files import atomic_write
+from flotilla.files import atomic_write, make_private, private_dir
 
 __all__ = [
     "DEFAULT_HOSTS",
@@ -280,11 +279,11 @@ def ensure_serving_certs(data_dir: Path, hosts: Sequence[str] = DEFAULT_HOSTS) -
 
     Existing files are reused when valid: the CA is kept whenever it is intact and not about to expire (so
     kubeconfigs that embed it keep working); the serving certificate is reissued from that CA when it is
-    missing, expiring, not signed by the CA, or lacks a SAN for one of ``hosts``. Keys are written 0600.
+    missing, expiring, not signed by the CA, or lacks a SAN for one of ``hosts``. Keys and certificates are written
+    0600 in a 0700 directory (the kubeconfigs embed the CA; nobody else needs to read these files).
     """
     paths = CertPaths.under(Path(data_dir) / "pki")
-    paths.dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(paths.dir, 0o700)
+    private_dir(paths.dir)
     host_list = [h for h in hosts if h.strip()] or list(DEFAULT_HOSTS)
 
     ca = _load_pair(paths.ca_cert, paths.ca_key)
@@ -292,7 +291,7 @@ def ensure_serving_certs(data_dir: Path, hosts: Sequence[str] = DEFAULT_HOSTS) -
         ca_cert, ca_key = _make_ca()
         # Key first: a crash in between leaves a mismatched pair, which the next run detects and replaces.
         atomic_write(paths.ca_key, _key_pem(ca_key), 0o600)
-        atomic_write(paths.ca_cert, _cert_pem(ca_cert), 0o644)
+        atomic_write(paths.ca_cert, _cert_pem(ca_cert), 0o600)
         server = None
     else:
         ca_cert, ca_key = ca
@@ -304,11 +303,10 @@ def ensure_serving_certs(data_dir: Path, hosts: Sequence[str] = DEFAULT_HOSTS) -
             ca_cert, ca_key, subject, server=True, sans=_san_entries(host_list), validity=SERVER_VALIDITY
         )
         atomic_write(paths.server_key, _key_pem(key), 0o600)
-        atomic_write(paths.server_cert, _cert_pem(cert), 0o644)
+        atomic_write(paths.server_cert, _cert_pem(cert), 0o600)
     else:
-        for p in (paths.ca_key, paths.server_key):  # keep keys private even if someone loosened them
-            if p.stat().st_mode & 0o077:
-                os.chmod(p, 0o600)
+        for p in (paths.ca_key, paths.server_key, paths.ca_cert, paths.server_cert):
+            make_private(p)  # keep them the owner's even if someone (or an older version) loosened them
     return paths
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
 
@@ -78,7 +79,9 @@ def add_up_parsers(sub: Any) -> None:
 
     d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",
                        description="Stop the `flotilla up` running on --data-dir (SIGTERM, then SIGKILL after "
-                                   f"{DOWN_TIMEOUT:g}s). The data stays; `flotilla up` resumes it.",
+                                   f"{DOWN_TIMEOUT:g}s). The data stays; `flotilla up` resumes it. Exits 0 when "
+                                   "it stopped it, 1 when nothing was running on that data directory (or it had "
+                                   "to be killed).",
                        epilog="example:\n  flotilla down --data-dir .flotilla",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"the data directory (default {DEFAULT_DATA_DIR})")
@@ -215,8 +218,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def _detach(args: argparse.Namespace, layout: Layout) -> int:
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.log_file, "ab") as log:
+    private_dir(layout.root)
+    fd = os.open(layout.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    make_private(layout.log_file)  # an older version's
+    with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(_child_argv(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=os.getcwd())
     deadline = time.monotonic() + DETACH_TIMEOUT
@@ -241,8 +246,9 @@ def run_down_command(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.data_dir))
     pid = layout.running_pid()
     if pid is None:
-        print(f"flotilla down: nothing is running on {args.data_dir}")
-        return 0
+        print(f"flotilla down: nothing is running on {args.data_dir} (no live `flotilla up` on that data "
+              f"directory); pass the --data-dir that `flotilla up` was started with", file=sys.stderr)
+        return 1
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + DOWN_TIMEOUT
     while time.monotonic() < deadline:

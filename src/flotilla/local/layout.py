@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from flotilla.files import atomic_write
+from flotilla.files import atomic_write, private_dir
 
 __all__ = ["DATA_FORMAT", "DataDirError", "Layout", "StackRecord", "pid_alive"]
 
@@ -142,7 +142,7 @@ class Layout:
         return StackRecord.from_json(raw, self.record_path)
 
     def save_record(self, record: StackRecord) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         atomic_write(self.record_path, record.to_json())
 
     def running_pid(self) -> int | None:
@@ -154,7 +154,7 @@ class Layout:
         return pid if pid_alive(pid) else None
 
     def write_pid(self, pid: int) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         atomic_write(self.pid_file, f"{pid}\n".encode())
 
     def remove_pid(self, pid: int) -> None:

@@ -2,7 +2,8 @@
 
 The API server reads ``tokens.csv`` when it starts (Kubernetes' ``--token-auth-file`` format); its first start
 writes the admin token. ``flotilla up --secure`` adds a read-only user before that start: ``viewer`` in the group
-``flotilla:viewers``, which may get, list and watch everything and nothing else (403 for any write). Both tokens
+``flotilla:viewers``, which may get, list and watch everything but Secrets (which hold the members' admin tokens)
+and nothing else (403 for any write). Both tokens
 live only in that file (mode 0600) and in the kubeconfigs written for them (mode 0600): ``D/kubeconfig`` (admin,
 plus one context per member) and ``D/viewer.kubeconfig``.
 """
@@ -19,6 +20,7 @@ from flotilla.apiserver.auth import (
     format_token_line,
     parse_token_file,
 )
+from flotilla.files import make_private, private_dir
 
 __all__ = ["VIEWER_GROUP", "VIEWER_USER", "ensure_tokens"]
 
@@ -28,10 +30,11 @@ VIEWER_GROUP = DEFAULT_VIEWERS_GROUP
 
 def ensure_tokens(data_dir: Path) -> tuple[str, str]:
     """(admin token, viewer token) of the control plane in ``data_dir``, creating what is missing."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path, admin = ensure_token_file(data_dir)
     if admin is None:
         raise ValueError(f"{path} has no admin user (a member of system:masters): add one or remove the file")
+    make_private(path)  # an older version's, or one copied in with a wider mode
     tokens = parse_token_file(path.read_text(encoding="utf-8"), str(path))
     for token, info in tokens.items():
         if info.name == VIEWER_USER and VIEWER_GROUP in info.groups:

@@ -142,6 +142,10 @@ class LocalStack:
                                f"pass {'--secure' if record.secure else 'no --secure'}, or another --data-dir")
         record = record or StackRecord()
         record.secure = cfg.secure
+        from flotilla.files import make_private_tree, private_dir
+
+        private_dir(self.layout.root)
+        make_private_tree(self.layout.root)  # a directory an older version made world-readable
         self.record = record
         try:
             await self._start_api()

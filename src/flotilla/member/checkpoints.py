@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from flotilla.files import PRIVATE_DIR, PRIVATE_FILE, private_dir
+
 METADATA = "_metadata"
 FORMAT = "flotilla-sim-snapshot/v1"
 SAVEPOINTS_DIR = "savepoints"
@@ -122,15 +124,15 @@ class CheckpointStore:
     # ------------------------------------------------------------------ writing
     def _write_snapshot_dir(self, final: Path, meta: dict[str, Any]) -> None:
         parent = final.parent
-        parent.mkdir(parents=True, exist_ok=True)
+        private_dir(parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".inprogress", dir=parent))
         try:
             data = orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
-            with open(tmp / METADATA, "wb") as f:
+            with os.fdopen(os.open(tmp / METADATA, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE), "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, 0o755)
+            os.chmod(tmp, PRIVATE_DIR)
             try:
                 os.rename(tmp, final)  # atomic; fails if ``final`` exists and is not empty
             except OSError as e:
@@ -157,7 +159,7 @@ class CheckpointStore:
         ``retained``."""
         job_dir = self.job_dir(job_id)
         for sub in ("shared", "taskowned"):
-            (job_dir / sub).mkdir(parents=True, exist_ok=True)
+            private_dir(job_dir / sub)
         final = job_dir / f"chk-{checkpoint_id}"
         meta = self._meta("checkpoint", job_id, checkpoint_id, offset, timestamp, restored_from, extra)
         self._write_snapshot_dir(final, meta)

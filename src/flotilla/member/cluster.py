@@ -13,6 +13,7 @@ from typing import Any
 
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
+from flotilla.files import private_dir
 from flotilla.interpreter.quantity import QuantityError, parse_quantity
 from flotilla.member.faults import FaultInjector
 from flotilla.member.history import HistoryRecorder
@@ -219,8 +220,8 @@ class MemberCluster:
         from flotilla.member.workloads import install_workload_defaults
 
         cfg = self.config
-        cfg.member_dir.mkdir(parents=True, exist_ok=True)
-        cfg.checkpoints.mkdir(parents=True, exist_ok=True)
+        private_dir(cfg.member_dir)
+        private_dir(cfg.checkpoints)
         factories = list(self._factories) if self._factories is not None else simulator_factories(cfg.simulators)
         api = ApiServerConfig(storage_url=cfg.storage_url, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,

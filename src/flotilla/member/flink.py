@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import MERGE_PATCH
+from flotilla.files import private_dir
 from flotilla.member.checkpoints import CheckpointStore, SnapshotError
 from flotilla.member.flink_crd import ensure_flink_crd
 from flotilla.member.flink_model import (
@@ -199,7 +200,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         if self._explicit is None:
             self.settings = FlinkSimSettings.from_member_config(getattr(member, "config", None))
         self.store = CheckpointStore(self.settings.checkpoint_dir)
-        self.store.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.store.root)
         if self.settings.install_crd:
             await ensure_flink_crd(member.storage)
         if self.settings.savepoint_rule:

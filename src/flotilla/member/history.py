@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from flotilla.files import PRIVATE_FILE, make_private, private_dir
+
 __all__ = ["HistoryRecorder", "Interval", "overlaps", "read_history"]
 
 
@@ -131,8 +133,9 @@ class HistoryRecorder:
         self._open: dict[tuple[str, str, str, str, str], Interval] = {}
         self._fd: int | None = None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            private_dir(self.path.parent)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+            make_private(self.path)  # one an older version made 0644
 
     # ------------------------------------------------------------------ recording
     def set_running(self, *, member: str, kind: str, namespace: str, name: str, uid: str, running: bool,

@@ -57,7 +57,10 @@ async def open_store(url: str, data_dir: str | Path | None = None) -> Store:
             path = Path(rest)
         else:
             path = Path(data_dir or ".") / "flotilla.db"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            from flotilla.files import private_dir
+
+            private_dir(path.parent)
         return await SQLiteStore.open(path)
     if scheme == "etcd":
         from flotilla.storage.etcd import EtcdStore

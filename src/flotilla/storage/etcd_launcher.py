@@ -18,6 +18,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from flotilla.files import private_dir
+
 __all__ = ["EtcdNotFoundError", "EtcdProcess", "find_etcd", "free_ports", "start_etcd", "start_etcd_cluster"]
 
 
@@ -99,8 +101,7 @@ class EtcdProcess:
 def start_etcd(data_dir: Path, *, timeout: float = 20.0, extra_args: list[str] | None = None) -> EtcdProcess:
     """Start etcd with its data in ``data_dir`` (wiped first); return once ``/health`` answers."""
     binary = find_etcd()
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = private_dir(data_dir)  # etcd keeps its own member directory 0700; this one holds its log
     last_error = ""
     for _ in range(3):  # a port picked as free can be taken before etcd binds it
         client_port, peer_port = free_ports(2)
@@ -157,7 +158,7 @@ def start_etcd_cluster(data_dir: Path, members: int = 3, *, timeout: float = 30.
     for i, name in enumerate(names):
         member_dir = data_dir / name
         shutil.rmtree(member_dir, ignore_errors=True)
-        member_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(member_dir)
         client = f"http://127.0.0.1:{ports[2 * i]}"
         args = [binary, "--name", name, "--data-dir", str(member_dir / "data"),
                 "--listen-client-urls", client, "--advertise-client-urls", client,

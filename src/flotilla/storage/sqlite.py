@@ -23,6 +23,7 @@ database file and fsync it, never run there: automatic checkpoints are off, and 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable
@@ -102,6 +103,20 @@ def change_of(row: Row, previous: bytes | None = None) -> Change:
     return Change(event, KeyValue(key, value, create_revision, revision), prev, prev_revision)
 
 
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 if it is missing, and narrow an existing one (and its -wal, -shm and -journal
+    files) to 0600: it holds every object, Secrets included. SQLite creates the -wal and -shm files with the mode of
+    the database file, so they are 0600 from then on."""
+    from flotilla.files import PRIVATE_FILE, make_private
+
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+    except FileExistsError:
+        pass
+    for p in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+        make_private(p)
+
+
 class LogDB:
     """The SQLite file. Not thread-safe: one call at a time, on the store's writer thread or (a small batch with
     nothing in flight) on the event loop's."""
@@ -120,6 +135,7 @@ class LogDB:
 
     def load(self, max_watch_backlog: int) -> MVCC:
         """Open (creating if needed) and read the whole log into a new MVCC core."""
+        _create_private(Path(self.path))
         # one writer connection, used by one thread at a time (the event loop's or the writer thread)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._conn = conn
