@@ -47,6 +47,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS,
 from flotilla.client import Informer, Resource, label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
+from flotilla.failover.events import EVENT_TASK_REMOVED
 from flotilla.failover.graceful import (
     Assessment,
     Removal,
@@ -71,7 +72,6 @@ __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "g
            "template_ref"]
 
 #: Flotilla's Event reason for a removed task, with why in the message (Karmada's Event has no reason in it).
-EVENT_TASK_REMOVED = "GracefulEvictionTaskRemoved"
 #: ``ControllerContext.extras`` key set while this controller runs (enabled) in the controller-manager.
 _RUNNING = "graceful-eviction-running"
 
