@@ -291,7 +291,7 @@ async def test_similar_events_are_combined_after_ten() -> None:
     assert len(client.by_reason("BackOff")) == 11
 
 
-async def test_spam_filter_bounds_the_writes_per_object_and_type() -> None:
+async def test_spam_filter_bounds_the_new_events_per_object_and_type() -> None:
     client = _MemoryClient()
     recorder = EventRecorder(client, "c", spam_burst=3, spam_qps=0.0)
     for i in range(5):
@@ -301,9 +301,9 @@ async def test_spam_filter_bounds_the_writes_per_object_and_type() -> None:
     await recorder.flush()
     assert sorted(r for _, r in client.calls) == ["Failed", "R0", "R0", "R1", "R2"]
     assert recorder.filtered == 2
-    recorder.event(_obj("a"), "Normal", "R0", "m")  # a bump is a write too: no token left
+    recorder.event(_obj("a"), "Normal", "R0", "m")  # a repeat costs no token: folded into the count
     await recorder.flush()
-    assert recorder.filtered == 3 and client.by_reason("R0")[0]["count"] == 1
+    assert recorder.filtered == 2 and client.by_reason("R0")[0]["count"] == 2
 
 
 async def test_warnings_go_first_and_a_full_queue_gives_up_count_bumps_first() -> None:

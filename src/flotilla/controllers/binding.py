@@ -48,6 +48,7 @@ from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     InjectionPlan,
@@ -340,12 +341,12 @@ class BindingController(Controller):
         who = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
         if errors:
             message = "; ".join(errors)
-            self.ctx.recorder.event(binding, "Warning", "SyncWorkFailed", message)
-            self.ctx.recorder.event(template, "Warning", "SyncWorkFailed", message)
+            self.ctx.recorder.event(binding, "Warning", EVENT_SYNC_WORK_FAILED, message)
+            self.ctx.recorder.event(template, "Warning", EVENT_SYNC_WORK_FAILED, message)
             raise BindingSyncError(f"{binding.get('kind')} {who}: {message}")
         message = f"Sync work of {binding.get('kind')}({who}) successful."
-        self.ctx.recorder.event(binding, "Normal", "SyncWorkSucceed", message)
-        self.ctx.recorder.event(template, "Normal", "SyncWorkSucceed", message)
+        self.ctx.recorder.event(binding, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
+        self.ctx.recorder.event(template, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
 
     async def _write_work(self, intent: WorkIntent) -> None:
         """Create or update one Work (optimistic lock on its resourceVersion, retried on conflict)."""

@@ -44,6 +44,7 @@ from flotilla.cluster.health import is_ready
 from flotilla.cluster.taints import taints_for_condition, taints_message
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
     generate_execution_space_name,
@@ -64,8 +65,8 @@ REASON_CREATE_EXECUTION_SPACE_SUCCEED = "CreateExecutionSpaceSucceed"
 REASON_CREATE_EXECUTION_SPACE_FAILED = "CreateExecutionSpaceFailed"
 REASON_REMOVE_EXECUTION_SPACE_SUCCEED = "RemoveExecutionSpaceSucceed"
 REASON_REMOVE_EXECUTION_SPACE_FAILED = "RemoveExecutionSpaceFailed"
-REASON_TAINT_CLUSTER_SUCCEED = "TaintClusterSucceed"
-REASON_TAINT_CLUSTER_FAILED = "TaintClusterFailed"
+REASON_TAINT_CLUSTER_SUCCEED = EVENT_TAINT_CLUSTER_SUCCEED
+REASON_TAINT_CLUSTER_FAILED = EVENT_TAINT_CLUSTER_FAILED
 # Flotilla's: what a deletion is waiting for
 REASON_CLEANUP_PENDING = "ClusterCleanupPending"
 

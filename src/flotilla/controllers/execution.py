@@ -73,6 +73,7 @@ from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
 from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
     ObjectIdentity,
     is_fenced,
@@ -570,7 +571,7 @@ class ExecutionController(Controller):
             log.info("deleted stale %s in recovered cluster %s", ObjectIdentity.of(obj), cluster_name)
         if stale:
             names = ", ".join(str(ObjectIdentity.of(o)) for o in stale)
-            self.ctx.recorder.event(dict(cluster), "Normal", "StaleObjectsDeleted",
+            self.ctx.recorder.event(dict(cluster), "Normal", EVENT_STALE_OBJECTS_DELETED,
                                     f"cluster({cluster_name}) is back: deleted {len(stale)} object(s) no Work "
                                     f"wants any more before applying anything: {names}")
 

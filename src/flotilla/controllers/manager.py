@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from flotilla.client import Client, SharedInformerFactory
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
+from flotilla.failover.events import FAILOVER_EVENT_REASONS
 from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import ControllerMetrics
 
@@ -29,16 +31,22 @@ class ControllerManager:
     ``metrics``: where the controllers record (``ctx.metrics``); give the process's own to keep counting across
     leadership terms, else each manager has a fresh one. While running, a collector on its registry asks every
     controller to refresh its live gauges before each scrape.
+
+    The controllers' Events go through one :class:`EventRecorder` that never holds back the failover's Events
+    (:data:`~flotilla.failover.events.FAILOVER_EVENT_REASONS`) and counts what it drops in ``metrics``;
+    ``recorder_options`` are passed on to it (its budgets and delays: tests shrink them).
     """
 
     def __init__(self, client: Client, options: ControllerOptions | None = None, *,
                  controllers: Sequence[str] | None = None, sync_timeout: float = 60.0,
-                 metrics: ControllerMetrics | None = None) -> None:
+                 metrics: ControllerMetrics | None = None,
+                 recorder_options: Mapping[str, Any] | None = None) -> None:
         self.client = client
         self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.options = options or ControllerOptions()
         self.selected = controllers
         self.sync_timeout = sync_timeout
+        self.recorder_options = dict(recorder_options or {})
         self.controllers: list[Controller] = []
         self.ctx: ControllerContext | None = None
 
@@ -49,7 +57,8 @@ class ControllerManager:
         if unknown:
             raise ValueError(f"unknown controllers {unknown}; known: {', '.join(available)}")
         informers = SharedInformerFactory(self.client)
-        recorder = EventRecorder(self.client, "flotilla-controller-manager")
+        recorder = EventRecorder(self.client, "flotilla-controller-manager", **{
+            "priority_reasons": FAILOVER_EVENT_REASONS, "metrics": self.metrics.events, **self.recorder_options})
         self.ctx = ControllerContext(client=self.client, informers=informers, recorder=recorder,
                                      options=self.options,
                                      members=MemberClients(self.client, request_timeout=self.options.cluster_api_timeout),

@@ -60,6 +60,7 @@ from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
 from flotilla.controllers.held_writes import HeldWrites
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.events import EVENT_SCHEDULE_BINDING_FAILED, EVENT_SCHEDULE_BINDING_SUCCEED
 from flotilla.failover.state import (
     INJECTED_STATE_ANNOTATION,
     STATEFUL_FAILOVER_INJECTION_GATE,
@@ -97,8 +98,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SchedulerController"]
 
-SCHEDULE_BINDING_SUCCEED = "ScheduleBindingSucceed"
-SCHEDULE_BINDING_FAILED = "ScheduleBindingFailed"
+SCHEDULE_BINDING_SUCCEED = EVENT_SCHEDULE_BINDING_SUCCEED
+SCHEDULE_BINDING_FAILED = EVENT_SCHEDULE_BINDING_FAILED
 
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 10.0

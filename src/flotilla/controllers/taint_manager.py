@@ -76,6 +76,7 @@ from flotilla.controllers.binding_status import drop_handed_off_conditions, hand
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.failover.brake import PROBE_BOARD, brake_count, halted_recheck, recovering
+from flotilla.failover.events import EVENT_EVICTION_HALTED, EVENT_EVICTION_PERFORMED, EVENT_EVICTION_QUEUED
 from flotilla.failover.eviction import (
     EVENT_EVICT_FAILED,
     REASON_TAINT_UNTOLERATED,
@@ -135,9 +136,6 @@ HALTED_RECHECK = 10.0
 STATE_RETRY_INITIAL = 0.5
 STATE_RETRY_MAX = 30.0
 #: Flotilla's Event reasons (Karmada emits none at these steps).
-EVENT_EVICTION_QUEUED = "EvictionQueued"  # Normal: a key was queued, due now or at the toleration deadline
-EVENT_EVICTION_PERFORMED = "EvictionPerformed"  # Normal: the task was written, the cluster left spec.clusters
-EVENT_EVICTION_HALTED = "EvictionHalted"  # Warning: D10 halts evictions (every cluster unhealthy, or rate 0)
 
 
 def _map(value: Any) -> Mapping[str, Any]:

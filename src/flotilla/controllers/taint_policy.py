@@ -35,6 +35,7 @@ from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.client import ApiException, is_conflict, is_not_found
 from flotilla.cluster.taints import taints_message, taints_patch
 from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
 from flotilla.failover.taint_policy import TaintChange, TaintPolicyResult, evaluate, policy_targets
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,8 @@ log = logging.getLogger(__name__)
 __all__ = ["REASON_TAINT_CLUSTER_FAILED", "REASON_TAINT_CLUSTER_SUCCEED", "TaintPolicyController",
            "cluster_needs_evaluation", "policy_spec_changed"]
 
-REASON_TAINT_CLUSTER_SUCCEED = "TaintClusterSucceed"
-REASON_TAINT_CLUSTER_FAILED = "TaintClusterFailed"
+REASON_TAINT_CLUSTER_SUCCEED = EVENT_TAINT_CLUSTER_SUCCEED
+REASON_TAINT_CLUSTER_FAILED = EVENT_TAINT_CLUSTER_FAILED
 
 _CONFLICT_RETRIES = 5
 _SELECTABLE_SPEC_FIELDS = ("provider", "region", "zone", "zones")

@@ -10,9 +10,19 @@ writers.  What reaches the API server follows client-go's ``EventCorrelator`` (`
   with the same type and reason but different messages were seen within ``similar_window`` (10 min), the
   next ones become one Event "(combined from similar events): <latest message>" whose count grows;
 * **spam filter per object** (its ``EventSourceObjectSpamFilter``): a token bucket per (source, object, type)
-  of ``spam_burst`` (25) refilled at ``spam_qps`` (one per 5 min). Unlike client-go, a token is spent per
-  *write* (a new Event, or a count bump after the last one was written), not per occurrence: repeats that are
-  folded into a write still pending cost nothing.
+  of ``spam_burst`` (25) refilled at ``spam_qps`` (one per 5 min). Unlike client-go, a token is spent per *new
+  Event* only, not per occurrence: a repeat is folded into the count of the Event already written and costs no
+  token, so a busy object's routine Events (``AggregateStatusSucceed`` on every status change) cannot use up the
+  budget of the Events that matter. The count bumps of an Event that keeps repeating are spaced out instead:
+  the first waits ``patch_delay``, each next one twice as long after the previous write, up to
+  ``bump_max_interval`` (5 min, the filter's refill period); an Event quiet for that long starts again at
+  ``patch_delay``. The count stays exact, only its update lags.
+
+**Priority reasons.** Events whose reason is in ``priority_reasons`` (the controller-manager gives
+:data:`flotilla.failover.events.FAILOVER_EVENT_REASONS`) always land: the spam filter never holds them back,
+their count bumps wait ``patch_delay`` only, they are written before any other, and when the queue is full they
+take the place of any other waiting write. Their number is bounded by what a failover writes (and by the
+aggregation of similar events).
 
 To keep this cheap and bounded when many objects change at once (a mass failover records tens of thousands
 of Events), the writes themselves are coalesced and paced:
@@ -20,31 +30,44 @@ of Events), the writes themselves are coalesced and paced:
 * a repeat of an Event whose write is still pending (or in flight) is folded into it (the count is written
   once); the count bump of an already written Event waits ``patch_delay`` so that the repeats of that moment
   go out as one patch;
-* at most ``max_queue`` distinct writes wait; Warnings are written before Normal Events, and new Events before
-  count bumps. When the queue is full a count bump is given up first (the Event exists, only its count lags),
-  then (for a Warning) the oldest waiting Normal Event; otherwise the new one is dropped;
+* at most ``max_queue`` distinct writes wait; new Events are written before count bumps, and among each, priority
+  Events first, then Warnings, then Normal Events. When the queue is full the write to queue takes the place of
+  the oldest waiting write of less value (in that order, a count bump being worth less than a new Event: the
+  Event exists, only its count lags); when there is none it is dropped;
 * writes are paced by a token bucket (``qps`` 200/s, ``burst`` 1000), so Events never take more than a small,
   fixed share of the API server while controllers are busy (a mass failover asks for ~25 Events per workload,
   Karmada's and Flotilla's, on the binding, its template and the Work); the backlog drains afterwards.
 
 Events about cluster-scoped objects go to the ``default`` namespace.  Nothing here raises into the caller: a
 full queue or a failing API server costs events (counted in ``dropped`` / ``failed``; the spam filter's in
-``filtered``), not errors.
+``filtered``), not errors. With ``metrics`` (:class:`flotilla.observability.metrics.EventMetrics`) every lost
+occurrence is also counted in ``flotilla_events_dropped_total{reason, cause}``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, is_already_exists, is_not_found
 from flotilla.client.resources import EVENTS, Resource
+from flotilla.observability.metrics import (
+    DROP_CLOSED,
+    DROP_INVALID,
+    DROP_NO_LOOP,
+    DROP_QUEUE_FULL,
+    DROP_SPAM_FILTER,
+    DROP_WRITE_FAILED,
+    EventMetrics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +102,9 @@ class _Seen:
     namespace: str
     count: int
     first_mono: float
-    last_mono: float
+    last_mono: float  # the last occurrence written
+    written_mono: float = 0.0  # when it was last written
+    interval: float = 0.0  # how long the next count bump waits after that write (grows while it repeats)
 
 
 @dataclass(slots=True)
@@ -98,8 +123,39 @@ class _Entry:
     count: int
     seen: _Seen | None
     ready_at: float
+    priority: bool = False
     inflight: bool = False
     more: int = 0  # occurrences that arrived while the write was in flight
+
+
+class _DueQueue:
+    """Waiting count bumps, the soonest due first (their delays differ: see ``bump_max_interval``); the subset of
+    a deque's methods the recorder uses."""
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Entry]] = []
+        self._seq = itertools.count()
+
+    def append(self, entry: _Entry) -> None:
+        heapq.heappush(self._heap, (entry.ready_at, next(self._seq), entry))
+
+    appendleft = append
+
+    def popleft(self) -> _Entry:
+        return heapq.heappop(self._heap)[2]
+
+    def __getitem__(self, index: int) -> _Entry:
+        if index != 0:
+            raise IndexError("only the first entry of a _DueQueue can be read")
+        return self._heap[0][2]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def clear(self) -> None:
+        self._heap.clear()
 
 
 @dataclass(slots=True)
@@ -112,6 +168,19 @@ class _Bucket:
 class _Similar:
     messages: set[str]
     last_mono: float
+
+
+#: the write queues by rank (:func:`_rank`), from the least valuable to the most
+_RANKS = 6
+#: the order they are written in: new Events before count bumps, the more valuable first within each
+_WRITE_ORDER = (5, 3, 1)
+_BUMP_ORDER = (4, 2, 0)
+
+
+def _rank(type: str, priority: bool, new_event: bool) -> int:
+    """What a write is worth when the queue is full (0-5): a priority Event more than a Warning, a Warning more
+    than a Normal Event, and of each a new Event more than a count bump (the Event exists, only its count lags)."""
+    return 2 * (2 if priority else 1 if type == WARNING else 0) + (1 if new_event else 0)
 
 
 def _timestamp(wall: float) -> str:
@@ -149,6 +218,9 @@ class EventRecorder:
         spam_qps: float = 1.0 / 300.0,
         similar_max: int = 10,
         similar_window: float = 600.0,
+        bump_max_interval: float = 300.0,
+        priority_reasons: Iterable[str] = (),
+        metrics: EventMetrics | None = None,
     ) -> None:
         self.client = client
         self.component = component
@@ -166,12 +238,14 @@ class EventRecorder:
         self.spam_qps = spam_qps
         self.similar_max = similar_max
         self.similar_window = similar_window
-        #: every write not yet done, by key; the deques hold the waiting ones in priority order
+        self.bump_max_interval = bump_max_interval
+        self.priority_reasons = frozenset(priority_reasons)
+        self.metrics = metrics
+        #: every write not yet done, by key; the deques hold the waiting ones, one deque per rank
+        #: (:func:`_rank`: the index in this list, from the least valuable to the most)
         self._pending: dict[tuple[Any, ...], _Entry] = {}
-        self._warn_new: deque[_Entry] = deque()
-        self._new: deque[_Entry] = deque()
-        self._warn_bumps: deque[_Entry] = deque()
-        self._bumps: deque[_Entry] = deque()
+        self._queues: tuple[deque[_Entry] | _DueQueue, ...] = tuple(
+            deque() if rank in _WRITE_ORDER else _DueQueue() for rank in range(_RANKS))
         self._seen: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
         self._spam: OrderedDict[tuple[Any, ...], _Bucket] = OrderedDict()
         self._similar: OrderedDict[tuple[Any, ...], _Similar] = OrderedDict()
@@ -198,7 +272,7 @@ class EventRecorder:
         try:
             self._enqueue(obj, type, reason, message)
         except Exception:
-            self.dropped += 1
+            self._drop(reason, DROP_INVALID)
             log.exception("event recorder: could not queue event %s/%s", type, reason)
 
     def eventf(self, obj: Mapping[str, Any], type: str, reason: str, fmt: str, *args: Any) -> None:
@@ -246,33 +320,47 @@ class EventRecorder:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for entry in self._pending.values():  # what the grace period did not cover
-            self.dropped += entry.count + entry.more
+            self._drop(entry.reason, DROP_CLOSED, entry.count + entry.more)
         self._pending.clear()
-        for q in (self._warn_new, self._new, self._warn_bumps, self._bumps):
+        for q in self._queues:
             q.clear()
         if self._idle is not None:
             self._idle.set()
 
     # -- correlation (client-go's EventCorrelator) ---------------------------------------------
 
+    def _drop(self, reason: Any, cause: str, n: int = 1) -> None:
+        """``n`` occurrences of an Event with ``reason`` are lost (``cause``: one of the ``DROP_*``)."""
+        if cause == DROP_SPAM_FILTER:
+            self.filtered += n
+        elif cause == DROP_WRITE_FAILED:
+            self.failed += 1
+        else:
+            self.dropped += n
+        if self.metrics is not None:
+            try:
+                self.metrics.record_dropped(str(reason), cause, n)
+            except Exception:
+                log.exception("event recorder: could not count a dropped event")
+
     def _enqueue(self, obj: Mapping[str, Any], type: str, reason: str, message: str) -> None:
         if self._closed:
-            self.dropped += 1
+            self._drop(reason, DROP_CLOSED)
             return
         if type not in _TYPES:
-            self.dropped += 1
+            self._drop(reason, DROP_INVALID)
             log.warning("event recorder: unsupported event type %r (reason %s) dropped", type, reason)
             return
         md = obj.get("metadata") or {}
         name = md.get("name")
         if not name:
-            self.dropped += 1
+            self._drop(reason, DROP_INVALID)
             log.warning("event recorder: object without metadata.name, event %s dropped", reason)
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self.dropped += 1
+            self._drop(reason, DROP_NO_LOOP)
             log.warning("event recorder: no running event loop, event %s dropped", reason)
             return
         api_version, kind, namespace, uid = obj.get("apiVersion"), obj.get("kind"), md.get("namespace"), md.get("uid")
@@ -299,11 +387,13 @@ class EventRecorder:
         seen = self._seen.get(key)
         if seen is not None and now - seen.last_mono > self.aggregation_window:
             seen = None  # too old to aggregate: a new Event
-        if not self._spam_allows((*obj_key, type), now):
-            self.filtered += 1
+        priority = reason in self.priority_reasons
+        if seen is None and not priority and not self._spam_allows((*obj_key, type), now):
+            self._drop(reason, DROP_SPAM_FILTER)
             return
-        if len(self._pending) >= self.max_queue and not self._make_room(type, seen is None):
-            self.dropped += 1
+        rank = _rank(type, priority, seen is None)
+        if len(self._pending) >= self.max_queue and not self._make_room(rank):
+            self._drop(reason, DROP_QUEUE_FULL)
             if self.dropped == 1 or self.dropped % 1000 == 0:
                 log.warning("event recorder: %d writes waiting, %d events dropped so far", len(self._pending),
                             self.dropped)
@@ -313,12 +403,22 @@ class EventRecorder:
         involved = {k: str(v) for k, v in involved.items() if v}
         entry = _Entry(key=key, involved=involved, namespace=involved.get("namespace") or "default", type=type,
                        reason=reason, message=message, first_wall=wall, last_wall=wall, last_mono=now, count=1,
-                       seen=seen, ready_at=now if seen is None else now + self.patch_delay)
+                       seen=seen, ready_at=self._ready_at(seen, priority, now), priority=priority)
         if seen is not None:
             self.aggregated += 1
         self._pending[key] = entry
         self._queue_for(entry).append(entry)
         self._start(loop)
+
+    def _ready_at(self, seen: _Seen | None, priority: bool, now: float) -> float:
+        """When a write may go: a new Event at once, a count bump after ``patch_delay`` and, unless it is a
+        priority Event, no sooner than ``seen.interval`` after the Event's last write."""
+        if seen is None:
+            return now
+        if now - seen.last_mono > self.bump_max_interval:
+            seen.interval = 0.0  # quiet for long: the next repeats are written promptly again
+        ready = now + self.patch_delay
+        return ready if priority else max(ready, seen.written_mono + seen.interval)
 
     def _aggregate(self, obj_key: tuple[Any, ...], type: str, reason: str, message: str,
                    now: float) -> tuple[tuple[Any, ...], str]:
@@ -356,23 +456,17 @@ class EventRecorder:
         bucket.tokens -= 1.0
         return True
 
-    def _queue_for(self, entry: _Entry) -> deque[_Entry]:
-        if entry.seen is None:
-            return self._warn_new if entry.type == WARNING else self._new
-        return self._warn_bumps if entry.type == WARNING else self._bumps
+    def _queue_for(self, entry: _Entry) -> deque[_Entry] | _DueQueue:
+        return self._queues[_rank(entry.type, entry.priority, entry.seen is None)]
 
-    def _make_room(self, type: str, new_event: bool) -> bool:
-        """Give up a waiting write of less value than the one to queue; False when there is none."""
-        if type == WARNING:
-            victims = (self._bumps, self._new) if not new_event else (self._bumps, self._new, self._warn_bumps)
-        else:
-            victims = (self._bumps,) if new_event else ()
-        for q in victims:
+    def _make_room(self, rank: int) -> bool:
+        """Give up the oldest waiting write of the least value below ``rank``; False when there is none."""
+        for q in self._queues[:rank]:
             while q:
                 victim = q.popleft()
                 if self._pending.get(victim.key) is victim and not victim.inflight:
                     del self._pending[victim.key]
-                    self.dropped += victim.count
+                    self._drop(victim.reason, DROP_QUEUE_FULL, victim.count)
                     return True
         return False
 
@@ -388,13 +482,15 @@ class EventRecorder:
 
     def _next(self, now: float) -> tuple[_Entry | None, float | None]:
         """The next write to make, else when a count bump becomes due (``None``: nothing waits)."""
-        for q in (self._warn_new, self._new):
+        for rank in _WRITE_ORDER:
+            q = self._queues[rank]
             while q:
                 entry = q.popleft()
                 if self._pending.get(entry.key) is entry:
                     return entry, None
         due: float | None = None
-        for q in (self._warn_bumps, self._bumps):
+        for rank in _BUMP_ORDER:
+            q = self._queues[rank]
             while q:
                 entry = q[0]
                 if self._pending.get(entry.key) is not entry:
@@ -446,7 +542,7 @@ class EventRecorder:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.failed += 1
+                self._drop(entry.reason, DROP_WRITE_FAILED, entry.count)
                 log.warning("event recorder: could not write event %s about %s", entry.reason,
                             entry.involved.get("name"), exc_info=True)  # fmt: skip
             finally:
@@ -462,7 +558,7 @@ class EventRecorder:
             follow = _Entry(key=entry.key, involved=entry.involved, namespace=entry.namespace, type=entry.type,
                             reason=entry.reason, message=entry.message, first_wall=entry.last_wall,
                             last_wall=entry.last_wall, last_mono=entry.last_mono, count=entry.more, seen=seen,
-                            ready_at=now if seen is None else now + self.patch_delay)
+                            ready_at=self._ready_at(seen, entry.priority, now), priority=entry.priority)
             self._pending[entry.key] = follow
             self._queue_for(follow).append(follow)
             if self._wake is not None:
@@ -488,6 +584,8 @@ class EventRecorder:
             else:
                 seen.count = count
                 seen.last_mono = entry.last_mono
+                seen.written_mono = time.monotonic()
+                seen.interval = min(self.bump_max_interval, max(self.patch_delay, 2 * seen.interval))
                 if self._seen.get(entry.key) is seen:
                     self._seen.move_to_end(entry.key)
                 return
@@ -505,7 +603,8 @@ class EventRecorder:
         else:
             raise RuntimeError("could not find a free Event name")
         self.created += 1
-        self._seen[entry.key] = _Seen(name, entry.namespace, entry.count, entry.last_mono, entry.last_mono)
+        self._seen[entry.key] = _Seen(name, entry.namespace, entry.count, entry.last_mono, entry.last_mono,
+                                      written_mono=time.monotonic())
         self._seen.move_to_end(entry.key)
         while len(self._seen) > self.cache_size:
             self._seen.popitem(last=False)

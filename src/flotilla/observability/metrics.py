@@ -17,7 +17,8 @@ children, so the registry may also be read from another thread; everything else 
 ``eviction_processing_total``; ``flotilla_*`` otherwise) and offers the recording calls the controllers make,
 e.g. ``record_eviction(trigger=TRIGGER_APPLICATION, reason="ApplicationFailure", result=RESULT_SUCCESS)``.
 :class:`WorkqueueMetrics` holds client-go's ``workqueue_*`` metrics, fed by every controller's work queue.
-:class:`ControllerMetrics` bundles the three for a controller-manager (``ControllerContext.metrics``).
+:class:`EventMetrics` counts the Events the event recorder could not write (``flotilla_events_dropped_total``).
+:class:`ControllerMetrics` bundles them for a controller-manager (``ControllerContext.metrics``).
 
 **Server.** :class:`MetricsServer` serves ``GET /metrics`` (``text/plain; version=0.0.4``) and ``/healthz``
 with aiohttp; :func:`parse_bind_address` reads ``--metrics-bind-address``.
@@ -39,6 +40,13 @@ log = logging.getLogger(__name__)
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_BUCKETS",
+    "DROP_CAUSES",
+    "DROP_CLOSED",
+    "DROP_INVALID",
+    "DROP_NO_LOOP",
+    "DROP_QUEUE_FULL",
+    "DROP_SPAM_FILTER",
+    "DROP_WRITE_FAILED",
     "FAILOVER_SECONDS_BUCKETS",
     "RESULT_BLOCKED",
     "RESULT_ERROR",
@@ -47,6 +55,7 @@ __all__ = [
     "TRIGGER_CLUSTER_TAINT",
     "ControllerMetrics",
     "Counter",
+    "EventMetrics",
     "FailoverMetrics",
     "Gauge",
     "Histogram",
@@ -545,6 +554,31 @@ class FailoverMetrics:
                 self.rate_limiter_mode.remove(**labels)
 
 
+#: ``cause`` label values of ``flotilla_events_dropped_total``: the per-object spam filter held it back; the
+#: recorder's queue was full; the recorder was closed (or closing with writes left); the event was invalid (no
+#: object name, an unknown type); it was recorded outside an event loop; the API server refused the write.
+DROP_SPAM_FILTER = "spam_filter"
+DROP_QUEUE_FULL = "queue_full"
+DROP_CLOSED = "closed"
+DROP_INVALID = "invalid"
+DROP_NO_LOOP = "no_loop"
+DROP_WRITE_FAILED = "write_failed"
+DROP_CAUSES = (DROP_SPAM_FILTER, DROP_QUEUE_FULL, DROP_CLOSED, DROP_INVALID, DROP_NO_LOOP, DROP_WRITE_FAILED)
+
+
+class EventMetrics:
+    """What the event recorder (:class:`flotilla.observability.events.EventRecorder`) could not write."""
+
+    def __init__(self, registry: MetricsRegistry) -> None:
+        self.dropped = registry.counter(
+            "flotilla_events_dropped_total", "Occurrences of Events that were not written (neither as an Event nor "
+            "in the count of one), by the Event's reason and cause (spam_filter: the per-object budget was spent; "
+            "queue_full, closed, invalid, no_loop, write_failed).", ["reason", "cause"])
+
+    def record_dropped(self, reason: str, cause: str, n: int = 1) -> None:
+        self.dropped.labels(reason, cause).inc(max(0, n))
+
+
 class WorkqueueMetrics:
     """client-go's workqueue metrics; a :class:`~flotilla.client.workqueue.WorkQueue` records into it when given
     as its ``metrics`` (the same attribute names as its prometheus_client hook)."""
@@ -571,6 +605,7 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else MetricsRegistry()
         self.failover = FailoverMetrics(self.registry)
         self.workqueue = WorkqueueMetrics(self.registry)
+        self.events = EventMetrics(self.registry)
         #: the forward-first order (flotilla.controllers.forward_first): passes that waited, and for how long
         self.forward_first_waits = self.registry.counter(
             "flotilla_forward_first_waits_total",
