@@ -37,6 +37,7 @@ hand): Karmada would leave them behind.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ from flotilla.client import ApiException, Informer, Resource, is_already_exists,
 from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
 from flotilla.failover.state import (
@@ -56,7 +58,7 @@ from flotilla.failover.state import (
     parse_injected_state_record,
     plan_injection,
 )
-from flotilla.interpreter import prune_irrelevant_fields
+from flotilla.interpreter import Operation, prune_irrelevant_fields
 from flotilla.policy.matching import resource_matches_selector
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.works import (
@@ -139,7 +141,7 @@ class BindingController(Controller):
         self._cops = self.informer(CLUSTER_OVERRIDE_POLICIES)
         self._clusters = self.informer(CLUSTERS)
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
-        self._interpreters = InterpreterCache()
+        self._interpreters = InterpreterCache(customization_failures(self.ctx))
         self._templates: dict[tuple[str, str], Informer] = {}
         self._deleted: dict[str, BindingRef] = {}
         for inf in (self._rbs, self._crbs):
@@ -322,15 +324,18 @@ class BindingController(Controller):
     async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any],
                             injection: InjectionPlan) -> None:
         clusters = {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
-        intents, build_errors = plan_works(
+        interpreter = self._interpreters.get(self._rics.store.list())
+        # a ReviseReplica customization runs in the Lua worker threads, not on the event loop
+        intents, build_errors = await interpreter.offload(Operation.REVISE_REPLICA, template, functools.partial(
+            plan_works,
             template, binding,
-            interpreter=self._interpreters.get(self._rics.store.list()),
+            interpreter=interpreter,
             clusters=clusters,
             override_policies=self._ops.store.list(),
             cluster_override_policies=self._cops.store.list(),
             inject_preserved_labels=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
             injections=injection.labels,
-        )
+        ))
         errors = [e.message for e in build_errors]
         for intent in intents:
             try:

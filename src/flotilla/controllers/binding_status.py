@@ -48,6 +48,7 @@ Events: ``AggregateStatusSucceed`` / ``AggregateStatusFailed`` on the binding an
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -455,7 +456,8 @@ class BindingStatusController(Controller):
             if done is not None and done[0] == tkey and done[1] == rv and done[2] == items:
                 return  # this template was aggregated from these very items already
             try:
-                new = interpreter.aggregate_status(template, items, now=self.ctx.now())
+                new = await interpreter.offload(Operation.AGGREGATE_STATUS, template, functools.partial(
+                    interpreter.aggregate_status, template, items, now=self.ctx.now()))
             except InterpreterError as e:
                 msg = f"Aggregating the status of {kind} {_display(namespace, name)} failed: {e}"
                 self.ctx.recorder.event(binding, WARNING, "AggregateStatusFailed", msg)

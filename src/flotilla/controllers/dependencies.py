@@ -230,7 +230,8 @@ class DependenciesDistributor(Controller):
         if not interpreter.hook_enabled(GVK.of(template), Operation.INTERPRET_DEPENDENCY):
             return False
         try:
-            dependencies = interpreter.get_dependencies(template)
+            dependencies = await interpreter.offload(Operation.INTERPRET_DEPENDENCY, template,
+                                                     lambda: interpreter.get_dependencies(template))
         except InterpreterError as e:
             self.ctx.recorder.event(template, WARNING, GET_DEPENDENCIES_FAILED, str(e))
             raise

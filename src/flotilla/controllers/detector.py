@@ -35,8 +35,9 @@ from flotilla.api.resources import (
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.interpreter import Operation, ResourceInterpreter
-from flotilla.interpreter.customization import parse_customization
+from flotilla.interpreter.customization import CustomizationFailure, parse_customization
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.claims import (
@@ -183,8 +184,9 @@ class InterpreterCache:
     """A :class:`ResourceInterpreter` over the ResourceInterpreterCustomizations in an informer,
     rebuilt when they change. A customization that does not parse is left out (and logged)."""
 
-    def __init__(self, informer: Informer) -> None:
+    def __init__(self, informer: Informer, on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
         self.informer = informer
+        self.on_failure = on_failure
         self._fingerprint: tuple[tuple[str, str], ...] | None = None
         self._interpreter = ResourceInterpreter()
 
@@ -198,7 +200,7 @@ class InterpreterCache:
                     parsed.append(parse_customization(r))
                 except Exception as e:  # a bad RIC must not stop every other kind
                     log.warning("ResourceInterpreterCustomization %s ignored: %s", _meta(r).get("name"), e)
-            self._interpreter = ResourceInterpreter(parsed)
+            self._interpreter = ResourceInterpreter(parsed, on_failure=self.on_failure)
             self._fingerprint = fingerprint
         return self._interpreter
 
@@ -207,7 +209,8 @@ def interpreter_cache(ctx: ControllerContext) -> InterpreterCache:
     """The controller-manager's shared :class:`InterpreterCache` (made on first use, during setup)."""
     cache = ctx.extras.get("resource-interpreter")
     if cache is None:
-        cache = InterpreterCache(ctx.informers.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS))
+        cache = InterpreterCache(ctx.informers.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS),
+                                 customization_failures(ctx))
         ctx.extras["resource-interpreter"] = cache
     return cache  # type: ignore[no-any-return]
 
@@ -506,7 +509,8 @@ class DetectorController(Controller):
         replicas, requirements = 0, None
         if interpreter.hook_enabled(GVK.of(template), Operation.INTERPRET_REPLICA):
             try:
-                result = interpreter.get_replicas(template)
+                result = await interpreter.offload(Operation.INTERPRET_REPLICA, template,
+                                                   lambda: interpreter.get_replicas(template))
             except InterpreterError as e:
                 self.ctx.recorder.event(template, WARNING, GET_REPLICAS_FAILED, str(e))
                 raise

@@ -48,6 +48,7 @@ comes back, and every Work of that cluster waits for it (retried with backoff wh
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Mapping
@@ -71,6 +72,7 @@ from flotilla.client.informer import HandlerRegistration
 from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
+from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
@@ -81,6 +83,7 @@ from flotilla.failover.fencing import (
     wanted_identities,
     work_deletion_decision,
 )
+from flotilla.interpreter import Operation
 from flotilla.propagation.apply import (
     ApplyAction,
     DeleteAction,
@@ -176,7 +179,7 @@ class ExecutionController(Controller):
         self._works = self.informer(WORKS)
         self._clusters = self.informer(CLUSTERS)
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
-        self._interpreters = InterpreterCache()
+        self._interpreters = InterpreterCache(customization_failures(self.ctx))
         #: (cluster, object key) -> resourceVersion Flotilla last wrote or saw unchanged (drift filter)
         self._versions: dict[tuple[str, str], str] = {}
         #: (cluster, object key) -> digests of the last write (spares no-op PUTs)
@@ -396,9 +399,10 @@ class ExecutionController(Controller):
             else:
                 observed = await self._observe(member, res, name, namespace)
             record = self._records.get(okey)
-            decision = decide_apply(manifest, observed, cluster=cluster, interpreter=interpreter,
-                                    last_applied=record.record() if record is not None and observed is not None
-                                    else None)
+            # a Retain customization runs in the Lua worker threads, not on the event loop
+            decision = await interpreter.offload(Operation.RETAIN, manifest, functools.partial(
+                decide_apply, manifest, observed, cluster=cluster, interpreter=interpreter,
+                last_applied=record.record() if record is not None and observed is not None else None))
             if decision.action is ApplyAction.REFUSE:
                 raise ApplyError(decision.message)
             assert decision.obj is not None
@@ -612,8 +616,9 @@ class ExecutionController(Controller):
         desired = preserved_manifest(manifest)
         for _ in range(_ATTEMPTS):
             observed = await self._observe(member, res, name, namespace)
-            decision = decide_apply(desired, observed, cluster=cluster,
-                                    interpreter=self._interpreters.get(self._rics.store.list()))
+            interpreter = self._interpreters.get(self._rics.store.list())
+            decision = await interpreter.offload(Operation.RETAIN, desired, functools.partial(
+                decide_apply, desired, observed, cluster=cluster, interpreter=interpreter))
             if decision.action is not ApplyAction.UPDATE:  # gone, someone else's, or already clean
                 break
             assert decision.obj is not None

@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.labels import MANAGED_LABEL
@@ -51,9 +51,16 @@ from flotilla.client import ApiException, Client, Informer, Resource, is_conflic
 from flotilla.client.informer import HandlerRegistration
 from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
 from flotilla.controllers.base import Controller, ControllerContext
+from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.member_informers import member_informers
 from flotilla.controllers.members import CLUSTERS, MemberClientError
-from flotilla.interpreter import InterpreterError, ResourceInterpreter, parse_customization
+from flotilla.interpreter import (
+    CustomizationFailure,
+    InterpreterError,
+    Operation,
+    ResourceInterpreter,
+    parse_customization,
+)
 from flotilla.observability.events import WARNING
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
@@ -80,8 +87,9 @@ class InterpreterSource:
     """The resource interpreter over the control plane's current ResourceInterpreterCustomizations (rebuilt when
     the RICs change; a RIC that does not parse is left out, with a log line)."""
 
-    def __init__(self, informer: Informer) -> None:
+    def __init__(self, informer: Informer, on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
         self.informer = informer
+        self.on_failure = on_failure
         self._key: tuple[tuple[str, str], ...] | None = None
         self._interpreter = ResourceInterpreter(())
 
@@ -97,7 +105,7 @@ class InterpreterSource:
                 except InterpreterError as e:
                     log.warning("ignoring ResourceInterpreterCustomization %s: %s",
                                 (o.get("metadata") or {}).get("name"), e)
-            self._interpreter = ResourceInterpreter(parsed)
+            self._interpreter = ResourceInterpreter(parsed, on_failure=self.on_failure)
             self._key = key
         return self._interpreter
 
@@ -106,7 +114,7 @@ def shared_interpreter(ctx: ControllerContext) -> InterpreterSource:
     """One :class:`InterpreterSource` per controller-manager (kept in ``ctx.extras``)."""
     src = ctx.extras.get("interpreter-source")
     if not isinstance(src, InterpreterSource):
-        src = InterpreterSource(ctx.informers.informer(RICS))
+        src = InterpreterSource(ctx.informers.informer(RICS), customization_failures(ctx))
         ctx.extras["interpreter-source"] = src
     return src
 
@@ -453,18 +461,20 @@ class WorkStatusController(Controller):
         await self._report(work, [(inf, obj)], applied if isinstance(applied, LeftConditions) else None)
         return None
 
-    def _reflect(self, work: _Obj, inf: Informer, obj: _Obj) -> tuple[_Obj, str, Any, str]:
-        """``(object, plural, status, health)`` of a member object (InterpreterError: after a Warning Event)."""
+    async def _reflect(self, work: _Obj, inf: Informer, obj: _Obj) -> tuple[_Obj, str, Any, str]:
+        """``(object, plural, status, health)`` of a member object (InterpreterError: after a Warning Event).
+        Customization scripts run in the Lua worker threads, not on the event loop."""
         interpreter = self.interpreters.get()
         try:
-            status = interpreter.reflect_status(obj)
+            status = await interpreter.offload(Operation.INTERPRET_STATUS, obj, lambda: interpreter.reflect_status(obj))
         except InterpreterError as e:
             api_version, kind, obj_ns, obj_name = st.object_ref(obj)
             self.ctx.recorder.event(work, WARNING, "ReflectStatusFailed",
                                     f"Reflecting the status of {kind} {_display(obj_ns, obj_name)} in cluster "
                                     f"{st.work_cluster(work)} failed: {e}")
             raise
-        return obj, inf.res.plural, status, str(interpreter.health(obj))
+        health = await interpreter.offload(Operation.INTERPRET_HEALTH, obj, lambda: interpreter.health(obj))
+        return obj, inf.res.plural, status, str(health)
 
     async def _report(self, work: _Obj, objects: list[tuple[Informer, _Obj]], left: LeftConditions | None) -> None:
         """Record the status of these member objects in their Work, in one status patch with the conditions the
@@ -473,7 +483,7 @@ class WorkStatusController(Controller):
         failed: InterpreterError | None = None
         for inf, obj in objects:
             try:
-                reflected.append(self._reflect(work, inf, obj))
+                reflected.append(await self._reflect(work, inf, obj))
             except InterpreterError as e:
                 failed = e  # the others (and the conditions left) are written; this pass is retried after
         md = work.get("metadata") or {}

@@ -17,6 +17,7 @@ the built-in third-party rules (:mod:`~flotilla.interpreter.thirdparty`), then t
 
 from flotilla.interpreter.customization import (
     Customization,
+    CustomizationFailure,
     CustomizationRegistry,
     CustomizationRules,
     parse_customization,
@@ -46,6 +47,7 @@ __all__ = [
     "RESULT_NAMES",
     "DEFAULT_LIMITS",
     "Customization",
+    "CustomizationFailure",
     "CustomizationRegistry",
     "CustomizationRules",
     "HookNotFoundError",

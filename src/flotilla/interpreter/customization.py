@@ -12,6 +12,7 @@ reports such pairs.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from flotilla.interpreter.operations import (
     GVK,
     HOOK_FIELDS,
     JSON,
+    REASON_ERROR,
     HookNotFoundError,
     InterpreterError,
     LuaScriptError,
@@ -29,12 +31,13 @@ from flotilla.interpreter.operations import (
     Source,
 )
 
-__all__ = ["RIC_API_VERSION", "RIC_KIND", "Customization", "CustomizationRules", "CustomizationRegistry",
+__all__ = ["RIC_API_VERSION", "RIC_KIND", "Customization", "CustomizationFailure", "CustomizationRules", "CustomizationRegistry",
            "parse_customization"]
 
 RIC_API_VERSION = "config.karmada.io/v1alpha1"
 RIC_KIND = "ResourceInterpreterCustomization"
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _OPERATION_BY_HOOK = {hook: op for op, hook in HOOK_FIELDS.items()}
 
 
@@ -90,6 +93,28 @@ def parse_customization(obj: Mapping[str, Any]) -> Customization:
 
 
 @dataclass(frozen=True)
+class CustomizationFailure:
+    """One failing script call: which RIC, for which operation, why (``error``, ``timeout``, ``memory``), on which
+    object (``namespace/name`` or ``name``), and the message."""
+
+    customization: str
+    operation: Operation
+    reason: str
+    target: GVK
+    object: str
+    message: str
+
+    @classmethod
+    def of(cls, error: LuaScriptError, obj: JSON) -> CustomizationFailure:
+        md = obj.get("metadata") if isinstance(obj, Mapping) else None
+        md = md if isinstance(md, Mapping) else {}
+        ns, name = str(md.get("namespace") or ""), str(md.get("name") or "")
+        assert error.operation is not None and error.gvk is not None
+        return cls(error.customization, error.operation, error.reason, error.gvk,
+                   f"{ns}/{name}" if ns else name, error.message)
+
+
+@dataclass(frozen=True)
 class CustomizationRules:
     """The merged scripts for one target: per operation the script and the RIC it came from."""
 
@@ -120,11 +145,14 @@ class CustomizationRegistry:
 
     def __init__(self, customizations: Iterable[Customization | Mapping[str, Any]] = (), *,
                  limits: _lua.LuaLimits = _lua.DEFAULT_LIMITS,
-                 print_sink: Callable[[str], None] | None = None) -> None:
+                 print_sink: Callable[[str], None] | None = None,
+                 on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
         parsed = [c if isinstance(c, Customization) else parse_customization(c) for c in customizations]
         self.customizations: tuple[Customization, ...] = tuple(sorted(parsed, key=lambda c: c.name))
         self.limits = limits
         self.print_sink = print_sink
+        #: called (in the thread that ran the script) with every failing script call
+        self.on_failure = on_failure
         scripts: dict[GVK, dict[Operation, tuple[str, str]]] = {}
         deps: dict[GVK, list[tuple[str, str]]] = {}
         for c in self.customizations:
@@ -182,8 +210,20 @@ class CustomizationRegistry:
         try:
             return run(script)
         except InterpreterError as e:
-            raise LuaScriptError(f"{RIC_KIND} {origin}, spec.customizations.{operation.hook_field}: {e.message}",
-                                 operation=operation, gvk=gvk, source=Source.CUSTOMIZATION) from None
+            raise self._failed(obj, gvk, operation, self._rules[gvk].scripts[operation][0], e) from None
+
+    def _failed(self, obj: JSON, gvk: GVK, operation: Operation, name: str, e: InterpreterError) -> LuaScriptError:
+        """The error for a failing script of the RIC ``name``, after reporting it to ``on_failure``."""
+        reason = e.reason if isinstance(e, LuaScriptError) else REASON_ERROR
+        error = LuaScriptError(f"{RIC_KIND} {name!r}, spec.customizations.{operation.hook_field}: {e.message}",
+                               operation=operation, gvk=gvk, source=Source.CUSTOMIZATION, reason=reason,
+                               customization=name)
+        if self.on_failure is not None:
+            try:
+                self.on_failure(CustomizationFailure.of(error, obj))
+            except Exception:  # noqa: BLE001 - reporting must not change the answer
+                log.exception("reporting a failing %s failed", RIC_KIND)
+        return error
 
     def get_replicas(self, obj: JSON) -> ReplicaResult:
         return self._call(obj, Operation.INTERPRET_REPLICA, lambda s: _lua.lua_get_replicas(
@@ -226,9 +266,7 @@ class CustomizationRegistry:
             try:
                 deps = _lua.lua_get_dependencies(script, obj, limits=self.limits, print_sink=self.print_sink)
             except InterpreterError as e:
-                raise LuaScriptError(f"{RIC_KIND} {name!r}, spec.customizations.dependencyInterpretation: "
-                                     f"{e.message}", operation=Operation.INTERPRET_DEPENDENCY, gvk=gvk,
-                                     source=Source.CUSTOMIZATION) from None
+                raise self._failed(obj, gvk, Operation.INTERPRET_DEPENDENCY, name, e) from None
             for d in deps:
                 merged.setdefault(json.dumps(d, sort_keys=True), d)
         return sorted(merged.values(), key=lambda d: (d.get("apiVersion", ""), d.get("kind", ""),

@@ -12,6 +12,12 @@ For an operation on an object, the first link that has a hook for the object's e
    not aggregated (the template is returned unchanged), **healthy**, no dependencies. There is no
    default for InterpretComponent (:class:`HookNotFoundError`).
 
+Lua customizations are the one link that can be slow: a script may use its whole time budget
+(:class:`~flotilla.interpreter.lua.LuaLimits`). Async callers therefore await
+:meth:`ResourceInterpreter.offload`, which runs a call answered by a customization in one of
+:data:`LUA_WORKERS` threads (lupa releases the GIL while Lua runs), so the event loop keeps going;
+calls answered by built-in rules run inline.
+
 Karmada's webhook interpreters (ResourceInterpreterWebhookConfiguration) are not part of this chain.
 Callers that must behave differently when nobody has a hook (the detector does not build
 requirements, the status controller does not write the template's status...) ask
@@ -20,13 +26,16 @@ requirements, the status controller does not write the template's status...) ask
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from flotilla.interpreter import native, thirdparty
-from flotilla.interpreter.customization import Customization, CustomizationRegistry
+from flotilla.interpreter.customization import Customization, CustomizationFailure, CustomizationRegistry
 from flotilla.interpreter.lua import DEFAULT_LIMITS, LuaLimits
 from flotilla.interpreter.operations import (
     GVK,
@@ -40,7 +49,24 @@ from flotilla.interpreter.operations import (
     Source,
 )
 
-__all__ = ["ResourceInterpreter", "interpret"]
+__all__ = ["LUA_WORKERS", "ResourceInterpreter", "interpret", "lua_executor"]
+
+T = TypeVar("T")
+
+#: Threads running Lua customizations for async callers. Scripts are CPU-bound, so this also caps the CPU
+#: (and, with the per-call memory budget, the memory) that misbehaving scripts can take at once.
+LUA_WORKERS = 2
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def lua_executor() -> ThreadPoolExecutor:
+    """The process's pool of :data:`LUA_WORKERS` threads for Lua customizations (created on first use)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=LUA_WORKERS, thread_name_prefix="lua")
+        return _executor
 
 
 class ResourceInterpreter:
@@ -48,16 +74,31 @@ class ResourceInterpreter:
 
     ``customizations``: RIC objects (mappings) or parsed :class:`Customization` values, or a
     ready :class:`CustomizationRegistry`. ``third_party=False`` leaves the built-in CRD rules out.
+    ``on_failure`` is called with every failing customization script call (from the thread that ran it).
     """
 
     def __init__(self, customizations: CustomizationRegistry | Iterable[Customization | Mapping[str, Any]] = (), *,
                  third_party: bool = True, limits: LuaLimits = DEFAULT_LIMITS,
-                 print_sink: Callable[[str], None] | None = None) -> None:
+                 print_sink: Callable[[str], None] | None = None,
+                 on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
         if isinstance(customizations, CustomizationRegistry):
             self.customizations = customizations
         else:
-            self.customizations = CustomizationRegistry(customizations, limits=limits, print_sink=print_sink)
+            self.customizations = CustomizationRegistry(customizations, limits=limits, print_sink=print_sink,
+                                                        on_failure=on_failure)
         self.third_party = third_party
+
+    async def offload(self, operation: Operation, obj: Any, call: Callable[[], T]) -> T:
+        """``call()``, which runs ``operation`` on ``obj`` with this interpreter: awaited in a Lua worker thread
+        (:func:`lua_executor`) when a customization answers it, so that a script using its whole time budget
+        does not hold up the event loop; called inline otherwise."""
+        try:
+            inline = self.source(GVK.of(obj), operation) is not Source.CUSTOMIZATION
+        except InterpreterError:  # not an object: the call says so
+            inline = True
+        if inline:
+            return call()
+        return await asyncio.get_running_loop().run_in_executor(lua_executor(), call)
 
     # ----------------------------------------------------------------------------- which link
 

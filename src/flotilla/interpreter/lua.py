@@ -14,8 +14,16 @@ Limits: one call (loading the script, then calling the function) may run for ``t
 (1 s by default, like Karmada). A count hook installed from the privileged side before the script
 starts checks a monotonic clock every few thousand VM instructions and raises an error once time is
 up; ``pcall``/``xpcall`` inside the script re-raise it, so a script cannot swallow the timeout. The
-Lua state's memory is capped (``max_memory``). A single C library call is not interruptible, so the
-pattern functions (``find match gmatch gsub``) refuse subjects longer than 1,000,000 bytes.
+Lua state's memory is capped (``max_memory``, 128 MiB by default: the allocator refuses more, the script fails
+with a memory error). A single C library call is not interruptible, so the pattern functions (``find match
+gmatch gsub``) refuse subjects longer than 1,000,000 bytes. The results' JSON, which the host decodes outside
+the Lua state, may take ``max_result`` bytes (4 MiB). A failing call raises :class:`LuaScriptError` whose
+``reason`` is ``timeout``, ``memory`` or ``error``.
+
+The Lua state is closed as soon as the call returns: nothing it holds refers back to it (the kube helpers reach
+it through a box emptied after the call), so it never waits for Python's cycle collector with up to
+``max_memory`` bytes. The call blocks its thread for at most about ``timeout``; async callers run it in a worker
+thread (:meth:`flotilla.interpreter.dispatch.ResourceInterpreter.offload`), lupa releasing the GIL while Lua runs.
 
 JSON <-> Lua: objects become tables with string keys, arrays become tables indexed 1..n, ``null``
 values (and ``null`` array elements) are left out, numbers are Lua numbers (doubles). Back to JSON,
@@ -46,6 +54,8 @@ from lupa import lua51
 from flotilla.interpreter import native
 from flotilla.interpreter.operations import (
     JSON,
+    REASON_MEMORY,
+    REASON_TIMEOUT,
     InterpreterError,
     LuaScriptError,
     Operation,
@@ -90,6 +100,8 @@ class LuaLimits:
     timeout: float = 1.0
     max_memory: int = 128 * 1024 * 1024
     hook_interval: int = 10_000
+    #: bytes of JSON all of one call's results may take together (the host decodes them outside the Lua state)
+    max_result: int = 4 * 1024 * 1024
 
 
 DEFAULT_LIMITS = LuaLimits()
@@ -110,7 +122,7 @@ class LuaValue:
 # The privileged side of the sandbox. It runs once per Lua state before any script, keeps the
 # dangerous functions in its locals and returns the function that runs a script.
 _BOOTSTRAP = r"""
-local clock, limit, every, max_subject, max_print,
+local clock, limit, every, max_subject, max_print, max_result,
       py_resource_add, py_pod_requirements, py_pod_dependencies, py_quantity = ...
 
 local sethook = debug.sethook
@@ -389,14 +401,21 @@ return function(script, fname, nrets, ...)
   if r[2] == NOT_FUNCTION then return "notfunction", r[3], printed end
   local out = { "ok", "", printed }
   local e = guarded(function()
+    local size = 0
     for i = 1, nrets do
       local v = r[i + 2]
+      local text = (v == nil) and "null" or encode(v)
+      size = size + #text
+      if size > max_result then error("\0toolarge", 0) end
       out[#out + 1] = type(v)
-      out[#out + 1] = (v == nil) and "null" or encode(v)
+      out[#out + 1] = text
     end
   end)
   if not e[1] then
     local status, msg = message(e[2])
+    if status == "error" and e[2] == "\0toolarge" then
+      return "toolarge", "", printed
+    end
     if status == "error" and type(e[2]) == "string" and e[2]:sub(1, 7) == "\0encode" then
       return "badresult", e[2]:sub(8), printed
     end
@@ -531,7 +550,11 @@ def _quantity_arg(v: Any) -> Quantity | None:
     return parse_quantity(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
 
 
-def _make_kube(rt: Any) -> tuple[Callable[..., Any], ...]:
+def _make_kube(box: list[Any]) -> tuple[Callable[..., Any], ...]:
+    """The kube helpers. They reach the runtime through ``box`` (``[runtime]``), which the caller empties once
+    the call is over: the runtime holds the helpers, so a direct reference would be a cycle that keeps every
+    runtime (and up to its memory budget) alive until Python's cycle collector happens to run."""
+
     def resource_add(*args: Any) -> bytes:
         # Like Kubernetes' Quantity.Add: the sum takes the format of what is added while it is zero.
         total, fmt = Fraction(0), None
@@ -564,12 +587,12 @@ def _make_kube(rt: Any) -> tuple[Callable[..., Any], ...]:
 
     def pod_requirements(text: bytes) -> Any:
         req = native.pod_replica_requirements(template_spec(text, "accuratePodRequirements"))
-        return None if req is None else _lua_arg(rt, req)
+        return None if req is None else _lua_arg(box[0], req)
 
     def pod_dependencies(text: bytes, namespace: bytes) -> Any:
         spec = template_spec(text, "getPodDependencies")
         deps = native.pod_dependencies(spec, namespace.decode("utf-8", "replace"))
-        return _lua_arg(rt, deps) if deps else None
+        return _lua_arg(box[0], deps) if deps else None
 
     return (_py_result(resource_add), _py_result(pod_requirements), _py_result(pod_dependencies),
             _py_result(quantity))
@@ -578,13 +601,15 @@ def _make_kube(rt: Any) -> tuple[Callable[..., Any], ...]:
 # --------------------------------------------------------------------------------- running
 
 
-def _new_runtime(limits: LuaLimits) -> tuple[Any, Any]:
+def _new_runtime(limits: LuaLimits) -> tuple[Any, Any, list[Any]]:
+    """A fresh sandboxed runtime, the function that runs a script in it, and the box to empty afterwards."""
     rt = lua51.LuaRuntime(encoding=None, register_eval=False, register_builtins=False,
                           unpack_returned_tuples=True, max_memory=limits.max_memory,
                           attribute_filter=_deny_attributes)
+    box = [rt]
     runner = rt.execute(_BOOTSTRAP, time.monotonic, limits.timeout, limits.hook_interval, MAX_PATTERN_SUBJECT,
-                        MAX_PRINT_BYTES, *_make_kube(rt))
-    return rt, runner
+                        MAX_PRINT_BYTES, limits.max_result, *_make_kube(box))
+    return rt, runner, box
 
 
 def _deny_attributes(obj: Any, name: Any, is_setting: bool) -> Any:
@@ -618,18 +643,20 @@ def run_script(script: str, function: str, args: Sequence[Any], *, nrets: int = 
     """
     if not isinstance(script, str) or not script.strip():
         raise LuaScriptError("the Lua script is empty")
+    box: list[Any] = []
     try:
-        rt, runner = _new_runtime(limits)
+        rt, runner, box = _new_runtime(limits)
         lua_args = [_lua_arg(rt, a) for a in args]
         raw = runner(script.encode("utf-8"), function.encode(), nrets, *lua_args)
     except lua51.LuaMemoryError:
-        raise LuaScriptError(f"the Lua script used more than the {limits.max_memory // (1024 * 1024)} MiB "
-                             "memory limit") from None
+        raise _memory(limits) from None
     except lua51.LuaError as e:  # the limit hit between two protected regions
         text = str(e)
         if "\0timeout" in text:
             raise _timeout(limits) from None
         raise LuaScriptError(f"the Lua script failed: {text}") from None
+    finally:
+        box.clear()  # no cycle runtime -> helpers -> runtime: the runtime goes when its last reference does
     if not isinstance(raw, tuple):
         raw = (raw,)
     status, msg, printed = _decode(raw[0]), _decode(raw[1]), _decode(raw[2])
@@ -653,8 +680,10 @@ def run_script(script: str, function: str, args: Sequence[Any], *, nrets: int = 
     if status == "timeout":
         raise _timeout(limits)
     if status == "memory":
-        raise LuaScriptError(f"the Lua script used more than the {limits.max_memory // (1024 * 1024)} MiB "
-                             "memory limit")
+        raise _memory(limits)
+    if status == "toolarge":
+        raise LuaScriptError(f"{function} returned more than {_mib(limits.max_result)} of JSON, the most a "
+                             "result may take", reason=REASON_MEMORY)
     if status == "badresult":
         raise LuaScriptError(f"{function} returned a value that does not convert to JSON: {msg}")
     raise LuaScriptError(f"the Lua script failed: {msg}")
@@ -662,7 +691,16 @@ def run_script(script: str, function: str, args: Sequence[Any], *, nrets: int = 
 
 def _timeout(limits: LuaLimits) -> LuaScriptError:
     return LuaScriptError(f"the Lua script did not finish within the {limits.timeout:g}s time limit "
-                          "(an endless loop?)")
+                          "(an endless loop?)", reason=REASON_TIMEOUT)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+def _memory(limits: LuaLimits) -> LuaScriptError:
+    return LuaScriptError(f"the Lua script used more than the {_mib(limits.max_memory)} memory limit",
+                          reason=REASON_MEMORY)
 
 
 # ------------------------------------------------------------------------ typed conversions

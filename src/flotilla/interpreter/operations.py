@@ -22,6 +22,10 @@ __all__ = [
     "InterpreterError",
     "HookNotFoundError",
     "LuaScriptError",
+    "FAILURE_REASONS",
+    "REASON_ERROR",
+    "REASON_MEMORY",
+    "REASON_TIMEOUT",
     "JSON",
     "HOOK_FIELDS",
     "LUA_FUNCTIONS",
@@ -194,5 +198,23 @@ class HookNotFoundError(InterpreterError):
     """No interpreter in the chain implements the operation for the kind, and it has no default."""
 
 
+#: Why a Lua script failed (:attr:`LuaScriptError.reason`): it raised or returned something unusable, ran out of
+#: its time budget, or out of its memory budget.
+REASON_ERROR = "error"
+REASON_TIMEOUT = "timeout"
+REASON_MEMORY = "memory"
+FAILURE_REASONS = (REASON_ERROR, REASON_TIMEOUT, REASON_MEMORY)
+
+
 class LuaScriptError(InterpreterError):
-    """A customization's Lua script failed: syntax, runtime error, time or memory limit, wrong result."""
+    """A customization's Lua script failed: syntax, runtime error, time or memory limit, wrong result.
+
+    ``reason`` is one of :data:`FAILURE_REASONS`; ``customization`` names the ResourceInterpreterCustomization(s)
+    the script comes from (empty when a script is run on its own).
+    """
+
+    def __init__(self, message: str, *, operation: Operation | None = None, gvk: GVK | None = None,
+                 source: Source | None = None, reason: str = REASON_ERROR, customization: str = "") -> None:
+        super().__init__(message, operation=operation, gvk=gvk, source=source)
+        self.reason = reason
+        self.customization = customization

@@ -18,6 +18,8 @@ children, so the registry may also be read from another thread; everything else 
 e.g. ``record_eviction(trigger=TRIGGER_APPLICATION, reason="ApplicationFailure", result=RESULT_SUCCESS)``.
 :class:`WorkqueueMetrics` holds client-go's ``workqueue_*`` metrics, fed by every controller's work queue.
 :class:`EventMetrics` counts the Events the event recorder could not write (``flotilla_events_dropped_total``).
+:class:`InterpreterMetrics` counts failing ResourceInterpreterCustomization scripts
+(``flotilla_interpreter_customization_failures_total{customization, operation, reason}``).
 :class:`ControllerMetrics` bundles them for a controller-manager (``ControllerContext.metrics``).
 
 **Server.** :class:`MetricsServer` serves ``GET /metrics`` (``text/plain; version=0.0.4``) and ``/healthz``
@@ -59,6 +61,7 @@ __all__ = [
     "FailoverMetrics",
     "Gauge",
     "Histogram",
+    "InterpreterMetrics",
     "MetricsRegistry",
     "MetricsServer",
     "WorkqueueMetrics",
@@ -598,6 +601,22 @@ class WorkqueueMetrics:
                                 buckets=durations)
 
 
+class InterpreterMetrics:
+    """The resource interpreter's metrics: failing ResourceInterpreterCustomization script calls."""
+
+    def __init__(self, registry: MetricsRegistry) -> None:
+        self.customization_failures = registry.counter(
+            "flotilla_interpreter_customization_failures_total",
+            "ResourceInterpreterCustomization script calls that failed, by customization, operation and reason "
+            "(error: the script raised or returned something unusable; timeout: it ran out of its time budget; "
+            "memory: out of its memory budget)",
+            ["customization", "operation", "reason"])
+
+    def record_customization_failure(self, customization: str, operation: str, reason: str) -> None:
+        """Count one failing call (safe from any thread)."""
+        self.customization_failures.labels(customization, operation, reason).inc()
+
+
 class ControllerMetrics:
     """What a controller-manager's controllers record into: the registry and the metrics declared on it."""
 
@@ -606,6 +625,7 @@ class ControllerMetrics:
         self.failover = FailoverMetrics(self.registry)
         self.workqueue = WorkqueueMetrics(self.registry)
         self.events = EventMetrics(self.registry)
+        self.interpreter = InterpreterMetrics(self.registry)
         #: the forward-first order (flotilla.controllers.forward_first): passes that waited, and for how long
         self.forward_first_waits = self.registry.counter(
             "flotilla_forward_first_waits_total",

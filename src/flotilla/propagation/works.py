@@ -44,7 +44,7 @@ leaves the stale ones on the Work).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,7 @@ from flotilla.failover.purge import (
     orphan_works,
 )
 from flotilla.interpreter import (
+    CustomizationFailure,
     InterpreterError,
     Operation,
     ResourceInterpreter,
@@ -552,7 +553,8 @@ def work_update(existing: Mapping[str, Any], rendered: Mapping[str, Any]) -> dic
 class InterpreterCache:
     """A :class:`ResourceInterpreter` for a set of ResourceInterpreterCustomizations, rebuilt on change."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
+        self.on_failure = on_failure
         self._key: tuple[tuple[str, str], ...] | None = None
         self._interpreter = ResourceInterpreter()
 
@@ -566,6 +568,6 @@ class InterpreterCache:
                     parsed.append(parse_customization(ric))
                 except Exception:  # noqa: BLE001
                     continue
-            self._interpreter = ResourceInterpreter(parsed)
+            self._interpreter = ResourceInterpreter(parsed, on_failure=self.on_failure)
             self._key = key
         return self._interpreter

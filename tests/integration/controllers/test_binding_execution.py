@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,13 @@ from flotilla.controllers.execution import ExecutionController
 from flotilla.controllers.manager import ControllerManager
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
-from flotilla.propagation.works import CLUSTER_RESOURCE_BINDINGS, OVERRIDE_POLICIES, RESOURCE_BINDINGS, WORKS
+from flotilla.propagation.works import (
+    CLUSTER_RESOURCE_BINDINGS,
+    OVERRIDE_POLICIES,
+    RESOURCE_BINDINGS,
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+    WORKS,
+)
 from tests.support.controllers import (
     Eventually,
     MembersPlane,
@@ -482,3 +489,42 @@ async def test_a_burst_of_works_is_applied_concurrently_not_five_at_a_time(env: 
 
 async def _all(awaitables: Any) -> bool:
     return all(await asyncio.gather(*awaitables))
+
+
+async def test_an_endless_revise_replica_script_fails_the_build_not_the_event_loop(env: Env) -> None:
+    """ReviseReplica customized with an endless loop: the binding controller's Work build runs in a Lua worker
+    thread and fails at the 1 s budget (no Work, counted), while the event loop keeps ticking."""
+    await env.cp.create(RESOURCE_INTERPRETER_CUSTOMIZATIONS, {
+        "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+        "metadata": {"name": "endless-revise"},
+        "spec": {"target": {"apiVersion": "apps/v1", "kind": "Deployment"},
+                 "customizations": {"replicaRevision": {
+                     "luaScript": "function ReviseReplica(obj, replicas) while true do end end"}}},
+    })
+    await asyncio.sleep(0.5)  # the controllers' RIC informers follow the create
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    failures = env.manager.metrics.interpreter.customization_failures
+    try:
+        template = await env.cp.create(DEPLOYMENTS, deployment())
+        await env.create_binding(template, [("member1", 2), ("member2", 1)])
+
+        async def counted() -> bool:
+            return failures.value("endless-revise", "ReviseReplica", "timeout") >= 2
+
+        await eventually(counted, what="two ReviseReplica timeouts counted")
+    finally:
+        task.cancel()
+    assert await env.work("member1") is None and await env.work("member2") is None
+    # with the script on the event loop, the loop would stop for the whole 1 s budget of each call
+    assert len(gaps) > 20
+    assert max(gaps) < 0.5

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +16,11 @@ from typing import Any
 
 import pytest
 
+from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from flotilla.client import Client
 from flotilla.client.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.controllers.binding_status import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from flotilla.controllers.interpreter_failures import EVENT_REASON as CUSTOMIZATION_FAILED
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, WorkStatusController
@@ -226,6 +229,68 @@ async def test_member_status_changes_are_reflected(env: Env) -> None:
     await eventually(three, what="3 available replicas aggregated")
     t = await eventually(lambda: _template_available(env.cp, 3), what="template shows 3 available replicas")
     assert t["status"]["replicas"] == 3
+
+
+async def test_an_endless_health_script_leaves_the_loop_running_and_is_reported(env: Env) -> None:
+    """InterpretHealth customized with an endless loop: each call ends at the 1 s budget in a Lua worker thread
+    while the controllers' event loop keeps ticking; the health is Unknown, the failure counted and recorded as
+    a Warning Event on the ResourceInterpreterCustomization."""
+    await eventually(lambda: healthy_work(env), what="Work manifestStatuses Healthy")
+    await env.cp.create(RESOURCE_INTERPRETER_CUSTOMIZATIONS, {
+        "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+        "metadata": {"name": "endless-health"},
+        "spec": {"target": {"apiVersion": "apps/v1", "kind": "Deployment"},
+                 "customizations": {"healthInterpretation": {
+                     "luaScript": "function InterpretHealth(observedObj) while true do end end"}}},
+    })
+    informer = env.work_status.interpreters.informer
+    await eventually(lambda: _true(informer.store.get("endless-health") is not None), what="RIC in the informer")
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    try:
+        obj = await env.member.get(DEPLOYMENTS, "nginx", "default")
+        obj["spec"]["replicas"] = 3
+        await env.member.update(DEPLOYMENTS, obj)
+
+        async def unknown() -> dict[str, Any] | None:
+            work = await env.work()
+            statuses = (work.get("status") or {}).get("manifestStatuses") or []
+            return work if statuses and statuses[0].get("health") == "Unknown" else None
+
+        await eventually(unknown, what="Work manifestStatuses health Unknown")
+        failures = env.manager.metrics.interpreter.customization_failures
+        assert failures.value("endless-health", "InterpretHealth", "timeout") >= 1
+        events = await eventually(lambda: _nonempty(env.events(CUSTOMIZATION_FAILED)),
+                                  what="InterpreterCustomizationFailed Event")
+    finally:
+        task.cancel()
+    event = events[0]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "ResourceInterpreterCustomization"
+    assert event["involvedObject"]["name"] == "endless-health"
+    assert "InterpretHealth of apps/v1 Deployment default/nginx failed (timeout)" in event["message"]
+    assert "1s time limit" in event["message"]
+    # with the script on the event loop, the loop would stop for the whole 1 s budget of each call
+    assert len(gaps) > 20
+    assert max(gaps) < 0.5
+
+
+async def _true(value: bool) -> bool | None:
+    return True if value else None
+
+
+async def _nonempty(found: Any) -> Any:
+    items = await found
+    return items or None
 
 
 async def _template_available(cp: Client, n: int) -> dict[str, Any] | None:
