@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
@@ -153,13 +152,30 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.soak import add_soak_parsers
 
     add_soak_parsers(sub)  # `flotilla soak crash` (what `make soak` runs)
+
+    from flotilla.observability.logs import add_logging_arguments
+
+    add_logging_arguments(p)  # --log-level, --log-format: before or after any command's name
     return p
 
 
+def setup_logging(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Configure logging from ``--log-level``/``--log-format``/``-v`` (then the environment); a bad value in the
+    environment is a usage error (exit 2) naming the variable."""
+    from flotilla.observability.logs import configure_logging, resolve_log_settings
+
+    try:
+        settings = resolve_log_settings(getattr(args, "log_level", None), getattr(args, "log_format", None),
+                                        verbose=bool(getattr(args, "verbose", False)))
+    except ValueError as e:
+        parser.error(str(e))
+    configure_logging(settings)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(parser, args)
     return int(args.fn(args) or 0)
 
 
