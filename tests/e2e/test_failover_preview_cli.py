@@ -43,6 +43,9 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     try:
         k = Kubectl(server.kubeconfig, base)
         apply(k, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        for cluster in ("member1", "member2"):  # what --to-cluster may name
+            apply(k, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": cluster},
+                      "spec": {"syncMode": "Push", "apiEndpoint": "https://127.0.0.1:1"}})
         crd = flink_deployment_crd()
         apply_large(k, json.dumps(crd))
         k.run("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=20s")
@@ -314,6 +317,18 @@ def test_several_clusters_need_from_cluster(kubectl: Kubectl) -> None:
     assert chosen.returncode == 0, show(chosen)
     assert "value: 2" in chosen.stdout
     assert "injection into cluster member2: no:" in chosen.stdout and "already ran the workload" in chosen.stdout
+
+
+def test_an_unknown_to_cluster_is_refused_with_the_known_clusters(kubectl: Kubectl) -> None:
+    deployment(kubectl, "elsewhere")
+    binding(kubectl, "elsewhere", "Deployment", "apps/v1",
+            {"cluster": block("Directly", ("example.io/ready", "{.readyReplicas}"))}, DEPLOYMENT_STATUS)
+    r = preview(kubectl, "deployment/elsewhere", "-n", NS, "--to-cluster", "membr2")
+    assert r.returncode == 2, show(r)
+    assert r.stderr == "error: --to-cluster membr2: no such cluster (known clusters: member1, member2); did you " \
+                       "mean member2?\n", show(r)
+    assert r.stdout == ""
+    assert preview(kubectl, "deployment/elsewhere", "-n", NS, "--to-cluster", "member2").returncode == 0
 
 
 def test_bad_target_is_a_usage_error(kubectl: Kubectl) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import shutil
+import ssl
 import subprocess
 import sys
 import threading
@@ -29,10 +30,12 @@ __all__ = [
     "EtcdCluster",
     "EtcdServer",
     "EtcdStartError",
+    "EtcdTLSFiles",
     "etcd_binary",
     "free_ports",
     "start_etcd",
     "start_etcd_cluster",
+    "start_etcd_tls",
 ]
 
 START_TIMEOUT = 20.0
@@ -59,9 +62,9 @@ def _tail(path: Path, lines: int = 20, width: int = 400) -> str:
     return "\n".join(line[:width] for line in text.splitlines()[-lines:]) or "<empty log>"
 
 
-def _healthy(url: str, timeout: float = 1.0) -> bool:
+def _healthy(url: str, timeout: float = 1.0, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as resp:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout, context=context) as resp:
             body = json.loads(resp.read() or b"{}")
     except (OSError, urllib.error.URLError, ValueError):
         return False
@@ -107,6 +110,10 @@ class EtcdServer:
     args: list[str]
     log_path: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: "https" for a member serving clients over TLS (:func:`start_etcd_tls`), whose health is then checked with
+    #: ``client_context``
+    client_scheme: str = "http"
+    client_context: ssl.SSLContext | None = field(default=None, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -115,7 +122,7 @@ class EtcdServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.client_scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -149,7 +156,7 @@ class EtcdServer:
                     f"etcd {self.name} exited with code {self.process.returncode}; log tail:\n"
                     + _tail(self.log_path)
                 )
-            if _healthy(self.url):
+            if _healthy(self.url, context=self.client_context):
                 return
             time.sleep(0.05)
         raise EtcdStartError(
@@ -306,3 +313,104 @@ def start_etcd_cluster(
         cluster.stop()
         raise
     return cluster
+
+
+@dataclass(frozen=True)
+class EtcdTLSFiles:
+    """PEM files for an etcd over TLS: its CA, its serving certificate and key, and a client certificate and key
+    that CA signed (for ``--client-cert-auth``)."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def client_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        ctx.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return ctx
+
+
+def _etcd_serving_cert(ca_cert_path: Path, ca_key_path: Path) -> tuple[bytes, bytes]:
+    """A certificate for 127.0.0.1 usable for both serverAuth and clientAuth, as etcd's serving certificate must be
+    under ``--client-cert-auth``: its JSON gateway connects to its own gRPC server with it."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "etcd")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                    x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def make_etcd_pki(directory: Path) -> EtcdTLSFiles:
+    """A CA (Flotilla's own TLS helpers), etcd's serving certificate and a client certificate it signed."""
+    from flotilla.apiserver.tls import ensure_serving_certs, issue_client_cert
+
+    paths = ensure_serving_certs(directory, hosts=["127.0.0.1", "localhost"])
+    files = EtcdTLSFiles(paths.ca_cert, paths.dir / "etcd.crt", paths.dir / "etcd.key",
+                         paths.dir / "etcd-client.crt", paths.dir / "etcd-client.key")
+    for (cert_path, key_path), (cert, key) in (
+            ((files.server_cert, files.server_key), _etcd_serving_cert(paths.ca_cert, paths.ca_key)),
+            ((files.client_cert, files.client_key), issue_client_cert(paths, "flotilla-apiserver"))):
+        cert_path.write_bytes(cert)
+        key_path.write_bytes(key)
+        key_path.chmod(0o600)
+    return files
+
+
+def start_etcd_tls(data_dir: Path, *, unsafe_no_fsync: bool = True) -> tuple[EtcdServer, EtcdTLSFiles]:
+    """A single-member etcd that serves clients over https only and requires a client certificate signed by its CA
+    (``--client-cert-auth``); returns it (``url`` is https) and the files a client needs."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = make_etcd_pki(data_dir / "tls")
+    client_port, peer_port = free_ports(2)
+    client = f"https://127.0.0.1:{client_port}"
+    extra = ["--cert-file", str(files.server_cert), "--key-file", str(files.server_key),
+             "--trusted-ca-file", str(files.ca), "--client-cert-auth"]
+    if unsafe_no_fsync:
+        extra.append("--unsafe-no-fsync")
+    server = _member("default", data_dir, client_port, peer_port, f"default=http://127.0.0.1:{peer_port}",
+                     f"flotilla-tls-{client_port}", extra)
+    # clients over https only: the listen and advertise URLs _member wrote for plain http are replaced
+    args = list(server.args)
+    for flag in ("--listen-client-urls", "--advertise-client-urls"):
+        args[args.index(flag) + 1] = client
+    server.args = args
+    server.client_scheme = "https"
+    server.client_context = files.client_context()
+    shutil.rmtree(server.data_dir, ignore_errors=True)
+    try:
+        server.start()
+    except EtcdStartError:
+        server.stop()
+        raise
+    return server, files

@@ -21,6 +21,7 @@ from flotilla.cli.failover_cmd import (
     ResourceArg,
     add_failover_parsers,
     api_resources,
+    check_to_cluster,
     choose_from_cluster,
     exit_code,
     group_versions,
@@ -198,6 +199,20 @@ def test_from_cluster_errors_say_what_to_pass(clusters: tuple[str, ...], request
     with pytest.raises(PreviewCommandError) as info:
         choose_from_cluster(_binding(*clusters), requested, to)
     assert expected in str(info.value)
+
+
+def test_to_cluster_must_be_a_registered_cluster() -> None:
+    check_to_cluster(None, [])
+    check_to_cluster("member2", ["member1", "member2"])
+    with pytest.raises(PreviewCommandError) as info:
+        check_to_cluster("membr2", ["member2", "member1"])
+    assert str(info.value) == ("--to-cluster membr2: no such cluster (known clusters: member1, member2); "
+                               "did you mean member2?")
+    with pytest.raises(PreviewCommandError) as info:
+        check_to_cluster("zzz", ["member1"])
+    assert str(info.value) == "--to-cluster zzz: no such cluster (known clusters: member1)"
+    with pytest.raises(PreviewCommandError, match="no cluster is registered yet"):
+        check_to_cluster("member1", [])
 
 
 def test_missing_failover_block_says_how_to_add_it_to_the_policy() -> None:

@@ -24,6 +24,7 @@ from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
 from flotilla.files import make_private, private_dir
 from flotilla.storage import Store, open_store
+from flotilla.storage.etcd import EtcdTLS
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class ApiServerConfig:
     storage_url: str = "sqlite://"
+    #: TLS to etcd for an ``etcds://`` storage URL (--etcd-cafile, --etcd-certfile, --etcd-keyfile)
+    etcd_tls: EtcdTLS | None = None
     data_dir: Path = field(default_factory=lambda: Path(".flotilla"))
     host: str = "127.0.0.1"
     port: int = 0  # 0 = pick a free port
@@ -78,7 +81,7 @@ class ApiServer:
         private_dir(cfg.data_dir)  # its store, kubeconfig, tokens and keys are the owner's only
         make_private(cfg.data_dir / "kubeconfig")
         if self.store is None:
-            self.store = await open_store(cfg.storage_url, cfg.data_dir)
+            self.store = await open_store(cfg.storage_url, cfg.data_dir, etcd_tls=cfg.etcd_tls)
         storage = ResourceStorage(self.store, self.types, self.admission)
         self.storage = storage
         self._crds = CRDManager(storage)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
+from flotilla.observability.logs import progress_line
 
 if TYPE_CHECKING:
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -467,7 +468,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def _say(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    print(progress_line(PROG, message), file=sys.stderr, flush=True)
 
 
 async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool:
@@ -650,9 +651,13 @@ def run_controller_manager_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from flotilla.cli.main import setup_logging
+    from flotilla.observability.logs import add_logging_arguments
+
+    parser = build_parser()
+    add_logging_arguments(parser)
+    args = parser.parse_args(argv)
+    setup_logging(parser, args)
     return int(args.fn(args) or 0)
 
 

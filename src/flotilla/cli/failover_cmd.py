@@ -34,7 +34,7 @@ from typing import Any, Final, TextIO
 import yaml
 
 from flotilla.api import labels as L
-from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Client, ConnectionFailed, Resource, is_not_found
 from flotilla.client.kubeconfig import KubeconfigError
 from flotilla.controllers.options import ControllerOptions
@@ -52,7 +52,9 @@ __all__ = [
     "ResourceArg",
     "add_failover_parsers",
     "api_resources",
+    "check_to_cluster",
     "choose_from_cluster",
+    "cluster_names",
     "exit_code",
     "feature_gates",
     "group_versions",
@@ -83,7 +85,8 @@ exit status:
   0  every state-preservation rule extracts a value now
   1  some rule fails now: an eviction would wait (Warning Event StatePreservationFailed) until it succeeds
   2  usage or lookup error: unknown kind, workload or binding not found, no failover block on the binding,
-     no status collected from the cluster yet, unusable kubeconfig, control plane unreachable
+     --from-cluster not a cluster of the workload, --to-cluster not a registered cluster, no status
+     collected from the cluster yet, unusable kubeconfig, control plane unreachable
 """
 
 
@@ -331,6 +334,31 @@ def choose_from_cluster(binding: Mapping[str, Any], requested: str | None, to_cl
     return chosen
 
 
+def check_to_cluster(to_cluster: str | None, known: Sequence[str]) -> None:
+    """Refuse a ``--to-cluster`` that names no Cluster object, listing the clusters there are."""
+    if to_cluster is None or to_cluster in known:
+        return
+    if not known:
+        raise PreviewCommandError(f"--to-cluster {to_cluster}: no such cluster, and no cluster is registered yet "
+                                  "(`flotilla join` registers one)")
+    close = difflib.get_close_matches(to_cluster, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise PreviewCommandError(f"--to-cluster {to_cluster}: no such cluster (known clusters: "
+                              f"{', '.join(sorted(known))}){hint}")
+
+
+async def cluster_names(client: Client) -> list[str]:
+    """The names of the Cluster objects of the control plane."""
+    names: list[str] = []
+    token = ""
+    while True:
+        page = await client.list(CLUSTERS, limit=500, continue_=token)
+        names += [str(_map(c.get("metadata")).get("name")) for c in page.get("items") or [] if isinstance(c, Mapping)]
+        token = str(_map(page.get("metadata")).get("continue") or "")
+        if not token:
+            return names
+
+
 def _policy_of(*objects: Mapping[str, Any]) -> str | None:
     for obj in objects:
         annotations = _map(_map(obj.get("metadata")).get("annotations"))
@@ -428,6 +456,8 @@ async def load_preview(client: Client, target: str, namespace: str | None, *, fr
     binding_res = RESOURCE_BINDINGS if res.namespaced else CLUSTER_RESOURCE_BINDINGS
     binding = await _get(client, binding_res, binding_name, ns, no_binding_message(res, name, ns, binding_name))
     binding_ref = _where(ns, binding_name)
+    if to_cluster is not None:
+        check_to_cluster(to_cluster, await cluster_names(client))
     if not _failover_configured(binding):
         raise PreviewCommandError(no_failover_message(binding_res.kind, binding_ref, binding, workload))
     source = choose_from_cluster(binding, from_cluster, to_cluster)

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
 
 def _apiserver(args: argparse.Namespace) -> int:
     from flotilla.apiserver.server import ApiServerConfig, serve_forever
+    from flotilla.cli.etcd_flags import etcd_tls_from_args
+    from flotilla.storage import StorageError
 
+    try:
+        etcd_tls = etcd_tls_from_args(args, args.storage)
+    except ValueError as e:
+        print(f"flotilla apiserver: error: {e}", file=sys.stderr)
+        return 2
     cfg = ApiServerConfig(
         storage_url=args.storage,
+        etcd_tls=etcd_tls,
         data_dir=Path(args.data_dir),
         host=args.host,
         port=args.port,
@@ -26,6 +33,9 @@ def _apiserver(args: argparse.Namespace) -> int:
         asyncio.run(serve_forever(cfg))
     except KeyboardInterrupt:
         pass
+    except (ValueError, StorageError) as e:  # a storage URL or TLS file that cannot work, etcd unreachable
+        print(f"flotilla apiserver: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -62,10 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n"
                               "  flotilla apiserver --data-dir ./cp --port 6443        # SQLite in ./cp\n"
                               "  KUBECONFIG=./cp/kubeconfig kubectl get namespaces\n"
-                              "  flotilla apiserver --storage etcd://127.0.0.1:2379 --secure",
+                              "  flotilla apiserver --storage etcd://127.0.0.1:2379 --secure\n"
+                              "  flotilla apiserver --storage etcds://127.0.0.1:2379 --etcd-cafile ca.crt \\\n"
+                              "      --etcd-certfile client.crt --etcd-keyfile client.key",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--storage", default="sqlite://",
-                   help="memory://, sqlite:// (file in --data-dir), sqlite:///path.db or etcd://host:port[,host:port]")
+                   help="memory://, sqlite:// (file in --data-dir), sqlite:///path.db, etcd://host:port[,host:port] "
+                        "or etcds://host:port[,host:port] (etcd over TLS: --etcd-cafile, --etcd-certfile, "
+                        "--etcd-keyfile)")
     a.add_argument("--data-dir", default=".flotilla", help="where the database, certificates and kubeconfig go")
     a.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     a.add_argument("--port", type=int, default=6443, help="port to listen on (0 = any free port)")
@@ -76,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--allow-no-execute-taint-policy", type=_bool, default=True, metavar="true|false",
                    help="admit ClusterTaintPolicies that add NoExecute taints (default true, BEHAVIOR.md D1; "
                         "Karmada's default is false)")
+    from flotilla.cli.etcd_flags import add_etcd_tls_arguments
+
+    add_etcd_tls_arguments(a)
     a.set_defaults(fn=_apiserver)
 
     d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them",
@@ -153,13 +170,30 @@ def build_parser() -> argparse.ArgumentParser:
     from flotilla.cli.soak import add_soak_parsers
 
     add_soak_parsers(sub)  # `flotilla soak crash` (what `make soak` runs)
+
+    from flotilla.observability.logs import add_logging_arguments
+
+    add_logging_arguments(p)  # --log-level, --log-format: before or after any command's name
     return p
 
 
+def setup_logging(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Configure logging from ``--log-level``/``--log-format``/``-v`` (then the environment); a bad value in the
+    environment is a usage error (exit 2) naming the variable."""
+    from flotilla.observability.logs import configure_logging, resolve_log_settings
+
+    try:
+        settings = resolve_log_settings(getattr(args, "log_level", None), getattr(args, "log_format", None),
+                                        verbose=bool(getattr(args, "verbose", False)))
+    except ValueError as e:
+        parser.error(str(e))
+    configure_logging(settings)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(parser, args)
     return int(args.fn(args) or 0)
 
 

@@ -50,7 +50,12 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     m.add_argument("--port", type=int, default=0,
                    help="API port of the first member, the next ones use P+1, P+2, ... (0: free ports)")
     m.add_argument("--admin-port", type=int, default=0, help="port of this process's admin endpoint (0: free)")
-    m.add_argument("--storage", default="memory://", help="storage of each member's API server (default memory://)")
+    m.add_argument("--storage", default="memory://",
+                   help="storage of each member's API server (default memory://; etcd://, or etcds:// with the "
+                        "--etcd-* files)")
+    from flotilla.cli.etcd_flags import add_etcd_tls_arguments
+
+    add_etcd_tls_arguments(m)
     m.add_argument("--secure", action="store_true",
                    help="each member serves TLS with its own CA and requires its admin token (both in its "
                         "kubeconfig, which `flotilla join` turns into the cluster's Secret)")
@@ -137,10 +142,16 @@ def run_member_command(args: argparse.Namespace) -> int:
     if args.simulators is not None:
         sims = [] if args.simulators.strip() == "none" else [s for s in args.simulators.split(",") if s.strip()]
     checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else data_dir / "checkpoints"
+    from flotilla.cli.etcd_flags import etcd_tls_from_args
+
+    try:
+        etcd_tls = etcd_tls_from_args(args, args.storage)
+    except ValueError as e:
+        raise SystemExit(f"flotilla member: {e}") from None
     try:
         configs = [
             MemberConfig(name=name, data_dir=data_dir, host=args.host, port=args.port + i if args.port else 0,
-                         storage_url=args.storage, ready_delay=args.ready_delay,
+                         storage_url=args.storage, etcd_tls=etcd_tls, ready_delay=args.ready_delay,
                          broken_image_pattern=args.broken_image_pattern, progress_deadline=args.progress_deadline,
                          nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
                          node_pods=args.node_pods, daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,

@@ -13,6 +13,7 @@ __all__ = [
     "is_gone",
     "is_invalid",
     "is_not_found",
+    "retry_reason",
 ]
 
 # What client-go says when a non-2xx response carries no Status body.
@@ -105,3 +106,30 @@ def is_gone(e: BaseException) -> bool:
 
 def is_invalid(e: BaseException) -> bool:
     return _code(e) == 422
+
+
+#: HTTP codes a retry is the answer to: a stale resourceVersion or a name taken (409), an object gone meanwhile
+#: (404), a watch's history compacted (410), throttling (429), a server busy or starting (503, 504)
+_RETRIED_CODES = frozenset({404, 409, 410, 429, 503, 504})
+
+
+def retry_reason(e: BaseException) -> str | None:
+    """The reason of an expected, transient failure that a retry is the answer to (``Conflict``, ``NotFound``,
+    ``ConnectionFailed``, ``Timeout``...), or ``None`` for anything else (a bug, a bad object: worth a traceback).
+
+    The exception's explicit causes (``raise ... from e``) count: a controller's error wrapping a refused
+    connection to a member that is down is such a failure too."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ApiException):
+            if cur.status == 0 or cur.status in _RETRIED_CODES:
+                return cur.reason
+            return None
+        if isinstance(cur, TimeoutError):
+            return "Timeout"
+        if isinstance(cur, ConnectionError):
+            return type(cur).__name__
+        cur = cur.__cause__
+    return None

@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from flotilla.client.errors import retry_reason
+
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
@@ -54,7 +56,34 @@ __all__ = [
     "TimerHandle",
     "WorkQueue",
     "default_rate_limiter",
+    "failure_log_level",
+    "log_failure",
 ]
+
+
+#: reasons of failures that are part of optimistic concurrency (someone wrote first, the object went meanwhile):
+#: logged at DEBUG; other expected ones (a member down, throttling) at INFO
+_ROUTINE_REASONS = frozenset({"Conflict", "AlreadyExists", "NotFound", "Expired", "Gone"})
+
+
+def failure_log_level(e: BaseException) -> tuple[int, str | None]:
+    """How a failure that will be retried is logged: ``(level, reason)``. An expected one
+    (:func:`flotilla.client.errors.retry_reason`) is one line at DEBUG (conflicts, not found) or INFO (connection
+    failures, throttling, an unavailable server) naming its reason; anything else is a WARNING with its
+    traceback (reason ``None``)."""
+    reason = retry_reason(e)
+    if reason is None:
+        return logging.WARNING, None
+    return (logging.DEBUG if reason in _ROUTINE_REASONS else logging.INFO), reason
+
+
+def log_failure(logger: logging.Logger, e: BaseException, msg: str, *args: Any) -> None:
+    """Log ``msg % args`` for a failure ``e`` that will be retried, as :func:`failure_log_level` says."""
+    level, reason = failure_log_level(e)
+    if reason is None:
+        logger.warning(msg, *args, exc_info=e)
+    elif logger.isEnabledFor(level):
+        logger.log(level, msg + "; will retry (%s): %s", *args, reason, e)
 
 
 class QueueShutDown(Exception):
@@ -615,14 +644,9 @@ class WorkQueue(Generic[K]):
                 except asyncio.CancelledError:
                     self.done(key)
                     raise
-                except Exception:
-                    log.warning(
-                        "workqueue %s: handler failed for %r (retry %d)",
-                        self.name,
-                        key,
-                        self.num_requeues(key) + 1,
-                        exc_info=True,
-                    )
+                except Exception as e:
+                    log_failure(log, e, "workqueue %s: handler failed for %r (retry %d)", self.name, key,
+                                self.num_requeues(key) + 1)
                     self.add_rate_limited(key)
                 else:
                     self.forget(key)

@@ -31,7 +31,8 @@ Coalescing: a pass that finds a target cluster of the binding without a Work yet
 created it) or a Work just created (no ``Applied`` condition yet) writes nothing, for at most
 :data:`FIRST_STATUS_WAIT` seconds from when a pass first found it so: the Work's first status, moments later as a
 rule, brings the binding back, and one status write serves both (a "no Work yet" or "not applied" would be
-superseded at once). Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next
+superseded at once). Never while the binding says ``FullyApplied`` True: that is written False at once
+(:func:`st.fully_applied_overstated`), as is a spec change adding a target cluster to such a binding. Conditions handed over by another controller (:class:`ConditionHandoff`) ride on the next
 status write.
 
 Triggers: binding create once scheduled (``status.lastScheduledTime``), binding update when scheduled and its
@@ -218,9 +219,13 @@ class BindingStatusController(Controller):
         elif st.binding_needs_sync(old, new):
             if not st.binding_spec_only_changed(old, new):
                 self.enqueue(key)
-            elif old is None or st.expected_clusters(old.get("spec") or {}) != st.expected_clusters(
-                    new.get("spec") or {}):
+            elif old is None:
                 self.enqueue(key, SPEC_CHANGE_SETTLE)
+            elif st.expected_clusters(old.get("spec") or {}) != st.expected_clusters(new.get("spec") or {}):
+                # a cluster gained has no applied Work yet: a FullyApplied True written is wrong from now on
+                gained = st.expected_clusters_gained(old.get("spec") or {}, new.get("spec") or {})
+                overstated = bool(gained) and st.fully_applied_written(new.get("status"))
+                self.enqueue(key, 0.0 if overstated else SPEC_CHANGE_SETTLE)
             # else: a spec change that leaves the expected clusters as they are (e.g. a Directly eviction task
             # removed) changes nothing a pass writes
 
@@ -286,11 +291,11 @@ class BindingStatusController(Controller):
             return None  # admission always sets it; without it no Work can be found
         works = self.works.store.by_index(_label_index(label), permanent_id)
         handed = self._handoff.pending(key)
+        spec = binding.get("spec") or {}
+        items = st.build_aggregated_status(works, spec.get("resource") or {}, self._ready)
         wait = self._await_works(key, binding, works)
-        if wait is not None:
+        if wait is not None and not st.fully_applied_overstated(binding.get("status"), spec, items):
             return wait  # that Work's first status (sooner, as a rule) brings the binding back
-        resource = (binding.get("spec") or {}).get("resource") or {}
-        items = st.build_aggregated_status(works, resource, self._ready)
         stale = st.stale_clusters(items, self._ready)
         # D5 stamp: while the graceful-eviction controller runs here and the binding has eviction tasks, a status
         # write that changes aggregatedStatus wakes that controller, which stamps with the task removal the same

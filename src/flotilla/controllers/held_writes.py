@@ -18,6 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final, Generic, TypeVar
 
+from flotilla.client.workqueue import log_failure
+
 __all__ = ["HELD_WRITES_BATCH", "HeldWrites"]
 
 #: held writes made in one turn at most
@@ -88,6 +90,6 @@ class HeldWrites(Generic[T]):
             await self._write(key, item)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.warning("%s: a held-back write for %s failed; looking at it again", self.name, key, exc_info=True)
+        except Exception as e:
+            log_failure(log, e, "%s: a held-back write for %s failed; looking at it again", self.name, key)
             self._on_error(key)

@@ -30,6 +30,7 @@ from flotilla.client import ApiException, Client, Resource
 from flotilla.local.demo_report import DemoFacts, checks, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.observability.logs import log_formatter
 
 __all__ = ["DemoError", "copies_at_most", "run_demo"]
 
@@ -184,7 +185,7 @@ class Demo:
         log_file = self.data_dir / "demo.log"
         root = logging.getLogger()
         handler = logging.FileHandler(log_file)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(log_formatter())  # --log-format json: one JSON object a line here too
         saved = (root.handlers[:], root.level)
         root.handlers = [handler]
         root.setLevel(logging.INFO)

@@ -18,6 +18,7 @@ from flotilla.interpreter.quantity import QuantityError, parse_quantity
 from flotilla.member.faults import FaultInjector
 from flotilla.member.history import HistoryRecorder
 from flotilla.member.simulator import Simulator, SimulatorFactory, registered_simulators
+from flotilla.storage.etcd import EtcdTLS
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class MemberConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: any free port
     storage_url: str = "memory://"
+    etcd_tls: EtcdTLS | None = None  # for an etcds:// storage_url
     ready_delay: float = 1.0  # seconds from a simulated pod's creation to Ready
     broken_image_pattern: str = DEFAULT_BROKEN_IMAGE_PATTERN  # regex searched in every image of a workload
     progress_deadline: float | None = None  # seconds; None: each Deployment's spec.progressDeadlineSeconds
@@ -223,7 +225,7 @@ class MemberCluster:
         private_dir(cfg.member_dir)
         private_dir(cfg.checkpoints)
         factories = list(self._factories) if self._factories is not None else simulator_factories(cfg.simulators)
-        api = ApiServerConfig(storage_url=cfg.storage_url, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
+        api = ApiServerConfig(storage_url=cfg.storage_url, etcd_tls=cfg.etcd_tls, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,
                               middlewares=[self.faults.middleware()], karmada_admission=False, secure=cfg.secure)
         self.server = ApiServer(api)

@@ -72,8 +72,11 @@ __all__ = [
     "build_identifier",
     "cluster_ready",
     "expected_clusters",
+    "expected_clusters_gained",
     "find_condition",
     "fully_applied_condition",
+    "fully_applied_overstated",
+    "fully_applied_written",
     "identifier_matches",
     "manifest_index",
     "manifest_status_entry",
@@ -431,6 +434,25 @@ def fully_applied_condition(spec: Mapping[str, Any], items: Sequence[Mapping[str
         message = "Not every Work is applied: " + "; ".join(parts) + " (see status.aggregatedStatus)"
     return {"type": CONDITION_FULLY_APPLIED, "status": "False", "reason": FULLY_APPLIED_FAILED_REASON,
             "message": message}
+
+
+def fully_applied_written(status: Mapping[str, Any] | None) -> bool:
+    """Whether a binding's written status says ``FullyApplied`` True."""
+    cond = find_condition((status or {}).get("conditions"), CONDITION_FULLY_APPLIED)
+    return cond is not None and cond.get("status") == "True"
+
+
+def fully_applied_overstated(status: Mapping[str, Any] | None, spec: Mapping[str, Any],
+                             items: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the binding's written ``FullyApplied`` is True while its Works no longer bear it out (a target
+    cluster without an applied Work, e.g. the new cluster of a failover). Such a status is written at once,
+    never held back for the Works still to come: a True must not outlive what it says."""
+    return fully_applied_written(status) and not works_fully_applied(items, expected_clusters(spec))
+
+
+def expected_clusters_gained(old_spec: Mapping[str, Any], new_spec: Mapping[str, Any]) -> set[str]:
+    """The clusters a spec change adds to :func:`expected_clusters`: none of them has an applied Work yet."""
+    return expected_clusters(new_spec) - expected_clusters(old_spec)
 
 
 def status_up_to_date_condition(stale: Sequence[str]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ Several EtcdStore instances - one per API server - may share one etcd cluster.
 
 Notes and limits:
 
-* Only ``http://`` endpoints (no TLS, no auth).
+* ``http://`` endpoints, or ``https://`` ones with :class:`EtcdTLS` (the ``etcds://`` storage URL): the server
+  certificate is checked against ``cafile`` (else the system's CAs) and ``certfile``/``keyfile`` are the client
+  certificate etcd's ``--client-cert-auth`` asks for. No user/password auth.
 * Failover: each request starts at the endpoint that answered last and moves on to the next one
   when the connection cannot be made. Reads also move on when a connection breaks mid-request or
   when etcd answers "unavailable"; a write whose connection broke after it was sent is ambiguous
@@ -25,9 +27,12 @@ Notes and limits:
 from __future__ import annotations
 
 import asyncio
+import ssl
 from base64 import b64decode, b64encode
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,7 +53,7 @@ from flotilla.storage.base import (
     WatchEvent,
 )
 
-__all__ = ["EtcdError", "EtcdStore", "EtcdUnavailableError"]
+__all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
 
 _JSON = {"Content-Type": "application/json"}
 _COMPACTED = "required revision has been compacted"
@@ -82,13 +87,66 @@ def _prefix_end(prefix: bytes) -> bytes:
     return b"\x00"  # no upper bound: every key >= key
 
 
-def _endpoint_url(endpoint: str) -> str:
+@dataclass(frozen=True)
+class EtcdTLS:
+    """TLS to etcd, with kube-apiserver's flags: ``cafile`` (``--etcd-cafile``: the CA that signed etcd's serving
+    certificate; None: the system's CAs), ``certfile`` and ``keyfile`` (``--etcd-certfile``/``--etcd-keyfile``:
+    the client certificate, for an etcd started with ``--client-cert-auth``; both or neither)."""
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.certfile) != bool(self.keyfile):
+            given, missing = (("--etcd-certfile", "--etcd-keyfile") if self.certfile
+                              else ("--etcd-keyfile", "--etcd-certfile"))
+            raise ValueError(f"{given} needs {missing} too: the client certificate and its key go together")
+        for flag, path in (("--etcd-cafile", self.cafile), ("--etcd-certfile", self.certfile),
+                           ("--etcd-keyfile", self.keyfile)):
+            if path and not Path(path).is_file():
+                raise ValueError(f"{flag} {path}: no such file")
+
+    @property
+    def given(self) -> bool:
+        """Whether any file is set."""
+        return bool(self.cafile or self.certfile or self.keyfile)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context that verifies etcd's certificate (and host name) and presents the client
+        certificate; ValueError naming the flag when a file is not what it should be."""
+        try:
+            ctx = ssl.create_default_context(cafile=self.cafile or None)
+        except (ssl.SSLError, OSError) as e:
+            raise ValueError(f"--etcd-cafile {self.cafile}: not a PEM CA certificate ({e})") from e
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.certfile and self.keyfile:
+            try:
+                ctx.load_cert_chain(self.certfile, self.keyfile)
+            except (ssl.SSLError, OSError) as e:
+                raise ValueError(f"--etcd-certfile {self.certfile} / --etcd-keyfile {self.keyfile}: not a PEM "
+                                 f"certificate and its key ({e})") from e
+        return ctx
+
+
+def _describe(exc: BaseException | None) -> str:
+    """An error as a reader wants it: its type and its message (a TLS failure says which check failed)."""
+    if exc is None:
+        return "no answer"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _endpoint_url(endpoint: str, secure: bool = False) -> str:
     endpoint = endpoint.strip().rstrip("/")
     if endpoint.startswith("https://"):
-        raise ValueError(f"TLS etcd endpoints are not supported: {endpoint}")
-    if not endpoint.startswith("http://"):
-        endpoint = "http://" + endpoint
-    return endpoint
+        if not secure:
+            raise ValueError(f"{endpoint}: an https etcd endpoint needs TLS settings (an etcds:// storage URL)")
+        return endpoint
+    if endpoint.startswith("http://"):
+        if secure:
+            raise ValueError(f"{endpoint}: a plain http endpoint in a TLS etcd cluster (etcds://)")
+        return endpoint
+    return ("https://" if secure else "http://") + endpoint
 
 
 class EtcdStore(Store):
@@ -100,8 +158,10 @@ class EtcdStore(Store):
         prefix: str,
         session: aiohttp.ClientSession,
         watch_session: aiohttp.ClientSession,
+        *,
+        secure: bool = False,
     ) -> None:
-        self._urls = [_endpoint_url(e) for e in endpoints]
+        self._urls = [_endpoint_url(e, secure) for e in endpoints]
         self._prefix = prefix
         self._pb = prefix.encode()
         self._plen = len(self._pb)
@@ -121,24 +181,31 @@ class EtcdStore(Store):
         request_timeout: float = 30.0,
         connect_timeout: float = 3.0,
         max_connections: int = 256,
+        tls: EtcdTLS | None = None,
     ) -> EtcdStore:
-        """Connect to an etcd cluster given as ``host:port`` (or ``http://host:port``) endpoints.
+        """Connect to an etcd cluster given as ``host:port`` (or ``http://host:port``) endpoints; with ``tls``,
+        over https (``host:port`` or ``https://host:port``).
 
-        Fails with :class:`EtcdUnavailableError` if no endpoint answers.
+        Fails with :class:`EtcdUnavailableError` if no endpoint answers (a TLS handshake that fails included:
+        the message says why), with ValueError for endpoints or TLS files that are not usable.
         """
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
+        secure = tls is not None
+        for e in endpoints:
+            _endpoint_url(e, secure)  # bad endpoints fail before any session exists
+        ctx: ssl.SSLContext | bool = tls.ssl_context() if tls is not None else True
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections, keepalive_timeout=60),
+            connector=aiohttp.TCPConnector(limit=max_connections, keepalive_timeout=60, ssl=ctx),
             timeout=aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout),
             auto_decompress=False,
         )
         watch_session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, force_close=True),
+            connector=aiohttp.TCPConnector(limit=0, force_close=True, ssl=ctx),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
             auto_decompress=False,
         )
-        store = cls(list(endpoints), prefix, session, watch_session)
+        store = cls(list(endpoints), prefix, session, watch_session, secure=secure)
         try:
             await store.current_revision()
         except BaseException:
@@ -181,7 +248,7 @@ class EtcdStore(Store):
             self._current = idx
             raise EtcdError(message, code)
         self._current = (start + 1) % n
-        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} could serve {path}: {last!r}") from last
+        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} could serve {path}: {_describe(last)}") from last
 
     # ------------------------------------------------------------------ helpers
 

@@ -400,34 +400,54 @@ async def test_cluster_resource_binding_of_a_kind_without_status_aggregation(env
         "resourceVersion"]
 
 
+def _fully_applied(rb: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in (rb.get("status") or {}).get("conditions") or [] if c["type"] == "FullyApplied"), None)
+
+
+async def _fully_applied_is(env: Env, status: str) -> dict[str, Any] | None:
+    cond = _fully_applied(await env.binding())
+    return cond if cond is not None and cond["status"] == status else None
+
+
+async def test_a_new_target_cluster_turns_fully_applied_false_until_its_work_is_applied(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binding that says FullyApplied True and gains a target cluster (as in a failover) says False at once:
+    the Work of the new cluster is missing, and the wait for it must not keep the old True on show."""
+    from flotilla.controllers import binding_status
+
+    monkeypatch.setattr(binding_status, "FIRST_STATUS_WAIT", 60.0)
+    await eventually(lambda: _fully_applied_is(env, "True"), what="FullyApplied True")
+    await env.cp.patch(RESOURCE_BINDINGS, "nginx-deployment",
+                       {"spec": {"clusters": [{"name": "member1", "replicas": 2}, {"name": "member2", "replicas": 2}]}},
+                       namespace="default")
+    cond = await Eventually(timeout=10.0)(lambda: _fully_applied_is(env, "False"),
+                                          what="FullyApplied False well before the 60 s wait is over")
+    assert "no Work yet for member2" in cond["message"]
+
+
 async def test_a_target_cluster_without_its_work_yet_is_awaited_then_reported(env: Env,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """A new target cluster whose Work the binding controller has not created yet: the binding's status is not
-    rewritten with a transient "no Work yet" (the Work's first status follows as a rule, and one write serves
-    both); when no Work comes within FIRST_STATUS_WAIT, the binding says so."""
+    """A binding not fully applied gains a target cluster whose Work the binding controller has not created yet:
+    its status is not rewritten with a transient "no Work yet" (the Work's first status follows as a rule, and
+    one write serves both); when no Work comes within FIRST_STATUS_WAIT, the binding says so."""
     from flotilla.controllers import binding_status
 
     monkeypatch.setattr(binding_status, "FIRST_STATUS_WAIT", 3.0)
-
-    def fully_applied(rb: dict[str, Any]) -> dict[str, Any]:
-        return next(c for c in (rb.get("status") or {}).get("conditions") or [] if c["type"] == "FullyApplied")
-
-    async def applied_true() -> bool:
-        rb = await env.binding()
-        return any(c["type"] == "FullyApplied" and c["status"] == "True"
-                   for c in (rb.get("status") or {}).get("conditions") or [])
-
-    await eventually(applied_true, what="FullyApplied True")
+    await eventually(lambda: _fully_applied_is(env, "True"), what="FullyApplied True")
+    await env.cp.patch(WORKS, WORK_NAME, {"status": {"conditions": [
+        {"type": "Applied", "status": "False", "reason": "AppliedFailed", "message": "failed by the test",
+         "lastTransitionTime": "2025-01-01T00:00:01Z"}]}}, namespace=EXEC_NS, subresource="status")
+    await eventually(lambda: _fully_applied_is(env, "False"), what="FullyApplied False: not applied")
     await env.cp.patch(RESOURCE_BINDINGS, "nginx-deployment",
                        {"spec": {"clusters": [{"name": "member1", "replicas": 2}, {"name": "member2", "replicas": 2}]}},
                        namespace="default")
     for _ in range(20):  # 2 s: past the 1 s a spec change settles, within the 3 s wait
-        assert fully_applied(await env.binding())["status"] == "True"
+        cond = _fully_applied(await env.binding())
+        assert cond is not None and "member2" not in cond["message"], cond
         await asyncio.sleep(0.1)
 
     async def reported() -> dict[str, Any] | None:
-        cond = fully_applied(await env.binding())
-        return cond if cond["status"] == "False" else None
+        cond = await _fully_applied_is(env, "False")
+        return cond if cond is not None and "no Work yet for member2" in cond["message"] else None
 
-    cond = await eventually(reported, what="FullyApplied False once the wait is over")
-    assert "no Work yet for member2" in cond["message"]
+    await eventually(reported, what="FullyApplied says so once the wait is over")

@@ -42,3 +42,21 @@ def test_removing_a_gracefully_task_changes_the_expected_clusters() -> None:
     c, queued = _controller()
     c._on_binding("rb", _binding(4, ["m2"], [GRACEFULLY]), _binding(5, ["m2"], []))
     assert queued == [("rb|ns|b", SPEC_CHANGE_SETTLE)]
+
+
+def _fully_applied(binding: dict[str, Any]) -> dict[str, Any]:
+    binding["status"]["conditions"] = [{"type": "FullyApplied", "status": "True"}]
+    return binding
+
+
+def test_a_cluster_gained_by_a_fully_applied_binding_is_looked_at_at_once() -> None:
+    c, queued = _controller()
+    c._on_binding("rb", _fully_applied(_binding(3, ["m1"], [])),
+                  _fully_applied(_binding(4, ["m2"], [GRACEFULLY])))
+    assert queued == [("rb|ns|b", 0.0)]
+
+
+def test_a_cluster_removed_from_a_fully_applied_binding_waits_the_settle_time() -> None:
+    c, queued = _controller()
+    c._on_binding("rb", _fully_applied(_binding(4, ["m2"], [GRACEFULLY])), _fully_applied(_binding(5, ["m2"], [])))
+    assert queued == [("rb|ns|b", SPEC_CHANGE_SETTLE)]

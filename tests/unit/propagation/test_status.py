@@ -294,6 +294,35 @@ def test_fully_applied_false(spec: dict[str, Any], works: list[dict[str, Any]], 
     assert fragment in cond["message"]
 
 
+def test_a_written_fully_applied_true_is_overstated_while_a_target_cluster_lacks_an_applied_work() -> None:
+    true = {"conditions": [{"type": "FullyApplied", "status": "True"}]}
+    false = {"conditions": [{"type": "FullyApplied", "status": "False"}]}
+    before = {"clusters": [{"name": "m1"}]}
+    failed_over = {"clusters": [{"name": "m2"}], "gracefulEvictionTasks": [{"fromCluster": "m1"}]}
+    old_items = st.build_aggregated_status([work("m1")], REF, lambda c: True)
+    assert not st.fully_applied_overstated(true, before, old_items)
+    # the new cluster has no Work yet, then a Work not applied yet: True no longer holds
+    assert st.fully_applied_overstated(true, failed_over, old_items)
+    not_applied = st.build_aggregated_status([work("m1"), work("m2", applied=None, health=None)], REF,
+                                             lambda c: True)
+    assert st.fully_applied_overstated(true, failed_over, not_applied)
+    both = st.build_aggregated_status([work("m1"), work("m2")], REF, lambda c: True)
+    assert not st.fully_applied_overstated(true, failed_over, both)
+    # nothing overstated when the binding does not say True
+    assert not st.fully_applied_overstated(false, failed_over, old_items)
+    assert not st.fully_applied_overstated({}, failed_over, old_items)
+    assert not st.fully_applied_overstated(None, failed_over, old_items)
+
+
+def test_expected_clusters_gained_by_a_spec_change() -> None:
+    before = {"clusters": [{"name": "m1"}]}
+    failed_over = {"clusters": [{"name": "m2"}], "gracefulEvictionTasks": [{"fromCluster": "m1"}]}
+    assert st.expected_clusters_gained(before, failed_over) == {"m2"}
+    assert st.expected_clusters_gained(failed_over, {"clusters": [{"name": "m2"}]}) == set()
+    assert st.fully_applied_written({"conditions": [{"type": "FullyApplied", "status": "True"}]})
+    assert not st.fully_applied_written({"conditions": [{"type": "Scheduled", "status": "True"}]})
+
+
 # ============================================================================================ conditions and patches
 
 
