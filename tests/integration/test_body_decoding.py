@@ -16,9 +16,10 @@ import aiohttp
 import orjson
 import pytest
 import yaml
+from aiohttp import web
 
 from flotilla.apiserver.fairness import FairnessLimits
-from tests.support.apiserver import Kubectl, ServerThread
+from tests.support.apiserver import KUBECTL, Kubectl, ServerThread
 
 NS = "default"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
@@ -207,3 +208,56 @@ def test_kubectl_applies_a_large_yaml_file_and_reports_an_oversized_one(server: 
     proc = kubectl.run("apply", "--server-side", "-f", str(huge), check=False)
     assert proc.returncode != 0
     assert "Request entity too large" in proc.stderr, proc.stderr
+
+
+def test_kubectl_waits_out_a_429_and_its_apply_goes_through(tmp_path: Path) -> None:
+    """kubectl (client-go) honours Retry-After: a client whose heavy-body queue is full is told to come back."""
+    answers: list[tuple[str, int]] = []
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        resp = await handler(request)
+        answers.append((request.path, resp.status))
+        return resp
+
+    srv = ServerThread(tmp_path, storage_url="memory://", middlewares=[record],
+                       body_fairness=FairnessLimits(workers=2, per_flow=1, queue_per_flow=1, retry_after=1))
+    srv.start()
+    try:
+        kubectl = Kubectl(srv.kubeconfig, tmp_path)
+        version = orjson.loads(kubectl.run("version", "--client", "-o", "json").stdout)["clientVersion"]
+        agent = f"kubectl/{version['gitVersion']} (linux/amd64) kubernetes/{version['gitCommit'][:7]}"
+        manifest = tmp_path / "applied.yaml"
+        manifest.write_bytes(as_yaml(configmap("applied", 15_000)))
+        hog = as_yaml(configmap("hog", 40_000))
+
+        async def scenario() -> tuple[int, str]:
+            # the same client as kubectl (same peer, same User-Agent) keeps its one slot and its queue busy
+            async with aiohttp.ClientSession(headers={"User-Agent": agent}) as session:
+                async def keep_busy(stop: asyncio.Event) -> None:
+                    while not stop.is_set():
+                        async with session.patch(srv.url + CM + "/hog?fieldManager=hog&force=true", data=hog,
+                                                 headers=APPLY) as resp:
+                            await resp.read()
+
+                stop = asyncio.Event()
+                hogs = [asyncio.create_task(keep_busy(stop)) for _ in range(2)]
+                await asyncio.sleep(0.3)
+                proc = await asyncio.create_subprocess_exec(
+                    KUBECTL, "apply", "--server-side", "-f", str(manifest), env=kubectl.env(),
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                while not any(path.endswith("/applied") and code == 429 for path, code in answers):
+                    if proc.returncode is not None or len(answers) > 200:
+                        break
+                    await asyncio.sleep(0.05)
+                stop.set()
+                _, err = await proc.communicate()
+                await asyncio.gather(*hogs)
+                return proc.returncode or 0, err.decode()
+
+        code, err = asyncio.run(scenario())
+        mine = [status for path, status in answers if path.endswith("/applied")]
+        assert code == 0, err
+        assert 429 in mine and mine[-1] in (200, 201), mine
+    finally:
+        srv.stop()

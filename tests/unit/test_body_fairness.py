@@ -137,3 +137,10 @@ def test_a_cancelled_waiter_gives_its_turn_away() -> None:
             decoder.close()
 
     asyncio.run(scenario())
+
+
+def test_no_queue_means_a_busy_client_is_refused_at_once() -> None:
+    q = FlowQueues(FairnessLimits(workers=2, per_flow=1, queue_per_flow=0))
+    assert q.arrive("a", 1) == "run"
+    assert q.arrive("a", 2) == "reject"
+    assert q.arrive("b", 1) == "run"

@@ -71,7 +71,7 @@ class FlowQueues:
         if queue is None and self._can_run(flow):
             self._start(flow)
             return "run"
-        if queue is not None and len(queue) >= self.limits.queue_per_flow:
+        if len(queue or ()) >= self.limits.queue_per_flow:
             return "reject"
         if queue is None:
             queue = self.waiting[flow] = deque()
