@@ -7,6 +7,7 @@ import logging
 import math
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -14,8 +15,9 @@ from aiohttp import web
 
 from flotilla import __version__
 from flotilla.apiserver import discovery, errors
-from flotilla.apiserver.bodies import parse_body
+from flotilla.apiserver.bodies import not_json, parse_body, parse_json, parse_yaml
 from flotilla.apiserver.errors import ApiError
+from flotilla.apiserver.fairness import INLINE_JSON_BYTES, INLINE_YAML_BYTES, BodyDecoder, FairnessLimits
 from flotilla.apiserver.openapi import OpenAPICache
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import (
@@ -46,6 +48,7 @@ class ServerOptions:
     bookmark_interval: float = 30.0
     default_watch_timeout: float = 1800.0
     address: str = "127.0.0.1:6443"
+    body_fairness: FairnessLimits | None = None  # heavy body decoding; None: the defaults
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None,
@@ -70,6 +73,15 @@ def _warning_headers(resp: web.StreamResponse, warnings: list[str]) -> None:
         resp.headers.add("Warning", f'299 - "{text}"')
 
 
+def _flow(request: web.Request) -> str:
+    """Whose request this is, for fairness: the authenticated user, else the peer and its User-Agent."""
+    user = request.get("user")
+    name = getattr(user, "name", None)
+    if name:
+        return f"user:{name}"
+    return f"peer:{request.remote}:{request.headers.get('User-Agent', '')}"
+
+
 def _truthy(v: str | None) -> bool:
     return (v or "").lower() in ("1", "true")
 
@@ -83,6 +95,7 @@ class ApiHandler:
         self._watches: set[asyncio.Task[Any]] = set()
         self.closing = False
         self.metrics: Any = None  # an ApiServerMetrics: serves GET /metrics
+        self.decoder = BodyDecoder(self.options.body_fairness)
 
     async def close(self) -> None:
         """End every open watch (server shutdown); clients re-watch from their last resourceVersion.
@@ -97,6 +110,7 @@ class ApiHandler:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        self.decoder.close()
 
     # --------------------------------------------------------------- entry point
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -324,18 +338,24 @@ class ApiHandler:
         if patch:
             if ctype not in PATCH_TYPES:
                 raise errors.unsupported_media_type(ctype, list(PATCH_TYPES))
-            if ctype == APPLY_PATCH:
-                return self._parse(raw, yaml_ok=True)
-            return self._parse(raw, yaml_ok=False)
+            return await self._parse(request, raw, yaml_ok=ctype == APPLY_PATCH)
         if ctype in JSON_TYPES or ctype.endswith("+json"):
-            return self._parse(raw, yaml_ok=False)
+            return await self._parse(request, raw, yaml_ok=False)
         if ctype in YAML_TYPES:
-            return self._parse(raw, yaml_ok=True)
+            return await self._parse(request, raw, yaml_ok=True)
         raise errors.unsupported_media_type(ctype, ACCEPTED_BODY_TYPES)
 
-    @staticmethod
-    def _parse(raw: bytes, *, yaml_ok: bool) -> Any:
-        return parse_body(raw, yaml_ok=yaml_ok)
+    async def _parse(self, request: web.Request, raw: bytes, *, yaml_ok: bool) -> Any:
+        """Small bodies on the loop; heavy ones (big JSON, any but small YAML) on the decoder's threads."""
+        if len(raw) <= INLINE_JSON_BYTES:
+            try:
+                return parse_json(raw)
+            except orjson.JSONDecodeError as e:
+                if not yaml_ok:
+                    raise not_json(e) from None
+            if len(raw) <= INLINE_YAML_BYTES:
+                return parse_yaml(raw)
+        return await self.decoder.run(_flow(request), partial(parse_body, raw, yaml_ok=yaml_ok))
 
     @staticmethod
     def _ctx(request: web.Request) -> RequestContext:

@@ -16,6 +16,7 @@ from flotilla.apiserver.app import ApiHandler, ServerOptions, build_app
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.compactor import Compactor
 from flotilla.apiserver.crd import CRDManager
+from flotilla.apiserver.fairness import FairnessLimits
 from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.gctune import tune_gc
 from flotilla.apiserver.metrics import ApiServerMetrics, known_resource
@@ -50,6 +51,8 @@ class ApiServerConfig:
     allow_no_execute_taint_policy: bool = True  # D1
     # the PropagationPolicy finalizer needs the policy controller to remove it; off until that runs
     policy_finalizers: bool = False
+    # how heavy request bodies are decoded: threads, per-client concurrency and queues (None: the defaults)
+    body_fairness: FairnessLimits | None = None
 
 
 class ApiServer:
@@ -120,7 +123,8 @@ class ApiServer:
         scheme = "https" if cfg.secure else "http"
         self.url = f"{scheme}://{cfg.host}:{self.port}"
         handler = ApiHandler(storage, ServerOptions(bookmark_interval=cfg.bookmark_interval,
-                                                    address=f"{cfg.host}:{self.port}"))
+                                                    address=f"{cfg.host}:{self.port}",
+                                                    body_fairness=cfg.body_fairness))
         self.metrics = ApiServerMetrics(known_resource(self.types), store_path=getattr(self.store, "path", None))
         handler.metrics = self.metrics
         # outermost: every request is counted, also those another middleware (faults, auth) answers
