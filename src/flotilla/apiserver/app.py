@@ -14,9 +14,11 @@ from aiohttp import web
 
 from flotilla import __version__
 from flotilla.apiserver import discovery, errors
+from flotilla.apiserver.auth import may_read_secrets
 from flotilla.apiserver.bodies import parse_body
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.openapi import OpenAPICache
+from flotilla.apiserver.redaction import Redactor, redactor_for
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import (
     APPLY_PATCH,
@@ -275,7 +277,8 @@ class ApiHandler:
             return await self._scale(request, rt, ns, name)
         if method == "GET":
             obj = await self.storage.get(rt, ns, name, shared=True)  # only serialized
-            return self._object_response(request, rt, obj)
+            redact = _redactor(request, rt)
+            return self._object_response(request, rt, obj if redact is None else redact(obj))
         if method == "PUT":
             if sub == "finalize" or sub == "status" or sub is None:
                 body = await self._body(request)
@@ -435,6 +438,9 @@ class ApiHandler:
             resource_version_match=q.get("resourceVersionMatch", ""),
             shared=True,  # only serialized
         )
+        redact = _redactor(request, rt)
+        if redact is not None:
+            result["items"] = [redact(obj) for obj in result["items"]]
         if wants_table(request.headers.get("Accept", "")):
             return _json(build_table(rt, result["items"], include_object=q.get("includeObject", "Metadata"),
                                      list_meta=result["metadata"]))
@@ -483,8 +489,10 @@ class ApiHandler:
     # --------------------------------------------------------------- watch
     @staticmethod
     def _event_line(rt: ResourceType, item: tuple[str, dict[str, Any]], state: _WatchState,
-                    allow_bookmarks: bool, table: bool, q: Any) -> bytes:
+                    allow_bookmarks: bool, table: bool, q: Any, redact: Redactor | None = None) -> bytes:
         etype, obj = item
+        if redact is not None and etype in _OBJECT_EVENTS:
+            obj = redact(obj)
         if etype == PROGRESS:
             state.last_rv = obj["metadata"]["resourceVersion"]
             return b""
@@ -541,6 +549,7 @@ class ApiHandler:
         if timeout <= 0:
             timeout = self.options.default_watch_timeout * (1 + random.random())
         table = wants_table(request.headers.get("Accept", ""))
+        redact = _redactor(request, rt)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         try:
@@ -591,7 +600,7 @@ class ApiHandler:
                 chunk = bytearray()
                 count = 0
                 while item is not None:
-                    line = self._event_line(rt, item, state, allow_bookmarks, table, q)
+                    line = self._event_line(rt, item, state, allow_bookmarks, table, q, redact)
                     if line:
                         chunk += line
                     if item[0] == "ERROR":
@@ -615,6 +624,21 @@ class ApiHandler:
         except (ConnectionResetError, ConnectionError):
             pass
         return resp
+
+
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+def _redactor(request: web.Request, rt: ResourceType) -> Redactor | None:
+    """How objects of ``rt`` are served to this request's user: redacted when they may carry a Secret's content
+    and the user may not read Secrets (decided once per request); None to serve them as stored."""
+    redact = redactor_for(rt.group, rt.kind)
+    if redact is None:
+        return None
+    user, authorizer = request.get("user"), request.get("authorizer")
+    if user is None or authorizer is None:  # no --secure: every request may do anything
+        return None
+    return None if may_read_secrets(authorizer, user) else redact
 
 
 @dataclass
