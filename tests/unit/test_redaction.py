@@ -20,6 +20,7 @@ from flotilla.apiserver.redaction import (
     REDACTED,
     binding_for_viewer,
     for_requester,
+    may_carry_secret,
     redactor_for,
     work_for_viewer,
 )
@@ -197,3 +198,24 @@ def test_may_read_secrets_follows_the_authorizer() -> None:
     anonymous = UserInfo("system:anonymous", groups=("system:unauthenticated",))
     assert not may_read_secrets(Authorizer(anonymous=True, anonymous_read_only=True), anonymous)
     assert may_read_secrets(Authorizer(anonymous=True), anonymous)
+
+
+def test_bytes_that_may_need_redaction_are_always_noticed() -> None:
+    applied = json.dumps(_work(_secret()))
+    needing = [
+        _work(_deployment(), _secret()),
+        _work(_deployment(), statuses=[{"identifier": _identifier("Secret"), "status": {"token": TOKEN}}]),
+        _work(_deployment(), annotations={LAST_APPLIED: applied}),
+        # JSON in a string may spell "Secret" with escapes, which json.loads turns back into it
+        _work(_deployment(), annotations={LAST_APPLIED: applied.replace("Secret", "\\u0053ecret")}),
+        _binding({"apiVersion": "v1", "kind": "Secret", "namespace": "default", "name": "db"}),
+    ]
+    for obj in needing:
+        kind = obj["kind"]
+        assert for_requester(GROUP, kind, obj, may_read_secrets=False) is not obj
+        assert may_carry_secret(orjson.dumps(obj)), obj
+        assert may_carry_secret(orjson.dumps({"kind": "WorkList", "items": [_work(_deployment()), obj]}))
+    clean = _work(_deployment(), annotations={LAST_APPLIED: json.dumps(_work(_deployment()))})
+    assert b"\\" in orjson.dumps(clean)  # escaped quotes alone do not count
+    assert not may_carry_secret(orjson.dumps({"kind": "WorkList", "items": [clean, _work(_deployment())]}))
+    assert may_carry_secret(orjson.dumps({"note": "C:\\users"}))  # a backslash and a u: looked through

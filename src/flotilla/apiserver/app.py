@@ -6,6 +6,7 @@ import asyncio
 import logging
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from flotilla.apiserver.auth import may_read_secrets
 from flotilla.apiserver.bodies import parse_body
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.openapi import OpenAPICache
-from flotilla.apiserver.redaction import Redactor, redactor_for
+from flotilla.apiserver.redaction import Redactor, may_carry_secret, redactor_for
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import (
     APPLY_PATCH,
@@ -277,8 +278,7 @@ class ApiHandler:
             return await self._scale(request, rt, ns, name)
         if method == "GET":
             obj = await self.storage.get(rt, ns, name, shared=True)  # only serialized
-            redact = _redactor(request, rt)
-            return self._object_response(request, rt, obj if redact is None else redact(obj))
+            return self._object_response(request, rt, obj, _redactor(request, rt))
         if method == "PUT":
             if sub == "finalize" or sub == "status" or sub is None:
                 body = await self._body(request)
@@ -387,12 +387,16 @@ class ApiHandler:
             raise errors.bad_request("preconditions must be an object")
         return options
 
-    def _object_response(self, request: web.Request, rt: ResourceType, obj: dict[str, Any]) -> web.Response:
+    def _object_response(self, request: web.Request, rt: ResourceType, obj: dict[str, Any],
+                         redact: Redactor | None = None) -> web.Response:
         accept = request.headers.get("Accept", "")
         if wants_table(accept):
-            return _json(build_table(rt, [obj], include_object=request.query.get("includeObject", "Metadata"),
-                                     list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
-        return _json(obj)
+            def table(o: dict[str, Any]) -> dict[str, Any]:
+                return build_table(rt, [o], include_object=request.query.get("includeObject", "Metadata"),
+                                   list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")})
+
+            return _json_body(_serialized(table(obj), None if redact is None else lambda: table(redact(obj))))
+        return _json_body(_serialized(obj, None if redact is None else lambda: redact(obj)))
 
     def _written(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext,
                  code: int) -> web.Response:
@@ -439,12 +443,16 @@ class ApiHandler:
             shared=True,  # only serialized
         )
         redact = _redactor(request, rt)
-        if redact is not None:
-            result["items"] = [redact(obj) for obj in result["items"]]
+        items = result["items"]
         if wants_table(request.headers.get("Accept", "")):
-            return _json(build_table(rt, result["items"], include_object=q.get("includeObject", "Metadata"),
-                                     list_meta=result["metadata"]))
-        return _json(result)
+            def table(objects: list[dict[str, Any]]) -> dict[str, Any]:
+                return build_table(rt, objects, include_object=q.get("includeObject", "Metadata"),
+                                   list_meta=result["metadata"])
+
+            redacted_table = None if redact is None else lambda: table([redact(o) for o in items])
+            return _json_body(_serialized(table(items), redacted_table))
+        redacted = None if redact is None else lambda: {**result, "items": [redact(o) for o in items]}
+        return _json_body(_serialized(result, redacted))
 
     async def _delete_collection(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
         body = await self._body(request, allow_empty=True)
@@ -491,8 +499,6 @@ class ApiHandler:
     def _event_line(rt: ResourceType, item: tuple[str, dict[str, Any]], state: _WatchState,
                     allow_bookmarks: bool, table: bool, q: Any, redact: Redactor | None = None) -> bytes:
         etype, obj = item
-        if redact is not None and etype in _OBJECT_EVENTS:
-            obj = redact(obj)
         if etype == PROGRESS:
             state.last_rv = obj["metadata"]["resourceVersion"]
             return b""
@@ -503,9 +509,18 @@ class ApiHandler:
         elif etype != "ERROR":
             state.last_rv = obj["metadata"].get("resourceVersion", state.last_rv)
             if table:
-                obj = build_table(rt, [obj], include_object=q.get("includeObject", "Metadata"),
-                                  list_meta={"resourceVersion": state.last_rv}, with_columns=state.first_table)
+                list_meta, with_columns = {"resourceVersion": state.last_rv}, state.first_table
                 state.first_table = False
+
+                def event(o: dict[str, Any]) -> dict[str, Any]:
+                    return {"type": etype, "object": build_table(
+                        rt, [o], include_object=q.get("includeObject", "Metadata"), list_meta=list_meta,
+                        with_columns=with_columns)}
+            else:
+                def event(o: dict[str, Any]) -> dict[str, Any]:
+                    return {"type": etype, "object": o}
+
+            return _serialized(event(obj), None if redact is None else lambda: event(redact(obj))) + b"\n"
         return orjson.dumps({"type": etype, "object": obj}) + b"\n"
 
     @staticmethod
@@ -626,7 +641,18 @@ class ApiHandler:
         return resp
 
 
-_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+def _json_body(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": "application/json"})
+
+
+def _serialized(data: Any, redacted: Callable[[], Any] | None) -> bytes:
+    """``data`` as JSON; for a requester who may not read Secrets (``redacted`` given), ``redacted()`` instead
+    when the bytes may carry a Secret's content (serializing first: looking through the bytes costs next to
+    nothing, looking through the objects does not)."""
+    body = orjson.dumps(data)
+    if redacted is not None and may_carry_secret(body):
+        body = orjson.dumps(redacted())
+    return body
 
 
 def _redactor(request: web.Request, rt: ResourceType) -> Redactor | None:
