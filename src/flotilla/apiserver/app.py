@@ -6,6 +6,7 @@ import asyncio
 import logging
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -15,10 +16,12 @@ from aiohttp import web
 
 from flotilla import __version__
 from flotilla.apiserver import discovery, errors
+from flotilla.apiserver.auth import may_read_secrets
 from flotilla.apiserver.bodies import not_json, parse_body, parse_json, parse_yaml
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.fairness import INLINE_JSON_BYTES, INLINE_YAML_BYTES, BodyDecoder, FairnessLimits
 from flotilla.apiserver.openapi import OpenAPICache
+from flotilla.apiserver.redaction import Redactor, may_carry_secret, redactor_for
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import (
     APPLY_PATCH,
@@ -289,7 +292,7 @@ class ApiHandler:
             return await self._scale(request, rt, ns, name)
         if method == "GET":
             obj = await self.storage.get(rt, ns, name, shared=True)  # only serialized
-            return self._object_response(request, rt, obj)
+            return self._object_response(request, rt, obj, _redactor(request, rt))
         if method == "PUT":
             if sub == "finalize" or sub == "status" or sub is None:
                 body = await self._body(request)
@@ -404,12 +407,16 @@ class ApiHandler:
             raise errors.bad_request("preconditions must be an object")
         return options
 
-    def _object_response(self, request: web.Request, rt: ResourceType, obj: dict[str, Any]) -> web.Response:
+    def _object_response(self, request: web.Request, rt: ResourceType, obj: dict[str, Any],
+                         redact: Redactor | None = None) -> web.Response:
         accept = request.headers.get("Accept", "")
         if wants_table(accept):
-            return _json(build_table(rt, [obj], include_object=request.query.get("includeObject", "Metadata"),
-                                     list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
-        return _json(obj)
+            def table(o: dict[str, Any]) -> dict[str, Any]:
+                return build_table(rt, [o], include_object=request.query.get("includeObject", "Metadata"),
+                                   list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")})
+
+            return _json_body(_serialized(table(obj), None if redact is None else lambda: table(redact(obj))))
+        return _json_body(_serialized(obj, None if redact is None else lambda: redact(obj)))
 
     def _written(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], ctx: RequestContext,
                  code: int) -> web.Response:
@@ -455,10 +462,17 @@ class ApiHandler:
             resource_version_match=q.get("resourceVersionMatch", ""),
             shared=True,  # only serialized
         )
+        redact = _redactor(request, rt)
+        items = result["items"]
         if wants_table(request.headers.get("Accept", "")):
-            return _json(build_table(rt, result["items"], include_object=q.get("includeObject", "Metadata"),
-                                     list_meta=result["metadata"]))
-        return _json(result)
+            def table(objects: list[dict[str, Any]]) -> dict[str, Any]:
+                return build_table(rt, objects, include_object=q.get("includeObject", "Metadata"),
+                                   list_meta=result["metadata"])
+
+            redacted_table = None if redact is None else lambda: table([redact(o) for o in items])
+            return _json_body(_serialized(table(items), redacted_table))
+        redacted = None if redact is None else lambda: {**result, "items": [redact(o) for o in items]}
+        return _json_body(_serialized(result, redacted))
 
     async def _delete_collection(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
         body = await self._body(request, allow_empty=True)
@@ -503,7 +517,7 @@ class ApiHandler:
     # --------------------------------------------------------------- watch
     @staticmethod
     def _event_line(rt: ResourceType, item: tuple[str, dict[str, Any]], state: _WatchState,
-                    allow_bookmarks: bool, table: bool, q: Any) -> bytes:
+                    allow_bookmarks: bool, table: bool, q: Any, redact: Redactor | None = None) -> bytes:
         etype, obj = item
         if etype == PROGRESS:
             state.last_rv = obj["metadata"]["resourceVersion"]
@@ -515,9 +529,18 @@ class ApiHandler:
         elif etype != "ERROR":
             state.last_rv = obj["metadata"].get("resourceVersion", state.last_rv)
             if table:
-                obj = build_table(rt, [obj], include_object=q.get("includeObject", "Metadata"),
-                                  list_meta={"resourceVersion": state.last_rv}, with_columns=state.first_table)
+                list_meta, with_columns = {"resourceVersion": state.last_rv}, state.first_table
                 state.first_table = False
+
+                def event(o: dict[str, Any]) -> dict[str, Any]:
+                    return {"type": etype, "object": build_table(
+                        rt, [o], include_object=q.get("includeObject", "Metadata"), list_meta=list_meta,
+                        with_columns=with_columns)}
+            else:
+                def event(o: dict[str, Any]) -> dict[str, Any]:
+                    return {"type": etype, "object": o}
+
+            return _serialized(event(obj), None if redact is None else lambda: event(redact(obj))) + b"\n"
         return orjson.dumps({"type": etype, "object": obj}) + b"\n"
 
     @staticmethod
@@ -561,6 +584,7 @@ class ApiHandler:
         if timeout <= 0:
             timeout = self.options.default_watch_timeout * (1 + random.random())
         table = wants_table(request.headers.get("Accept", ""))
+        redact = _redactor(request, rt)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         try:
@@ -611,7 +635,7 @@ class ApiHandler:
                 chunk = bytearray()
                 count = 0
                 while item is not None:
-                    line = self._event_line(rt, item, state, allow_bookmarks, table, q)
+                    line = self._event_line(rt, item, state, allow_bookmarks, table, q, redact)
                     if line:
                         chunk += line
                     if item[0] == "ERROR":
@@ -635,6 +659,32 @@ class ApiHandler:
         except (ConnectionResetError, ConnectionError):
             pass
         return resp
+
+
+def _json_body(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": "application/json"})
+
+
+def _serialized(data: Any, redacted: Callable[[], Any] | None) -> bytes:
+    """``data`` as JSON; for a requester who may not read Secrets (``redacted`` given), ``redacted()`` instead
+    when the bytes may carry a Secret's content (serializing first: looking through the bytes costs next to
+    nothing, looking through the objects does not)."""
+    body = orjson.dumps(data)
+    if redacted is not None and may_carry_secret(body):
+        body = orjson.dumps(redacted())
+    return body
+
+
+def _redactor(request: web.Request, rt: ResourceType) -> Redactor | None:
+    """How objects of ``rt`` are served to this request's user: redacted when they may carry a Secret's content
+    and the user may not read Secrets (decided once per request); None to serve them as stored."""
+    redact = redactor_for(rt.group, rt.kind)
+    if redact is None:
+        return None
+    user, authorizer = request.get("user"), request.get("authorizer")
+    if user is None or authorizer is None:  # no --secure: every request may do anything
+        return None
+    return None if may_read_secrets(authorizer, user) else redact
 
 
 @dataclass

@@ -54,6 +54,7 @@ __all__ = [
     "forbidden_status",
     "format_token_line",
     "is_always_allowed_path",
+    "may_read_secrets",
     "parse_token_file",
     "read_only_may_read",
     "request_attributes",
@@ -632,6 +633,19 @@ class Authorizer:
         ):
             return True, f'user "{user.name}" is a viewer'
         return False, ""
+
+
+#: What :func:`may_read_secrets` asks the authorizer: reading every Secret (any namespace).
+_READ_SECRETS = RequestAttributes(verb="get", path="/api/v1/secrets", resource_request=True, api_prefix="api",
+                                  api_version="v1", resource="secrets")
+
+
+def may_read_secrets(authorizer: Authorizer, user: UserInfo) -> bool:
+    """Whether ``user`` may read Secrets: else the objects that embed a Secret's content (Works) are served to it
+    redacted (:mod:`flotilla.apiserver.redaction`). Asked once per request, as a get of Secrets at the cluster
+    scope, so a role that reads Secrets in some namespaces only still gets the redacted view."""
+    allowed, _ = authorizer.authorize(user, _READ_SECRETS.verb, _READ_SECRETS)
+    return allowed
 
 
 def forbidden_message(user: UserInfo, verb: str, attrs: RequestAttributes, reason: str = "") -> str:
