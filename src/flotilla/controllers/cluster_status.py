@@ -35,7 +35,9 @@ published not Ready while its probes fail (they start again, with a fresh list, 
 The period is kept with the work queue's ``add_after`` (``reconcile`` returns it), not a task per cluster.
 Triggers: a Cluster added, its generation (spec) or finalizers changed, or deleted - not status updates (its
 own writes). It waits for the cluster controller's finalizer ``karmada.io/cluster-controller`` before it
-starts, as Karmada does, and ignores Pull clusters and Push clusters without ``spec.secretRef``.
+starts, as Karmada does, and ignores Pull clusters and Push clusters without ``spec.secretRef``. In
+``flotilla agent`` (``ControllerOptions.agent_cluster``) it handles exactly the agent's Pull cluster (watched by a
+field selector), through the agent's own member client; no Secret is watched there.
 
 Small deliberate deviations: when ``/version`` cannot be read, the last known ``kubernetesVersion`` is kept
 instead of being blanked; when discovery fails entirely right after a healthy probe (the member went away in

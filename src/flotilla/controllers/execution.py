@@ -1,7 +1,9 @@
 """The execution controller: a Work's manifests are created, updated or deleted in its member cluster.
 
-Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters. Decisions are
-in :mod:`flotilla.propagation.apply`; this module talks to the control plane and the members.
+Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters, and in ``flotilla
+agent`` for the agent's Pull cluster (``ControllerOptions.agent_cluster``: only the Works of its execution
+namespace are watched; :mod:`flotilla.cluster.scope`). Decisions are in :mod:`flotilla.propagation.apply`; this
+module talks to the control plane and the members.
 
 Triggers: a Work's creation and every change of its generation (its spec, or its deletion), plus
 drift: every member object carrying ``karmada.io/managed=true`` and the ``work.karmada.io/namespace``
@@ -42,7 +44,9 @@ fenced again, its recovery purge runs before any Work is applied there: the memb
 ``karmada.io/managed=true`` of the kinds Flotilla placed there (those of its Works, and of the Works
 abandoned there) that no current Work wants are deleted (:func:`~flotilla.failover.fencing.
 stale_objects_on_recovery`). The purge is queued as ``purge-cluster:<name>`` as soon as the cluster
-comes back, and every Work of that cluster waits for it (retried with backoff while it fails).
+comes back, and every Work of that cluster waits for it (retried with backoff while it fails). The purge decides
+from a fresh, complete list of the cluster's Works (:func:`~flotilla.failover.fencing.recovery_works`), never from
+the informer's cache, which is empty after a restart or while lists are refused.
 """
 
 from __future__ import annotations

@@ -280,3 +280,23 @@ async def test_agent_restart_with_the_control_plane_down_at_start_keeps_member_o
     await eventually(lambda: all_healthy(plane.cp), what="the workloads Healthy again")
     await asyncio.sleep(2.0)
     assert await member_uids(plane.member) == uids
+
+
+async def test_controller_manager_leaves_pull_cluster_works_and_status_to_the_agent(plane: Plane) -> None:
+    # no agent runs: a Ready Pull cluster with a Work; the controller-manager must not touch either
+    await plane.cp.create(CLUSTERS, {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                                     "metadata": {"name": CLUSTER}, "spec": {"syncMode": "Pull"}})
+    await set_ready(plane.cp, CLUSTER, "True", reason="ClusterReady", message="set by the test")
+    await eventually(lambda: plane.cp.get_or_none(NAMESPACES, ES), what="the execution namespace")
+    _, body = templates()[0]
+    await plane.cp.create(WORKS, {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                                  "metadata": {"name": "web", "namespace": ES},
+                                  "spec": {"workload": {"manifests": [body]}}})
+    await asyncio.sleep(2.0)  # four status periods of the controller-manager
+    work = await plane.cp.get(WORKS, "web", ES)
+    assert "karmada.io/execution-controller" not in (work["metadata"].get("finalizers") or [])
+    assert not (work.get("status") or {}).get("conditions")
+    cluster = await plane.cp.get(CLUSTERS, CLUSTER)
+    assert [c["reason"] for c in cluster["status"]["conditions"]] == ["ClusterReady"]  # only the test's
+    assert "kubernetesVersion" not in cluster["status"]
+    assert await plane.member.get_or_none(DEPLOYMENTS, "web", "default") is None
