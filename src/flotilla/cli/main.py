@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_controller_manager_parser(sub)  # `flotilla controller-manager`
 
+    from flotilla.cli.agent import add_agent_parser
+
+    add_agent_parser(sub)  # `flotilla agent` (Pull mode)
+
     from flotilla.cli.jsonpath_cmd import add_jsonpath_parser
 
     add_jsonpath_parser(sub)  # `flotilla jsonpath TEMPLATE -f OBJ`

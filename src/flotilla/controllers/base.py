@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from flotilla.api.resources import CLUSTERS, WORKS
 from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.workqueue import WorkQueue
+from flotilla.cluster.scope import cluster_field_selector, execution_namespace, serves_cluster
 from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
@@ -95,6 +97,24 @@ class Controller(ABC):
 
     def informer(self, res: Resource, namespace: str | None = None, **kw: Any) -> Any:
         return self.ctx.informers.informer(res, namespace, **kw)
+
+    # ------------------------------------------------------------------ scope (flotilla.cluster.scope)
+    @property
+    def agent_cluster(self) -> str | None:
+        """The agent's one cluster (``ControllerOptions.agent_cluster``), or None in the controller-manager."""
+        return getattr(self.options, "agent_cluster", None)
+
+    def serves(self, cluster: Mapping[str, Any] | None) -> bool:
+        """Whether this process drives the member of ``cluster`` (the agent its own, the manager the Push ones)."""
+        return serves_cluster(cluster, self.agent_cluster)
+
+    def works_informer(self) -> Any:
+        """The Works this process applies and reports on: all, or the agent's execution namespace only."""
+        return self.informer(WORKS, execution_namespace(self.agent_cluster))
+
+    def clusters_informer(self) -> Any:
+        """The Clusters: all, or the agent's own only (``fieldSelector=metadata.name=<cluster>``)."""
+        return self.informer(CLUSTERS, field_selector=cluster_field_selector(self.agent_cluster))
 
     def enqueue_object(self, obj: Mapping[str, Any], priority: int = 0) -> None:
         md = obj.get("metadata") or {}

@@ -35,7 +35,9 @@ published not Ready while its probes fail (they start again, with a fresh list, 
 The period is kept with the work queue's ``add_after`` (``reconcile`` returns it), not a task per cluster.
 Triggers: a Cluster added, its generation (spec) or finalizers changed, or deleted - not status updates (its
 own writes). It waits for the cluster controller's finalizer ``karmada.io/cluster-controller`` before it
-starts, as Karmada does, and ignores Pull clusters and Push clusters without ``spec.secretRef``.
+starts, as Karmada does, and ignores Pull clusters and Push clusters without ``spec.secretRef``. In
+``flotilla agent`` (``ControllerOptions.agent_cluster``) it handles exactly the agent's Pull cluster (watched by a
+field selector), through the agent's own member client; no Secret is watched there.
 
 Small deliberate deviations: when ``/version`` cannot be read, the last known ``kubernetesVersion`` is kept
 instead of being blanked; when discovery fails entirely right after a healthy probe (the member went away in
@@ -494,8 +496,9 @@ class ClusterStatusController(Controller):
             PROBE_BOARD, ProbeBoard(self.options.cluster_status_update_frequency))
 
     def setup(self) -> None:
-        self.clusters = self.informer(CLUSTERS)
-        self._secrets[CLUSTER_SECRET_NAMESPACE] = self.informer(SECRETS, CLUSTER_SECRET_NAMESPACE)
+        self.clusters = self.clusters_informer()
+        if self.agent_cluster is None:  # the agent's member client is its own: no Secret is read
+            self._secrets[CLUSTER_SECRET_NAMESPACE] = self.informer(SECRETS, CLUSTER_SECRET_NAMESPACE)
         self.clusters.add_handler(on_add=self.enqueue_object, on_update=self._on_update,
                                   on_delete=self.enqueue_object)
 
@@ -528,7 +531,9 @@ class ClusterStatusController(Controller):
             await self.ctx.members.forget(key)
             return None
         spec = cluster.get("spec") or {}
-        if spec.get("syncMode") != "Push" or not (spec.get("secretRef") or {}).get("name"):
+        if not self.serves(cluster) or (self.agent_cluster is None
+                                        and (spec.get("syncMode") != "Push"
+                                             or not (spec.get("secretRef") or {}).get("name"))):
             await self._forget_member(key)
             self.board.forget(key)
             return None  # Pull clusters report through their agent; Push clusters without credentials are skipped
@@ -623,6 +628,11 @@ class ClusterStatusController(Controller):
         same; while the cache is not synced or has no such Secret, ``client_for`` decides (and fails when the Secret
         is gone, as before). ``refresh`` asks ``client_for`` in any case (a probe failed with a kept client)."""
         name = cluster["metadata"]["name"]
+        if self.agent_cluster is not None:  # the agent's own member client, the same for its whole life
+            client = await self.ctx.members.client_for(cluster)
+            cached = self._clients.get(name)
+            self._clients[name] = ((), client)
+            return client, not refresh and cached is not None and cached[1] is client
         spec = cluster.get("spec") or {}
         ref = spec.get("secretRef") or {}
         secret_version = self._secret_version(str(ref.get("namespace") or CLUSTER_SECRET_NAMESPACE),

@@ -1,7 +1,9 @@
 """The execution controller: a Work's manifests are created, updated or deleted in its member cluster.
 
-Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters. Decisions are
-in :mod:`flotilla.propagation.apply`; this module talks to the control plane and the members.
+Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters, and in ``flotilla
+agent`` for the agent's Pull cluster (``ControllerOptions.agent_cluster``: only the Works of its execution
+namespace are watched; :mod:`flotilla.cluster.scope`). Decisions are in :mod:`flotilla.propagation.apply`; this
+module talks to the control plane and the members.
 
 Triggers: a Work's creation and every change of its generation (its spec, or its deletion), plus
 drift: every member object carrying ``karmada.io/managed=true`` and the ``work.karmada.io/namespace``
@@ -42,7 +44,9 @@ fenced again, its recovery purge runs before any Work is applied there: the memb
 ``karmada.io/managed=true`` of the kinds Flotilla placed there (those of its Works, and of the Works
 abandoned there) that no current Work wants are deleted (:func:`~flotilla.failover.fencing.
 stale_objects_on_recovery`). The purge is queued as ``purge-cluster:<name>`` as soon as the cluster
-comes back, and every Work of that cluster waits for it (retried with backoff while it fails).
+comes back, and every Work of that cluster waits for it (retried with backoff while it fails). The purge decides
+from a fresh, complete list of the cluster's Works (:func:`~flotilla.failover.fencing.recovery_works`), never from
+the informer's cache, which is empty after a restart or while lists are refused.
 """
 
 from __future__ import annotations
@@ -74,16 +78,17 @@ from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
     ObjectIdentity,
     is_fenced,
+    recovery_works,
     stale_objects_on_recovery,
     wanted_identities,
     work_deletion_decision,
 )
 from flotilla.interpreter import Operation
+from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.apply import (
     ApplyAction,
     DeleteAction,
@@ -176,8 +181,8 @@ class ExecutionController(Controller):
     workers: ClassVar[int] = 32
 
     def setup(self) -> None:
-        self._works = self.informer(WORKS)
-        self._clusters = self.informer(CLUSTERS)
+        self._works = self.works_informer()
+        self._clusters = self.clusters_informer()
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
         self._interpreters = InterpreterCache(customization_failures(self.ctx))
         #: (cluster, object key) -> resourceVersion Flotilla last wrote or saw unchanged (drift filter)
@@ -224,7 +229,7 @@ class ExecutionController(Controller):
 
     def _cluster_changed(self, cluster: dict[str, Any]) -> None:
         name = str(_meta(cluster).get("name") or "")
-        if not name:
+        if not name or not self.serves(cluster):
             return
         if not cluster_ready(cluster) or is_fenced(cluster):
             self._recovering.add(name)
@@ -307,6 +312,8 @@ class ExecutionController(Controller):
         if cluster_name is None:
             return None
         cluster = self._clusters.store.get(cluster_name)
+        if cluster is not None and not self.serves(cluster):
+            return None  # a Pull cluster's Works are its agent's (and the agent's are its own cluster's only)
         if _meta(work).get("deletionTimestamp"):
             self._handoff.drop(key)
             await self._finish_deletion(work, cluster_name, cluster)
@@ -535,7 +542,15 @@ class ExecutionController(Controller):
             return True
 
     async def _purge(self, cluster_name: str, cluster: Mapping[str, Any]) -> None:
-        works = [w for w in self._works.store.list() if work_cluster(w) == cluster_name]
+        # never from the informer's cache (empty or not synced after a restart or a refused list: every object of
+        # the member would look stale, Karmada #5406) but from a fresh, complete list of the execution namespace
+        namespace = generate_execution_space_name(cluster_name)
+        listed = await self.client.list(WORKS, namespace)
+        fresh = recovery_works(listed)
+        if fresh is None:
+            raise ClusterNotReady(f"cluster({cluster_name}): no complete list of the Works of {namespace}; "
+                                  "not purging")
+        works = [dict(w) for w in fresh]
         for work in works:
             self._note_kinds(cluster_name, work)
         wanted = wanted_identities(works)

@@ -35,18 +35,25 @@ class ControllerManager:
     The controllers' Events go through one :class:`EventRecorder` that never holds back the failover's Events
     (:data:`~flotilla.failover.events.FAILOVER_EVENT_REASONS`) and counts what it drops in ``metrics``;
     ``recorder_options`` are passed on to it (its budgets and delays: tests shrink them).
+
+    ``members``: the member clients (default: built from each Cluster's endpoint and Secret; ``flotilla agent``
+    gives :class:`~flotilla.controllers.members.AgentMemberClients`), closed with the manager. ``component``: the
+    Events' source.
     """
 
     def __init__(self, client: Client, options: ControllerOptions | None = None, *,
                  controllers: Sequence[str] | None = None, sync_timeout: float = 60.0,
                  metrics: ControllerMetrics | None = None,
-                 recorder_options: Mapping[str, Any] | None = None) -> None:
+                 recorder_options: Mapping[str, Any] | None = None, members: MemberClients | None = None,
+                 component: str = "flotilla-controller-manager") -> None:
         self.client = client
         self.metrics = metrics if metrics is not None else ControllerMetrics()
         self.options = options or ControllerOptions()
         self.selected = controllers
         self.sync_timeout = sync_timeout
         self.recorder_options = dict(recorder_options or {})
+        self.members = members
+        self.component = component
         self.controllers: list[Controller] = []
         self.ctx: ControllerContext | None = None
 
@@ -57,11 +64,12 @@ class ControllerManager:
         if unknown:
             raise ValueError(f"unknown controllers {unknown}; known: {', '.join(available)}")
         informers = SharedInformerFactory(self.client)
-        recorder = EventRecorder(self.client, "flotilla-controller-manager", **{
+        recorder = EventRecorder(self.client, self.component, **{
             "priority_reasons": FAILOVER_EVENT_REASONS, "metrics": self.metrics.events, **self.recorder_options})
         self.ctx = ControllerContext(client=self.client, informers=informers, recorder=recorder,
                                      options=self.options,
-                                     members=MemberClients(self.client, request_timeout=self.options.cluster_api_timeout),
+                                     members=self.members or MemberClients(
+                                         self.client, request_timeout=self.options.cluster_api_timeout),
                                      metrics=self.metrics)
         self.ctx.forward_first.on_wait = self.metrics.forward_first_waited
         self.controllers = [available[n](self.ctx) for n in names]

@@ -165,3 +165,27 @@ class MemberClients:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class AgentMemberClients(MemberClients):
+    """The member client of ``flotilla agent``: its own member, from its ``--kubeconfig``, for its one cluster.
+
+    The agent's Cluster has no ``secretRef`` (and may have no ``apiEndpoint``): the credentials stay in the member.
+    Asked for another cluster (never, within the agent's scope), it refuses instead of reading a Secret."""
+
+    def __init__(self, control_plane: Client, cluster: str, member: Client) -> None:
+        super().__init__(control_plane, request_timeout=10.0)
+        self.cluster = cluster
+        self.member = member
+
+    async def client_for(self, cluster: dict[str, Any]) -> Client:
+        name = (cluster.get("metadata") or {}).get("name", "")
+        if name != self.cluster:
+            raise MemberClientError(f"cluster {name}: this agent serves cluster {self.cluster} only")
+        return self.member
+
+    async def forget(self, name: str) -> None:
+        return None  # the member client is the agent's for its whole life
+
+    async def close(self) -> None:
+        await self.member.close()

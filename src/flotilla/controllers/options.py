@@ -48,6 +48,10 @@ class ControllerOptions:
     skipped_propagating_namespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease",
                                                       "karmada-system", "karmada-cluster")
     feature_gates: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
+    #: the scope of ``flotilla agent``: the one Pull cluster whose cluster status, Works and member objects this
+    #: process handles (its Works' namespace and its Cluster only are watched); None in the controller-manager,
+    #: which then leaves Pull clusters to their agents (:mod:`flotilla.cluster.scope`)
+    agent_cluster: str | None = None
 
     def validate(self) -> list[str]:
         """Every invalid value, as ``field.Error`` strings (empty when the options are usable).

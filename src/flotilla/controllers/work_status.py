@@ -53,7 +53,7 @@ from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.member_informers import member_informers
-from flotilla.controllers.members import CLUSTERS, MemberClientError
+from flotilla.controllers.members import MemberClientError
 from flotilla.interpreter import (
     CustomizationFailure,
     InterpreterError,
@@ -183,8 +183,8 @@ class WorkStatusController(Controller):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        self.works = self.informer(WORKS)
-        self.clusters = self.informer(CLUSTERS)
+        self.works = self.works_informer()
+        self.clusters = self.clusters_informer()
         self.interpreters = shared_interpreter(self.ctx)
         self.works.add_handler(on_add=self._on_work_add, on_update=self._on_work_update,
                                on_delete=self._on_work_delete)
@@ -320,7 +320,7 @@ class WorkStatusController(Controller):
     async def _sync_cluster(self, name: str) -> float | None:
         cluster_obj = self.clusters.store.get(name)
         async with self._lock(name):
-            if cluster_obj is None or not st.cluster_ready(cluster_obj):
+            if cluster_obj is None or not st.cluster_ready(cluster_obj) or not self.serves(cluster_obj):
                 await self._drop_watch(name)
                 if cluster_obj is None:
                     self._member_informers.forget(name)
@@ -399,8 +399,8 @@ class WorkStatusController(Controller):
         if cluster is None:
             return [], ""
         cluster_obj = self.clusters.store.get(cluster)
-        if cluster_obj is None or not st.cluster_ready(cluster_obj):
-            return [], ""
+        if cluster_obj is None or not st.cluster_ready(cluster_obj) or not self.serves(cluster_obj):
+            return [], ""  # (a Pull cluster's Works are reported by its agent)
         manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
         errors: list[str] = []
         cached: list[tuple[Informer, str, str, str]] = []

@@ -226,6 +226,21 @@ def wanted_identities(works: Iterable[Mapping[str, Any]]) -> set[ObjectIdentity]
     return out
 
 
+def recovery_works(listed: Mapping[str, Any] | None) -> list[Mapping[str, Any]] | None:
+    """The Works a recovery purge may decide from: those of a fresh, complete list of the cluster's execution
+    namespace (a WorkList as the API server answered it), or None when there is no such list - the list failed
+    (``listed`` None), or it is one page of several (it has a ``continue`` token) - and then nothing is purged.
+
+    The purge deletes every managed member object no Work wants, so it must never decide from a cache that is
+    empty or not synced (an agent or controller-manager that just restarted, or whose lists are refused): that would
+    delete every object of the member."""
+    if not isinstance(listed, Mapping) or not isinstance(listed.get("items"), list):
+        return None
+    if _map(listed.get("metadata")).get("continue"):
+        return None
+    return [w for w in listed["items"] if isinstance(w, Mapping)]
+
+
 def _placed_by_flotilla(obj: Mapping[str, Any]) -> bool:
     meta = _meta(obj)
     labels = _map(meta.get("labels"))

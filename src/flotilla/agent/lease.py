@@ -1,0 +1,48 @@
+"""The agent's Lease (karmada-core.md §8.2): ``coordination.k8s.io/v1`` Lease ``<cluster>`` in ``karmada-cluster``,
+held by the cluster's name, renewed every ``duration x fraction`` seconds. The control plane judges a Pull
+cluster's health from its ``renewTime``. Pure functions; the renewing loop is in :mod:`.runtime`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flotilla.api.labels import KARMADA_CLUSTER_NAMESPACE as LEASE_NAMESPACE
+
+__all__ = ["LEASE_NAMESPACE", "lease_body", "micro_time", "renew_interval", "renewed_lease"]
+
+_DEFAULT_NAMESPACE: Final = LEASE_NAMESPACE
+
+
+def micro_time(now: datetime) -> str:
+    """A ``metav1.MicroTime`` as the API carries it: RFC 3339 in UTC with microseconds (naive times are UTC)."""
+    if now.tzinfo is not None:
+        now = now.astimezone(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def renew_interval(duration: float, fraction: float) -> float:
+    """Seconds between renewals (Karmada: ``--cluster-lease-duration`` x ``--cluster-lease-renew-interval-fraction``)."""
+    return duration * fraction
+
+
+def lease_body(cluster: str, duration: float, now: datetime, namespace: str = _DEFAULT_NAMESPACE) -> dict[str, Any]:
+    """The Lease the agent creates when there is none."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": cluster, "namespace": namespace},
+        "spec": {"holderIdentity": cluster, "leaseDurationSeconds": max(1, round(duration)),
+                 "renewTime": micro_time(now)},
+    }
+
+
+def renewed_lease(lease: Mapping[str, Any], cluster: str, duration: float, now: datetime) -> dict[str, Any]:
+    """``lease`` renewed at ``now`` (its resourceVersion kept: the update is conditional on it)."""
+    out = copy.deepcopy(dict(lease))
+    spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
+    spec = {**spec, "holderIdentity": cluster, "leaseDurationSeconds": max(1, round(duration)),
+            "renewTime": micro_time(now)}
+    out["spec"] = spec
+    return out

@@ -1,0 +1,230 @@
+"""The agent at run time: register the Cluster, renew the Lease, run the scoped controllers, stop on request.
+
+:class:`Agent` takes two clients: the control plane's (from ``--karmada-kubeconfig``; a kubeconfig listing several
+servers of an HA control plane gives a client that fails over between them) and the member's (``--kubeconfig``).
+Every control-plane call that fails (unreachable, refused, 403) is retried with an exponential backoff, never in
+a busy loop; the controllers' informers back off and re-list on 410 Gone by themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flotilla.agent.lease import LEASE_NAMESPACE, lease_body, renew_interval, renewed_lease
+from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
+from flotilla.api.resources import CLUSTERS
+from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.client.resources import LEASES
+from flotilla.controllers.manager import ControllerManager
+from flotilla.controllers.members import AgentMemberClients
+from flotilla.controllers.options import ControllerOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AGENT_CONTROLLERS", "Agent", "AgentConfig", "Backoff"]
+
+#: the controllers the agent runs, scoped to its cluster (the controller-manager skips Pull clusters in them)
+AGENT_CONTROLLERS: Final = ("cluster-status", "execution", "work-status")
+
+
+@dataclass
+class AgentConfig:
+    """The agent's settings (the flags of ``flotilla agent``, Karmada's names and defaults)."""
+
+    cluster_name: str
+    cluster_namespace: str = LEASE_NAMESPACE
+    cluster_api_endpoint: str | None = None
+    cluster_lease_duration: float = 40.0
+    cluster_lease_renew_interval_fraction: float = 0.25
+    cluster_status_update_frequency: float = 10.0
+    cluster_api_timeout: float = 10.0
+    #: how long the controllers' start waits for the control plane's caches (then they start anyway)
+    sync_timeout: float = 60.0
+
+    def validate(self) -> list[str]:
+        """What is wrong with the settings (empty: usable)."""
+        errs: list[str] = []
+        if not self.cluster_name:
+            errs.append("--cluster-name is required: the name of this member's Cluster on the control plane")
+        elif not _dns_label(self.cluster_name):
+            errs.append(f"--cluster-name {self.cluster_name!r}: must be a DNS label (lowercase letters, digits "
+                        "and '-', at most 48 characters: karmada-es-<name> must be a namespace name)")
+        if not self.cluster_lease_duration > 0:
+            errs.append("--cluster-lease-duration must be greater than 0")
+        if not 0 < self.cluster_lease_renew_interval_fraction < 1:
+            errs.append("--cluster-lease-renew-interval-fraction must be between 0 and 1 (exclusive)")
+        if not self.cluster_status_update_frequency > 0:
+            errs.append("--cluster-status-update-frequency must be greater than 0")
+        return errs
+
+
+def _dns_label(name: str) -> bool:
+    import re
+
+    return len(name) <= 48 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) is not None
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter between ``first`` and ``cap`` seconds (reset after a success)."""
+
+    first: float = 0.5
+    cap: float = 30.0
+    failures: int = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.first * (2 ** min(self.failures, 30)))
+        self.failures += 1
+        return delay * random.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Agent:
+    """One Pull member's agent. ``await agent.run(stop)`` returns the exit code once ``stop`` is set (0), or at
+    once when the Cluster cannot be this agent's (1: a Push cluster of that name)."""
+
+    def __init__(self, control_plane: Client, member: Client, config: AgentConfig, *,
+                 backoff: tuple[float, float] = (0.5, 30.0), now: Callable[[], datetime] = utcnow) -> None:
+        self.cp = control_plane
+        self.member = member
+        self.config = config
+        self.backoff = backoff
+        self.now = now
+        self.manager: ControllerManager | None = None
+        self.lease: dict[str, Any] | None = None
+        self.renewals = 0
+
+    # ------------------------------------------------------------------ the Cluster
+    async def register_once(self) -> dict[str, Any]:
+        """Create the Cluster, or adopt it; RegistrationError when it must not be adopted, ApiException else."""
+        name = self.config.cluster_name
+        try:
+            return await self.cp.create(CLUSTERS, cluster_body(name, self.config.cluster_api_endpoint))
+        except ApiException as e:
+            if not is_already_exists(e):
+                raise
+        existing = await self.cp.get(CLUSTERS, name)
+        patch = adoption_patch(existing, self.config.cluster_api_endpoint)
+        if patch is None:
+            return existing
+        return await self.cp.patch(CLUSTERS, name, patch)
+
+    async def register(self, stop: asyncio.Event) -> dict[str, Any] | None:
+        """Register until it succeeds (backing off while the control plane is unreachable or refuses), or None once
+        ``stop`` is set. A Cluster that must not be adopted because of its mode raises RegistrationError."""
+        backoff = Backoff(*self.backoff)
+        while not stop.is_set():
+            try:
+                cluster = await self.register_once()
+                log.info("cluster %s registered in Pull mode", self.config.cluster_name)
+                return cluster
+            except RegistrationError as e:
+                if "being deleted" not in str(e):
+                    raise
+                log.warning("%s", e)
+            except (ApiException, OSError) as e:
+                log.warning("cannot register cluster %s yet: %s", self.config.cluster_name, e)
+            if await _wait(stop, backoff.next()):
+                return None
+        return None
+
+    # ------------------------------------------------------------------ the Lease
+    async def renew_lease_once(self) -> dict[str, Any]:
+        """Create or renew the Lease (an update conditional on the last resourceVersion; on 409 it is read again)."""
+        name, namespace = self.config.cluster_name, self.config.cluster_namespace
+        duration = self.config.cluster_lease_duration
+        for _ in range(3):
+            if self.lease is None:
+                self.lease = await self.cp.get_or_none(LEASES, name, namespace)
+            if self.lease is None:
+                try:
+                    self.lease = await self.cp.create(LEASES, lease_body(name, duration, self.now(), namespace),
+                                                      namespace)
+                except ApiException as e:
+                    if not is_already_exists(e):
+                        raise
+                    continue
+            else:
+                try:
+                    self.lease = await self.cp.update(LEASES, renewed_lease(self.lease, name, duration, self.now()))
+                except ApiException as e:
+                    self.lease = None
+                    if not (is_conflict(e) or is_not_found(e)):
+                        raise
+                    continue
+            self.renewals += 1
+            return self.lease
+        raise ApiException(409, "Conflict", f"lease {namespace}/{name} kept changing; will retry")
+
+    async def renew_lease(self, stop: asyncio.Event) -> None:
+        """Renew every ``duration x fraction`` seconds until ``stop``; failures back off up to that period."""
+        period = renew_interval(self.config.cluster_lease_duration, self.config.cluster_lease_renew_interval_fraction)
+        backoff = Backoff(min(0.5, period), period)
+        while not stop.is_set():
+            try:
+                await self.renew_lease_once()
+                backoff.reset()
+                delay = period
+            except (ApiException, OSError) as e:
+                log.warning("cannot renew lease %s/%s: %s", self.config.cluster_namespace,
+                            self.config.cluster_name, e)
+                delay = backoff.next()
+            if await _wait(stop, delay):
+                return
+
+    # ------------------------------------------------------------------ the whole agent
+    def options(self) -> ControllerOptions:
+        return ControllerOptions(agent_cluster=self.config.cluster_name,
+                                 cluster_status_update_frequency=self.config.cluster_status_update_frequency,
+                                 cluster_api_timeout=self.config.cluster_api_timeout)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        try:
+            cluster = await self.register(stop)
+        except RegistrationError as e:
+            log.error("%s", e)
+            return 1
+        if cluster is None:
+            return 0
+        name = self.config.cluster_name
+        self.manager = ControllerManager(self.cp, self.options(), controllers=list(AGENT_CONTROLLERS),
+                                         members=AgentMemberClients(self.cp, name, self.member),
+                                         sync_timeout=self.config.sync_timeout, component="flotilla-agent")
+        lease = asyncio.ensure_future(self.renew_lease(stop))
+        try:
+            starting = asyncio.ensure_future(self.manager.start())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+            else:
+                log.info("agent of cluster %s: controllers %s running", name, ", ".join(AGENT_CONTROLLERS))
+                await stopper
+            stopper.cancel()
+        finally:
+            stop.set()
+            await lease
+            await self.manager.stop()
+        return 0
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds`` or until ``stop``; whether it was stopped."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()

@@ -1,0 +1,122 @@
+"""``flotilla agent``: Pull mode's agent for one member cluster (Karmada's karmada-agent flags)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from typing import Any
+
+from flotilla.cli.controller_manager import parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+
+
+def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "agent", help="run the Pull-mode agent of one member cluster",
+        description="Register this member as a Pull cluster on the control plane, renew its Lease and run the "
+                    "cluster-status, execution and work-status controllers for it: the agent reads the Works of "
+                    "karmada-es-<cluster> from the control plane and applies them to the member.",
+        epilog="example:\n  flotilla agent --karmada-kubeconfig cp.kubeconfig --cluster-name member1 \\\n"
+               "      --kubeconfig member1.kubeconfig",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--karmada-kubeconfig", required=True,
+                   help="kubeconfig of the control plane (several servers: an HA control plane)")
+    p.add_argument("--karmada-context", default=None, help="context of --karmada-kubeconfig (default: current)")
+    p.add_argument("--cluster-name", required=True, help="name of this member's Cluster on the control plane")
+    p.add_argument("--cluster-namespace", default="karmada-cluster",
+                   help="namespace of the cluster's Lease on the control plane (default karmada-cluster)")
+    p.add_argument("--cluster-api-endpoint", default=None,
+                   help="the member's API endpoint, recorded in the Cluster (informational; never called)")
+    p.add_argument("--cluster-lease-duration", type=_duration, default=40.0, metavar="DURATION",
+                   help="the Lease's duration (default 40s)")
+    p.add_argument("--cluster-lease-renew-interval-fraction", type=_fraction, default=0.25, metavar="FRACTION",
+                   help="the Lease is renewed every duration x fraction (default 0.25: every 10s)")
+    p.add_argument("--cluster-status-update-frequency", type=_duration, default=10.0, metavar="DURATION",
+                   help="how often the cluster's status is collected and posted (default 10s)")
+    p.add_argument("--cluster-api-timeout", type=_duration, default=10.0, metavar="DURATION",
+                   help="timeout of each request to the member's API server (default 10s)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
+    p.set_defaults(fn=run_agent_command, _agent_parser=p)
+    return p
+
+
+def _say(message: str) -> None:
+    print(f"flotilla agent: {message}", file=sys.stderr, flush=True)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from flotilla.agent.runtime import AgentConfig
+
+    return AgentConfig(cluster_name=args.cluster_name, cluster_namespace=args.cluster_namespace,
+                       cluster_api_endpoint=args.cluster_api_endpoint,
+                       cluster_lease_duration=args.cluster_lease_duration,
+                       cluster_lease_renew_interval_fraction=args.cluster_lease_renew_interval_fraction,
+                       cluster_status_update_frequency=args.cluster_status_update_frequency,
+                       cluster_api_timeout=args.cluster_api_timeout)
+
+
+async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from flotilla.agent.runtime import Agent
+    from flotilla.client import Client
+
+    cfg = config_from_args(args)
+    errs = cfg.validate()
+    if errs:
+        for e in errs:
+            _say(e)
+        return 1
+    try:
+        cp = Client.from_kubeconfig(args.karmada_kubeconfig, args.karmada_context)
+    except (OSError, ValueError, KeyError) as e:
+        _say(f"cannot load --karmada-kubeconfig {args.karmada_kubeconfig}: {e}")
+        return 1
+    try:
+        member = Client.from_kubeconfig(args.kubeconfig, args.context, request_timeout=cfg.cluster_api_timeout,
+                                        read_retries=0)
+    except (OSError, ValueError, KeyError) as e:
+        await cp.close()
+        where = args.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        _say(f"cannot load the member's --kubeconfig {where}: {e}")
+        return 1
+    try:
+        code = await Agent(cp, member, cfg).run(stop)
+    finally:
+        await cp.close()
+        await member.close()
+    if code:
+        _say(f"cluster {cfg.cluster_name} cannot be registered by this agent (see the log above)")
+    return code
+
+
+def run_agent_command(args: argparse.Namespace) -> int:
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        return await run(args, stop)
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
