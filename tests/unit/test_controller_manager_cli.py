@@ -197,6 +197,26 @@ def test_karmadas_flag_validation_is_a_usage_error(capsys: pytest.CaptureFixture
     assert needle in parse_error(capsys, *argv)
 
 
+def test_pull_monitor_flags_take_go_durations_with_karmadas_defaults() -> None:
+    o = options()
+    assert (o.cluster_monitor_period, o.cluster_monitor_grace_period, o.cluster_startup_grace_period) == (
+        5.0, 40.0, 60.0)
+    o = options("--cluster-monitor-period", "500ms", "--cluster-monitor-grace-period=1m30s",
+                "--cluster-startup-grace-period", "2")
+    assert (o.cluster_monitor_period, o.cluster_monitor_grace_period, o.cluster_startup_grace_period) == (
+        0.5, 90.0, 2.0)
+
+
+@pytest.mark.parametrize(("flag", "field"), [
+    ("--cluster-monitor-period", "ClusterMonitorPeriod"),
+    ("--cluster-monitor-grace-period", "ClusterMonitorGracePeriod"),
+    ("--cluster-startup-grace-period", "ClusterStartupGracePeriod"),
+])
+def test_pull_monitor_flags_must_be_positive(capsys: pytest.CaptureFixture[str], flag: str, field: str) -> None:
+    assert f'Options.{field}: Invalid value: "0s": must be greater than 0' in parse_error(capsys, flag, "0")
+    assert f"argument {flag}: invalid duration 'soon'" in parse_error(capsys, flag, "soon")
+
+
 def test_feature_gates_repeat_and_accumulate() -> None:
     o = options("--feature-gates", "Failover=false", "--feature-gates=PropagateDeps=false,Failover=true")
     assert o.gate("Failover") is True and o.gate("PropagateDeps") is False
