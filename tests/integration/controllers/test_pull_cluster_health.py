@@ -217,3 +217,45 @@ async def test_a_pull_cluster_that_never_posts_status_gets_never_updated_after_t
         return c if UNREACHABLE in taints(c) else None
 
     await eventually(unreachable, what="unreachable:NoSchedule")
+
+
+async def test_a_renewal_the_informer_has_not_delivered_yet_keeps_the_monitor_from_writing_unknown(
+        tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from flotilla.controllers.cluster import ClusterController
+
+    options = ControllerOptions(cluster_monitor_period=3600.0, cluster_monitor_grace_period=GRACE,
+                                cluster_startup_grace_period=STARTUP_GRACE)  # passes driven by the test
+    async with control_plane(tmp_path, compaction_interval=0) as (_server, client):
+        await client.create(NAMESPACES, {"metadata": {"name": LEASE_NS}})
+        manager = await ControllerManager(client, options, controllers=["cluster"]).start()
+        try:
+            assert manager.ctx is not None
+            controller = next(c for c in manager.controllers if isinstance(c, ClusterController))
+            plane = Plane(client, manager)
+            await plane.cluster("pull1", "Pull")
+            agent = Agent(client, "pull1")
+            await agent.create()
+            await set_ready(client, "pull1", "True", reason="ClusterReady")
+
+            async def seen() -> bool:
+                return controller.leases.store.get(f"{LEASE_NS}/pull1") is not None and \
+                    ready(controller.clusters.store.get("pull1")).get("status") == "True"
+
+            await eventually(seen, what="the Lease and Ready True in the controller's caches")
+            await controller.monitor_pull_clusters()
+
+            await controller.leases.stop()  # its cache keeps the first renewal: a view that lags behind
+            await client.patch(LEASES, "pull1", {"spec": {"renewTime": micro_now()}}, namespace=LEASE_NS)
+            later = datetime.now(UTC) + timedelta(seconds=10 * GRACE)
+            manager.ctx.now = lambda: later
+            await controller.monitor_pull_clusters()  # the cache says stale; the API server says renewed
+            assert ready(await plane.get("pull1"))["status"] == "True"
+
+            much_later = later + timedelta(seconds=10 * GRACE)
+            manager.ctx.now = lambda: much_later
+            await controller.monitor_pull_clusters()  # no renewal since: now it is Unknown
+            assert ready(await plane.get("pull1"))["reason"] == "ClusterStatusUnknown"
+        finally:
+            await manager.stop()
