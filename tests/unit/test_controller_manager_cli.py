@@ -197,6 +197,26 @@ def test_karmadas_flag_validation_is_a_usage_error(capsys: pytest.CaptureFixture
     assert needle in parse_error(capsys, *argv)
 
 
+def test_pull_monitor_flags_take_go_durations_with_karmadas_defaults() -> None:
+    o = options()
+    assert (o.cluster_monitor_period, o.cluster_monitor_grace_period, o.cluster_startup_grace_period) == (
+        5.0, 40.0, 60.0)
+    o = options("--cluster-monitor-period", "500ms", "--cluster-monitor-grace-period=1m30s",
+                "--cluster-startup-grace-period", "2")
+    assert (o.cluster_monitor_period, o.cluster_monitor_grace_period, o.cluster_startup_grace_period) == (
+        0.5, 90.0, 2.0)
+
+
+@pytest.mark.parametrize(("flag", "field"), [
+    ("--cluster-monitor-period", "ClusterMonitorPeriod"),
+    ("--cluster-monitor-grace-period", "ClusterMonitorGracePeriod"),
+    ("--cluster-startup-grace-period", "ClusterStartupGracePeriod"),
+])
+def test_pull_monitor_flags_must_be_positive(capsys: pytest.CaptureFixture[str], flag: str, field: str) -> None:
+    assert f'Options.{field}: Invalid value: "0s": must be greater than 0' in parse_error(capsys, flag, "0")
+    assert f"argument {flag}: invalid duration 'soon'" in parse_error(capsys, flag, "soon")
+
+
 def test_feature_gates_repeat_and_accumulate() -> None:
     o = options("--feature-gates", "Failover=false", "--feature-gates=PropagateDeps=false,Failover=true")
     assert o.gate("Failover") is True and o.gate("PropagateDeps") is False
@@ -378,3 +398,23 @@ def test_leader_election_and_release_on_sigterm(server: ServerThread, tmp_path: 
         for cm in (a, b):
             if cm is not None:
                 cm.kill()
+
+
+def test_flotilla_up_passes_the_pull_monitor_settings_to_its_controllers(capsys: pytest.CaptureFixture[str]) -> None:
+    from flotilla.cli.up import add_up_parsers
+    from flotilla.cli.up import config_from_args as up_config
+
+    parser = argparse.ArgumentParser(prog="flotilla")
+    add_up_parsers(parser.add_subparsers(dest="command"))
+    cfg = up_config(parser.parse_args(["up", "--cluster-monitor-period", "0.5", "--cluster-monitor-grace-period",
+                                       "8", "--cluster-startup-grace-period", "12"]))
+    o = ControllerOptions(**cfg.timings)  # what LocalStack starts the controllers with
+    assert (o.cluster_monitor_period, o.cluster_monitor_grace_period, o.cluster_startup_grace_period) == (
+        0.5, 8.0, 12.0)
+    default = up_config(parser.parse_args(["up"])).timings
+    assert (default["cluster_monitor_period"], default["cluster_monitor_grace_period"],
+            default["cluster_startup_grace_period"]) == (1.0, 40.0, 60.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["up", "--cluster-monitor-grace-period", "0"])
+    err = capsys.readouterr().err
+    assert "--cluster-monitor-grace-period" in err and "must be greater than 0" in err, err

@@ -191,6 +191,13 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
     OptionFlag("cluster_api_timeout", "duration",
                "timeout of every request to a member's API server, health probes included (watches excepted): a "
                "member that accepts connections but does not answer is seen failing after it; Karmada: 32s"),
+    OptionFlag("cluster_monitor_period", "duration",
+               "how often the cluster controller checks the health of Pull clusters (their Lease and Ready condition)"),
+    OptionFlag("cluster_monitor_grace_period", "duration",
+               "how long a Pull cluster may go without renewing its Lease or posting a new Ready condition before "
+               "its Ready condition is set Unknown"),
+    OptionFlag("cluster_startup_grace_period", "duration",
+               "the grace period of a Pull cluster that never posted a Ready condition (counted from its creation)"),
     OptionFlag("enable_no_execute_taint_eviction", "bool",
                "evict workloads from clusters with NoExecute taints they do not tolerate"),
     OptionFlag("no_execute_taint_eviction_purge_mode", "choice",

@@ -36,9 +36,13 @@ skips it). Health timings suited to a laptop: members are probed every
 {LAPTOP_TIMINGS['cluster_status_update_frequency']:g}s, a failure counts after
 {LAPTOP_TIMINGS['cluster_failure_threshold']:g}s, recovery after {LAPTOP_TIMINGS['cluster_success_threshold']:g}s,
 graceful-eviction tasks time out after {LAPTOP_TIMINGS['graceful_eviction_timeout']:g}s, and a request to a member
-times out after {LAPTOP_TIMINGS['cluster_api_timeout']:g}s (override them with --cluster-status-update-frequency,
---cluster-failure-threshold, --cluster-success-threshold, --graceful-eviction-timeout and --cluster-api-timeout,
-in seconds).
+times out after {LAPTOP_TIMINGS['cluster_api_timeout']:g}s; a Pull member (registered by its agent) is checked
+every {LAPTOP_TIMINGS['cluster_monitor_period']:g}s and turns Ready Unknown after
+{LAPTOP_TIMINGS['cluster_monitor_grace_period']:g}s without a Lease renewal
+({LAPTOP_TIMINGS['cluster_startup_grace_period']:g}s before it first posted its status). Override them with
+--cluster-status-update-frequency, --cluster-failure-threshold, --cluster-success-threshold,
+--graceful-eviction-timeout, --cluster-api-timeout, --cluster-monitor-period, --cluster-monitor-grace-period
+and --cluster-startup-grace-period, in seconds.
 
 files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
 D/members/ (the members' data, checkpoints/, history.jsonl).

@@ -23,24 +23,38 @@ Waiting is event driven (namespace deletions) with a fallback re-check every ``C
 running, Works keep their finalizer and the Cluster stays Terminating** (as in Karmada); the Event names the
 Works and the finalizer holding them.
 
-Pull mode's health monitor (Ready=Unknown after the lease grace period) is not implemented: Flotilla serves
-Push clusters; for them Karmada's monitor does nothing.
+The health monitor of Pull clusters (whose status only their agent writes): every ``--cluster-monitor-period``
+it judges each Pull cluster with :func:`flotilla.cluster.lease_health.judge_pull_cluster` from the Cluster and
+its Lease ``karmada-cluster/<cluster>`` (both from informers; Lease and Cluster events also refresh the probe
+time as they arrive, so a renewal counts from when it was delivered, not from the next tick). When the decision
+is Ready ``Unknown`` it reads the Cluster and the Lease again from the API server and decides again (a renewal
+or a Ready condition the informers have not delivered yet wins), then merge-patches ``status.conditions`` with
+the Cluster's ``resourceVersion`` as precondition: an agent's write in between makes the patch fail with 409,
+and the monitor reads and decides again instead of overwriting what the agent posted. The monitor never writes
+True: the agent does. The Unknown it writes is a Cluster update like any other, so the taints follow above
+(``unreachable:NoSchedule``), and a ClusterTaintPolicy adds its NoExecute taint as for a Push member. Push
+clusters are not monitored (their status controller runs here and posts every probe's result).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from flotilla.api.labels import (
     CLUSTER_CONTROLLER_FINALIZER,
     EXECUTION_CONTROLLER_FINALIZER,
+    KARMADA_CLUSTER_NAMESPACE,
     SYSTEM_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, is_already_exists, is_conflict, is_not_found
-from flotilla.client.resources import NAMESPACES
-from flotilla.cluster.health import is_ready
+from flotilla.client.resources import LEASES, NAMESPACES
+from flotilla.cluster.health import is_ready, ready_condition, ready_transition, set_condition
+from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_cluster, judge_pull_cluster
 from flotilla.cluster.taints import taints_for_condition, taints_message
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS
@@ -91,10 +105,19 @@ class ClusterController(Controller):
         self.cleanup_check_interval = float(ctx.extras.get("cluster_cleanup_check_interval",
                                                            CLEANUP_CHECK_INTERVAL))
         self._pending: dict[str, str] = {}  # cluster -> what its deletion waits for (last Event sent)
+        self.leases: Any = None
+        self.monitor_period = float(self.options.cluster_monitor_period)
+        self.grace = MonitorGrace(grace_period=float(self.options.cluster_monitor_grace_period),
+                                  startup_grace_period=float(self.options.cluster_startup_grace_period))
+        self._health: dict[str, LeaseMemory] = {}  # Pull cluster -> what the monitor remembers of it
+        self._monitor_task: asyncio.Task[None] | None = None
 
     def setup(self) -> None:
         self.clusters = self.informer(CLUSTERS)
         self.clusters.add_handler(**self.handlers_enqueue_self())
+        self.clusters.add_handler(on_add=self._observe, on_update=lambda old, new: self._observe(new))
+        self.leases = self.informer(LEASES, KARMADA_CLUSTER_NAMESPACE)
+        self.leases.add_handler(on_add=self._on_lease, on_update=lambda old, new: self._on_lease(new))
         self.namespaces = self.informer(NAMESPACES)
         self.namespaces.add_handler(on_add=self._on_namespace, on_update=lambda old, new: self._on_namespace(new),
                                     on_delete=self._on_namespace)
@@ -106,10 +129,23 @@ class ClusterController(Controller):
             if cluster:
                 self.enqueue(cluster)
 
+    def start(self) -> None:
+        super().start()
+        self._monitor_task = asyncio.get_running_loop().create_task(self._monitor_loop())
+
+    async def stop(self) -> None:
+        if self._monitor_task is not None:
+            self._monitor_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._monitor_task
+            self._monitor_task = None
+        await super().stop()
+
     async def reconcile(self, key: str) -> float | None:
         cluster = self.clusters.store.get(key)
         if cluster is None:
             self._pending.pop(key, None)
+            self._health.pop(key, None)
             return None
         if _md(cluster).get("deletionTimestamp"):
             return await self._remove(cluster)
@@ -174,6 +210,90 @@ class ClusterController(Controller):
                 self.ctx.recorder.event(cluster, "Normal", REASON_TAINT_CLUSTER_SUCCEED, message)
             if missing_finalizer:
                 log.info("cluster %s: added finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
+            return
+        raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
+
+    # ------------------------------------------------------------------ Pull clusters' health
+    def _on_lease(self, lease: dict[str, Any]) -> None:
+        cluster = self.clusters.store.get(_md(lease).get("name") or "")
+        if cluster is not None:
+            self._observe(cluster, lease)
+
+    def _observe(self, cluster: dict[str, Any], lease: Mapping[str, Any] | None = None) -> None:
+        """Refresh a Pull cluster's probe time from what was just delivered (writes happen at the next tick)."""
+        name = _md(cluster).get("name") or ""
+        if not is_pull_cluster(cluster):
+            self._health.pop(name, None)
+            return
+        if lease is None:
+            lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
+        self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),
+                                                self.grace).memory
+
+    async def _monitor_loop(self) -> None:
+        while True:
+            try:
+                await self.monitor_pull_clusters()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cluster health monitor: pass failed; next one in %gs", self.monitor_period)
+            await asyncio.sleep(self.monitor_period)
+
+    async def monitor_pull_clusters(self) -> None:
+        """One pass of the monitor over every Pull cluster in the informer's cache."""
+        seen: set[str] = set()
+        for cluster in list(self.clusters.store.list()):
+            if not is_pull_cluster(cluster):
+                continue
+            name = _md(cluster).get("name") or ""
+            seen.add(name)
+            lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
+            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(), self.grace)
+            self._health[name] = verdict.memory
+            if verdict.ready is not None:
+                try:
+                    await self._post_unknown(name)
+                except Exception:
+                    log.exception("cluster %s: could not set Ready Unknown; will try again", name)
+        for gone in set(self._health) - seen:
+            self._health.pop(gone, None)
+
+    async def _post_unknown(self, name: str) -> None:
+        """Read the Cluster and its Lease from the API server, decide again, and write Ready Unknown if that
+        still holds - guarded by the Cluster's resourceVersion, re-read and re-decided on 409."""
+        for _ in range(_CONFLICT_RETRIES):
+            cluster = await self.client.get_or_none(CLUSTERS, name)
+            if cluster is None or not is_pull_cluster(cluster):
+                self._health.pop(name, None)
+                return
+            lease = await self.client.get_or_none(LEASES, name, KARMADA_CLUSTER_NAMESPACE)
+            now = self.ctx.now()
+            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), now, self.grace)
+            self._health[name] = verdict.memory
+            if verdict.ready is None:
+                return
+            status = cluster.get("status") if isinstance(cluster.get("status"), Mapping) else {}
+            conditions = set_condition(status.get("conditions") if isinstance(status, Mapping) else None,
+                                       verdict.ready, now)
+            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")},
+                     "status": {"conditions": conditions}}
+            try:
+                await self.client.patch(CLUSTERS, name, patch, subresource="status")
+            except ApiException as e:
+                if is_not_found(e):
+                    self._health.pop(name, None)
+                    return
+                if is_conflict(e):
+                    continue
+                raise
+            self._health[name] = verdict.written()
+            log.warning("cluster %s: Ready %s (%s): no Lease renewal nor new status for %gs", name,
+                        verdict.ready["status"], verdict.ready["reason"],
+                        (now - verdict.memory.probe).total_seconds())
+            change = ready_transition(ready_condition(cluster), verdict.ready)
+            if change is not None:
+                self.ctx.recorder.event(cluster, *change)
             return
         raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
 

@@ -35,6 +35,12 @@ class ControllerOptions:
     #: every request to a member's API server (health probes included, watches excepted) times out after this;
     #: Karmada hard-codes 32 s (pkg/util/membercluster_client.go), Flotilla's default is 10 s
     cluster_api_timeout: float = 10.0
+    #: the cluster controller's monitor of Pull clusters (karmada-core.md §8.3): how often it looks, how long a
+    #: Pull cluster may go without renewing its Lease or posting a new Ready condition, and that grace while it
+    #: never posted one
+    cluster_monitor_period: float = 5.0
+    cluster_monitor_grace_period: float = 40.0
+    cluster_startup_grace_period: float = 60.0
     # failover (karmada-failover.md; D1, D6, D10)
     enable_no_execute_taint_eviction: bool = True
     no_execute_taint_eviction_purge_mode: str = "Gracefully"
@@ -59,8 +65,9 @@ class ControllerOptions:
         Karmada's checks (``Options.Validate``, ``ClusterFailoverOptions.Validate``): the cluster status
         update frequency must be > 0; the taint-eviction purge mode must be Gracefully or Directly, checked
         only when NoExecute taint eviction is enabled; the resource eviction rate must be >= 0. Flotilla's own
-        flags: the member request timeout must be > 0, the secondary eviction rate >= 0, the unhealthy-cluster
-        threshold between 0 and 1, the state-preservation timeout >= 0. As in Karmada, the graceful-eviction timeout is not checked.
+        checks: the member request timeout must be > 0, the secondary eviction rate >= 0, the unhealthy-cluster
+        threshold between 0 and 1, the state-preservation timeout >= 0, and the Pull-cluster monitor's period and
+        grace periods > 0 (Karmada does not check them). As in Karmada, the graceful-eviction timeout is not checked.
         NaN never passes a check.
         """
         from flotilla.api.admission.common import go_quote  # Go's %q; imported here to keep this module light
@@ -73,6 +80,11 @@ class ControllerOptions:
             errs.append("Options.ClusterAPITimeout: Invalid value: "
                         f"{_go_duration_json(self.cluster_api_timeout)}: must be greater than 0 (the timeout of "
                         "every request to a member cluster's API server)")
+        for name, value in (("ClusterMonitorPeriod", self.cluster_monitor_period),
+                            ("ClusterMonitorGracePeriod", self.cluster_monitor_grace_period),
+                            ("ClusterStartupGracePeriod", self.cluster_startup_grace_period)):
+            if not value > 0:
+                errs.append(f"Options.{name}: Invalid value: {_go_duration_json(value)}: must be greater than 0")
         if (self.enable_no_execute_taint_eviction
                 and self.no_execute_taint_eviction_purge_mode not in NO_EXECUTE_TAINT_EVICTION_PURGE_MODES):
             errs.append("ClusterFailoverOptions.NoExecuteTaintEvictionPurgeMode: Invalid value: "

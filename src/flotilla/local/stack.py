@@ -38,6 +38,11 @@ LAPTOP_TIMINGS: Final[dict[str, float]] = {
     "cluster_failure_threshold": 3.0,
     "graceful_eviction_timeout": 120.0,
     "cluster_api_timeout": 10.0,  # the controller-manager's default: a frozen member is seen failing after it
+    # Pull clusters: checked every second; the grace periods stay Karmada's, which an agent's default Lease
+    # (40 s, renewed every 10 s) needs
+    "cluster_monitor_period": 1.0,
+    "cluster_monitor_grace_period": 40.0,
+    "cluster_startup_grace_period": 60.0,
 }
 
 #: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on.
