@@ -6,11 +6,11 @@ name alone; the :class:`~flotilla.apiserver.auth.Authorizer` asks it after the r
 shares (discovery, ``/version``, health, self reviews). The scope is what the agent's controllers need for its one
 cluster:
 
-* ``clusters`` (cluster.karmada.io): get/list/watch of its own Cluster (by name, or a list/watch with
+* ``clusters`` (cluster.karmada.io): get/list/watch of its own Cluster (and get of its ``status``) (by name, or a list/watch with
   ``fieldSelector=metadata.name=<cluster>``), create, update/patch of it and of its ``status``; never delete;
 * ``leases`` (coordination.k8s.io) in ``karmada-cluster``: get/create/update/patch of the one named ``<cluster>``,
   list/watch with that field selector;
-* ``works`` (work.karmada.io) and their ``status`` in ``karmada-es-<cluster>``: get/list/watch/update/patch;
+* ``works`` (work.karmada.io) and their ``status`` (kubectl reads it before patching it) in ``karmada-es-<cluster>``: get/list/watch/update/patch;
 * ``events`` (core and events.k8s.io) in ``karmada-es-<cluster>`` and ``default``: create/update/patch;
 * ``resourceinterpretercustomizations`` and ``resourceinterpreterwebhookconfigurations`` (config.karmada.io),
   cluster-wide: get/list/watch.
@@ -98,15 +98,15 @@ def agent_may(attrs: RequestAttributes, verb: str, cluster: str) -> tuple[bool, 
     key = (attrs.api_group, attrs.resource)
     sub = attrs.subresource
     refusal: _Refusal | None
+    # Clusters and the interpreter's kinds are cluster-scoped: a namespace (kubectl auth can-i adds its context's)
+    # does not narrow or widen what they name
     if key == _CLUSTER:
-        if attrs.namespace:
-            return False, ""
         if verb == "create" and not attrs.name:
             return True, "an agent registers its cluster"
         if verb == "create":
             refusal = _own(attrs, cluster, "Cluster")
             return (False, refusal.reason) if refusal else (True, "an agent registers its cluster")
-        if verb in READ_VERBS and sub == "" or verb in _WRITE_VERBS and sub in ("", "status"):
+        if (verb in READ_VERBS or verb in _WRITE_VERBS) and sub in ("", "status"):
             refusal = _own(attrs, cluster, "Cluster")
             return (False, refusal.reason) if refusal else (True, "an agent keeps its Cluster")
         return False, ""
@@ -123,7 +123,7 @@ def agent_may(attrs: RequestAttributes, verb: str, cluster: str) -> tuple[bool, 
         if attrs.namespace != execution_namespace(cluster):
             return False, (f'the agent of cluster "{cluster}" may only use the Works in namespace '
                            f'"{execution_namespace(cluster)}"') if attrs.namespace else ""
-        if verb in READ_VERBS and sub == "" or verb in _WRITE_VERBS and sub in ("", "status"):
+        if (verb in READ_VERBS or verb in _WRITE_VERBS) and sub in ("", "status"):
             return True, "an agent applies its cluster's Works"
         return False, ""
     if key in _EVENTS:
@@ -131,7 +131,7 @@ def agent_may(attrs: RequestAttributes, verb: str, cluster: str) -> tuple[bool, 
             return True, "an agent records Events"
         return False, ""
     if key in _INTERPRETER:
-        if verb in READ_VERBS and not sub and not attrs.namespace:
+        if verb in READ_VERBS and not sub:
             return True, "an agent's resource interpreter reads its customizations"
         return False, ""
     return False, ""
