@@ -16,6 +16,7 @@ from aiohttp import web
 
 from flotilla import __version__
 from flotilla.apiserver import discovery, errors
+from flotilla.apiserver.agent_scope import agent_cluster_of, agent_create_name_error
 from flotilla.apiserver.auth import may_read_secrets
 from flotilla.apiserver.bodies import not_json, parse_body, parse_json, parse_yaml
 from flotilla.apiserver.errors import ApiError
@@ -83,6 +84,23 @@ def _flow(request: web.Request) -> str:
     if name:
         return f"user:{name}"
     return f"peer:{request.remote}:{request.headers.get('User-Agent', '')}"
+
+
+def _check_agent_create(request: web.Request, rt: ResourceType, body: Any) -> None:
+    """A Pull cluster's agent creates only its own Cluster and Lease: the authorizer cannot see a create's name."""
+    user, attrs = request.get("user"), request.get("request_attributes")
+    if user is None or attrs is None:
+        return
+    cluster = agent_cluster_of(user)
+    if cluster is None:
+        return
+    md = body.get("metadata") if isinstance(body, dict) else None
+    name = md.get("name") if isinstance(md, dict) else None
+    why = agent_create_name_error(attrs, name if isinstance(name, str) else None, cluster)
+    if why is not None:
+        raise errors.forbidden(f"{attrs.qualified_resource} is forbidden: User \"{user.name}\" cannot create "
+                               f"resource \"{attrs.resource}\" in API group \"{attrs.api_group}\": {why}", rt,
+                               name if isinstance(name, str) else None)
 
 
 def _truthy(v: str | None) -> bool:
@@ -427,6 +445,7 @@ class ApiHandler:
     # --------------------------------------------------------------- verbs
     async def _create(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
         body = await self._body(request)
+        _check_agent_create(request, rt, body)
         ctx = self._ctx(request)
         obj = await self.storage.create(rt, ns, body, ctx)
         return self._written(request, rt, obj, ctx, 201)

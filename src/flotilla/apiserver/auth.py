@@ -28,6 +28,8 @@ from urllib.parse import parse_qsl
 import orjson
 from aiohttp import web
 
+from flotilla.apiserver.agent_scope import agent_cluster_of, agent_may
+
 __all__ = [
     "ADMIN_ONLY_PATHS",
     "ADMIN_USER",
@@ -285,16 +287,21 @@ class TokenAuthenticator:
         *,
         path: Path | None = None,
         client_certs: bool = True,
+        dynamic: Callable[[bytes], UserInfo | None] | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.client_certs = client_certs
+        #: asked (with the token's SHA-256) for a token the static ones do not know: the agents' tokens
+        #: (:class:`flotilla.apiserver.agent_tokens.AgentTokenIndex`)
+        self.dynamic = dynamic
         self._tokens: dict[bytes, UserInfo] = {}
         if tokens:
             self.set_tokens(tokens)
 
     @classmethod
-    def from_file(cls, path: Path, *, client_certs: bool = True) -> TokenAuthenticator:
-        auth = cls(path=path, client_certs=client_certs)
+    def from_file(cls, path: Path, *, client_certs: bool = True,
+                  dynamic: Callable[[bytes], UserInfo | None] | None = None) -> TokenAuthenticator:
+        auth = cls(path=path, client_certs=client_certs, dynamic=dynamic)
         auth.reload()
         return auth
 
@@ -312,7 +319,10 @@ class TokenAuthenticator:
         self._tokens[_digest(token)] = user
 
     def authenticate_token(self, token: str) -> UserInfo | None:
-        info = self._tokens.get(_digest(token))
+        digest = _digest(token)
+        info = self._tokens.get(digest)
+        if info is None and self.dynamic is not None:
+            info = self.dynamic(digest)
         return info.with_group(AUTHENTICATED_GROUP) if info is not None else None
 
     def authenticate(
@@ -577,7 +587,9 @@ class Authorizer:
        (``/metrics``), and creating self reviews (``kubectl auth can-i`` / ``kubectl auth whoami``).
     5. Members of ``viewers_group`` (or named in ``viewers``): get/list/watch on every resource but Secrets, and
        on the status, scale and log subresources only (:func:`read_only_may_read`, like Kubernetes' ``view``).
-    6. Everything else is denied.
+    6. A Pull cluster's agent (``system:karmada:agent:<cluster>`` in ``system:karmada:agents``): its one
+       cluster's scope (:func:`flotilla.apiserver.agent_scope.agent_may`), nothing else.
+    7. Everything else is denied.
 
     ``authorize`` returns ``(allowed, reason)``. As with Kubernetes RBAC, the reason of an ordinary denial is
     empty so the 403 message is exactly the standard "... is forbidden: User ... cannot ..." text.
@@ -627,6 +639,9 @@ class Authorizer:
             return False, ""
         if verb == "create" and (attrs.api_group, attrs.resource) in _SELF_REVIEWS and not attrs.subresource:
             return True, "self review by an authenticated user"
+        agent_of = agent_cluster_of(user)
+        if agent_of is not None:
+            return agent_may(attrs, verb, agent_of)
         if verb in READ_VERBS and read_only_may_read(attrs) and (
             user.name in self.viewers
             or (self.viewers_group is not None and self.viewers_group in user.groups)
@@ -643,7 +658,11 @@ _READ_SECRETS = RequestAttributes(verb="get", path="/api/v1/secrets", resource_r
 def may_read_secrets(authorizer: Authorizer, user: UserInfo) -> bool:
     """Whether ``user`` may read Secrets: else the objects that embed a Secret's content (Works) are served to it
     redacted (:mod:`flotilla.apiserver.redaction`). Asked once per request, as a get of Secrets at the cluster
-    scope, so a role that reads Secrets in some namespaces only still gets the redacted view."""
+    scope, so a role that reads Secrets in some namespaces only still gets the redacted view. A Pull cluster's
+    agent reads its cluster's Works whole: it applies the Secrets they carry to its cluster."""
+    if agent_cluster_of(user) is not None:
+        # an agent reads only its own cluster's Works, and applies the Secrets they carry to that cluster
+        return True
     allowed, _ = authorizer.authorize(user, _READ_SECRETS.verb, _READ_SECRETS)
     return allowed
 

@@ -76,6 +76,7 @@ class ApiServer:
         self._gc: GarbageCollector | None = None
         self._compactor: Compactor | None = None
         self._rics: Any = None
+        self._agent_tokens: Any = None
         self._namespaces: NamespaceLifecycle | None = None
         self._owns_store = store is None
 
@@ -132,6 +133,10 @@ class ApiServer:
         ssl_ctx = None
         ca_pem: bytes | None = None
         if cfg.secure:
+            from flotilla.apiserver.agent_tokens import AgentTokenIndex
+
+            self._agent_tokens = AgentTokenIndex()  # Pull-mode agents' tokens, from their Secrets
+            await self._agent_tokens.attach(storage)
             ssl_ctx, ca_pem, auth_middlewares = self._secure_setup()
             middlewares += auth_middlewares
         elif cfg.anonymous is False:
@@ -168,7 +173,8 @@ class ApiServer:
         ssl_ctx = server_ssl_context(paths)
         token_path, self.admin_token = ensure_token_file(cfg.data_dir)
         make_private(token_path)
-        authn = TokenAuthenticator.from_file(token_path)
+        authn = TokenAuthenticator.from_file(
+            token_path, dynamic=self._agent_tokens.user_of if self._agent_tokens is not None else None)
         authz = Authorizer(anonymous=bool(cfg.anonymous))
         mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of)
         return ssl_ctx, paths.ca_pem(), [mw]
@@ -186,6 +192,9 @@ class ApiServer:
             self._gc = None
         if self._rics is not None:
             await self._rics.stop()
+        if self._agent_tokens is not None:
+            await self._agent_tokens.stop()
+            self._agent_tokens = None
         if self._crds:
             await self._crds.stop()
         if self._namespaces:

@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_cluster_parsers(sub)  # `flotilla join` / `flotilla unjoin`
 
+    from flotilla.cli.register_commands import add_register_parsers
+
+    add_register_parsers(sub)  # `flotilla register` / `flotilla unregister` (Pull mode)
+
     from flotilla.cli.fence_commands import add_fence_parsers
 
     add_fence_parsers(sub)  # `flotilla fence` / `flotilla unfence` (BEHAVIOR.md D2)
