@@ -139,7 +139,9 @@ def test_server_side_apply_yaml_costs_about_what_json_does(server: ServerThread)
 
     times = asyncio.run(scenario())
     ratio = statistics.median(times["yaml"]) / statistics.median(times["json"])
-    assert ratio < 12, times  # the pure-Python loader was about 30 times slower than JSON here
+    # the pure-Python loader was 30-60 times slower than JSON here; libyaml 4-8 times on a quiet machine and up to
+    # about 13 on a loaded one (the JSON request is short enough for other processes' bursts to dominate it)
+    assert ratio < 20, times
 
 
 def test_one_clients_heavy_bodies_do_not_delay_another_client(server: ServerThread) -> None:
