@@ -283,3 +283,20 @@ def test_partition_of_a_push_member_cuts_the_control_plane_off_its_api_only(up: 
 
     up.eventually(ready, "member1 Ready again after recover", timeout=20)
 
+
+
+def test_up_refuses_to_resume_a_data_dir_with_other_pull_members(tmp_path: Path) -> None:
+    """A member joined in Push mode is not silently turned into a Pull member: ``up`` exits 1 saying what to do."""
+    root = tmp_path / "flotilla"
+    base = [FLOTILLA, "up", "--detach", "--members", "1", "--port", "0", "--data-dir", str(root),
+            "--metrics-bind-address", "0"]
+    try:
+        first = subprocess.run(base, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        subprocess.run([FLOTILLA, "down", "--data-dir", str(root)], capture_output=True, text=True, timeout=60)
+        again = subprocess.run([*base, "--pull-members", "1"], capture_output=True, text=True, timeout=120)
+        assert again.returncode == 1, again.stdout
+        assert "cluster member1 was joined in Push mode" in again.stderr, again.stderr
+        assert "--pull-members" in again.stderr, again.stderr
+    finally:
+        subprocess.run([FLOTILLA, "down", "--data-dir", str(root)], capture_output=True, text=True, timeout=60)
