@@ -15,6 +15,10 @@ ceiling (:mod:`flotilla.bench.ceiling`) with values the size of a real binding, 
 Then the fault (``taint``: a NoExecute taint on member1, nothing tolerates it; ``down``: member1 is powered off,
 its API and workloads gone, and with ``Directly`` it is fenced as soon as the ``not-ready`` taint appears, as an
 operator would after checking, BEHAVIOR.md D2) and the wait until every workload is Healthy elsewhere.
+
+With ``--pull`` member1 (the one that fails) is a Pull member: it is not joined; a ``flotilla agent`` process of
+its own registers it and applies its Works (and, after the fault, deletes them), so the control plane never calls
+it. The agent's CPU seconds are reported beside the control plane's.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class FailoverParams:
     profile: str = ""
     data_dir: str = ""
     repeat: int = 1
+    pull: bool = False  # member1 in Pull mode, with its own agent process
 
     def command_line(self) -> str:
         cmd = ["flotilla", "bench", "failover", "--workloads", str(self.workloads), "--members", str(self.members),
@@ -100,6 +105,8 @@ class FailoverParams:
             cmd += ["--profile", self.profile]
         if self.repeat > 1:
             cmd += ["--repeat", str(self.repeat)]
+        if self.pull:
+            cmd.append("--pull")
         return shlex.join(cmd)
 
 
@@ -116,6 +123,8 @@ class Run:
         self.kinds = workload_kinds(p.kind, p.workloads)
         self.cp_proc: ChildProcess | None = None
         self.members_proc: ChildProcess | None = None
+        self.agent_proc: ChildProcess | None = None  # with --pull: member1's agent
+        self.cp_kubeconfig = ""
         self.etcd: Any = None
         self.cp: Any = None
         self.member_clients: dict[str, Any] = {}
@@ -149,7 +158,8 @@ class Run:
         self.metrics_url = found.group(2)
         from flotilla.client import Client
 
-        self.cp = Client.from_kubeconfig(found.group(1))
+        self.cp_kubeconfig = found.group(1)
+        self.cp = Client.from_kubeconfig(self.cp_kubeconfig)
         self.http = aiohttp.ClientSession()
 
     async def start_members(self) -> None:
@@ -178,7 +188,7 @@ class Run:
                     await client.close()
         if self.http is not None:
             await self.http.close()
-        for proc in (self.cp_proc, self.members_proc):
+        for proc in (self.agent_proc, self.cp_proc, self.members_proc):
             if proc is not None:
                 await proc.stop()
         if self.etcd is not None:
@@ -206,6 +216,9 @@ class Run:
             await cp.create(CRDS, flink_deployment_crd())
         await cp.create(R.CLUSTER_TAINT_POLICIES, default_taint_policy(self.names))
         for name in self.names:
+            if p.pull and name == self.failed:
+                await self.start_agent(name)
+                continue
             creds = load_kubeconfig(str(self.members_dir / name / "kubeconfig"))
             await join_cluster(cp, join_spec_from_credentials(name, creds))
         await poll_until(lambda: clusters_ready(cp, len(self.names)), "every member Ready and untainted", 120, 0.2)
@@ -237,6 +250,19 @@ class Run:
         self.result["setup"] = {"create_seconds": round(created_s, 1),
                                 "placed_seconds": round(time.monotonic() - t0, 1)}
         say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
+
+    async def start_agent(self, name: str) -> None:
+        """``flotilla agent`` for Pull member ``name`` (its Lease's namespace first); it registers the Cluster."""
+        from flotilla.agent.lease import LEASE_NAMESPACE
+        from flotilla.client.resources import NAMESPACES
+
+        await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": LEASE_NAMESPACE}})
+        self.agent_proc = ChildProcess("agent", [
+            "--log-level", "info", "agent", "--karmada-kubeconfig", self.cp_kubeconfig, "--cluster-name", name,
+            "--kubeconfig", str(self.members_dir / name / "kubeconfig"),
+            "--cluster-status-update-frequency", "1s"], self.workdir / "agent.log")
+        await self.agent_proc.start(None)  # ready once its Cluster is Ready (below)
 
     async def _flink_served(self) -> bool:
         await self.cp.list(FLINK, NAMESPACE, limit=1)
@@ -338,6 +364,8 @@ class Run:
         pids = {"control_plane": self.cp_proc.pid, "members": self.members_proc.pid, "driver": os.getpid()}
         if self.etcd is not None:
             pids["etcd"] = self.etcd.pid
+        if self.agent_proc is not None:
+            pids["agent"] = self.agent_proc.pid
         cpu0 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
         machine0 = machine_cpu_seconds()
         rss_before = rss_mb(self.cp_proc.pid)
@@ -396,6 +424,7 @@ class Run:
             "storage": p.storage,
             "fault": fault,
             "transport": p.transport,
+            "pull": p.pull,
             "resource_eviction_rate": p.resource_eviction_rate,
             "controller_flags": p.controller_flags,
             "all_recovered": bool(recovered),
@@ -419,6 +448,7 @@ class Run:
             "writes_per_workload": round(per_workload, 2),
             "ceiling_ratio": round(stats.ceiling_ratio(per_workload, throughput, ceiling["writes_per_s"]), 4),
             "cpu_seconds": cpu["control_plane"],
+            **({"cpu_seconds_agent": cpu["agent"]} if "agent" in cpu else {}),
             "cpu_cores": {**{k: round(v / window, 2) for k, v in cpu.items()},
                           "irq": round(irq / window, 2), "other": round(other / window, 2)},
             "cpu_window_seconds": round(window, 2),
@@ -489,7 +519,7 @@ def params_from_args(args: Any) -> FailoverParams:
         resource_eviction_rate=args.resource_eviction_rate, controller_flags=list(args.controller_flag or []),
         transport=args.transport, timeout=args.timeout, setup_timeout=args.setup_timeout,
         ceiling_writes=args.ceiling_writes, profile=args.profile or "", data_dir=args.data_dir or "",
-        repeat=args.repeat)
+        repeat=args.repeat, pull=bool(getattr(args, "pull", False)))
 
 
 def run_failover_command(args: Any) -> int:

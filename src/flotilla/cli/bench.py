@@ -792,6 +792,9 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                         "new copy with purgeMode Directly only, as in Karmada")
     f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
                    help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    f.add_argument("--pull", action="store_true",
+                   help="member1 (the one that fails) joins in Pull mode, with its own `flotilla agent` process "
+                        "(its CPU reported beside the control plane's)")
     f.add_argument("--fault", choices=("taint", "down"), default="taint",
                    help="taint: a NoExecute taint on member1; down: member1 powered off (API and workloads gone; "
                         "with Directly it is fenced once the not-ready taint appears) (default taint)")

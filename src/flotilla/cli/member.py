@@ -22,7 +22,7 @@ change; Jobs complete after it. A workload with an image matching --broken-image
 (Deployments fail their progress deadline, Jobs fail after their backoff limit). Per object, the annotations
 sim.flotilla.io/ready-delay: "<seconds>" and sim.flotilla.io/broken: "true" override the settings.
 
-faults: `flotilla sim fault <name> --mode down|off|unready|slow|recover --data-dir D`. down closes the API port
+faults: `flotilla sim fault <name> --mode down|off|unready|slow|partition|recover --data-dir D`. down closes the API port
 (connections refused, watches dropped; recover listens on the same port) while the member's workloads keep
 running inside, as in a network partition. off is a power-off: the API port closes AND the workloads stop
 (running intervals end, Flink jobs die); recover powers it on: the API at once, the workloads --boot-delay
@@ -91,15 +91,19 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                         description="down: connections refused (same port on recover), workloads keep running; "
                                     "off: power off, connections refused and workloads stopped; "
                                     "unready: /readyz 500; slow: every request delayed by --latency; "
+                                    "partition (members of flotilla up): cut off from the control plane both "
+                                    "ways (a Push member's API unreachable from it, a Pull member's agent unable "
+                                    "to reach it), the member and its workloads running; "
                                     "recover: back to normal (after off: the API at once, the workloads "
                                     "--boot-delay seconds later).",
                         epilog="examples:\n"
                                "  flotilla sim fault member1 --mode off --data-dir ./members\n"
                                "  flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members\n"
-                               "  flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members",
+                               "  flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members\n"
+                               "  flotilla sim fault member3 --mode partition --data-dir .flotilla/members",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("member", help="the member's name")
-    f.add_argument("--mode", required=True, choices=["down", "off", "unready", "slow", "recover"])
+    f.add_argument("--mode", required=True, choices=["down", "off", "unready", "slow", "partition", "recover"])
     f.add_argument("--latency", type=float, default=None, help="seconds of delay for --mode slow")
     f.add_argument("--boot-delay", type=float, default=None,
                    help="after --mode off: seconds from power-on (recover) until the member's workloads run "

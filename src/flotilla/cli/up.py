@@ -44,12 +44,18 @@ every {LAPTOP_TIMINGS['cluster_monitor_period']:g}s and turns Ready Unknown afte
 --graceful-eviction-timeout, --cluster-api-timeout, --cluster-monitor-period, --cluster-monitor-grace-period
 and --cluster-startup-grace-period, in seconds.
 
+Pull mode: --pull-members N makes the last N members Pull members: they are not joined; each gets its own
+`flotilla agent` process (restarted when it exits; pid and log in D/agents/<member>/) that registers the Cluster
+(MODE Pull) and applies its Works. `flotilla sim fault <member> --mode partition --data-dir D/members` cuts a
+member off the control plane both ways (its workloads keep running); --mode recover heals it.
+
 files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
-D/members/ (the members' data, checkpoints/, history.jsonl).
+D/members/ (the members' data, checkpoints/, history.jsonl), D/agents/ (the Pull members' agents).
 
 examples:
   flotilla up                      # foreground; Ctrl-C stops it
   flotilla up --detach --members 2 # background; `flotilla down` stops it
+  flotilla up --detach --pull-members 1  # member3 in Pull mode, with its agent
   KUBECONFIG=.flotilla/kubeconfig kubectl get clusters
   KUBECONFIG=.flotilla/kubeconfig kubectl --context member1 get deployments -A
 """
@@ -62,6 +68,8 @@ def add_up_parsers(sub: Any) -> None:
                        epilog=UP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"where everything is kept (default {DEFAULT_DATA_DIR})")
     u.add_argument("--members", type=int, default=3, help="simulated member clusters (default 3)")
+    u.add_argument("--pull-members", type=int, default=0, metavar="N",
+                   help="the last N members join in Pull mode, each with its own agent process (default 0)")
     u.add_argument("--port", type=int, default=6443, help="the control plane API server's port (default 6443; "
                                                            "0 = any free port)")
     u.add_argument("--host", default="127.0.0.1", help="address everything listens on (default 127.0.0.1)")
@@ -109,6 +117,8 @@ def _err(message: str) -> None:
 def config_from_args(args: argparse.Namespace) -> StackConfig:
     if args.members < 1:
         raise ValueError("--members must be at least 1")
+    if not 0 <= args.pull_members <= args.members:
+        raise ValueError(f"--pull-members must be between 0 and --members ({args.members}), got {args.pull_members}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
     if args.feature_gates:
@@ -121,7 +131,8 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
     metrics = parse_bind_address(args.metrics_bind_address)  # ValueError says what is wrong
     return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
-                       feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure)
+                       feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure,
+                       pull_members=args.pull_members)
 
 
 def _check_dependencies() -> str | None:
@@ -184,7 +195,9 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
         layout.write_pid(os.getpid())
         try:
             print(f"flotilla up: ready. export KUBECONFIG={layout.kubeconfig.resolve()}  "
-                  f"(contexts: flotilla, {', '.join(cfg.member_names())}); Ctrl-C stops", flush=True)
+                  f"(contexts: flotilla, {', '.join(cfg.member_names())}"
+                  f"{'; Pull: ' + ', '.join(cfg.pull_names()) if cfg.pull_names() else ''}); Ctrl-C stops",
+                  flush=True)
             await stop.wait()
             print("flotilla up: stopping", flush=True)
         finally:
@@ -202,6 +215,7 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
 def _child_argv(args: argparse.Namespace) -> list[str]:
     argv = [sys.executable, "-m", "flotilla.cli.main", *(["-v"] if getattr(args, "verbose", False) else []), "up",
             "--data-dir", str(args.data_dir), "--members", str(args.members), "--port", str(args.port),
+            "--pull-members", str(args.pull_members),
             "--host", args.host, "--metrics-bind-address", args.metrics_bind_address]
     if args.no_default_taint_policy:
         argv.append("--no-default-taint-policy")

@@ -9,6 +9,7 @@
     D/up.pid               the pid of a running ``flotilla up`` (removed when it stops)
     D/up.log               the log of a detached ``flotilla up``
     D/viewer.kubeconfig    with ``--secure``: a read-only kubeconfig (the viewer token)
+    D/agents/<member>/     with ``--pull-members``: the agent's control-plane kubeconfig, agent.log, agent.pid
 
 Everything here is pure: reading, checking and writing the record; the stack itself is in
 :mod:`flotilla.local.stack`.
@@ -53,10 +54,11 @@ class StackRecord:
     api_port: int = 0
     member_ports: dict[str, int] = field(default_factory=dict)
     secure: bool = False  # created by ``flotilla up --secure``: TLS and tokens everywhere
+    link_ports: dict[str, int] = field(default_factory=dict)  # each member's control-plane link (local.links)
 
     def to_json(self) -> bytes:
         doc = {"format": self.format, "version": self.version, "apiPort": self.api_port,
-               "members": dict(self.member_ports), "secure": self.secure}
+               "members": dict(self.member_ports), "secure": self.secure, "links": dict(self.link_ports)}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
     @classmethod
@@ -77,10 +79,12 @@ class StackRecord:
                 f"or remove {where.parent} to start afresh")
         members = doc.get("members") if isinstance(doc.get("members"), dict) else {}
         ports = {str(k): int(v) for k, v in members.items() if isinstance(v, int) and not isinstance(v, bool)}
+        links = doc.get("links") if isinstance(doc.get("links"), dict) else {}
+        link_ports = {str(k): int(v) for k, v in links.items() if isinstance(v, int) and not isinstance(v, bool)}
         api_port = doc.get("apiPort")
         return cls(format=DATA_FORMAT, version=str(doc.get("version") or "unknown"),
                    api_port=api_port if isinstance(api_port, int) and not isinstance(api_port, bool) else 0,
-                   member_ports=ports, secure=doc.get("secure") is True)
+                   member_ports=ports, secure=doc.get("secure") is True, link_ports=link_ports)
 
 
 def pid_alive(pid: int) -> bool:
@@ -119,6 +123,22 @@ class Layout:
     @property
     def members(self) -> Path:
         return self.root / "members"
+
+    @property
+    def agents(self) -> Path:
+        """``D/agents/<member>/``: the Pull members' agents (kubeconfig, log, pid)."""
+        return self.root / "agents"
+
+    def agent_dir(self, member: str) -> Path:
+        return self.agents / member
+
+    def agent_pid(self, member: str) -> int | None:
+        """The pid of the running agent of Pull member ``member``, else None."""
+        try:
+            pid = int((self.agent_dir(member) / "agent.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
 
     @property
     def pid_file(self) -> Path:

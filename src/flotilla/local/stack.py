@@ -4,7 +4,10 @@
   transport (same client interface and semantics, no sockets, no JSON round trip), everyone else over HTTP;
 * ``members`` simulated member clusters (``flotilla.member``; SQLite each, so their workloads survive a restart),
   with the member-side savepoint rule on, sharing ``D/members/checkpoints``;
-* each member joined (Push mode, like ``flotilla join``);
+* each member joined (Push mode, like ``flotilla join``), except the last ``pull_members``: those join in Pull
+  mode, each with its own ``flotilla agent`` process (restarted when it exits) that registers the Cluster;
+* a link (:mod:`flotilla.local.links`) on each path between the control plane and a member, which
+  ``flotilla sim fault <member> --mode partition`` cuts;
 * the default ClusterTaintPolicy ``not-ready`` (``Ready`` False/Unknown -> ``cluster.karmada.io/not-ready:NoExecute``,
   removed on True), unless switched off; an existing policy of that name is left as the user made it;
 * every controller of the controller-manager, with health timings suited to a laptop (:data:`LAPTOP_TIMINGS`);
@@ -17,6 +20,7 @@ Restarting on the same data directory resumes: the same databases, the same memb
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 from collections.abc import Callable
@@ -97,9 +101,19 @@ class StackConfig:
     # TLS and tokens: the control plane (an admin and a read-only viewer token) and every member (its own CA and
     # admin token, which the join puts into the cluster's Secret)
     secure: bool = False
+    # the last N members join in Pull mode, each with its own agent process
+    pull_members: int = 0
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
+
+    def pull_names(self) -> list[str]:
+        names = self.member_names()
+        return names[len(names) - self.pull_members:] if self.pull_members > 0 else []
+
+    def push_names(self) -> list[str]:
+        pull = set(self.pull_names())
+        return [n for n in self.member_names() if n not in pull]
 
 
 class LocalStack:
@@ -118,6 +132,8 @@ class LocalStack:
         self.record: StackRecord | None = None
         self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
         self.viewer_token: str | None = None
+        self.links: dict[str, Any] = {}  # member -> its control-plane Link
+        self.agents: dict[str, Any] = {}  # Pull member -> its AgentProcess
 
     # ------------------------------------------------------------------ properties
     @property
@@ -140,6 +156,8 @@ class LocalStack:
         cfg = self.config
         if cfg.members < 1:
             raise ValueError("--members must be at least 1")
+        if not 0 <= cfg.pull_members <= cfg.members:
+            raise ValueError(f"--pull-members must be between 0 and --members ({cfg.members})")
         record = self.layout.load_record()
         if record is not None and record.api_port and record.secure != cfg.secure:
             was, now = ("with", "without") if record.secure else ("without", "with")
@@ -155,18 +173,23 @@ class LocalStack:
         try:
             await self._start_api()
             await self._start_members(record)
+            await self._start_links(record)
             await self._connect()
+            await self._check_modes()
             await self._join_all()
+            await self._ensure_lease_namespace()
             if cfg.default_taint_policy:
                 await self._ensure_taint_policy()
             self._write_kubeconfig()
             await self._start_controllers()
+            await self._start_agents()
             if self.config.tune_gc:
                 from flotilla.apiserver.gctune import tune_gc
 
                 tune_gc()  # a long-running server process from here on (see flotilla.apiserver.gctune)
             record.api_port = self.api.port
             record.member_ports = {name: m.port for name, m in self.group.members.items()}
+            record.link_ports = {name: link.port for name, link in self.links.items()}
             self.layout.save_record(record)
         except BaseException:
             await self.stop()
@@ -174,6 +197,10 @@ class LocalStack:
         return self
 
     async def stop(self) -> None:
+        agents, self.agents = self.agents, {}
+        for agent in agents.values():
+            with contextlib.suppress(Exception):
+                await agent.stop()
         if self.metrics_server is not None:
             with contextlib.suppress(Exception):
                 await self.metrics_server.stop()
@@ -191,6 +218,10 @@ class LocalStack:
             with contextlib.suppress(Exception):
                 await self.client.close()
             self.client = None
+        links, self.links = self.links, {}
+        for link in links.values():
+            with contextlib.suppress(Exception):
+                await link.stop()
         if self.group is not None:
             with contextlib.suppress(Exception):
                 await self.group.stop()
@@ -266,11 +297,92 @@ class LocalStack:
         from flotilla.cli.cluster_commands import join_cluster, join_spec_from_credentials
         from flotilla.client.kubeconfig import load_kubeconfig
 
-        for name, m in self.group.members.items():
+        for name in self.config.push_names():
+            m = self.group.members[name]
             creds = load_kubeconfig(str(m.kubeconfig_path))
-            result = await join_cluster(self.client, join_spec_from_credentials(name, creds))
+            spec = dataclasses.replace(join_spec_from_credentials(name, creds),  # through the cuttable link
+                                       api_endpoint=self._link_url(creds.server, self.links[name]))
+            result = await join_cluster(self.client, spec)
             what = "joined" if result.created else "re-joined (new endpoint)" if result.updated else "already joined"
             self.say(f"cluster {name} {what}")
+
+    # ------------------------------------------------------------------ links and Pull members
+    async def _start_links(self, record: StackRecord) -> None:
+        """A link in front of each Push member's API (for the control plane) and in front of the control plane's API
+        for each Pull member's agent; the member's ``partition`` fault cuts it."""
+        from flotilla.local.links import Link
+
+        cfg = self.config
+        pull = set(cfg.pull_names())
+        for name, m in self.group.members.items():
+            target = (cfg.host, self.api.port) if name in pull else (cfg.host, m.port)
+            link = Link(name, target, host=cfg.host, port=record.link_ports.get(name, 0))
+            try:
+                await link.start()
+            except OSError:
+                link = await Link(name, target, host=cfg.host).start()  # the previous port is taken
+            self.links[name] = link
+            m.faults.attach_link(link.cut, link.heal)
+
+    @staticmethod
+    def _link_url(server: str, link: Any) -> str:
+        scheme = server.split("://", 1)[0] if "://" in server else "http"
+        return f"{scheme}://{link.url_host}"
+
+    async def _check_modes(self) -> None:
+        """A member that this data directory joined in the other mode is not switched silently."""
+        from flotilla.api.resources import CLUSTERS
+
+        pull = set(self.config.pull_names())
+        for name in self.config.member_names():
+            existing = await self.client.get_or_none(CLUSTERS, name)
+            if existing is None:
+                continue
+            mode = (existing.get("spec") or {}).get("syncMode") or "Push"
+            want = "Pull" if name in pull else "Push"
+            if mode != want:
+                raise DataDirError(
+                    f"cluster {name} was joined in {mode} mode in {self.layout.root}; start with the same "
+                    f"--pull-members as before (the last N members are Pull), or pass another --data-dir")
+
+    async def _ensure_lease_namespace(self) -> None:
+        """``karmada-cluster``, where the Pull clusters' Leases live, before any agent starts."""
+        from flotilla.agent.lease import LEASE_NAMESPACE
+        from flotilla.client import ApiException, is_already_exists
+        from flotilla.client.resources import NAMESPACES
+
+        try:
+            await self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": LEASE_NAMESPACE}})
+        except ApiException as e:
+            if not is_already_exists(e):
+                raise
+
+    async def _start_agents(self) -> None:
+        from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
+        from flotilla.local.agents import AgentProcess
+
+        cfg = self.config
+        cp = load_kubeconfig(str(self.api.kubeconfig_path))
+        for name in cfg.pull_names():
+            m = self.group.members[name]
+            where = self.layout.agent_dir(name)
+            from flotilla.files import private_dir
+
+            private_dir(self.layout.agents)
+            private_dir(where)
+            karmada = where / "karmada.kubeconfig"
+            write_kubeconfig(karmada, server=self._link_url(self.api.url, self.links[name]), context="karmada",
+                             token=cp.token, ca_pem=cp.ca_pem)
+            argv = ["--log-level", "info", "agent", "--karmada-kubeconfig", str(karmada), "--cluster-name", name,
+                    "--kubeconfig", str(m.kubeconfig_path), "--cluster-api-endpoint", m.url,
+                    "--cluster-status-update-frequency", repr(cfg.timings["cluster_status_update_frequency"]),
+                    "--cluster-api-timeout", repr(cfg.timings["cluster_api_timeout"])]
+            agent = AgentProcess(name, argv, log_file=where / "agent.log", pid_file=where / "agent.pid",
+                                 say=self.say)
+            await agent.start()
+            self.agents[name] = agent
+            self.say(f"cluster {name}: Pull mode, agent pid {agent.pid} (log {where / 'agent.log'})")
 
     async def _ensure_taint_policy(self) -> None:
         from flotilla.api import resources as R

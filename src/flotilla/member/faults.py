@@ -19,6 +19,11 @@
   (``down`` then: running, but unreachable).
 * ``unready``: ``/readyz`` answers 500 with a body saying why; ``/healthz``, ``/livez`` and the API keep working.
 * ``slow``: every HTTP request (health endpoints included) is delayed by ``latency`` seconds before it is handled.
+* ``partition``: the member is cut off from the control plane in both directions, through the link hooks given to
+  :meth:`FaultInjector.attach_link` (``flotilla up`` attaches its per-member links, :mod:`flotilla.local.links`):
+  the control plane cannot reach a Push member's API and a Pull member's agent cannot reach the control plane.
+  The member's own API (``kubectl --context <member>``) and its workloads keep running. A member with no link
+  (a standalone ``flotilla member``) refuses the mode: ``down`` is what cuts it off.
 * ``recover``: back to normal.
 
 ``state()`` reports ``workloads``: ``running``, ``stopped`` (powered off) or ``booting`` (powered on, the
@@ -46,12 +51,13 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES"]
 
-MODES = ("normal", "down", "off", "unready", "slow")
-FAULT_COMMANDS = ("down", "off", "unready", "slow", "recover")
+MODES = ("normal", "down", "off", "unready", "slow", "partition")
+FAULT_COMMANDS = ("down", "off", "unready", "slow", "partition", "recover")
 UNREACHABLE = frozenset({"down", "off"})  # modes with the API listener closed
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PowerHook = Callable[[], Awaitable[None]]
+LinkHook = Callable[[], None]
 
 
 class FaultError(ValueError):
@@ -77,6 +83,8 @@ class FaultInjector:
         self._power_off: PowerHook | None = None
         self._power_on: PowerHook | None = None
         self._boot: asyncio.Task[None] | None = None
+        self._cut_link: LinkHook | None = None
+        self._heal_link: LinkHook | None = None
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ middleware
@@ -109,7 +117,7 @@ class FaultInjector:
     # ------------------------------------------------------------------ state
     @property
     def ready(self) -> bool:
-        return not self.starting and self.mode in ("normal", "slow")
+        return not self.starting and self.mode in ("normal", "slow", "partition")
 
     def state(self) -> dict[str, Any]:
         return {"mode": self.mode, "latency": self.latency, "ready": self.ready, "workloads": self.workloads}
@@ -121,6 +129,11 @@ class FaultInjector:
         self._server = server
         self._power_off = power_off
         self._power_on = power_on
+
+    def attach_link(self, cut: LinkHook, heal: LinkHook) -> None:
+        """How ``partition`` cuts the member off the control plane (``cut``) and ``recover`` reconnects it."""
+        self._cut_link = cut
+        self._heal_link = heal
 
     async def set(self, command: str, latency: float | None = None,
                   boot_delay: float | None = None) -> dict[str, Any]:
@@ -136,8 +149,15 @@ class FaultInjector:
         if boot_delay is not None:
             self.boot_delay = _seconds("boot delay", boot_delay)
         mode = "normal" if command == "recover" else command
+        if mode == "partition" and self._cut_link is None:
+            raise FaultError(f"member {self.member} has no control-plane link to cut (it is not run by flotilla "
+                             "up); use --mode down to make it unreachable")
         async with self._lock:
             old = self.mode
+            if mode == "partition" and self._cut_link is not None:
+                self._cut_link()
+            if old == "partition" and mode != "partition" and self._heal_link is not None:
+                self._heal_link()
             if mode in UNREACHABLE and old not in UNREACHABLE:
                 await self._close_listener()
             if mode == "off" and old != "off":

@@ -5,7 +5,7 @@ member is ``down``):
 
 * ``GET  /members`` - ``{"members": [{name, url, port, kubeconfig, mode, latency, ready, workloads}, ...]}``
 * ``GET  /members/<name>`` - one of them
-* ``POST /members/<name>/fault`` with ``{"mode": "down|off|unready|slow|recover", "latency": 2.0,
+* ``POST /members/<name>/fault`` with ``{"mode": "down|off|unready|slow|partition|recover", "latency": 2.0,
   "boot_delay": 0.0}`` (both optional) - apply a fault; answers the member's new state (400 for a bad mode,
   latency or boot delay, 404 for an unknown member)
 * ``GET  /history[?kind=&namespace=&name=]`` - running intervals recorded by this process and their overlaps
@@ -151,7 +151,7 @@ class MemberGroup:
         except ValueError:
             return self._json({"error": "the body must be a JSON object"}, 400)
         if not isinstance(body, dict) or not isinstance(body.get("mode"), str):
-            return self._json({"error": 'send {"mode": "down|off|unready|slow|recover", "latency": seconds, '
+            return self._json({"error": 'send {"mode": "down|off|unready|slow|partition|recover", "latency": seconds, '
                                         '"boot_delay": seconds}'}, 400)
         try:
             state = await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))

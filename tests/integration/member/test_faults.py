@@ -274,3 +274,35 @@ def test_admin_endpoint_of_a_group(tmp_path: Path) -> None:
         history = json.loads(get(admin + "/history")[1])
         assert history == {"intervals": [], "overlaps": []}
     assert not (tmp_path / "g1" / "admin.json").exists()  # removed on a clean stop
+
+
+def test_partition_without_a_link_is_refused_saying_to_use_down(member: MemberThread) -> None:
+    from flotilla.member.faults import FaultError
+
+    with pytest.raises(FaultError, match="--mode down"):
+        member.fault("partition")
+    assert member.member.state()["mode"] == "normal"
+
+
+def test_partition_cuts_the_link_only_and_recover_heals_it(member: MemberThread) -> None:
+    """Through a Link: partition drops an open watch and fails new connections through it, while the member
+    answers directly; recover forwards again on the same port."""
+    from flotilla.local.links import Link
+
+    link: Link = member.call(Link("f1", ("127.0.0.1", member.member.port)).start())
+    try:
+        member.member.faults.attach_link(link.cut, link.heal)
+        via = f"http://127.0.0.1:{link.port}"
+        assert get(via + "/version")[0] == 200
+        watch = WatchReader(link.port)
+        watch.start()
+        assert watch.started_ok.wait(5)
+        assert member.fault("partition")["mode"] == "partition"
+        assert watch.ended.wait(5), "the watch through the link survived the partition"
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            get(via + "/version", timeout=3)
+        assert get(member.url + "/version")[0] == 200  # the member itself is up
+        member.fault("recover")
+        assert get(via + "/version")[0] == 200
+    finally:
+        member.call(link.stop())
