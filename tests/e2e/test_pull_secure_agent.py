@@ -88,3 +88,31 @@ def test_registered_agent_serves_its_pull_member_within_its_scope_on_a_secure_co
     assert token not in log
     for path in d.rglob("*.log"):
         assert token not in path.read_text(errors="replace"), path
+
+
+def test_secure_up_gives_each_pull_agent_a_scoped_token_of_its_own(tmp_path: Path) -> None:
+    d = tmp_path / "flotilla"
+    started = flotilla("up", "--secure", "--detach", "--data-dir", str(d), "--members", "2", "--pull-members", "1",
+                       "--port", str(free_port()), "--metrics-bind-address", "0")
+    assert started.returncode == 0, started.stderr
+    try:
+        home = tmp_path / "home"
+        home.mkdir()
+        admin = Kubectl(d / "kubeconfig", home)
+        eventually(lambda: next((c for c in get(admin, "clusters")["items"]
+                                 if c["metadata"]["name"] == "member2" and _ready(c)), None),
+                   "the Pull member's agent posts Ready True")
+        agent_kubeconfig = d / "agents" / "member2" / "karmada.kubeconfig"
+        token = str(yaml.safe_load(agent_kubeconfig.read_text())["users"][0]["user"]["token"])
+        admin_token = str(yaml.safe_load((d / "kubeconfig").read_text())["users"][0]["user"]["token"])
+        assert token != admin_token
+        agent = Kubectl(agent_kubeconfig, home)
+        can = {q: agent.run("auth", "can-i", *q.split(), check=False).stdout.strip().split(" ")[0]
+               for q in ("list works -n karmada-es-member2", "list works -n karmada-es-member1",
+                         "get secrets -n karmada-cluster", "list resourcebindings -A")}
+        assert can == {"list works -n karmada-es-member2": "yes", "list works -n karmada-es-member1": "no",
+                       "get secrets -n karmada-cluster": "no", "list resourcebindings -A": "no"}, can
+        for path in d.rglob("*.log"):
+            assert token not in path.read_text(errors="replace"), path
+    finally:
+        flotilla("down", "--data-dir", str(d))

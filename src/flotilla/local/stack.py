@@ -372,8 +372,11 @@ class LocalStack:
             private_dir(self.layout.agents)
             private_dir(where)
             karmada = where / "karmada.kubeconfig"
+            # with --secure each agent holds a token of its own, scoped to its cluster (as `flotilla register`
+            # gives one), never the admin's; without it the API server checks no token
+            token = await self._agent_token(name) if cfg.secure else cp.token
             write_kubeconfig(karmada, server=self._link_url(self.api.url, self.links[name]), context="karmada",
-                             token=cp.token, ca_pem=cp.ca_pem)
+                             token=token, ca_pem=cp.ca_pem)
             argv = ["--log-level", "info", "agent", "--karmada-kubeconfig", str(karmada), "--cluster-name", name,
                     "--kubeconfig", str(m.kubeconfig_path), "--cluster-api-endpoint", m.url,
                     "--cluster-status-update-frequency", repr(cfg.timings["cluster_status_update_frequency"]),
@@ -383,6 +386,24 @@ class LocalStack:
             await agent.start()
             self.agents[name] = agent
             self.say(f"cluster {name}: Pull mode, agent pid {agent.pid} (log {where / 'agent.log'})")
+
+    async def _agent_token(self, name: str) -> str:
+        """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or
+        replaced, in the control plane, so the token of an earlier start no longer works."""
+        import secrets
+
+        from flotilla.apiserver.agent_tokens import AGENT_TOKEN_NAMESPACE, agent_token_secret
+        from flotilla.client.resources import SECRETS
+
+        token = secrets.token_urlsafe(32)
+        secret = agent_token_secret(name, token)
+        existing = await self.client.get_or_none(SECRETS, secret["metadata"]["name"], AGENT_TOKEN_NAMESPACE)
+        if existing is None:
+            await self.client.create(SECRETS, secret, AGENT_TOKEN_NAMESPACE)
+        else:
+            secret["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+            await self.client.update(SECRETS, secret)
+        return token
 
     async def _ensure_taint_policy(self) -> None:
         from flotilla.api import resources as R
