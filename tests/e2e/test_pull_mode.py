@@ -300,3 +300,64 @@ def test_up_refuses_to_resume_a_data_dir_with_other_pull_members(tmp_path: Path)
         assert "--pull-members" in again.stderr, again.stderr
     finally:
         subprocess.run([FLOTILLA, "down", "--data-dir", str(root)], capture_output=True, text=True, timeout=60)
+
+
+def test_a_frozen_agent_makes_its_pull_member_unknown_within_the_grace_then_tainted_noexecute(
+        tmp_path: Path) -> None:
+    """The agent frozen (SIGSTOP: alive, renewing nothing; ``flotilla up`` restarts only agents that exit): the
+    control plane turns the Pull member Ready Unknown once ``--cluster-monitor-grace-period`` (12 s here, above the
+    agent's 10 s renew interval) has passed since its last Lease renewal, and no later than grace + period + slack;
+    the ``not-ready`` ClusterTaintPolicy then taints it NoExecute, exactly as a Push member. Thawed, the agent posts
+    Ready True again and the taint goes."""
+    root = tmp_path / "flotilla"
+    home = tmp_path / "home"
+    home.mkdir()
+    grace = 12.0
+    r = subprocess.run([FLOTILLA, "up", "--detach", "--members", "2", "--pull-members", "1", "--port", "0",
+                        "--data-dir", str(root), "--metrics-bind-address", "0",
+                        "--cluster-monitor-grace-period", str(grace)],
+                       capture_output=True, text=True, timeout=120)
+    pid = None
+    try:
+        assert r.returncode == 0, f"flotilla up failed:\n{r.stdout}\n{r.stderr}"
+        u = Up(root, Kubectl(root / "kubeconfig", home), {})
+
+        def ready_is(value: str) -> dict[str, Any]:
+            cluster = u.cp_get("cluster", PULL)
+            conds = (cluster.get("status") or {}).get("conditions") or []
+            assert [c["status"] for c in conds if c["type"] == "Ready"] == [value], conds
+            return cluster
+
+        u.eventually(lambda: ready_is("True"), "member2 Ready through its agent")
+        pid = u.layout.agent_pid(PULL)
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        renewed = u.cp_get("lease", "-n", "karmada-cluster", PULL)["spec"]["renewTime"]
+        unknown = u.eventually(lambda: ready_is("Unknown"), "member2 Ready Unknown", timeout=grace + 25)
+        took = time.monotonic() - frozen
+        assert took <= grace + 1 + 15, took  # the monitor's period is 1 s in flotilla up; 15 s of slack
+        assert u.cp_get("lease", "-n", "karmada-cluster", PULL)["spec"]["renewTime"] == renewed  # frozen: no renewal
+        assert [c["reason"] for c in unknown["status"]["conditions"] if c["type"] == "Ready"] == [
+            "ClusterStatusUnknown"]
+
+        def tainted() -> None:
+            taints = u.cp_get("cluster", PULL)["spec"].get("taints") or []
+            assert {"key": NOT_READY, "effect": "NoExecute"} in [
+                {"key": t["key"], "effect": t["effect"]} for t in taints], taints
+
+        u.eventually(tainted, "the not-ready policy's NoExecute taint on member2", timeout=15)
+        assert u.cp_get("cluster", PUSH)["spec"].get("taints") in (None, [])
+        os.kill(pid, signal.SIGCONT)
+        pid = None
+        u.eventually(lambda: ready_is("True"), "member2 Ready again once its agent is thawed", timeout=30)
+
+        def untainted() -> None:
+            taints = u.cp_get("cluster", PULL)["spec"].get("taints") or []
+            assert all(t["key"] != NOT_READY for t in taints), taints
+
+        u.eventually(untainted, "the NoExecute taint removed", timeout=15)
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        subprocess.run([FLOTILLA, "down", "--data-dir", str(root)], capture_output=True, text=True, timeout=60)
