@@ -15,15 +15,14 @@ token for the next request; no restart is needed either way.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from flotilla.api.store_mirror import StoreMirror
 from flotilla.apiserver.agent_scope import LEASE_NAMESPACE, agent_user
 
 __all__ = [
@@ -91,15 +90,16 @@ def agent_token_of_secret(secret: Mapping[str, Any]) -> tuple[bytes, str] | None
     return digest, cluster
 
 
-class AgentTokenIndex:
+class AgentTokenIndex(StoreMirror):
     """The agent-token Secrets of an API server's store, kept current; ``user_of(digest)`` answers the
     authenticator."""
 
+    what = "agent-token Secrets"
+
     def __init__(self) -> None:
+        super().__init__(AGENT_TOKEN_NAMESPACE)
         self._by_secret: dict[str, tuple[bytes, str, str]] = {}  # Secret name -> (digest, cluster, uid)
         self._by_digest: dict[bytes, tuple[str, str]] = {}  # digest -> (cluster, uid)
-        self._rt: Any = None
-        self._task: asyncio.Task[None] | None = None
 
     def user_of(self, digest: bytes) -> Any:
         """The agent whose token has SHA-256 ``digest`` (a :class:`~flotilla.apiserver.auth.UserInfo`), or None."""
@@ -129,57 +129,14 @@ class AgentTokenIndex:
         self._by_secret[name] = (digest, cluster, uid)
         self._by_digest[digest] = (cluster, uid)
 
-    def on_write(self, rt: Any, event: str, obj: dict[str, Any]) -> None:
-        if rt is self._rt:
-            self.remember(event, obj)
-
-    def _reset(self, items: list[dict[str, Any]]) -> None:
+    def reset(self, items: list[dict[str, Any]]) -> None:
         self._by_secret, self._by_digest = {}, {}
         for item in items:
             self.remember("ADDED", item)
 
-    async def attach(self, storage: Any, *, follow: bool = True) -> None:
+    async def attach(self, storage: Any, rt: Any = None, *, follow: bool = True) -> None:
         """List the Secrets once, then follow this server's writes and (``follow``) the store's watch."""
-        rt = storage.types.lookup("", "v1", "secrets")
+        rt = rt if rt is not None else storage.types.lookup("", "v1", "secrets")
         if rt is None:
             raise LookupError("v1 secrets are not served")
-        self._rt = rt
-        listed = await storage.list(rt, AGENT_TOKEN_NAMESPACE)
-        self._reset(listed["items"])
-        storage.after_write.append(self.on_write)
-        if follow:
-            self._task = asyncio.get_running_loop().create_task(
-                self._follow(storage, listed["metadata"]["resourceVersion"]))
-
-    async def _follow(self, storage: Any, rv: str) -> None:
-        from flotilla.apiserver.rest import WatchSpec
-
-        while True:
-            try:
-                events = await storage.watch(self._rt, WatchSpec(namespace=AGENT_TOKEN_NAMESPACE,
-                                                                 resource_version=rv))
-                async for etype, obj in events:
-                    if etype in ("ADDED", "MODIFIED", "DELETED"):
-                        rv = obj["metadata"]["resourceVersion"]
-                        self.remember(etype, obj)
-                    elif etype == "ERROR":
-                        break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("agent token watch failed; re-listing")
-            await asyncio.sleep(0.5)
-            try:
-                listed = await storage.list(self._rt, AGENT_TOKEN_NAMESPACE)
-            except Exception:
-                log.exception("agent token re-list failed")
-                continue
-            self._reset(listed["items"])
-            rv = listed["metadata"]["resourceVersion"]
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().attach(storage, rt, follow=follow)

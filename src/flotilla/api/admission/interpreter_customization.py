@@ -26,8 +26,6 @@ pass.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import struct
 import threading
@@ -45,6 +43,7 @@ from flotilla.api.admission.common import (
     required,
     spec_unchanged,
 )
+from flotilla.api.store_mirror import StoreMirror
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
 
@@ -325,7 +324,7 @@ class InterpreterCustomizationAdmission(NoOpPlugin):
 # ---------------------------------------------------------------------------------------------
 
 
-class RICIndex:
+class RICIndex(StoreMirror):
     """The ResourceInterpreterCustomizations stored in an API server, kept current.
 
     ``attach(storage)`` lists them once, then follows writes (of this server, via
@@ -333,10 +332,11 @@ class RICIndex:
     ``existing`` callable of :class:`InterpreterCustomizationAdmission`.
     """
 
+    what = "ResourceInterpreterCustomizations"
+
     def __init__(self) -> None:
+        super().__init__()
         self._items: dict[str, dict[str, Any]] = {}
-        self._rt: Any = None
-        self._task: asyncio.Task[None] | None = None
 
     def items(self) -> list[dict[str, Any]]:
         return list(self._items.values())
@@ -350,55 +350,16 @@ class RICIndex:
         else:
             self._items[name] = dict(obj)
 
-    def on_write(self, rt: Any, event: str, obj: dict[str, Any]) -> None:
-        if rt is self._rt or (getattr(rt, "group", None) == GROUP and getattr(rt, "kind", None) == KIND):
-            self.remember(event, obj)
+    def reset(self, items: list[dict[str, Any]]) -> None:
+        self._items = {}
+        for item in items:
+            self.remember("ADDED", item)
 
-    async def attach(self, storage: Any, *, follow: bool = True) -> None:
-        rt = storage.types.by_kind(GROUP, "v1alpha1", KIND)
+    def watches(self, rt: Any) -> bool:
+        return rt is self._rt or (getattr(rt, "group", None) == GROUP and getattr(rt, "kind", None) == KIND)
+
+    async def attach(self, storage: Any, rt: Any = None, *, follow: bool = True) -> None:
+        rt = rt if rt is not None else storage.types.by_kind(GROUP, "v1alpha1", KIND)
         if rt is None:
             raise LookupError(f"{GROUP}/v1alpha1 {KIND} is not served")
-        self._rt = rt
-        listed = await storage.list(rt, None)
-        self._items = {}
-        for item in listed["items"]:
-            self.remember("ADDED", item)
-        storage.after_write.append(self.on_write)
-        if follow:
-            self._task = asyncio.get_running_loop().create_task(
-                self._follow(storage, listed["metadata"]["resourceVersion"])
-            )
-
-    async def _follow(self, storage: Any, rv: str) -> None:
-        from flotilla.apiserver.rest import WatchSpec
-
-        while True:
-            try:
-                events = await storage.watch(self._rt, WatchSpec(resource_version=rv))
-                async for etype, obj in events:
-                    if etype in ("ADDED", "MODIFIED", "DELETED"):
-                        rv = obj["metadata"]["resourceVersion"]
-                        self.remember(etype, obj)
-                    elif etype == "ERROR":
-                        break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("ResourceInterpreterCustomization watch failed; re-listing")
-            await asyncio.sleep(0.5)
-            try:
-                listed = await storage.list(self._rt, None)
-            except Exception:
-                log.exception("ResourceInterpreterCustomization re-list failed")
-                continue
-            self._items = {}
-            for item in listed["items"]:
-                self.remember("ADDED", item)
-            rv = listed["metadata"]["resourceVersion"]
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().attach(storage, rt, follow=follow)
