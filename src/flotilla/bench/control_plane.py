@@ -33,9 +33,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from pathlib import Path
 from typing import Any, Final
+
+from flotilla.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -204,11 +205,7 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
 
 def run_control_plane_command(args: argparse.Namespace) -> int:
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         return await run_control_plane(Path(args.data_dir), args.storage, args.host, args.port, args.transport,
                                        list(args.controller_flags or []), stop, floor=args.floor)
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 from typing import Any
 
 from flotilla.cli.controller_manager import parse_duration
+from flotilla.signals import stop_on_signals
 
 
 def _duration(text: str) -> float:
@@ -109,11 +108,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 def run_agent_command(args: argparse.Namespace) -> int:
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         return await run(args, stop)
 
     try:

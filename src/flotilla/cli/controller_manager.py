@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import re
-import signal
 import socket
 import sys
 import uuid
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.observability.logs import progress_line
+from flotilla.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -644,11 +644,7 @@ def run_controller_manager_command(args: argparse.Namespace) -> int:
         from flotilla.apiserver.gctune import tune_gc
 
         tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         return await run(cfg, stop)
 
     try:

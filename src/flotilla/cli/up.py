@@ -21,6 +21,7 @@ from typing import Any
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.signals import stop_on_signals
 
 __all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
 
@@ -178,11 +179,7 @@ def run_up_command(args: argparse.Namespace) -> int:
 
 def _foreground(cfg: StackConfig, layout: Layout) -> int:
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         stack = LocalStack(cfg, say=lambda m: print(f"flotilla up: {m}", flush=True))
         try:
             await stack.start()

@@ -31,6 +31,7 @@ from flotilla.local.demo_report import DemoFacts, checks, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import NOT_READY_TAINT, LocalStack, StackConfig
 from flotilla.observability.logs import log_formatter
+from flotilla.signals import stop_on_signals
 
 __all__ = ["DemoError", "copies_at_most", "run_demo"]
 
@@ -225,13 +226,7 @@ class Demo:
         self.n.out.write(f"\n--keep: Flotilla keeps running. export KUBECONFIG={self.stack.kubeconfig.resolve()}"
                          " and explore with kubectl (contexts flotilla, member1..3); Ctrl-C stops it\n")
         self.n.out.flush()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        import signal
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await stop.wait()
 
     async def _story(self) -> None:

@@ -36,6 +36,7 @@ from flotilla.files import atomic_write
 from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.faults import FaultError
 from flotilla.member.history import HistoryRecorder, overlaps
+from flotilla.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +171,7 @@ async def run_members(configs: Sequence[MemberConfig], *, history_file: Path | N
                       admin_port: int = 0, announce: Any = print) -> None:
     """Run members until SIGTERM/SIGINT (the ``flotilla member`` command)."""
     group = MemberGroup(configs, history_file=history_file, admin_host=admin_host, admin_port=admin_port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await group.start()
     from flotilla.apiserver.gctune import tune_gc
 
@@ -187,6 +184,7 @@ async def run_members(configs: Sequence[MemberConfig], *, history_file: Path | N
         await stop.wait()
     finally:
         await group.stop()
+        loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
