@@ -10,7 +10,7 @@ import asyncio
 import re
 from typing import Any
 
-from flotilla.client.errors import ApiException
+from flotilla.client.errors import ApiException, ConnectionFailed
 from flotilla.client.resources import Resource
 from flotilla.failover.events import (
     EVENT_EVICTION_PERFORMED,
@@ -174,3 +174,20 @@ async def test_dropped_events_are_counted_by_reason_and_cause() -> None:
     assert sample(registry, "R1", DROP_SPAM_FILTER) == 0
     assert sample(registry, "NoName", "invalid") == 1 and sample(registry, "Late", "closed") == 1
     assert "# TYPE flotilla_events_dropped_total counter" in registry.render()
+
+
+class Unreachable(MemoryEvents):
+    async def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        raise ConnectionFailed("http://cp/api/v1/events: connection refused")
+
+
+async def test_an_unreachable_api_server_costs_one_log_line_per_lost_event_without_a_traceback(
+        caplog: Any) -> None:
+    recorder = EventRecorder(Unreachable(), "c", attempts=1, patch_delay=0.0)
+    with caplog.at_level("WARNING", logger="flotilla.observability.events"):
+        recorder.event(BINDING, "Normal", EVENT_SYNC_WORK_SUCCEED, "synced")
+        await recorder.flush()
+        await recorder.close()
+    lost = [r for r in caplog.records if "could not write event" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].exc_info is None, [(r.getMessage(), r.exc_info) for r in lost]
+    assert "connection refused" in lost[0].getMessage()

@@ -45,6 +45,10 @@ class AgentConfig:
     cluster_lease_renew_interval_fraction: float = 0.25
     cluster_status_update_frequency: float = 10.0
     cluster_api_timeout: float = 10.0
+    #: how long the member must answer its health checks before Ready turns True again (Karmada: 30s)
+    cluster_success_threshold: float = 30.0
+    #: how long the member's health checks must fail before Ready turns False (Karmada: 30s)
+    cluster_failure_threshold: float = 30.0
     #: how long the controllers' start waits for the control plane's caches (then they start anyway)
     sync_timeout: float = 60.0
 
@@ -62,7 +66,19 @@ class AgentConfig:
             errs.append("--cluster-lease-renew-interval-fraction must be between 0 and 1 (exclusive)")
         if not self.cluster_status_update_frequency > 0:
             errs.append("--cluster-status-update-frequency must be greater than 0")
+        for flag, value in (("--cluster-success-threshold", self.cluster_success_threshold),
+                            ("--cluster-failure-threshold", self.cluster_failure_threshold)):
+            if not value >= 0:
+                errs.append(f"{flag} must be 0 or more")
         return errs
+
+    def controller_options(self) -> ControllerOptions:
+        """The options of the agent's controllers: scoped to its cluster, with its timings."""
+        return ControllerOptions(agent_cluster=self.cluster_name,
+                                 cluster_status_update_frequency=self.cluster_status_update_frequency,
+                                 cluster_api_timeout=self.cluster_api_timeout,
+                                 cluster_success_threshold=self.cluster_success_threshold,
+                                 cluster_failure_threshold=self.cluster_failure_threshold)
 
 
 def _dns_label(name: str) -> bool:
@@ -187,9 +203,7 @@ class Agent:
 
     # ------------------------------------------------------------------ the whole agent
     def options(self) -> ControllerOptions:
-        return ControllerOptions(agent_cluster=self.config.cluster_name,
-                                 cluster_status_update_frequency=self.config.cluster_status_update_frequency,
-                                 cluster_api_timeout=self.config.cluster_api_timeout)
+        return self.config.controller_options()
 
     async def run(self, stop: asyncio.Event) -> int:
         try:

@@ -51,6 +51,10 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="how often the cluster's status is collected and posted (default 10s)")
     p.add_argument("--cluster-api-timeout", type=_duration, default=10.0, metavar="DURATION",
                    help="timeout of each request to the member's API server (default 10s)")
+    p.add_argument("--cluster-success-threshold", type=_duration, default=30.0, metavar="DURATION",
+                   help="how long the member must stay healthy before Ready turns True again (default 30s)")
+    p.add_argument("--cluster-failure-threshold", type=_duration, default=30.0, metavar="DURATION",
+                   help="how long the member must stay unhealthy before Ready turns False (default 30s)")
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
@@ -70,7 +74,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        cluster_lease_duration=args.cluster_lease_duration,
                        cluster_lease_renew_interval_fraction=args.cluster_lease_renew_interval_fraction,
                        cluster_status_update_frequency=args.cluster_status_update_frequency,
-                       cluster_api_timeout=args.cluster_api_timeout)
+                       cluster_api_timeout=args.cluster_api_timeout,
+                       cluster_success_threshold=args.cluster_success_threshold,
+                       cluster_failure_threshold=args.cluster_failure_threshold)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -2,7 +2,8 @@
 
 For every Cluster event:
 
-* ensure the execution namespace ``karmada-es-<cluster>`` (label ``karmada.io/system=true``) exists;
+* ensure the execution namespace ``karmada-es-<cluster>`` (label ``karmada.io/system=true``) exists, and for a
+  Pull cluster the namespace ``karmada-cluster`` of its agent's Lease;
 * keep the NoSchedule taints in line with the Ready condition (:mod:`flotilla.cluster.taints`: not-ready for
   False or no condition yet, unreachable for Unknown, none for True) - never touching any other taint, which
   ClusterTaintPolicies and people own; and ensure the finalizer ``karmada.io/cluster-controller``. Both go in
@@ -151,6 +152,8 @@ class ClusterController(Controller):
             return await self._remove(cluster)
         self._pending.pop(key, None)
         await self._ensure_execution_space(cluster)
+        if is_pull_cluster(cluster):
+            await self._ensure_lease_space()
         await self._sync_taints_and_finalizer(cluster)
         return None
 
@@ -176,6 +179,20 @@ class ClusterController(Controller):
         log.info("cluster %s: created execution space %s", name, es)
         self.ctx.recorder.event(cluster, "Normal", REASON_CREATE_EXECUTION_SPACE_SUCCEED,
                                 f"Created execution space({es}) for cluster({name}).")
+
+    async def _ensure_lease_space(self) -> None:
+        """``karmada-cluster``, where a Pull cluster's agent keeps its Lease (an agent may not create namespaces:
+        without it the Lease could never be written and the cluster would turn Unknown)."""
+        if self.namespaces.store.get(KARMADA_CLUSTER_NAMESPACE) is not None:
+            return
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KARMADA_CLUSTER_NAMESPACE}}
+        try:
+            await self.client.create(NAMESPACES, body)
+        except ApiException as e:
+            if is_already_exists(e):
+                return
+            raise
+        log.info("created namespace %s for the Leases of Pull clusters", KARMADA_CLUSTER_NAMESPACE)
 
     async def _sync_taints_and_finalizer(self, cluster: dict[str, Any]) -> None:
         name = _md(cluster)["name"]

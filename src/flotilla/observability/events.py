@@ -57,7 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flotilla.client.errors import ApiException, is_already_exists, is_not_found
+from flotilla.client.errors import ApiException, ConnectionFailed, is_already_exists, is_not_found
 from flotilla.client.resources import EVENTS, Resource
 from flotilla.observability.metrics import (
     DROP_CLOSED,
@@ -541,6 +541,10 @@ class EventRecorder:
                 await self._write(entry)
             except asyncio.CancelledError:
                 raise
+            except ConnectionFailed as e:  # the API server is away: expected, one line (no traceback)
+                self._drop(entry.reason, DROP_WRITE_FAILED, entry.count)
+                log.warning("event recorder: could not write event %s about %s: %s", entry.reason,
+                            entry.involved.get("name"), e.message)  # fmt: skip
             except Exception:
                 self._drop(entry.reason, DROP_WRITE_FAILED, entry.count)
                 log.warning("event recorder: could not write event %s about %s", entry.reason,

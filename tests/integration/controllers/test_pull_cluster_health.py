@@ -259,3 +259,20 @@ async def test_a_renewal_the_informer_has_not_delivered_yet_keeps_the_monitor_fr
             assert ready(await plane.get("pull1"))["reason"] == "ClusterStatusUnknown"
         finally:
             await manager.stop()
+
+
+async def test_the_cluster_controller_creates_the_lease_namespace_for_a_pull_cluster(tmp_path: Path) -> None:
+    """On a bare control plane (no ``flotilla up`` to create it) the first Pull cluster gets ``karmada-cluster``,
+    so its agent, which may not create namespaces, can write its Lease; a Push cluster alone does not."""
+    async with control_plane(tmp_path, compaction_interval=0) as (_server, client):
+        manager = await ControllerManager(client, ControllerOptions(), controllers=["cluster"]).start()
+        try:
+            p = Plane(client, manager)
+            await p.cluster("push9", "Push")
+            await eventually(lambda: client.get_or_none(NAMESPACES, "karmada-es-push9"), what="push9's es")
+            assert await client.get_or_none(NAMESPACES, LEASE_NS) is None
+            await p.cluster("pull9", "Pull")
+            await eventually(lambda: client.get_or_none(NAMESPACES, LEASE_NS), what="karmada-cluster created")
+            await Agent(client, "pull9").create()  # what the agent then does
+        finally:
+            await manager.stop()

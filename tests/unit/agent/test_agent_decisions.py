@@ -81,6 +81,24 @@ def test_agent_config_validation_says_which_flag() -> None:
     assert any("--cluster-lease-renew-interval-fraction" in e for e in errs)
 
 
+def test_agent_health_thresholds_default_to_karmadas_30s_and_reach_its_controllers() -> None:
+    import argparse
+
+    from flotilla.cli.agent import add_agent_parser, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_agent_parser(parser.add_subparsers())
+    base = ["agent", "--karmada-kubeconfig", "cp", "--cluster-name", "edge1"]
+    default = config_from_args(parser.parse_args(base)).controller_options()
+    assert (default.cluster_success_threshold, default.cluster_failure_threshold) == (30.0, 30.0)
+    cfg = config_from_args(parser.parse_args(
+        [*base, "--cluster-success-threshold", "2s", "--cluster-failure-threshold", "1500ms"]))
+    opts = cfg.controller_options()
+    assert (opts.cluster_success_threshold, opts.cluster_failure_threshold, opts.agent_cluster) == (
+        2.0, 1.5, "edge1")
+    assert any("--cluster-failure-threshold" in e for e in AgentConfig("a", cluster_failure_threshold=-1).validate())
+
+
 def test_recovery_purge_never_decides_without_a_complete_fresh_list() -> None:
     work = {"metadata": {"name": "w", "namespace": "karmada-es-a"}}
     assert recovery_works(None) is None  # the list failed (403, unreachable)
