@@ -39,14 +39,23 @@ Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
 ``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
 contacting the member; the Work gets the ``work.flotilla.io/abandoned-on-fenced-cluster`` annotation and
 the ``Abandoned`` condition before its finalizer goes, and a Warning Event ``WorkAbandoned``. Nothing is
-applied to a fenced cluster. A cluster seen not Ready or fenced is remembered; once it is Ready and not
-fenced again, its recovery purge runs before any Work is applied there: the member objects labelled
-``karmada.io/managed=true`` of the kinds Flotilla placed there (those of its Works, and of the Works
-abandoned there) that no current Work wants are deleted (:func:`~flotilla.failover.fencing.
-stale_objects_on_recovery`). The purge is queued as ``purge-cluster:<name>`` as soon as the cluster
-comes back, and every Work of that cluster waits for it (retried with backoff while it fails). The purge decides
-from a fresh, complete list of the cluster's Works (:func:`~flotilla.failover.fencing.recovery_works`), never from
-the informer's cache, which is empty after a restart or while lists are refused.
+applied to a fenced cluster. A cluster seen turning not Ready or fenced (or one where a Work was abandoned) has a
+recovery purge pending: the member objects labelled ``karmada.io/managed=true`` of the kinds Flotilla placed there
+(those of its Works, and of the Works abandoned there) that no current Work wants are deleted
+(:func:`~flotilla.failover.fencing.stale_objects_on_recovery`). D17: the purge runs as soon as the member's API
+answers again, fenced or not, Ready or not yet (:func:`~flotilla.failover.fencing.recovery_purge_step`): the fence
+keeps new applies away, not these deletions. The purge is queued as ``purge-cluster:<name>`` when the cluster turns
+not Ready or fenced, when a Work is abandoned there, when it is Ready and unfenced again (one more purge then,
+before any Work is applied there) and at every healthy answer of its health probe on the cluster-status
+controller's probe board (:class:`~flotilla.failover.brake.ProbeBoard`, same process) while one is pending. While
+the board says the member does not answer, the purge does not contact it; a purge that fails (the member or the
+control plane does not answer) is tried again with a backoff capped at the status period
+(:func:`~flotilla.failover.fencing.purge_retry_delay`). Every Work of the cluster waits for a pending purge before
+it is applied. The purge decides from a fresh, complete list of the cluster's Works
+(:func:`~flotilla.failover.fencing.recovery_works`), never from the informer's cache, which is empty after a restart
+or while lists are refused. In ``flotilla agent`` the same holds for the agent's Pull cluster: its own
+cluster-status controller probes the member, and after a partition from the control plane the purge runs as soon
+as the fresh list of Works can be read, before anything is applied.
 """
 
 from __future__ import annotations
@@ -78,10 +87,14 @@ from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
+from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
     ObjectIdentity,
+    PurgeStep,
     is_fenced,
+    purge_retry_delay,
+    recovery_purge_step,
     recovery_works,
     stale_objects_on_recovery,
     wanted_identities,
@@ -120,6 +133,8 @@ __all__ = ["PURGE_KEY_PREFIX", "ApplyError", "ClusterNotReady", "ExecutionContro
 _ATTEMPTS = 5
 #: Queue key of a cluster's recovery purge (Work keys always have a slash; this prefix has none).
 PURGE_KEY_PREFIX = "purge-cluster:"
+#: first retry of a recovery purge that failed (doubled per failure, capped at the status period)
+_PURGE_RETRY_BASE = 0.2
 
 
 class ClusterNotReady(Exception):
@@ -197,8 +212,13 @@ class ExecutionController(Controller):
         self._watches: dict[str, _MemberWatch] = {}
         #: the member informers this controller shares with the work-status controller
         self._member_informers = member_informers(self.ctx.extras)
-        #: clusters seen not Ready or fenced whose recovery purge has not run yet (D2)
-        self._recovering: set[str] = set()
+        #: clusters whose recovery purge is pending (D2, D17) -> a counter bumped each time one is asked for (a
+        #: purge that ran while another was asked for leaves it pending)
+        self._recovering: dict[str, int] = {}
+        #: clusters seen not Ready or fenced (their return to Ready and unfenced asks for one more purge)
+        self._lost: set[str] = set()
+        #: cluster -> recovery purges failed in a row (retry delay)
+        self._purge_failures: dict[str, int] = {}
         #: cluster -> (apiVersion, kind) of every manifest Flotilla placed or abandoned there (purge listing)
         self._kinds: dict[str, set[tuple[str, str]]] = {}
         self._purge_locks: dict[str, asyncio.Lock] = {}
@@ -208,8 +228,15 @@ class ExecutionController(Controller):
         self._clusters.add_handler(on_add=self._cluster_changed,
                                    on_update=self._cluster_updated,
                                    on_delete=self._cluster_deleted)
+        #: the cluster-status controller's probes in this process (None: it runs elsewhere): a healthy answer
+        #: wakes a pending recovery purge (D17)
+        self._board: ProbeBoard | None = self.ctx.extras.get(PROBE_BOARD)
+        self._unlisten = self._board.add_listener(self._probe_answered) if self._board is not None else None
 
     async def stop(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         await super().stop()
         watches, self._watches = list(self._watches.values()), {}
         for watch in watches:
@@ -232,9 +259,25 @@ class ExecutionController(Controller):
         if not name or not self.serves(cluster):
             return
         if not cluster_ready(cluster) or is_fenced(cluster):
-            self._recovering.add(name)
-        elif name in self._recovering:  # back: purge before anything else is applied there
-            self.enqueue(PURGE_KEY_PREFIX + name)
+            if name not in self._lost:  # lost: purge as soon as its API answers again (D17), fenced or not
+                self._lost.add(name)
+                self._want_purge(name)
+        else:
+            if name in self._lost:  # back: one more purge before anything else is applied there
+                self._lost.discard(name)
+                self._want_purge(name)
+            elif name in self._recovering:
+                self.enqueue(PURGE_KEY_PREFIX + name)
+
+    def _want_purge(self, name: str) -> None:
+        """Ask for a recovery purge of the cluster (it runs once its API answers: :meth:`_purge_pending`)."""
+        self._recovering[name] = self._recovering.get(name, 0) + 1
+        self.enqueue(PURGE_KEY_PREFIX + name)
+
+    def _probe_answered(self, cluster: str, healthy: bool) -> None:
+        """The cluster-status controller's probe of ``cluster`` answered: healthy, a pending purge runs now."""
+        if healthy and cluster in self._recovering:
+            self.enqueue(PURGE_KEY_PREFIX + cluster)
 
     def _cluster_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self._cluster_changed(new)
@@ -248,7 +291,9 @@ class ExecutionController(Controller):
 
     def _cluster_deleted(self, cluster: dict[str, Any]) -> None:
         name = str(_meta(cluster).get("name") or "")
-        self._recovering.discard(name)
+        self._recovering.pop(name, None)
+        self._lost.discard(name)
+        self._purge_failures.pop(name, None)
         self._kinds.pop(name, None)
         watch = self._watches.pop(name, None)
         if watch is not None:
@@ -302,8 +347,7 @@ class ExecutionController(Controller):
 
     async def reconcile(self, key: str) -> float | None:
         if key.startswith(PURGE_KEY_PREFIX):
-            await self._purge_if_recovered(key.removeprefix(PURGE_KEY_PREFIX))
-            return None
+            return await self._purge_pending(key.removeprefix(PURGE_KEY_PREFIX))
         work = self._written.fresh(key, self._works.store.get(key))
         if work is None:
             self._handoff.drop(key)
@@ -495,7 +539,7 @@ class ExecutionController(Controller):
         """D2: the Work records (annotation, condition, Event) that its objects were left on a fenced cluster;
         the kinds are remembered for the recovery purge. Returns the Work as stored after."""
         self._note_kinds(cluster_name, work)
-        self._recovering.add(cluster_name)
+        self._want_purge(cluster_name)  # its objects are stale there: deleted once the member answers (D17)
         decision = work_deletion_decision(cluster if cluster is not None else cluster_name, True, work=work,
                                           now=self.ctx.now())
         meta = _meta(work)
@@ -522,23 +566,44 @@ class ExecutionController(Controller):
             if manifest.get("apiVersion") and manifest.get("kind"):
                 kinds.add((str(manifest["apiVersion"]), str(manifest["kind"])))
 
-    async def _purge_if_recovered(self, cluster_name: str) -> bool:
-        """Run the recovery purge of a cluster that came back (Ready, not fenced) if it is pending.
+    def _purge_retry_cap(self) -> float:
+        return max(float(self.options.cluster_status_update_frequency), _PURGE_RETRY_BASE)
 
-        True when nothing is pending any more (done now or before); False while the cluster is still not
-        Ready or fenced. Raises when the purge could not finish (retried with backoff)."""
+    async def _purge_pending(self, cluster_name: str) -> float | None:
+        """The ``purge-cluster:<name>`` key: run the cluster's pending recovery purge if its API answers. A purge
+        that fails, or waits for a member known not to answer, is looked at again after a delay (a healthy
+        probe answer wakes it sooner); no work-queue backoff, which grows to many minutes in a long outage."""
+        try:
+            done = await self._purge_if_recovered(cluster_name)
+        except Exception as e:  # noqa: BLE001 - the member or the control plane did not answer: tried again
+            failures = self._purge_failures[cluster_name] = self._purge_failures.get(cluster_name, 0) + 1
+            delay = purge_retry_delay(failures, _PURGE_RETRY_BASE, self._purge_retry_cap())
+            log.info("cluster %s: recovery purge not done (%s); trying again in %.1fs", cluster_name,
+                     str(e) or type(e).__name__, delay)
+            return delay
+        self._purge_failures.pop(cluster_name, None)
+        return None if done else self._purge_retry_cap()
+
+    async def _purge_if_recovered(self, cluster_name: str) -> bool:
+        """Run the recovery purge of a cluster if one is pending and its API answers (D17: fenced or not, Ready or
+        not yet; :func:`~flotilla.failover.fencing.recovery_purge_step`).
+
+        True when nothing is pending any more (done now or before); False while the member is known not to
+        answer. Raises when the purge could not finish."""
         lock = self._purge_locks.setdefault(cluster_name, asyncio.Lock())
         async with lock:
-            if cluster_name not in self._recovering:
-                return True
+            asked = self._recovering.get(cluster_name)
             cluster = self._clusters.store.get(cluster_name)
-            if cluster is None:
-                self._recovering.discard(cluster_name)
-                return True
-            if not cluster_ready(cluster) or is_fenced(cluster):
+            answering = self._board.last_answer(cluster_name) if self._board is not None else None
+            step = recovery_purge_step(cluster, pending=asked is not None,
+                                       ready=cluster is not None and cluster_ready(cluster), answering=answering)
+            if step is PurgeStep.WAIT:
                 return False
-            await self._purge(cluster_name, cluster)
-            self._recovering.discard(cluster_name)
+            if step is PurgeStep.PURGE:
+                assert cluster is not None
+                await self._purge(cluster_name, cluster)
+            if self._recovering.get(cluster_name) == asked:  # none asked for meanwhile
+                self._recovering.pop(cluster_name, None)
             return True
 
     async def _purge(self, cluster_name: str, cluster: Mapping[str, Any]) -> None:

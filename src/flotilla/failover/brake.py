@@ -36,9 +36,12 @@ least ``--cluster-status-update-frequency`` (Karmada's defaults: 30 s and 10 s).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PROBE_BOARD", "BrakeCount", "ProbeBoard", "brake_count", "halted_recheck", "recovering"]
 
@@ -64,6 +67,14 @@ class ProbeBoard:
             raise ValueError(f"overdue_after must be greater than 0, got {overdue_after!r}")
         self.overdue_after = float(overdue_after)
         self._probes: dict[str, _Probes] = {}
+        self._listeners: list[Callable[[str, bool], None]] = []
+
+    def add_listener(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call ``listener(cluster, healthy)`` after every answer (the execution controller's recovery purge
+        runs as soon as a member answers again, D17); returns what removes it. A listener must not block: it
+        only queues work."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def started(self, cluster: str, now: float) -> None:
         """A probe of ``cluster`` was sent at ``now``."""
@@ -79,10 +90,21 @@ class ProbeBoard:
             probes.failing_since = None
         elif probes.failing_since is None:
             probes.failing_since = now
+        for listener in list(self._listeners):
+            try:
+                listener(cluster, healthy)
+            except Exception:  # a listener's bug must not fail the probe
+                log.exception("probe board: a listener failed on the answer of %s", cluster)
 
     def forget(self, cluster: str) -> None:
         """``cluster`` is no longer probed here (deleted, Pull mode, no credentials)."""
         self._probes.pop(cluster, None)
+
+    def last_answer(self, cluster: str) -> bool | None:
+        """The last answer of ``cluster``'s probe: healthy (True) or not (False); None when none answered here
+        yet (not probed by this process, or its first probe still in flight)."""
+        probes = self._probes.get(cluster)
+        return None if probes is None else probes.healthy
 
     def answering(self, cluster: str) -> bool:
         """Whether the last probe of ``cluster`` answered healthy (False when it failed or none answered yet)."""

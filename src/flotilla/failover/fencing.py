@@ -10,9 +10,12 @@ cluster is down (powered off, isolated) runs ``flotilla fence NAME``, which puts
 * deleting a Work there completes without contacting the member (:func:`work_deletion_decision`); the Work
   records that its objects were abandoned on a fenced cluster and a Warning Event ``WorkAbandoned`` says so;
 * being a NoExecute taint, it also evicts the workloads that do not tolerate it (the taint manager);
-* when the cluster comes back (fenced or merely failed), the execution controller first deletes every object
-  Flotilla had placed there that no Work wants any more (:func:`stale_objects_on_recovery`), before
-  applying anything else. The stateful copy is therefore never running in two clusters under ``Directly``.
+* when the cluster's API answers again (fenced or merely failed, D17), the execution controller deletes every
+  object Flotilla had placed there that no Work wants any more (:func:`stale_objects_on_recovery`) at once,
+  before applying anything else: it does not wait for the cluster to be unfenced, nor for its Ready condition
+  (the success threshold). The fence keeps new applies away, not these deletions
+  (:func:`recovery_purge_step`). The stateful copy is therefore never running in two clusters under
+  ``Directly`` once the member answers.
 
 ``flotilla unfence NAME`` removes the taint (:func:`unfence_patch`). The taint's value is not significant
 (``is_fenced`` looks at key and effect only); ``fence_patch`` writes it empty.
@@ -21,6 +24,7 @@ cluster is down (powered off, isolated) runs ``flotilla fence NAME``, which puts
 from __future__ import annotations
 
 import copy
+import enum
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -46,10 +50,13 @@ __all__ = [
     "OUT_OF_SERVICE_TAINT_KEY",
     "REASON_CLUSTER_FENCED",
     "ObjectIdentity",
+    "PurgeStep",
     "WorkDeletionDecision",
     "fence_patch",
     "is_fenced",
     "is_out_of_service_taint",
+    "purge_retry_delay",
+    "recovery_purge_step",
     "stale_objects_on_recovery",
     "unfence_patch",
     "wanted_identities",
@@ -182,8 +189,8 @@ def work_deletion_decision(
     work_meta = _meta(work)
     work_name = f"Work {work_meta.get('namespace')}/{work_meta.get('name')}" if work_meta.get("name") else "the Work"
     message = (f"Cluster {name} is fenced (taint {OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT}): "
-               f"the objects of {work_name}{what} were not deleted there; they are deleted when the cluster "
-               "comes back, before anything else is applied to it")
+               f"the objects of {work_name}{what} were not deleted there; they are deleted as soon as the "
+               "cluster's API answers again, fenced or not, before anything else is applied to it")
     condition = {"type": CONDITION_ABANDONED, "status": "True", "reason": REASON_CLUSTER_FENCED, "message": message}
     record = {"cluster": name, **({"at": format_time(now)} if now is not None else {})}
     annotations = {ABANDONED_ANNOTATION: json.dumps(record, separators=(",", ":"))}
@@ -274,3 +281,44 @@ def stale_objects_on_recovery(
             stale.append((identity, obj))
     stale.sort(key=lambda pair: (_LAST_KINDS.get((pair[0].group, pair[0].kind), 0), pair[0]))
     return [obj for _, obj in stale]
+
+
+class PurgeStep(enum.Enum):
+    """What to do with a cluster's pending recovery purge (:func:`recovery_purge_step`)."""
+
+    #: nothing is pending (done before, or the cluster is gone)
+    DONE = "done"
+    #: the member is known not to answer: do not contact it; look again when it does (or after a delay)
+    WAIT = "wait"
+    #: purge now (a member that does not answer after all fails the purge, which is retried)
+    PURGE = "purge"
+
+
+def recovery_purge_step(cluster: Mapping[str, Any] | None, *, pending: bool, ready: bool,
+                        answering: bool | None) -> PurgeStep:
+    """D17: whether a cluster's pending recovery purge runs now.
+
+    The purge runs as soon as the member's API answers again, whether the cluster is fenced or not and whether
+    its Ready condition is True yet (a failed cluster turns Ready only after the success threshold): the fence
+    keeps new applies away, not the deletion of what no Work wants any more. ``answering`` is the last answer of
+    the member's health probe (the cluster-status controller's, in the same process): True (answered healthy),
+    False (failed or did not answer), None (not probed here, as when the cluster-status controller runs
+    elsewhere: the purge's own requests to the member find out). ``ready`` is the cluster's Ready condition;
+    Ready True is reason enough to try.
+    """
+    if not pending or cluster is None:
+        return PurgeStep.DONE
+    if ready or answering is not False:
+        return PurgeStep.PURGE
+    return PurgeStep.WAIT
+
+
+def purge_retry_delay(failures: int, base: float, cap: float) -> float:
+    """Seconds before a recovery purge that could not run (the member or the control plane did not answer) is
+    tried again: ``base`` doubled with each failure in a row (``failures`` >= 1), at most ``cap``.
+
+    The cap keeps a member that comes back after a long outage from waiting minutes for the next try (a work
+    queue's exponential backoff grows to 1000 s); a probe that answers healthy wakes the purge sooner anyway."""
+    if failures <= 0:
+        return base
+    return float(min(cap, base * 2 ** min(failures - 1, 30)))

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from flotilla.client.kubeconfig import load_kubeconfig
 from flotilla.client.resources import DEPLOYMENTS, EVENTS, LEASES, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
+from flotilla.failover.fencing import fence_patch, is_fenced
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
 from flotilla.propagation.works import WORKS
@@ -81,14 +83,18 @@ class Proxy:
         self.target_port = target_port
         self.port = 0
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def up(self) -> None:
         self._server = await asyncio.start_server(self._pipe, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def down(self) -> None:
+        """Refuse new connections and cut the open ones (watches and kept-alive requests), as a partition does."""
         if self._server is not None:
             self._server.close()
+            for w in list(self._writers):
+                w.close()
             await self._server.wait_closed()
             self._server = None
 
@@ -98,6 +104,7 @@ class Proxy:
         except OSError:
             writer.close()
             return
+        self._writers.update((writer, up_w))
 
         async def copy(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
@@ -107,7 +114,10 @@ class Proxy:
             with contextlib.suppress(OSError):
                 w.close()
 
-        await asyncio.gather(copy(reader, up_w), copy(up_r, writer))
+        try:
+            await asyncio.gather(copy(reader, up_w), copy(up_r, writer))
+        finally:
+            self._writers.difference_update((writer, up_w))
 
 
 @dataclass
@@ -300,3 +310,33 @@ async def test_controller_manager_leaves_pull_cluster_works_and_status_to_the_ag
     assert [c["reason"] for c in cluster["status"]["conditions"]] == ["ClusterReady"]  # only the test's
     assert "kubernetesVersion" not in cluster["status"]
     assert await plane.member.get_or_none(DEPLOYMENTS, "web", "default") is None
+
+
+async def test_d17_agent_back_from_a_partition_purges_its_fenced_cluster_at_once(plane: Plane) -> None:
+    await plane.start_agent()
+    await eventually(lambda: cluster_ready(plane.cp), what="the Cluster Ready")
+    await propagate(plane)
+    await plane.proxy.down()  # the agent is cut off from the control plane; the member keeps running
+    cluster = await plane.cp.get(CLUSTERS, CLUSTER)
+    patch = fence_patch(cluster, datetime.now(UTC))
+    assert patch is not None
+    await plane.cp.patch(CLUSTERS, CLUSTER, patch)
+    await plane.cp.delete(DEPLOYMENTS, "web", "default")  # web goes away: its Work is deleted, the agent's to finish
+
+    async def web_work_deleted() -> bool:
+        works = (await plane.cp.list(WORKS, ES)).get("items") or []
+        return any(w["metadata"]["name"].startswith("web-") and w["metadata"].get("deletionTimestamp")
+                   for w in works)
+
+    await eventually(web_work_deleted, what="web's Work being deleted, held by the agent's finalizer")
+    assert await plane.member.get_or_none(DEPLOYMENTS, "web", "default") is not None
+    await plane.proxy.up()
+    # back: the Work is released without the member (fenced), and the agent, whose member answers, purges the stale
+    # copy at once, still fenced
+    await eventually(lambda: _gone(plane.member, DEPLOYMENTS, "web"), timeout=15.0,
+                     what="the stale web deleted in the member while its cluster is still fenced")
+    assert is_fenced(await plane.cp.get(CLUSTERS, CLUSTER))
+
+
+async def _gone(member: Client, res: Resource, name: str) -> bool:
+    return await member.get_or_none(res, name, "default") is None

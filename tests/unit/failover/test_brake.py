@@ -189,3 +189,25 @@ def test_d10_a_not_ready_cluster_that_answers_again_is_recovering() -> None:
     assert recovering(board, "m1", ready=False)  # Ready within the success threshold: its evictions wait
     assert not recovering(board, "m1", ready=True)
     assert not recovering(None, "m1", ready=False)  # no cluster-status controller here: Ready decides alone
+
+
+def test_d17_board_tells_its_listeners_every_answer_and_keeps_the_last_one() -> None:
+    board = ProbeBoard(PERIOD)
+    heard: list[tuple[str, bool]] = []
+    remove = board.add_listener(lambda cluster, healthy: heard.append((cluster, healthy)))
+    assert board.last_answer("member1") is None  # never probed here
+    board.started("member1", 0.0)
+    assert board.last_answer("member1") is None and heard == []  # in flight: no answer yet
+    board.answered("member1", False, 1.0)
+    board.answered("member1", True, 2.0)
+    assert heard == [("member1", False), ("member1", True)] and board.last_answer("member1") is True
+    remove()
+    board.answered("member1", False, 3.0)
+    assert len(heard) == 2 and board.last_answer("member1") is False
+
+
+def test_d17_a_failing_listener_does_not_fail_the_probe() -> None:
+    board = ProbeBoard(PERIOD)
+    board.add_listener(lambda cluster, healthy: 1 / 0)  # type: ignore[func-returns-value]
+    board.answered("member1", True, 1.0)
+    assert board.answering("member1")

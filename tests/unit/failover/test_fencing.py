@@ -17,8 +17,11 @@ from flotilla.failover.fencing import (
     OUT_OF_SERVICE_TAINT_KEY,
     REASON_CLUSTER_FENCED,
     ObjectIdentity,
+    PurgeStep,
     fence_patch,
     is_fenced,
+    purge_retry_delay,
+    recovery_purge_step,
     stale_objects_on_recovery,
     unfence_patch,
     wanted_identities,
@@ -172,3 +175,43 @@ def test_d2_nothing_is_purged_when_every_object_is_wanted() -> None:
     obj = _member_object("Deployment", "web")
     assert stale_objects_on_recovery([obj], [("apps", "Deployment", "shop", "web")]) == []
     assert str(ObjectIdentity.of(obj)) == "Deployment.apps shop/web"
+
+
+# ---------------------------------------------------------------------------------------------- D17: when the purge runs
+
+
+def _member1(fenced: bool = False) -> dict[str, Any]:
+    return _cluster(*([{"key": OUT_OF_SERVICE_TAINT_KEY, "effect": "NoExecute"}] if fenced else []))
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_d17_purge_runs_once_the_api_answers_fenced_or_not_and_before_ready(fenced: bool) -> None:
+    # the probe answered healthy: purge now, although the cluster is still fenced or not Ready yet
+    assert recovery_purge_step(_member1(fenced), pending=True, ready=False, answering=True) is PurgeStep.PURGE
+    assert recovery_purge_step(_member1(fenced), pending=True, ready=True, answering=True) is PurgeStep.PURGE
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_d17_purge_waits_while_the_probe_says_the_member_does_not_answer(fenced: bool) -> None:
+    assert recovery_purge_step(_member1(fenced), pending=True, ready=False, answering=False) is PurgeStep.WAIT
+
+
+def test_d17_without_probes_in_this_process_the_purge_itself_finds_out() -> None:
+    assert recovery_purge_step(_member1(True), pending=True, ready=False, answering=None) is PurgeStep.PURGE
+
+
+def test_d17_ready_is_reason_enough_to_try_the_purge() -> None:
+    # Ready within the failure threshold although the last probe failed: try (a failure is retried)
+    assert recovery_purge_step(_member1(), pending=True, ready=True, answering=False) is PurgeStep.PURGE
+
+
+def test_d17_nothing_to_do_when_no_purge_is_pending_or_the_cluster_is_gone() -> None:
+    assert recovery_purge_step(_member1(True), pending=False, ready=False, answering=True) is PurgeStep.DONE
+    assert recovery_purge_step(None, pending=True, ready=False, answering=True) is PurgeStep.DONE
+
+
+def test_d17_purge_retry_delay_doubles_and_is_capped() -> None:
+    delays = [purge_retry_delay(n, 0.2, 1.0) for n in range(1, 6)]
+    assert delays == [0.2, 0.4, 0.8, 1.0, 1.0]
+    assert purge_retry_delay(10_000, 0.2, 10.0) == 10.0  # no overflow after a very long outage
+    assert purge_retry_delay(0, 0.2, 10.0) == 0.2
