@@ -39,7 +39,9 @@ Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
 ``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
 contacting the member; the Work gets the ``work.flotilla.io/abandoned-on-fenced-cluster`` annotation and
 the ``Abandoned`` condition before its finalizer goes, and a Warning Event ``WorkAbandoned``. Nothing is
-applied to a fenced cluster. A cluster seen not Ready or fenced is remembered; once it is Ready and not
+applied to a fenced cluster. The controller-manager also releases so the Works deleted on a fenced *Pull*
+cluster (whose Works are otherwise its agent's): a fenced cluster's agent may never come back. A cluster seen
+not Ready or fenced is remembered; once it is Ready and not
 fenced again, its recovery purge runs before any Work is applied there: the member objects labelled
 ``karmada.io/managed=true`` of the kinds Flotilla placed there (those of its Works, and of the Works
 abandoned there) that no current Work wants are deleted (:func:`~flotilla.failover.fencing.
@@ -313,6 +315,11 @@ class ExecutionController(Controller):
             return None
         cluster = self._clusters.store.get(cluster_name)
         if cluster is not None and not self.serves(cluster):
+            if self.agent_cluster is None and _meta(work).get("deletionTimestamp") and self.fenced(cluster):
+                # D2 for a Pull cluster: fenced, its agent may never come back; the Work is released here as for
+                # a Push cluster (abandoned, the member not contacted) so that a Directly failover can proceed
+                self._handoff.drop(key)
+                await self._finish_deletion(work, cluster_name, cluster)
             return None  # a Pull cluster's Works are its agent's (and the agent's are its own cluster's only)
         if _meta(work).get("deletionTimestamp"):
             self._handoff.drop(key)
