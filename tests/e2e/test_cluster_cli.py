@@ -120,7 +120,7 @@ def test_get_shows_clusters_bindings_and_works(env: Env) -> None:
         r = env.run("get", "clusters")
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
-        assert lines[0].split() == ["NAME", "VERSION", "MODE", "READY", "TAINTS", "AGE"]
+        assert lines[0].split() == ["NAME", "VERSION", "MODE", "READY", "TAINTS", "FENCED", "AGE"]
         m1 = next(line for line in lines if line.startswith("m1 "))
         assert "x=y:NoSchedule" in m1 and "Push" in m1
         r = env.run("get", "cluster", "m1", "-o", "json")

@@ -198,6 +198,10 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
                "its Ready condition is set Unknown"),
     OptionFlag("cluster_startup_grace_period", "duration",
                "the grace period of a Pull cluster that never posted a Ready condition (counted from its creation)"),
+    OptionFlag("fence_margin", "duration",
+               "a Pull cluster whose agent announces a guard is fenced automatically once its Lease has not been "
+               "renewed for its announced permit-hold + fence-after + this margin (and a strict majority of the "
+               "clusters is live)"),
     OptionFlag("enable_no_execute_taint_eviction", "bool",
                "evict workloads from clusters with NoExecute taints they do not tolerate"),
     OptionFlag("no_execute_taint_eviction_purge_mode", "choice",

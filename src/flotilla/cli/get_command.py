@@ -26,6 +26,7 @@ from flotilla.api import resources as R
 from flotilla.apiserver.builtin_kinds import human_age
 from flotilla.client import ApiException, Client, Resource, is_not_found
 from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.failover.auto_fence import fence_reason
 
 __all__ = ["add_get_parser", "binding_row", "cluster_row", "render_table", "work_row"]
 
@@ -90,14 +91,16 @@ def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide
     taints = [_taint(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)]
     row = [str(meta.get("name") or ""), str(status.get("kubernetesVersion") or ""),
            str(spec.get("syncMode") or "Push"), _condition(cluster, "Ready"), ",".join(taints) or "<none>",
-           human_age(meta.get("creationTimestamp"), now)]
+           fence_reason(cluster) or "<none>", human_age(meta.get("creationTimestamp"), now)]
     if wide:
-        row.insert(5, str(spec.get("apiEndpoint") or ""))
+        row.insert(6, str(spec.get("apiEndpoint") or ""))
     return row
 
 
-CLUSTER_HEADERS = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "AGE"]
-CLUSTER_WIDE = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "ENDPOINT", "AGE"]
+#: FENCED: ``<none>``, the reason of the Cluster's ``Fenced`` condition (``LeaseExpired``: fenced automatically),
+#: or ``Manual`` (the out-of-service taint without that condition: ``flotilla fence`` or by hand)
+CLUSTER_HEADERS = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "FENCED", "AGE"]
+CLUSTER_WIDE = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "FENCED", "ENDPOINT", "AGE"]
 
 
 def _task(t: Mapping[str, Any], wide: bool) -> str:

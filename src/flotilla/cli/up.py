@@ -40,10 +40,12 @@ graceful-eviction tasks time out after {LAPTOP_TIMINGS['graceful_eviction_timeou
 times out after {LAPTOP_TIMINGS['cluster_api_timeout']:g}s; a Pull member (registered by its agent) is checked
 every {LAPTOP_TIMINGS['cluster_monitor_period']:g}s and turns Ready Unknown after
 {LAPTOP_TIMINGS['cluster_monitor_grace_period']:g}s without a Lease renewal
-({LAPTOP_TIMINGS['cluster_startup_grace_period']:g}s before it first posted its status). Override them with
+({LAPTOP_TIMINGS['cluster_startup_grace_period']:g}s before it first posted its status); a Pull member whose
+agent announces a guard is fenced after its permit-hold + fence-after + {LAPTOP_TIMINGS['fence_margin']:g}s
+without a Lease renewal. Override them with
 --cluster-status-update-frequency, --cluster-failure-threshold, --cluster-success-threshold,
---graceful-eviction-timeout, --cluster-api-timeout, --cluster-monitor-period, --cluster-monitor-grace-period
-and --cluster-startup-grace-period, in seconds.
+--graceful-eviction-timeout, --cluster-api-timeout, --cluster-monitor-period, --cluster-monitor-grace-period,
+--cluster-startup-grace-period and --fence-margin, in seconds.
 
 Pull mode: --pull-members N makes the last N members Pull members: they are not joined; each gets its own
 `flotilla agent` process (restarted when it exits; pid and log in D/agents/<member>/) that registers the Cluster

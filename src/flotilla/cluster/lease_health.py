@@ -25,6 +25,11 @@ The monitor never writes ``True`` (or ``False``): a renewal after ``Unknown`` on
 Ready becomes True again when the agent posts it. The probe time is local (when the monitor *saw* the renewal),
 never the agent's clock, so skew between the member and the control plane does not matter.
 
+The memory also keeps, for the automatic fence (:mod:`flotilla.failover.auto_fence`), the *monotonic* time at
+which the monitor last saw the Lease change (``renewed_at``, when the caller passes ``monotonic``): any
+``renewTime`` different from the one seen last counts there, later or not, so an agent whose clock stepped
+back still counts as renewing. It is the controller-manager's own clock only, never compared with the agent's.
+
 ``--cluster-failure-threshold`` does not apply here: it damps the results of a status controller's probes, and
 for a Pull cluster that controller runs in the agent (which applies its own threshold to what it sees of its
 member). The grace period is the monitor's own damping. A Pull cluster whose agent stopped therefore turns
@@ -79,11 +84,16 @@ class MonitorGrace:
 @dataclass(frozen=True)
 class LeaseMemory:
     """What the monitor remembers of one Pull cluster: the probe time (local clock), the Ready condition seen
-    then (None: none) and the latest Lease ``renewTime`` seen (None: no Lease seen yet)."""
+    then (None: none) and the latest Lease ``renewTime`` seen (None: no Lease seen yet).
+
+    ``renewed_at``: the monotonic time (the caller's ``monotonic``) at which the Lease was last seen to change
+    (None: not seen yet), and ``renew_seen`` the ``renewTime`` as it was then (its text)."""
 
     probe: datetime
     ready: Mapping[str, Any] | None = None
     renew_time: datetime | None = None
+    renewed_at: float | None = None
+    renew_seen: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,13 +132,20 @@ def _first_probe(cluster: Mapping[str, Any], current: Mapping[str, Any] | None, 
     return now
 
 
+def _renew_text(lease: Mapping[str, Any] | None) -> str | None:
+    spec = (lease or {}).get("spec")
+    value = spec.get("renewTime") if isinstance(spec, Mapping) else None
+    return str(value) if value else None
+
+
 def judge_pull_cluster(cluster: Mapping[str, Any], lease: Mapping[str, Any] | None, memory: LeaseMemory | None,
-                       now: datetime, grace: MonitorGrace) -> LeaseVerdict:
+                       now: datetime, grace: MonitorGrace, monotonic: float | None = None) -> LeaseVerdict:
     """Decide for one Pull cluster (see the module docstring): refresh the probe time from its Ready condition
     and Lease, then say whether Ready must be written ``Unknown``.
 
     ``cluster`` and ``lease`` as read now (``lease`` None when there is none), ``memory`` what the previous call
-    returned for this cluster (None on the first), ``now`` the local time.
+    returned for this cluster (None on the first), ``now`` the local time, ``monotonic`` the local monotonic
+    clock (when given, ``renewed_at`` follows every change of the Lease's ``renewTime``).
     """
     current = ready_condition(cluster, CONDITION_READY)
     if memory is None:
@@ -138,6 +155,9 @@ def judge_pull_cluster(cluster: Mapping[str, Any], lease: Mapping[str, Any] | No
     renewed = lease_renew_time(lease)
     if renewed is not None and (memory.renew_time is None or renewed > memory.renew_time):
         memory = replace(memory, probe=now, renew_time=renewed)
+    seen = _renew_text(lease)
+    if monotonic is not None and seen is not None and (memory.renewed_at is None or seen != memory.renew_seen):
+        memory = replace(memory, renewed_at=monotonic, renew_seen=seen)
 
     period = grace.startup_grace_period if current is None else grace.grace_period
     if not now > memory.probe + timedelta(seconds=period):

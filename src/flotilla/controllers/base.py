@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ class ControllerContext:
     options: ControllerOptions
     members: MemberClients
     now: Callable[[], datetime] = utcnow
+    #: the monotonic clock, seconds (durations that must not follow wall-clock steps: the automatic fence)
+    monotonic: Callable[[], float] = time.monotonic
     extras: dict[str, Any] = field(default_factory=dict)
     #: Prometheus metrics (served by ``flotilla controller-manager --metrics-bind-address``).
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)

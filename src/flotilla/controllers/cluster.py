@@ -35,6 +35,16 @@ and the monitor reads and decides again instead of overwriting what the agent po
 True: the agent does. The Unknown it writes is a Cluster update like any other, so the taints follow above
 (``unreachable:NoSchedule``), and a ClusterTaintPolicy adds its NoExecute taint as for a Push member. Push
 clusters are not monitored (their status controller runs here and posts every probe's result).
+
+The automatic fence (:mod:`flotilla.failover.auto_fence`), at the end of each monitor pass: a Pull cluster whose
+agent announces a guard, whose Lease the monitor has not seen change for the announced ``permit-hold +
+fence-after`` + ``--fence-margin`` (on this process's monotonic clock), is fenced while a strict majority of all
+clusters is live. As for Unknown, the Cluster and Lease are read again from the API server and the decision made
+again before anything is written; then the out-of-service taint is merge-patched with the Cluster's
+``resourceVersion`` as precondition (re-read and re-decided on 409), the ``Fenced`` condition is set, a Warning
+Event ``ClusterFencedAutomatically`` recorded and ``flotilla_clusters_fenced_total{trigger="lease"}`` counted.
+Nothing here ever removes the taint. A malformed announcement gets a Warning Event ``GuardAnnouncementInvalid``
+(once per distinct problem) and the cluster is not fenced automatically.
 """
 
 from __future__ import annotations
@@ -59,7 +69,16 @@ from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_clu
 from flotilla.cluster.taints import taints_for_condition, taints_message
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTERS
+from flotilla.failover.auto_fence import (
+    EVENT_GUARD_ANNOUNCEMENT_INVALID,
+    AutoFenceAction,
+    AutoFenceDecision,
+    cluster_liveness,
+    decide_auto_fence,
+)
 from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
+from flotilla.failover.fencing import fence_patch, is_fenced
+from flotilla.observability.metrics import FENCE_TRIGGER_LEASE
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
     generate_execution_space_name,
@@ -111,6 +130,8 @@ class ClusterController(Controller):
         self.grace = MonitorGrace(grace_period=float(self.options.cluster_monitor_grace_period),
                                   startup_grace_period=float(self.options.cluster_startup_grace_period))
         self._health: dict[str, LeaseMemory] = {}  # Pull cluster -> what the monitor remembers of it
+        self.fence_margin = float(self.options.fence_margin)
+        self._fence_notes: dict[str, str] = {}  # cluster -> the last held/invalid note logged or sent as an Event
         self._monitor_task: asyncio.Task[None] | None = None
 
     def setup(self) -> None:
@@ -147,6 +168,7 @@ class ClusterController(Controller):
         if cluster is None:
             self._pending.pop(key, None)
             self._health.pop(key, None)
+            self._fence_notes.pop(key, None)
             return None
         if _md(cluster).get("deletionTimestamp"):
             return await self._remove(cluster)
@@ -245,7 +267,7 @@ class ClusterController(Controller):
         if lease is None:
             lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
         self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),
-                                                self.grace).memory
+                                                self.grace, self.ctx.monotonic()).memory
 
     async def _monitor_loop(self) -> None:
         while True:
@@ -266,7 +288,8 @@ class ClusterController(Controller):
             name = _md(cluster).get("name") or ""
             seen.add(name)
             lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
-            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(), self.grace)
+            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(), self.grace,
+                                         self.ctx.monotonic())
             self._health[name] = verdict.memory
             if verdict.ready is not None:
                 try:
@@ -275,6 +298,7 @@ class ClusterController(Controller):
                     log.exception("cluster %s: could not set Ready Unknown; will try again", name)
         for gone in set(self._health) - seen:
             self._health.pop(gone, None)
+        await self.fence_pass()
 
     async def _post_unknown(self, name: str) -> None:
         """Read the Cluster and its Lease from the API server, decide again, and write Ready Unknown if that
@@ -286,7 +310,8 @@ class ClusterController(Controller):
                 return
             lease = await self.client.get_or_none(LEASES, name, KARMADA_CLUSTER_NAMESPACE)
             now = self.ctx.now()
-            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), now, self.grace)
+            verdict = judge_pull_cluster(cluster, lease, self._health.get(name), now, self.grace,
+                                         self.ctx.monotonic())
             self._health[name] = verdict.memory
             if verdict.ready is None:
                 return
@@ -313,6 +338,102 @@ class ClusterController(Controller):
                 self.ctx.recorder.event(cluster, *change)
             return
         raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
+
+    # ------------------------------------------------------------------ the automatic fence
+    def _decide_fence(self, cluster: Mapping[str, Any]) -> AutoFenceDecision:
+        name = _md(dict(cluster)).get("name") or ""
+        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or ""))
+                    for c in self.clusters.store.list()]
+        return decide_auto_fence(cluster, self._health.get(name), self.ctx.monotonic(), self.fence_margin, everyone,
+                                 self.grace.grace_period)
+
+    async def fence_pass(self) -> None:
+        """Decide the automatic fence of every Pull cluster in the informer's cache; fence those it says."""
+        for cluster in list(self.clusters.store.list()):
+            if not is_pull_cluster(cluster):
+                continue
+            decision = self._decide_fence(cluster)
+            if decision.action is AutoFenceAction.FENCE:
+                try:
+                    await self._fence(_md(cluster).get("name") or "")
+                except Exception:
+                    log.exception("cluster %s: could not fence it; will try again", _md(cluster).get("name"))
+            else:
+                self._fence_note(cluster, decision)
+
+    def _fence_note(self, cluster: dict[str, Any], decision: AutoFenceDecision) -> None:
+        """Say once why a guarded cluster past its bound is not fenced (held, malformed announcement)."""
+        name = _md(cluster).get("name") or ""
+        if decision.action is AutoFenceAction.HELD:
+            note = "held"
+        elif decision.invalid:
+            note = decision.reason
+        else:
+            self._fence_notes.pop(name, None)
+            return
+        if self._fence_notes.get(name) == note:
+            return
+        self._fence_notes[name] = note
+        log.warning("%s", decision.reason)
+        if decision.invalid:
+            self.ctx.recorder.event(cluster, "Warning", EVENT_GUARD_ANNOUNCEMENT_INVALID,
+                                    f"{decision.reason}; the cluster is not fenced automatically")
+
+    async def _fence(self, name: str) -> None:
+        """Read the Cluster and its Lease from the API server, decide again, and fence the cluster if that still
+        holds - guarded by the Cluster's resourceVersion, re-read and re-decided on 409."""
+        for _ in range(_CONFLICT_RETRIES):
+            cluster = await self.client.get_or_none(CLUSTERS, name)
+            if cluster is None or not is_pull_cluster(cluster):
+                return
+            lease = await self.client.get_or_none(LEASES, name, KARMADA_CLUSTER_NAMESPACE)
+            self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),
+                                                    self.grace, self.ctx.monotonic()).memory
+            decision = self._decide_fence(cluster)
+            if decision.action is not AutoFenceAction.FENCE or decision.condition is None:
+                self._fence_note(cluster, decision)
+                return
+            patch = fence_patch(cluster, self.ctx.now())
+            if patch is None:
+                return
+            patch.setdefault("metadata", {})["resourceVersion"] = _md(cluster).get("resourceVersion")
+            try:
+                fenced = await self.client.patch(CLUSTERS, name, patch)
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if is_conflict(e):
+                    continue
+                raise
+            self.ctx.metrics.failover.record_cluster_fenced(FENCE_TRIGGER_LEASE)
+            log.warning("%s", decision.reason)
+            if decision.event is not None:
+                self.ctx.recorder.event(fenced, decision.event.type, decision.event.reason, decision.event.message)
+            await self._set_fenced_condition(fenced, decision.condition)
+            return
+        raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
+
+    async def _set_fenced_condition(self, cluster: dict[str, Any], condition: Mapping[str, Any]) -> None:
+        """Record the fence in the Cluster's ``Fenced`` condition, while the taint is still there."""
+        name = _md(cluster)["name"]
+        for _ in range(_CONFLICT_RETRIES):
+            status = cluster.get("status") if isinstance(cluster.get("status"), Mapping) else {}
+            conditions = set_condition(status.get("conditions") if isinstance(status, Mapping) else None,
+                                       condition, self.ctx.now())
+            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")},
+                     "status": {"conditions": conditions}}
+            try:
+                await self.client.patch(CLUSTERS, name, patch, subresource="status")
+                return
+            except ApiException as e:
+                if is_not_found(e):
+                    return
+                if not is_conflict(e):
+                    raise
+            cluster = await self.client.get_or_none(CLUSTERS, name) or {}
+            if not is_fenced(cluster):
+                return  # unfenced meanwhile: nothing to record
+        log.warning("cluster %s: fenced, but could not record the Fenced condition (it kept changing)", name)
 
     # ------------------------------------------------------------------ removal
     async def _remove(self, cluster: dict[str, Any]) -> float | None:

@@ -39,7 +39,8 @@ Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
 ``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
 contacting the member; the Work gets the ``work.flotilla.io/abandoned-on-fenced-cluster`` annotation and
 the ``Abandoned`` condition before its finalizer goes, and a Warning Event ``WorkAbandoned``. Nothing is
-applied to a fenced cluster. A cluster seen turning not Ready or fenced (or one where a Work was abandoned) has a
+applied to a fenced cluster. The controller-manager also releases the Works deleted on a fenced *Pull* cluster
+(whose Works are otherwise its agent's): a fenced cluster's agent may never come back. A cluster seen turning not Ready or fenced (or one where a Work was abandoned) has a
 recovery purge pending: the member objects labelled ``karmada.io/managed=true`` of the kinds Flotilla placed there
 (those of its Works, and of the Works abandoned there) that no current Work wants are deleted
 (:func:`~flotilla.failover.fencing.stale_objects_on_recovery`). D17: the purge runs as soon as the member's API
@@ -270,7 +271,12 @@ class ExecutionController(Controller):
                 self.enqueue(PURGE_KEY_PREFIX + name)
 
     def _want_purge(self, name: str) -> None:
-        """Ask for a recovery purge of the cluster (it runs once its API answers: :meth:`_purge_pending`)."""
+        """Ask for a recovery purge of the cluster (it runs once its API answers: :meth:`_purge_pending`). Not for
+        a cluster this controller does not serve: a Pull cluster's purge is its agent's, and the controller-manager
+        never calls a Pull cluster's API (it only releases the Works deleted on it while it is fenced)."""
+        cluster = self._clusters.store.get(name)
+        if cluster is not None and not self.serves(cluster):
+            return
         self._recovering[name] = self._recovering.get(name, 0) + 1
         self.enqueue(PURGE_KEY_PREFIX + name)
 
@@ -357,6 +363,11 @@ class ExecutionController(Controller):
             return None
         cluster = self._clusters.store.get(cluster_name)
         if cluster is not None and not self.serves(cluster):
+            if self.agent_cluster is None and _meta(work).get("deletionTimestamp") and self.fenced(cluster):
+                # D2 for a Pull cluster: fenced, its agent may never come back; the Work is released here as for
+                # a Push cluster (abandoned, the member not contacted) so that a Directly failover can proceed
+                self._handoff.drop(key)
+                await self._finish_deletion(work, cluster_name, cluster)
             return None  # a Pull cluster's Works are its agent's (and the agent's are its own cluster's only)
         if _meta(work).get("deletionTimestamp"):
             self._handoff.drop(key)

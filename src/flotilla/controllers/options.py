@@ -41,6 +41,10 @@ class ControllerOptions:
     cluster_monitor_period: float = 5.0
     cluster_monitor_grace_period: float = 40.0
     cluster_startup_grace_period: float = 60.0
+    #: the automatic fence of guarded Pull clusters (flotilla.failover.auto_fence): added to the permit-hold and
+    #: fence-after a cluster's agent announces; covers the permit write's request timeout, the guard's poll and
+    #: reaction, and clock-rate drift
+    fence_margin: float = 15.0
     # failover (karmada-failover.md; D1, D6, D10)
     enable_no_execute_taint_eviction: bool = True
     no_execute_taint_eviction_purge_mode: str = "Gracefully"
@@ -67,7 +71,7 @@ class ControllerOptions:
         only when NoExecute taint eviction is enabled; the resource eviction rate must be >= 0. Flotilla's own
         checks: the member request timeout must be > 0, the secondary eviction rate >= 0, the unhealthy-cluster
         threshold between 0 and 1, the state-preservation timeout >= 0, and the Pull-cluster monitor's period and
-        grace periods > 0 (Karmada does not check them). As in Karmada, the graceful-eviction timeout is not checked.
+        grace periods > 0 (Karmada does not check them), the fence margin >= 0. As in Karmada, the graceful-eviction timeout is not checked.
         NaN never passes a check.
         """
         from flotilla.api.admission.common import go_quote  # Go's %q; imported here to keep this module light
@@ -85,6 +89,10 @@ class ControllerOptions:
                             ("ClusterStartupGracePeriod", self.cluster_startup_grace_period)):
             if not value > 0:
                 errs.append(f"Options.{name}: Invalid value: {_go_duration_json(value)}: must be greater than 0")
+        if not self.fence_margin >= 0:
+            errs.append(f"Options.FenceMargin: Invalid value: {_go_duration_json(self.fence_margin)}: must be "
+                        "greater than or equal to 0 (added to a guarded Pull cluster's announced permit-hold and "
+                        "fence-after before it is fenced automatically)")
         if (self.enable_no_execute_taint_eviction
                 and self.no_execute_taint_eviction_purge_mode not in NO_EXECUTE_TAINT_EVICTION_PURGE_MODES):
             errs.append("ClusterFailoverOptions.NoExecuteTaintEvictionPurgeMode: Invalid value: "

@@ -1,7 +1,7 @@
 """The Event reasons of the failover path, in one place.
 
 A failover is told by its Events: the cluster's health and taints, the eviction queued and performed, the state
-preserved (or not), the new placement, the new Work, the old copy's task removed, fencing. The event recorder
+preserved (or not), the new placement, the new Work, the old copy's task removed, fencing (by hand or automatic). The event recorder
 (:class:`flotilla.observability.events.EventRecorder`) is given :data:`FAILOVER_EVENT_REASONS` as its
 ``priority_reasons``: Events with these reasons are never held back by the per-object spam filter, are written
 before any other and may take the place of any other waiting write when the recorder's queue is full. Busy
@@ -21,6 +21,7 @@ from flotilla.cluster.health import (
     REASON_CLUSTER_NOT_READY,
     REASON_CLUSTER_READY,
 )
+from flotilla.failover.auto_fence import EVENT_CLUSTER_FENCED_AUTOMATICALLY
 from flotilla.failover.eviction import EVENT_EVICT_FAILED, EVENT_EVICT_SUCCEEDED
 from flotilla.failover.fencing import EVENT_WORK_ABANDONED
 from flotilla.failover.graceful import EVENT_TASK_REMOVED
@@ -74,5 +75,5 @@ FAILOVER_EVENT_REASONS: Final[frozenset[str]] = frozenset({
     # the new placement and its Works
     EVENT_SCHEDULE_BINDING_SUCCEED, EVENT_SCHEDULE_BINDING_FAILED, EVENT_SYNC_WORK_SUCCEED, EVENT_SYNC_WORK_FAILED,
     # fencing (D2)
-    EVENT_WORK_ABANDONED, EVENT_STALE_OBJECTS_DELETED,
+    EVENT_WORK_ABANDONED, EVENT_STALE_OBJECTS_DELETED, EVENT_CLUSTER_FENCED_AUTOMATICALLY,
 })

@@ -47,6 +47,8 @@ LAPTOP_TIMINGS: Final[dict[str, float]] = {
     "cluster_monitor_period": 1.0,
     "cluster_monitor_grace_period": 40.0,
     "cluster_startup_grace_period": 60.0,
+    # a guarded Pull member is fenced after its announced permit-hold + fence-after + this margin
+    "fence_margin": 15.0,
 }
 
 #: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on.

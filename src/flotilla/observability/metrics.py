@@ -50,6 +50,7 @@ __all__ = [
     "DROP_SPAM_FILTER",
     "DROP_WRITE_FAILED",
     "FAILOVER_SECONDS_BUCKETS",
+    "FENCE_TRIGGER_LEASE",
     "RESULT_BLOCKED",
     "RESULT_ERROR",
     "RESULT_SUCCESS",
@@ -444,6 +445,10 @@ _PRODUCER_TRIGGERS = {
 }
 
 
+#: ``trigger`` of ``flotilla_clusters_fenced_total``: the automatic fence of a guarded Pull cluster.
+FENCE_TRIGGER_LEASE = "lease"
+
+
 def trigger_of_producer(producer: Any) -> str:
     """The ``trigger`` label for a graceful-eviction task's ``producer`` (``unknown`` for anything else)."""
     return _PRODUCER_TRIGGERS.get(producer, "unknown") if isinstance(producer, str) else "unknown"
@@ -502,6 +507,10 @@ class FailoverMetrics:
         self.rate_limiter_mode = r.gauge(
             "flotilla_eviction_rate_limiter_mode", "1 for the eviction rate limiter's current pacing mode "
             "(Primary, Secondary, Halted), 0 for the others (D10).", ["name", "mode"])
+        self.clusters_fenced = r.counter(
+            "flotilla_clusters_fenced_total", "Clusters fenced (taint cluster.flotilla.io/out-of-service:NoExecute "
+            "added) by the control plane's controllers, by trigger (lease: a guarded Pull cluster's Lease went "
+            "unrenewed past its bound).", ["trigger"])
 
     # -- the calls controllers make ----------------------------------------------------------------
 
@@ -523,6 +532,10 @@ class FailoverMetrics:
 
     def observe_eviction_to_healthy(self, trigger: str, seconds: float) -> None:
         self.eviction_to_healthy.labels(trigger).observe(_seconds(seconds))
+
+    def record_cluster_fenced(self, trigger: str) -> None:
+        """A cluster fenced by a controller (``trigger``: :data:`FENCE_TRIGGER_LEASE`)."""
+        self.clusters_fenced.labels(trigger).inc()
 
     def record_task_removed(self, trigger: str, reason: str) -> None:
         self.tasks_removed.labels(trigger, reason).inc()

@@ -52,7 +52,7 @@ FAILOVER_METRICS = [
     "flotilla_state_preservation_failures_total", "flotilla_state_preservation_timeouts_total",
     "flotilla_taint_to_eviction_seconds", "flotilla_eviction_to_healthy_seconds",
     "flotilla_graceful_eviction_tasks_removed_total", "flotilla_eviction_rate_limit",
-    "flotilla_eviction_rate_limiter_mode",
+    "flotilla_eviction_rate_limiter_mode", "flotilla_clusters_fenced_total",
 ]
 WORKQUEUE_METRICS = ["workqueue_depth", "workqueue_adds_total", "workqueue_retries_total",
                      "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"]

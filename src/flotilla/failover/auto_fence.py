@@ -1,0 +1,251 @@
+"""The control plane's automatic fence of a guarded Pull cluster, pure.
+
+A Pull cluster's agent started with ``--guard`` keeps a run permit in its member and stops renewing it once it
+has not renewed its Lease ``karmada-cluster/<cluster>`` in the control plane for ``permit-hold``; a guard beside
+the workloads stops the guarded ones once the permit has not changed for ``fence-after``. The agent announces
+both on its Cluster (annotations :data:`ANNOTATION_PERMIT_HOLD` and :data:`ANNOTATION_FENCE_AFTER`, Go
+durations). The control plane can then know, without reaching the member, that the guarded workloads of a
+cluster it has not heard from for long enough are stopped, and fence it (the out-of-service taint of
+:mod:`flotilla.failover.fencing`).
+
+:func:`decide_auto_fence` says, for one Cluster:
+
+* **never** - the cluster is not Pull, announces no guard, announces a malformed one (the reason says what is
+  wrong), or is being deleted;
+* **nothing** - it is fenced already (by this rule or by a person): it is never fenced twice;
+* **not yet** - no Lease change seen yet, or the last one was seen less than the bound ago (``recheck_after``
+  says when to look again);
+* **held** - past the bound, but the control plane does not see a strict majority of all clusters live: the
+  control plane may be the one cut off, and a fence then would move every workload for nothing;
+* **fence** - past the bound with a majority: the condition and the Event to write.
+
+The bound is ``permit-hold + fence-after + margin`` (``--fence-margin``). Every time is the controller-manager's
+monotonic clock: ``renewed_at`` is when *it* saw the Lease change (:class:`flotilla.cluster.lease_health.LeaseMemory`),
+never the agent's ``renewTime``.
+
+A cluster is **live** when it is Push and its Ready condition is True, or Pull and its Lease was seen to change
+less than ``window`` ago, ``window`` being the smaller of ``--cluster-monitor-grace-period`` and the candidate's
+bound (a cluster silent for as long as the candidate never counts as live, so when the control plane itself is cut
+off from every member no cluster is fenced whatever the settings). The candidate never counts as live.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flotilla.cluster.health import TRUE, condition_status, find_condition
+from flotilla.cluster.lease_health import LeaseMemory, is_pull_cluster
+from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_EFFECT, OUT_OF_SERVICE_TAINT_KEY, is_fenced
+from flotilla.failover.state import EventSpec
+
+__all__ = [
+    "ANNOTATION_FENCE_AFTER",
+    "ANNOTATION_PERMIT_HOLD",
+    "CONDITION_FENCED",
+    "DEFAULT_FENCE_MARGIN",
+    "EVENT_CLUSTER_FENCED_AUTOMATICALLY",
+    "EVENT_GUARD_ANNOUNCEMENT_INVALID",
+    "REASON_LEASE_EXPIRED",
+    "AutoFenceAction",
+    "AutoFenceDecision",
+    "ClusterLiveness",
+    "Guard",
+    "announced_guard",
+    "cluster_liveness",
+    "decide_auto_fence",
+    "fence_reason",
+    "format_seconds",
+    "parse_go_duration",
+]
+
+#: The agent's announcement on its Cluster (Go durations): how long it keeps renewing the run permit after its
+#: last successful Lease renewal started, and how long the guard waits after the permit's last change.
+ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"
+ANNOTATION_FENCE_AFTER: Final = "guard.flotilla.io/fence-after"
+#: The Cluster condition the automatic fence writes (status True, reason :data:`REASON_LEASE_EXPIRED`).
+CONDITION_FENCED: Final = "Fenced"
+REASON_LEASE_EXPIRED: Final = "LeaseExpired"
+#: Warning Events on the Cluster.
+EVENT_CLUSTER_FENCED_AUTOMATICALLY: Final = "ClusterFencedAutomatically"
+EVENT_GUARD_ANNOUNCEMENT_INVALID: Final = "GuardAnnouncementInvalid"
+#: ``--fence-margin``'s default, seconds.
+DEFAULT_FENCE_MARGIN: Final = 15.0
+
+_GO_UNITS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART: Final = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_go_duration(text: Any) -> float:
+    """Seconds from a Go duration (``15s``, ``1m30s``, ``500ms``, ``0``); ValueError for anything else."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{text!r} is not a duration")
+    s = text.strip()
+    sign = 1.0
+    if s[0] in "+-":
+        sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
+    if s == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _GO_PART.match(s, pos)
+        if m is None:
+            raise ValueError(f"{text!r} is not a Go duration (examples: 15s, 1m30s, 500ms)")
+        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
+        pos = m.end()
+    if pos == 0 or math.isinf(total):
+        raise ValueError(f"{text!r} is not a Go duration (examples: 15s, 1m30s, 500ms)")
+    return sign * total
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for messages: ``45s``, ``1.5s``, ``2m5s``."""
+    if seconds < 60:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m" + f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A guard as its agent announced it, in seconds."""
+
+    permit_hold: float
+    fence_after: float
+
+
+def announced_guard(cluster: Mapping[str, Any] | None) -> tuple[Guard | None, str]:
+    """The guard the Cluster announces, or (None, why not): no annotation at all, only one of the two, or a value
+    that is not a positive Go duration."""
+    annotations = _map(_map(_map(cluster).get("metadata")).get("annotations"))
+    raw = {key: annotations.get(key) for key in (ANNOTATION_PERMIT_HOLD, ANNOTATION_FENCE_AFTER)}
+    present = [key for key, value in raw.items() if value is not None]
+    if not present:
+        return None, "no guard announced (annotations guard.flotilla.io/permit-hold and fence-after absent)"
+    if len(present) == 1:
+        missing = ANNOTATION_FENCE_AFTER if present[0] == ANNOTATION_PERMIT_HOLD else ANNOTATION_PERMIT_HOLD
+        return None, f"malformed guard announcement: {present[0]} is set but {missing} is missing"
+    values: dict[str, float] = {}
+    for key, value in raw.items():
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError as e:
+            return None, f"malformed guard announcement: {key}: {e}"
+        if not seconds > 0:
+            return None, f"malformed guard announcement: {key}: {value!r} must be greater than 0"
+        values[key] = seconds
+    return Guard(values[ANNOTATION_PERMIT_HOLD], values[ANNOTATION_FENCE_AFTER]), "guard announced"
+
+
+@dataclass(frozen=True)
+class ClusterLiveness:
+    """What the majority rule needs of one cluster: Push with Ready True, or Pull with the monotonic time its
+    Lease was last seen to change (None: never)."""
+
+    name: str
+    pull: bool
+    ready: bool = False
+    renewed_at: float | None = None
+
+    def live(self, now: float, window: float) -> bool:
+        if not self.pull:
+            return self.ready
+        return self.renewed_at is not None and now - self.renewed_at < window
+
+
+def cluster_liveness(cluster: Mapping[str, Any], memory: LeaseMemory | None) -> ClusterLiveness:
+    name = str(_map(_map(cluster).get("metadata")).get("name") or "")
+    if is_pull_cluster(cluster):
+        return ClusterLiveness(name, True, renewed_at=memory.renewed_at if memory is not None else None)
+    return ClusterLiveness(name, False, ready=condition_status(cluster) == TRUE)
+
+
+class AutoFenceAction(enum.Enum):
+    NEVER = "never"
+    NOTHING = "nothing"
+    NOT_YET = "not-yet"
+    HELD = "held"
+    FENCE = "fence"
+
+
+@dataclass(frozen=True)
+class AutoFenceDecision:
+    """``reason`` says why in words. ``recheck_after`` (seconds) with NOT_YET. With FENCE, ``condition`` (the
+    ``Fenced`` condition, without ``lastTransitionTime``) and ``event`` (the Warning Event). ``invalid``: the
+    announcement was malformed (worth an Event, unlike a cluster that announces nothing)."""
+
+    action: AutoFenceAction
+    reason: str
+    recheck_after: float | None = None
+    condition: Mapping[str, Any] | None = None
+    event: EventSpec | None = None
+    invalid: bool = False
+
+
+def fence_reason(cluster: Mapping[str, Any] | None) -> str | None:
+    """How ``flotilla get clusters`` says the cluster is fenced: None when it is not; the ``Fenced`` condition's
+    reason when that is True; ``Manual`` for the taint alone (put there by ``flotilla fence`` or by hand)."""
+    if not is_fenced(cluster):
+        return None
+    status = _map(_map(cluster).get("status"))
+    condition = find_condition(status.get("conditions"), CONDITION_FENCED)
+    if condition is not None and condition.get("status") == TRUE and condition.get("reason"):
+        return str(condition["reason"])
+    return "Manual"
+
+
+def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, now: float, margin: float,
+                      clusters: Iterable[ClusterLiveness], grace_period: float) -> AutoFenceDecision:
+    """Decide for one Cluster (see the module docstring).
+
+    ``memory`` is the Lease monitor's memory of it (``renewed_at`` on the same monotonic clock as ``now``),
+    ``margin`` the ``--fence-margin`` in seconds, ``clusters`` the liveness of every Cluster (this one included or
+    not: it never counts as live), ``grace_period`` the ``--cluster-monitor-grace-period``.
+    """
+    meta = _map(cluster.get("metadata"))
+    name = str(meta.get("name") or "")
+    A = AutoFenceAction
+    if not is_pull_cluster(cluster):
+        return AutoFenceDecision(A.NEVER, f"cluster {name} is not a Pull cluster: it is fenced only by hand")
+    if meta.get("deletionTimestamp"):
+        return AutoFenceDecision(A.NEVER, f"cluster {name} is being deleted")
+    if is_fenced(cluster):
+        return AutoFenceDecision(A.NOTHING, f"cluster {name} is fenced already "
+                                            f"(taint {OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT})")
+    guard, why = announced_guard(cluster)
+    if guard is None:
+        return AutoFenceDecision(A.NEVER, f"cluster {name}: {why}", invalid=why.startswith("malformed"))
+    bound = guard.permit_hold + guard.fence_after + margin
+    if memory is None or memory.renewed_at is None:
+        return AutoFenceDecision(A.NOT_YET, f"cluster {name}: no change of its Lease seen yet", recheck_after=bound)
+    silent = now - memory.renewed_at
+    spelled = (f"permit-hold {format_seconds(guard.permit_hold)} + fence-after {format_seconds(guard.fence_after)}"
+               f" + fence-margin {format_seconds(margin)} = {format_seconds(bound)}")
+    if silent < bound:
+        return AutoFenceDecision(A.NOT_YET, f"cluster {name}: Lease last renewed {format_seconds(silent)} ago, "
+                                            f"under the bound ({spelled})", recheck_after=bound - silent)
+    window = min(grace_period, bound)
+    everyone = {c.name: c for c in clusters}
+    everyone.pop(name, None)
+    live = sum(1 for c in everyone.values() if c.live(now, window))
+    total = len(everyone) + 1
+    majority = f"{live} of {total} clusters live"
+    if not 2 * live > total:
+        return AutoFenceDecision(A.HELD, f"cluster {name}: no Lease renewal for {format_seconds(silent)} "
+                                         f"({spelled}), but only {majority}: not fenced without a strict majority "
+                                         "(the control plane may be the one cut off)")
+    message = (f"No renewal of Lease karmada-cluster/{name} seen for {format_seconds(silent)} (bound: {spelled}); "
+               f"its guard has stopped the guarded workloads, {majority}. Taint "
+               f"{OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT} added; `flotilla unfence {name}` removes it")
+    condition = {"type": CONDITION_FENCED, "status": TRUE, "reason": REASON_LEASE_EXPIRED, "message": message}
+    return AutoFenceDecision(A.FENCE, f"cluster {name}: {message}", condition=condition,
+                             event=EventSpec("Warning", EVENT_CLUSTER_FENCED_AUTOMATICALLY,
+                                             f"Cluster {name} fenced automatically. {message}"))

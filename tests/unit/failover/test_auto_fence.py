@@ -1,0 +1,216 @@
+"""The automatic fence's decision (flotilla.failover.auto_fence): when a guarded Pull cluster is fenced, when it is
+not yet, when never, and the majority rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, judge_pull_cluster
+from flotilla.failover.auto_fence import (
+    ANNOTATION_FENCE_AFTER,
+    ANNOTATION_PERMIT_HOLD,
+    CONDITION_FENCED,
+    EVENT_CLUSTER_FENCED_AUTOMATICALLY,
+    REASON_LEASE_EXPIRED,
+    AutoFenceAction,
+    ClusterLiveness,
+    announced_guard,
+    cluster_liveness,
+    decide_auto_fence,
+    fence_reason,
+    parse_go_duration,
+)
+from flotilla.failover.events import FAILOVER_EVENT_REASONS
+
+A = AutoFenceAction
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+MARGIN = 15.0
+GRACE = 40.0
+BOUND = 15.0 + 15.0 + MARGIN  # the announced hold and fence-after below, plus the margin
+
+
+def pull(name: str = "p1", hold: str | None = "15s", fence_after: str | None = "15s",
+         taints: list[dict[str, Any]] | None = None, **meta: Any) -> dict[str, Any]:
+    annotations = {}
+    if hold is not None:
+        annotations[ANNOTATION_PERMIT_HOLD] = hold
+    if fence_after is not None:
+        annotations[ANNOTATION_FENCE_AFTER] = fence_after
+    return {"metadata": {"name": name, "annotations": annotations, **meta},
+            "spec": {"syncMode": "Pull", "taints": taints or []}}
+
+
+def memory(renewed_at: float | None) -> LeaseMemory:
+    return LeaseMemory(probe=T0, renewed_at=renewed_at, renew_seen="x")
+
+
+def live(n: int) -> list[ClusterLiveness]:
+    """``n`` live Push clusters."""
+    return [ClusterLiveness(f"push{i}", False, ready=True) for i in range(n)]
+
+
+def decide(cluster: dict[str, Any], renewed_at: float | None, now: float,
+           clusters: list[ClusterLiveness] | None = None, margin: float = MARGIN) -> Any:
+    return decide_auto_fence(cluster, memory(renewed_at), now, margin, live(2) if clusters is None else clusters,
+                             GRACE)
+
+
+def test_no_guard_is_never_fenced() -> None:
+    d = decide(pull(hold=None, fence_after=None), 0.0, 10 * BOUND)
+    assert d.action is A.NEVER and "no guard announced" in d.reason and not d.invalid
+
+
+def test_a_push_cluster_is_never_fenced_automatically() -> None:
+    c = pull()
+    c["spec"]["syncMode"] = "Push"
+    assert decide(c, 0.0, 10 * BOUND).action is A.NEVER
+
+
+def test_a_guarded_cluster_stale_for_less_than_the_bound_is_not_fenced_yet() -> None:
+    d = decide(pull(), 100.0, 100.0 + BOUND - 1.0)
+    assert d.action is A.NOT_YET
+    assert d.recheck_after == pytest.approx(1.0)
+
+
+def test_past_the_bound_with_a_majority_the_cluster_is_fenced() -> None:
+    d = decide(pull(), 100.0, 100.0 + BOUND + 1.0)
+    assert d.action is A.FENCE
+    assert d.condition is not None and d.condition["type"] == CONDITION_FENCED
+    assert d.condition["status"] == "True" and d.condition["reason"] == REASON_LEASE_EXPIRED
+    assert "46s" in d.condition["message"] and "= 45s" in d.condition["message"]
+    assert d.event is not None and d.event.type == "Warning" and d.event.reason == EVENT_CLUSTER_FENCED_AUTOMATICALLY
+    assert "2 of 3 clusters live" in d.event.message
+
+
+def test_past_the_bound_with_only_a_minority_live_is_held_and_says_so() -> None:
+    others = [ClusterLiveness("push0", False, ready=True), ClusterLiveness("p2", True, renewed_at=100.0)]
+    d = decide(pull(), 100.0, 100.0 + BOUND + 1.0, others)
+    assert d.action is A.HELD
+    assert "only 1 of 3 clusters live" in d.reason and "strict majority" in d.reason
+
+
+def test_half_is_not_a_strict_majority() -> None:
+    others = [ClusterLiveness("push0", False, ready=True), ClusterLiveness("push1", False, ready=False),
+              ClusterLiveness("push2", False, ready=True)]
+    assert decide(pull(), 0.0, BOUND + 1.0, others).action is A.HELD  # 2 of 4
+    extra = ClusterLiveness("push3", False, ready=True)
+    assert decide(pull(), 0.0, BOUND + 1.0, [*others, extra]).action is A.FENCE  # 3 of 5
+
+
+def test_the_candidate_never_counts_as_live_for_its_own_majority() -> None:
+    me = ClusterLiveness("p1", True, renewed_at=BOUND)  # a stale entry for the candidate itself, in the window
+    d = decide(pull(), 0.0, BOUND + 1.0, [me, *live(1)])
+    assert d.action is A.HELD and "1 of 2" in d.reason
+
+
+def test_a_pull_cluster_silent_as_long_as_the_candidate_is_not_live_whatever_the_grace() -> None:
+    # the control plane cut off from every member: all Leases stop at once; a long grace must not make them live
+    others = [ClusterLiveness("p2", True, renewed_at=0.0), ClusterLiveness("p3", True, renewed_at=0.0)]
+    d = decide_auto_fence(pull(), memory(0.0), BOUND + 1.0, MARGIN, others, grace_period=10 * BOUND)
+    assert d.action is A.HELD
+    others_renewing = [ClusterLiveness("p2", True, renewed_at=BOUND), ClusterLiveness("p3", True, renewed_at=BOUND)]
+    assert decide(pull(), 0.0, BOUND + 1.0, others_renewing).action is A.FENCE
+
+
+def test_an_already_fenced_cluster_gets_nothing() -> None:
+    fenced = pull(taints=[{"key": "cluster.flotilla.io/out-of-service", "effect": "NoExecute"}])
+    assert decide(fenced, 0.0, 10 * BOUND).action is A.NOTHING
+
+
+@pytest.mark.parametrize(("hold", "fence_after", "says"), [
+    ("15s", None, "fence-after is missing"),
+    (None, "15s", "permit-hold is missing"),
+    ("fifteen", "15s", "permit-hold"),
+    ("15", "15s", "not a Go duration"),
+    ("15s", "0s", "must be greater than 0"),
+    ("-5s", "15s", "must be greater than 0"),
+    ("", "15s", "permit-hold"),
+])
+def test_a_malformed_announcement_is_never_fenced_with_a_reason(hold: str | None, fence_after: str | None,
+                                                                 says: str) -> None:
+    d = decide(pull(hold=hold, fence_after=fence_after), 0.0, 10 * BOUND)
+    assert d.action is A.NEVER and d.invalid
+    assert "malformed guard announcement" in d.reason and says in d.reason
+
+
+def test_a_non_string_annotation_value_is_malformed_not_a_crash() -> None:
+    c = pull()
+    c["metadata"]["annotations"][ANNOTATION_PERMIT_HOLD] = 15
+    assert decide(c, 0.0, 10 * BOUND).invalid
+
+
+def test_the_bound_is_the_announced_hold_plus_fence_after_plus_the_margin() -> None:
+    c = pull(hold="2s", fence_after="1m30s")
+    bound = 2.0 + 90.0 + 5.0
+    assert decide(c, 0.0, bound - 0.01, margin=5.0).action is A.NOT_YET
+    assert decide(c, 0.0, bound, margin=5.0).action is A.FENCE
+    assert decide(c, 0.0, bound + 0.01, margin=5.0).action is A.FENCE
+
+
+def test_no_lease_change_seen_yet_is_not_yet() -> None:
+    d = decide_auto_fence(pull(), None, 1000.0, MARGIN, live(2), GRACE)
+    assert d.action is A.NOT_YET and "no change of its Lease" in d.reason
+
+
+def test_a_cluster_being_deleted_is_never_fenced() -> None:
+    assert decide(pull(deletionTimestamp="2026-03-01T12:00:00Z"), 0.0, 10 * BOUND).action is A.NEVER
+
+
+def test_the_fence_event_is_never_dropped() -> None:
+    assert EVENT_CLUSTER_FENCED_AUTOMATICALLY in FAILOVER_EVENT_REASONS
+
+
+def test_liveness_of_push_and_pull_clusters() -> None:
+    push = {"metadata": {"name": "a"}, "spec": {"syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert cluster_liveness(push, None).live(0.0, 1.0)
+    push["status"]["conditions"][0]["status"] = "Unknown"
+    assert not cluster_liveness(push, None).live(0.0, 1.0)
+    assert cluster_liveness(pull(), memory(5.0)).live(5.5, 1.0)
+    assert not cluster_liveness(pull(), memory(5.0)).live(6.0, 1.0)
+    assert not cluster_liveness(pull(), None).live(0.0, 1.0)
+
+
+def test_guard_and_durations_parse_go_spelling() -> None:
+    assert parse_go_duration("1m30s") == 90.0 and parse_go_duration("500ms") == 0.5 and parse_go_duration("0") == 0
+    guard, _ = announced_guard(pull(hold="1.5s", fence_after="2m"))
+    assert guard is not None and guard.permit_hold == 1.5 and guard.fence_after == 120.0
+
+
+def test_fence_reason_for_get_clusters() -> None:
+    taint = [{"key": "cluster.flotilla.io/out-of-service", "effect": "NoExecute"}]
+    assert fence_reason(pull()) is None
+    assert fence_reason(pull(taints=taint)) == "Manual"
+    auto = pull(taints=taint)
+    auto["status"] = {"conditions": [{"type": "Fenced", "status": "True", "reason": "LeaseExpired"}]}
+    assert fence_reason(auto) == "LeaseExpired"
+
+
+# ---------------------------------------------------------------------------------- the Lease memory it reads
+
+
+def _lease(renew: str) -> dict[str, Any]:
+    return {"spec": {"renewTime": renew}}
+
+
+def test_the_lease_memory_records_when_the_monitor_saw_each_change_on_its_monotonic_clock() -> None:
+    c = pull()
+    grace = MonitorGrace()
+    m = judge_pull_cluster(c, _lease("2026-03-01T12:00:00.000000Z"), None, T0, grace, monotonic=7.0).memory
+    assert m.renewed_at == 7.0  # the first Lease seen counts
+    m = judge_pull_cluster(c, _lease("2026-03-01T12:00:00.000000Z"), m, T0, grace, monotonic=9.0).memory
+    assert m.renewed_at == 7.0  # unchanged: no renewal
+    m = judge_pull_cluster(c, _lease("2026-03-01T12:00:10.000000Z"), m, T0, grace, monotonic=11.0).memory
+    assert m.renewed_at == 11.0
+
+
+def test_a_renew_time_that_goes_back_still_counts_for_the_fence() -> None:
+    # the agent's clock stepped back: it is renewing, and the fence must not think otherwise
+    c = pull()
+    grace = MonitorGrace()
+    m = judge_pull_cluster(c, _lease("2026-03-01T12:00:10.000000Z"), None, T0, grace, monotonic=1.0).memory
+    m = judge_pull_cluster(c, _lease("2026-03-01T11:00:00.000000Z"), m, T0, grace, monotonic=2.0).memory
+    assert m.renewed_at == 2.0
