@@ -5,7 +5,8 @@
 last successful control-plane Lease renewal started less than ``--permit-hold`` ago (its monotonic clock), its
 Cluster is not fenced, and the purge of stale guarded copies has run since the start or since the permit was last
 withheld. The purge decides from a fresh, complete list of the cluster's Works (never a cache) and a fresh read of
-the Cluster; it deletes the guarded member objects no Work wants any more, so that a guard does not resume a copy
+the Cluster, and waits until the agent's own Work cache has caught up with that list (else its execution controller
+would re-create what the purge deletes, for a Work that is gone); it deletes the guarded member objects no Work wants any more, so that a guard does not resume a copy
 the control plane has already started elsewhere. It also announces the guard on the Cluster
 (``guard.flotilla.io/fence-after`` and ``guard.flotilla.io/permit-hold``).
 """
@@ -29,6 +30,7 @@ from flotilla.failover.run_permit import (
     PERMIT_NAMESPACE,
     PermitStep,
     announcement_patch,
+    cache_behind,
     guarded_kinds,
     parse_guarded_kinds,
     permit_body,
@@ -113,6 +115,12 @@ class PermitKeeper:
                 return False
             namespace = generate_execution_space_name(self.cluster)
             first = recovery_works(await self.cp.list(WORKS, namespace))
+            cached = self.caches()
+            behind = cache_behind(cached[1], first) if cached is not None and first is not None else []
+            if behind:
+                log.info("run permit of cluster %s: the agent's cache still has Works the control plane no longer "
+                         "has (%s); purging once it has caught up", self.cluster, ", ".join(behind))
+                return False
             permit = await self._read_permit()
             kinds = self.kinds | guarded_kinds(first or []) | parse_guarded_kinds(permit)
             # the member's objects first, then the Works they are judged against: an object the execution

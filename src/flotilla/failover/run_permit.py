@@ -47,6 +47,7 @@ __all__ = [
     "PermitStep",
     "PermitWatch",
     "announcement_patch",
+    "cache_behind",
     "guarded_kinds",
     "is_guarded",
     "is_guarded_object",
@@ -139,6 +140,15 @@ def stale_guarded_objects(objects: Iterable[Mapping[str, Any]],
         if _meta(work).get("deletionTimestamp") and _map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
             wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
     return [o for o in stale_objects_on_recovery(objects, wanted) if is_guarded_object(o)]
+
+
+def cache_behind(cached: Iterable[Mapping[str, Any]], fresh: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Works of the agent's cache that a fresh list of the control plane does not have (namespace/name): while
+    there are any, the agent's execution controller may re-create a member object the purge deletes (it still
+    believes a gone Work wants it), so the purge waits for the cache to catch up."""
+    have = {(_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) for w in fresh}
+    return sorted(f"{_meta(w).get('namespace')}/{_meta(w).get('name')}" for w in cached
+                  if (_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) not in have)
 
 
 # ---------------------------------------------------------------------------------------------- the run permit

@@ -18,6 +18,7 @@ from flotilla.failover.run_permit import (
     PermitStep,
     PermitWatch,
     announcement_patch,
+    cache_behind,
     guarded_kinds,
     is_guarded,
     parse_announcement,
@@ -175,3 +176,25 @@ def test_announcement_round_trips_and_is_absent_without_annotations() -> None:
 def test_malformed_announcement_is_a_clear_error(annotations: dict[str, Any]) -> None:
     with pytest.raises(AnnouncementError, match="guard.flotilla.io/"):
         parse_announcement({"metadata": {"annotations": annotations}})
+
+
+def test_cache_behind_names_cached_works_the_fresh_list_lacks() -> None:
+    a = {"metadata": {"namespace": "es", "name": "a", "uid": "1"}}
+    b = {"metadata": {"namespace": "es", "name": "b", "uid": "2"}}
+    b_again = {"metadata": {"namespace": "es", "name": "b", "uid": "3"}}  # re-created: another Work
+    assert cache_behind([a, b], [a, b]) == []
+    assert cache_behind([a, b], [a]) == ["es/b"]
+    assert cache_behind([b], [b_again]) == ["es/b"]
+    assert cache_behind([], [a]) == []
+
+
+def test_agent_config_refuses_guard_settings_that_cannot_work() -> None:
+    from flotilla.agent.runtime import AgentConfig
+
+    assert AgentConfig(cluster_name="m1", guard=True).validate() == []
+    errs = AgentConfig(cluster_name="m1", guard=True, fence_after=0).validate()
+    assert any("--fence-after must be greater than 0" in e for e in errs)
+    errs = AgentConfig(cluster_name="m1", guard=True, permit_hold=5).validate()  # renewals every 10s
+    assert any("--permit-hold" in e and "renew interval" in e for e in errs)
+    errs = AgentConfig(cluster_name="m1", guard=True, permit_renew_interval=20).validate()
+    assert any("--permit-renew-interval" in e for e in errs)
