@@ -12,19 +12,23 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from flotilla.agent.lease import LEASE_NAMESPACE, lease_body, renew_interval, renewed_lease
+from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.resources import LEASES
+from flotilla.cluster.scope import cluster_field_selector, execution_namespace
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import AgentMemberClients
 from flotilla.controllers.options import ControllerOptions
+from flotilla.propagation.works import WORKS
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,12 @@ class AgentConfig:
     cluster_failure_threshold: float = 30.0
     #: how long the controllers' start waits for the control plane's caches (then they start anyway)
     sync_timeout: float = 60.0
+    #: keep the run permit in the member (docs/fencing.md): --guard, --fence-after, --permit-hold,
+    #: --permit-renew-interval
+    guard: bool = False
+    fence_after: float = 15.0
+    permit_hold: float = 15.0
+    permit_renew_interval: float = 1.0
 
     def validate(self) -> list[str]:
         """What is wrong with the settings (empty: usable)."""
@@ -70,6 +80,18 @@ class AgentConfig:
                             ("--cluster-failure-threshold", self.cluster_failure_threshold)):
             if not value >= 0:
                 errs.append(f"{flag} must be 0 or more")
+        for flag, value in (("--fence-after", self.fence_after), ("--permit-hold", self.permit_hold),
+                            ("--permit-renew-interval", self.permit_renew_interval)):
+            if not value > 0:
+                errs.append(f"{flag} must be greater than 0")
+        if self.guard and self.permit_renew_interval > 0 and self.permit_renew_interval >= self.fence_after:
+            errs.append(f"--permit-renew-interval ({self.permit_renew_interval:g}s) must be shorter than "
+                        f"--fence-after ({self.fence_after:g}s), or the guard stops workloads between renewals")
+        if self.guard and self.permit_hold > 0 and self.permit_hold <= renew_interval(
+                self.cluster_lease_duration, self.cluster_lease_renew_interval_fraction):
+            errs.append(f"--permit-hold ({self.permit_hold:g}s) must be longer than the Lease renew interval "
+                        "(--cluster-lease-duration x --cluster-lease-renew-interval-fraction), or the permit "
+                        "lapses between two renewals")
         return errs
 
     def controller_options(self) -> ControllerOptions:
@@ -113,15 +135,21 @@ class Agent:
     once when the Cluster cannot be this agent's (1: a Push cluster of that name)."""
 
     def __init__(self, control_plane: Client, member: Client, config: AgentConfig, *,
-                 backoff: tuple[float, float] = (0.5, 30.0), now: Callable[[], datetime] = utcnow) -> None:
+                 backoff: tuple[float, float] = (0.5, 30.0), now: Callable[[], datetime] = utcnow,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.cp = control_plane
         self.member = member
         self.config = config
         self.backoff = backoff
         self.now = now
+        self.monotonic = monotonic
         self.manager: ControllerManager | None = None
         self.lease: dict[str, Any] | None = None
         self.renewals = 0
+        #: when the last successful Lease renewal started (``monotonic``; None before the first): the run permit
+        #: is renewed only while this is less than --permit-hold ago
+        self.last_renewal_started: float | None = None
+        self.permit: PermitKeeper | None = None
 
     # ------------------------------------------------------------------ the Cluster
     async def register_once(self) -> dict[str, Any]:
@@ -162,6 +190,7 @@ class Agent:
         """Create or renew the Lease (an update conditional on the last resourceVersion; on 409 it is read again)."""
         name, namespace = self.config.cluster_name, self.config.cluster_namespace
         duration = self.config.cluster_lease_duration
+        started = self.monotonic()
         for _ in range(3):
             if self.lease is None:
                 self.lease = await self.cp.get_or_none(LEASES, name, namespace)
@@ -182,6 +211,7 @@ class Agent:
                         raise
                     continue
             self.renewals += 1
+            self.last_renewal_started = started
             return self.lease
         raise ApiException(409, "Conflict", f"lease {namespace}/{name} kept changing; will retry")
 
@@ -218,6 +248,10 @@ class Agent:
                                          members=AgentMemberClients(self.cp, name, self.member),
                                          sync_timeout=self.config.sync_timeout, component="flotilla-agent")
         lease = asyncio.ensure_future(self.renew_lease(stop))
+        permit: asyncio.Future[None] | None = None
+        if self.config.guard:
+            self.permit = self.permit_keeper()
+            permit = asyncio.ensure_future(self.permit.run(stop))
         try:
             starting = asyncio.ensure_future(self.manager.start())
             stopper = asyncio.ensure_future(stop.wait())
@@ -233,8 +267,28 @@ class Agent:
         finally:
             stop.set()
             await lease
+            if permit is not None:
+                await permit
             await self.manager.stop()
         return 0
+
+    # ------------------------------------------------------------------ the run permit
+    def permit_keeper(self) -> PermitKeeper:
+        cfg = self.config
+        return PermitKeeper(self.cp, self.member, cfg.cluster_name, fence_after=cfg.fence_after,
+                            permit_hold=cfg.permit_hold, renew_interval=cfg.permit_renew_interval,
+                            last_renewal_started=lambda: self.last_renewal_started, caches=self._caches,
+                            monotonic=self.monotonic, now=self.now, write_timeout=cfg.cluster_api_timeout)
+
+    def _caches(self) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None:
+        """The controllers' cached Cluster and Works (None before they run)."""
+        ctx = self.manager.ctx if self.manager is not None else None
+        if ctx is None:
+            return None
+        name = self.config.cluster_name
+        clusters = ctx.informers.informer(CLUSTERS, field_selector=cluster_field_selector(name))
+        works = ctx.informers.informer(WORKS, execution_namespace(name))
+        return clusters.store.get(name), list(works.store.list())
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:

@@ -58,6 +58,18 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
+    g = p.add_argument_group("run permit (docs/fencing.md)")
+    g.add_argument("--guard", action="store_true",
+                   help="keep the run permit (Lease flotilla-system/flotilla-run-permit in the member) and announce "
+                        "the guard on the Cluster, so the control plane may fence this cluster automatically")
+    g.add_argument("--fence-after", type=_duration, default=15.0, metavar="DURATION",
+                   help="how long the member's guard lets guarded workloads run on an unchanged permit (announced "
+                        "on the Cluster; default 15s)")
+    g.add_argument("--permit-hold", type=_duration, default=15.0, metavar="DURATION",
+                   help="the permit is renewed only while the last successful control-plane Lease renewal started "
+                        "less than this ago (default 15s)")
+    g.add_argument("--permit-renew-interval", type=_duration, default=1.0, metavar="DURATION",
+                   help="how often the permit is renewed (default 1s)")
     p.set_defaults(fn=run_agent_command, _agent_parser=p)
     return p
 
@@ -76,7 +88,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        cluster_status_update_frequency=args.cluster_status_update_frequency,
                        cluster_api_timeout=args.cluster_api_timeout,
                        cluster_success_threshold=args.cluster_success_threshold,
-                       cluster_failure_threshold=args.cluster_failure_threshold)
+                       cluster_failure_threshold=args.cluster_failure_threshold, guard=args.guard,
+                       fence_after=args.fence_after, permit_hold=args.permit_hold,
+                       permit_renew_interval=args.permit_renew_interval)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_parser(sub)  # `flotilla agent` (Pull mode)
 
+    from flotilla.cli.guard_command import add_guard_parser
+
+    add_guard_parser(sub)  # `flotilla guard -- COMMAND` (docs/fencing.md)
+
     from flotilla.cli.jsonpath_cmd import add_jsonpath_parser
 
     add_jsonpath_parser(sub)  # `flotilla jsonpath TEMPLATE -f OBJ`

@@ -335,6 +335,7 @@ class BindingController(Controller):
             cluster_override_policies=self._cops.store.list(),
             inject_preserved_labels=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
             injections=injection.labels,
+            default_purge_mode=self.options.no_execute_taint_eviction_purge_mode,
         ))
         errors = [e.message for e in build_errors]
         for intent in intents:

@@ -7,9 +7,9 @@ Flotilla has (D6, D10).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from flotilla.api.durations import go_duration
 from flotilla.jsonpath.formatting import go_float_v
 
 #: Values of ``--no-execute-taint-eviction-purge-mode`` (Karmada's ``ClusterFailoverOptions.Validate``).
@@ -131,33 +131,3 @@ def _go_duration_json(seconds: float) -> str:
     return f'"{go_duration(seconds)}"'
 
 
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()`` of ``seconds`` (rounded to nanoseconds): ``1h2m3.5s``, ``-1.5ms``, ``0s``."""
-    if math.isnan(seconds):
-        return "NaN"
-    if math.isinf(seconds):
-        return "-Inf" if seconds < 0 else "+Inf"
-    ns = round(seconds * 1_000_000_000)
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
-    if ns == 0:
-        return "0s"
-    if ns < 1_000_000_000:
-        for unit, scale in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= scale:
-                return sign + _fraction(ns, scale) + unit
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    text = _fraction(rest, 1_000_000_000) + "s"
-    if hours or minutes:
-        text = f"{minutes}m" + text
-    if hours:
-        text = f"{hours}h" + text
-    return sign + text
-
-
-def _fraction(value: int, scale: int) -> str:
-    whole, frac = divmod(value, scale)
-    if not frac:
-        return str(whole)
-    width = len(str(scale)) - 1
-    return f"{whole}." + f"{frac:0{width}d}".rstrip("0")

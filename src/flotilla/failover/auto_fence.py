@@ -32,15 +32,21 @@ off from every member no cluster is fenced whatever the settings). The candidate
 from __future__ import annotations
 
 import enum
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flotilla.api.durations import parse_go_duration
 from flotilla.cluster.health import TRUE, condition_status, find_condition
 from flotilla.cluster.lease_health import LeaseMemory, is_pull_cluster
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_EFFECT, OUT_OF_SERVICE_TAINT_KEY, is_fenced
+from flotilla.failover.run_permit import (
+    ANNOTATION_FENCE_AFTER,
+    ANNOTATION_PERMIT_HOLD,
+    Announcement,
+    AnnouncementError,
+    parse_announcement,
+)
 from flotilla.failover.state import EventSpec
 
 __all__ = [
@@ -65,8 +71,6 @@ __all__ = [
 
 #: The agent's announcement on its Cluster (Go durations): how long it keeps renewing the run permit after its
 #: last successful Lease renewal started, and how long the guard waits after the permit's last change.
-ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"
-ANNOTATION_FENCE_AFTER: Final = "guard.flotilla.io/fence-after"
 #: The Cluster condition the automatic fence writes (status True, reason :data:`REASON_LEASE_EXPIRED`).
 CONDITION_FENCED: Final = "Fenced"
 REASON_LEASE_EXPIRED: Final = "LeaseExpired"
@@ -76,34 +80,10 @@ EVENT_GUARD_ANNOUNCEMENT_INVALID: Final = "GuardAnnouncementInvalid"
 #: ``--fence-margin``'s default, seconds.
 DEFAULT_FENCE_MARGIN: Final = 15.0
 
-_GO_UNITS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_PART: Final = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def parse_go_duration(text: Any) -> float:
-    """Seconds from a Go duration (``15s``, ``1m30s``, ``500ms``, ``0``); ValueError for anything else."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{text!r} is not a duration")
-    s = text.strip()
-    sign = 1.0
-    if s[0] in "+-":
-        sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _GO_PART.match(s, pos)
-        if m is None:
-            raise ValueError(f"{text!r} is not a Go duration (examples: 15s, 1m30s, 500ms)")
-        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
-        pos = m.end()
-    if pos == 0 or math.isinf(total):
-        raise ValueError(f"{text!r} is not a Go duration (examples: 15s, 1m30s, 500ms)")
-    return sign * total
 
 
 def format_seconds(seconds: float) -> str:
@@ -114,35 +94,21 @@ def format_seconds(seconds: float) -> str:
     return f"{int(minutes)}m" + f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
 
 
-@dataclass(frozen=True)
-class Guard:
-    """A guard as its agent announced it, in seconds."""
-
-    permit_hold: float
-    fence_after: float
+#: A guard as its agent announced it, in seconds (``permit_hold``, ``fence_after``).
+Guard = Announcement
 
 
 def announced_guard(cluster: Mapping[str, Any] | None) -> tuple[Guard | None, str]:
     """The guard the Cluster announces, or (None, why not): no annotation at all, only one of the two, or a value
-    that is not a positive Go duration."""
-    annotations = _map(_map(_map(cluster).get("metadata")).get("annotations"))
-    raw = {key: annotations.get(key) for key in (ANNOTATION_PERMIT_HOLD, ANNOTATION_FENCE_AFTER)}
-    present = [key for key, value in raw.items() if value is not None]
-    if not present:
+    that is not a positive Go duration (:func:`~flotilla.failover.run_permit.parse_announcement`, which the agent's
+    side reads too)."""
+    try:
+        guard = parse_announcement(cluster)
+    except AnnouncementError as e:
+        return None, f"malformed guard announcement: {e}"
+    if guard is None:
         return None, "no guard announced (annotations guard.flotilla.io/permit-hold and fence-after absent)"
-    if len(present) == 1:
-        missing = ANNOTATION_FENCE_AFTER if present[0] == ANNOTATION_PERMIT_HOLD else ANNOTATION_PERMIT_HOLD
-        return None, f"malformed guard announcement: {present[0]} is set but {missing} is missing"
-    values: dict[str, float] = {}
-    for key, value in raw.items():
-        try:
-            seconds = parse_go_duration(value)
-        except ValueError as e:
-            return None, f"malformed guard announcement: {key}: {e}"
-        if not seconds > 0:
-            return None, f"malformed guard announcement: {key}: {value!r} must be greater than 0"
-        values[key] = seconds
-    return Guard(values[ANNOTATION_PERMIT_HOLD], values[ANNOTATION_FENCE_AFTER]), "guard announced"
+    return guard, "guard announced"
 
 
 @dataclass(frozen=True)

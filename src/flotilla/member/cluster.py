@@ -85,6 +85,12 @@ class MemberConfig:
             self.checkpoint_dir = self.data_dir / "checkpoints"
         self.checkpoint_dir = Path(self.checkpoint_dir)
         self._broken = re.compile(self.broken_image_pattern) if self.broken_image_pattern else None
+        from flotilla.member.guard import guard_settings
+
+        try:
+            self.guard = guard_settings(self.options)
+        except ValueError as e:
+            raise ValueError(f"member {self.name}: {e}") from None
 
     @property
     def member_dir(self) -> Path:
@@ -104,6 +110,8 @@ class MemberConfig:
         """Any image of the object broken? Looks at ``spec.template.spec`` containers and init containers
         (built-in workloads), ``spec.jobTemplate.spec.template.spec`` and ``spec.image`` (FlinkDeployment)."""
         return any(self.broken_image(i) for i in images_of(obj))
+
+    guard: tuple[float, float] | None = field(default=None, init=False, repr=False)  # (fence-after, poll)
 
     def crash_annotation(self, obj: dict[str, Any]) -> bool:
         """``sim.flotilla.io/broken: "true"`` on the object: its pods crash until the annotation goes."""
@@ -213,6 +221,12 @@ class MemberCluster:
                 return s
         raise KeyError(name)
 
+    def guard_stops(self, obj: dict[str, Any]) -> bool:
+        """Whether the member's guard stops this object now (docs/fencing.md; never without a guard)."""
+        from flotilla.member.guard import PermitGuard
+
+        return any(isinstance(s, PermitGuard) and s.stops(obj) for s in self.simulators)
+
     def state(self) -> dict[str, Any]:
         return {"name": self.name, "url": self.url, "port": self.port, "kubeconfig": str(self.kubeconfig_path),
                 **self.faults.state()}
@@ -225,6 +239,11 @@ class MemberCluster:
         private_dir(cfg.member_dir)
         private_dir(cfg.checkpoints)
         factories = list(self._factories) if self._factories is not None else simulator_factories(cfg.simulators)
+        if cfg.guard is not None:
+            from flotilla.member.guard import PermitGuard
+
+            fence_after, poll = cfg.guard
+            factories.insert(0, lambda: PermitGuard(fence_after, poll))
         api = ApiServerConfig(storage_url=cfg.storage_url, etcd_tls=cfg.etcd_tls, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,
                               middlewares=[self.faults.middleware()], karmada_admission=False, secure=cfg.secure)

@@ -252,7 +252,11 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         return self._next_delay(model, time.time())
 
     def _crashed(self, obj: dict[str, Any]) -> bool:
-        """The member's crash switch for one object (``sim.flotilla.io/broken: "true"``)."""
+        """The member's crash switch for one object (``sim.flotilla.io/broken: "true"``), or its guard stopping
+        a guarded FlinkDeployment on a stale run permit (the job stops; back under HA once the permit is renewed)."""
+        stops = getattr(self._member, "guard_stops", None)
+        if callable(stops) and stops(obj):
+            return True
         check = getattr(getattr(self._member, "config", None), "crash_annotation", None)
         if callable(check):
             return bool(check(obj))

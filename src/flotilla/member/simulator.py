@@ -144,6 +144,14 @@ class Simulator:
                 return rt
             await asyncio.sleep(poll)
 
+    def halted(self, obj: dict[str, Any]) -> bool:
+        """The object's workload is down: its crash switch (``sim.flotilla.io/broken``) or the member's guard
+        (a guarded object on a stale run permit, :mod:`flotilla.member.guard`)."""
+        if self.config.crash_annotation(obj):
+            return True
+        stops = getattr(self._member, "guard_stops", None)
+        return bool(callable(stops) and stops(obj))
+
     def record_running(self, obj: dict[str, Any], running: bool, kind: str | None = None) -> None:
         """Running-interval history of a copy (see :mod:`flotilla.member.history`); idempotent."""
         md = obj.get("metadata") or {}

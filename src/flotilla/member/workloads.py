@@ -181,14 +181,15 @@ class _WorkloadSimulator(ResourceSimulator):
 
     def new_pod(self, obj: dict[str, Any], revision: str, now: float, ordinal: int = 0) -> SimPod:
         broken = self.config.image_broken(obj)
-        crashed = self.config.crash_annotation(obj)
+        crashed = self.halted(obj)
         delay = self.config.ready_delay_for(obj)
         ready_at = _NEVER if broken or crashed else now + delay
         return SimPod(revision=revision, ready_at=ready_at, ordinal=ordinal, image_broken=broken)
 
     def apply_crash(self, st: _State, obj: dict[str, Any], now: float) -> None:
-        """sim.flotilla.io/broken: every pod crashes now; removing it restarts them (Ready after the delay)."""
-        crashed = self.config.crash_annotation(obj)
+        """sim.flotilla.io/broken (or the member's guard): every pod crashes now; removing it restarts them (Ready
+        after the delay)."""
+        crashed = self.halted(obj)
         if crashed and not st.crashed:
             for p in st.pods:
                 p.ready_at = _NEVER

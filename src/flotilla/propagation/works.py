@@ -26,7 +26,9 @@ there), on a copy of the template:
    Karmada's rule alone applies (:func:`inject_preserved_label_state`): a single target cluster, the
    *last* graceful-eviction task purged ``Directly`` and a target that is not in its
    ``clustersBeforeFailover`` get the task's ``preservedLabelState``;
-6. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
+6. the objects of a binding whose failover resolves to ``purgeMode: Directly`` get
+   ``guard.flotilla.io/guarded: "true"`` (:func:`flotilla.failover.run_permit.is_guarded`; docs/fencing.md);
+7. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
    conflict-resolution annotations, is pruned of server-set fields, and finally records
    ``resourcetemplate.karmada.io/managed-annotations``, the Work's permanent id as a label, and
    ``resourcetemplate.karmada.io/managed-labels`` (:func:`render_work`).
@@ -59,12 +61,14 @@ from flotilla.api.resources import (
     WORKS,
 )
 from flotilla.failover.purge import (
+    PURGE_MODE_GRACEFULLY,
     directly_purge_pending,
     directly_purged_clusters,
     eviction_tasks,
     kept_clusters,
     orphan_works,
 )
+from flotilla.failover.run_permit import GUARDED_LABEL, GUARDED_LABEL_VALUE, is_guarded
 from flotilla.interpreter import (
     CustomizationFailure,
     InterpreterError,
@@ -366,6 +370,7 @@ def build_work_intent(
     targets: int = 1,
     inject_preserved_labels: bool = True,
     injected_labels: Mapping[str, str] | None = None,
+    guarded: bool = False,
 ) -> WorkIntent:
     """The Work for ``target`` (karmada-core.md §4 step 5). Raises :class:`WorkBuildError`.
 
@@ -374,6 +379,8 @@ def build_work_intent(
     clusters (Karmada's rule injects only for a single one). ``inject_preserved_labels`` is the gate
     ``StatefulFailoverInjection`` (off: nothing is injected); ``injected_labels`` the labels decided for
     this cluster (D4, may be empty), ``None`` for Karmada's rule (:func:`inject_preserved_label_state`).
+    ``guarded``: the binding's failover resolves to ``purgeMode: Directly``
+    (:func:`flotilla.failover.run_permit.is_guarded`): the object gets ``guard.flotilla.io/guarded: "true"``.
     """
     spec = _map(binding.get("spec"))
     ref = binding_ref(binding)
@@ -416,6 +423,8 @@ def build_work_intent(
     work_name = generate_work_name(_str(manifest.get("kind")), _str(meta.get("name")), _str(meta.get("namespace")))
     work_namespace = generate_execution_space_name(name)
     # ctrlutil.CreateOrUpdateWork: the managed label and the Work references on the object, then prune.
+    if guarded:
+        _set_label(manifest, GUARDED_LABEL, GUARDED_LABEL_VALUE)
     _set_label(manifest, L.MANAGED_LABEL, L.MANAGED_LABEL_VALUE)
     _set_annotation(manifest, L.RESOURCE_TEMPLATE_UID_ANNOTATION, _str(meta.get("uid")))
     _set_annotation(manifest, L.WORK_NAME_ANNOTATION, work_name)
@@ -447,15 +456,18 @@ def plan_works(
     cluster_override_policies: Iterable[Mapping[str, Any]] = (),
     inject_preserved_labels: bool = True,
     injections: Mapping[str, Mapping[str, str]] | None = None,
+    default_purge_mode: str = PURGE_MODE_GRACEFULLY,
 ) -> tuple[list[WorkIntent], list[WorkBuildError]]:
     """Every target cluster's Work; errors for one cluster do not stop the others.
 
     ``clusters``: Cluster objects by name; ``inject_preserved_labels``: gate ``StatefulFailoverInjection``;
     ``injections``: the labels to inject per cluster (D4, :attr:`flotilla.failover.state.InjectionPlan.labels`;
-    a cluster not in it gets none), ``None`` for Karmada's rule.
+    a cluster not in it gets none), ``None`` for Karmada's rule; ``default_purge_mode``: the controller-manager's
+    ``--no-execute-taint-eviction-purge-mode`` (whether the binding's objects are guarded, :func:`is_guarded`).
     """
     spec = _map(binding.get("spec"))
     targets = target_clusters(spec)
+    guarded = is_guarded(spec, default_purge_mode)
     ops, cops = list(override_policies), list(cluster_override_policies)
     try:
         completions = job_completions(template, spec, targets)
@@ -469,7 +481,7 @@ def plan_works(
                 template, binding, target, interpreter=interpreter, cluster=(clusters or {}).get(target.name),
                 override_policies=ops, cluster_override_policies=cops, completions=completions,
                 targets=len(targets), inject_preserved_labels=inject_preserved_labels,
-                injected_labels=None if injections is None else injections.get(target.name, {})))
+                injected_labels=None if injections is None else injections.get(target.name, {}), guarded=guarded))
         except WorkBuildError as e:
             errors.append(e)
     return intents, errors

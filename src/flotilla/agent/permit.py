@@ -1,0 +1,224 @@
+"""The agent's run permit (``flotilla agent --guard``; docs/fencing.md "The run permit").
+
+:class:`PermitKeeper` keeps the Lease ``flotilla-system/flotilla-run-permit`` in the member, renewing it every
+``--permit-renew-interval`` only while :func:`~flotilla.failover.run_permit.permit_decision` says so: the agent's
+last successful control-plane Lease renewal started less than ``--permit-hold`` ago (its monotonic clock), its
+Cluster is not fenced, and the purge of stale guarded copies has run since the start or since the permit was last
+withheld. The purge decides from a fresh, complete list of the cluster's Works (never a cache) and a fresh read of
+the Cluster, and waits until the agent's own Work cache has caught up with that list (else its execution controller
+would re-create what the purge deletes, for a Work that is gone); it deletes the guarded member objects no Work wants any more, so that a guard does not resume a copy
+the control plane has already started elsewhere. It also announces the guard on the Cluster
+(``guard.flotilla.io/fence-after`` and ``guard.flotilla.io/permit-hold``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from flotilla.api.resources import CLUSTERS
+from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.client.resources import LEASES, NAMESPACES
+from flotilla.failover.fencing import is_fenced, recovery_works
+from flotilla.failover.run_permit import (
+    GUARDED_SELECTOR,
+    PERMIT_NAME,
+    PERMIT_NAMESPACE,
+    PermitStep,
+    announcement_patch,
+    cache_behind,
+    guarded_kinds,
+    parse_guarded_kinds,
+    permit_body,
+    permit_decision,
+    renewed_permit,
+    stale_guarded_objects,
+)
+from flotilla.policy.naming import generate_execution_space_name
+from flotilla.propagation.works import WORKS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PermitKeeper"]
+
+
+class PermitKeeper:
+    """Renews the run permit of one member while its agent holds the control plane.
+
+    ``last_renewal_started``: when the agent's last successful control-plane Lease renewal started (its
+    monotonic clock, None before the first); ``caches``: the agent's cached Cluster and Works (None while its
+    controllers are not running), read at every renewal to record guarded kinds and notice a fence early."""
+
+    def __init__(self, cp: Client, member: Client, cluster: str, *, fence_after: float, permit_hold: float,
+                 renew_interval: float, last_renewal_started: Callable[[], float | None],
+                 caches: Callable[[], tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None],
+                 monotonic: Callable[[], float], now: Callable[[], datetime], write_timeout: float = 10.0) -> None:
+        self.cp, self.member, self.cluster = cp, member, cluster
+        self.fence_after, self.permit_hold, self.renew_interval = fence_after, permit_hold, renew_interval
+        self.last_renewal_started = last_renewal_started
+        self.caches = caches
+        self.monotonic, self.now = monotonic, now
+        self.write_timeout = write_timeout
+        self.permit: dict[str, Any] | None = None
+        self.purged = False
+        self.fenced = False
+        self.announced = False
+        self.renewals = 0
+        self.purges = 0
+        self.kinds: set[tuple[str, str]] = set()
+        self.step: PermitStep | None = None
+        self.reason = ""
+
+    # ------------------------------------------------------------------ one pass
+    async def step_once(self) -> PermitStep:
+        """Decide and act once; the step taken."""
+        if not self.announced:
+            with contextlib.suppress(ApiException, OSError):
+                await self.cp.patch(CLUSTERS, self.cluster, announcement_patch(self.fence_after, self.permit_hold))
+                self.announced = True
+        cached = self.caches()
+        if cached is not None:
+            cluster, works = cached
+            if cluster is not None:
+                self.fenced = is_fenced(cluster)
+            self.kinds |= guarded_kinds(works)
+        decision = permit_decision(now=self.monotonic(), last_renewal_started=self.last_renewal_started(),
+                                   hold=self.permit_hold, fenced=self.fenced, purged=self.purged)
+        if decision.step is PermitStep.PURGE:
+            if await self.purge():
+                decision = permit_decision(now=self.monotonic(), last_renewal_started=self.last_renewal_started(),
+                                           hold=self.permit_hold, fenced=self.fenced, purged=self.purged)
+        self._note(decision.step, decision.reason)
+        if decision.step is PermitStep.RENEW:
+            await self.renew()
+        elif decision.step is PermitStep.WITHHOLD:
+            self.purged = False
+        return decision.step
+
+    def _note(self, step: PermitStep, reason: str) -> None:
+        if step is not self.step:
+            level = logging.WARNING if step is PermitStep.WITHHOLD and self.step is PermitStep.RENEW else logging.INFO
+            log.log(level, "run permit of cluster %s: %s (%s)", self.cluster, step.value.lower(), reason)
+        self.step, self.reason = step, reason
+
+    async def purge(self) -> bool:
+        """Delete the stale guarded copies (from a fresh Cluster and a fresh, complete Work list); whether it ran.
+        Not run (False) when the Cluster is fenced or either read fails."""
+        try:
+            cluster = await self.cp.get(CLUSTERS, self.cluster)
+            self.fenced = is_fenced(cluster)
+            if self.fenced:
+                return False
+            namespace = generate_execution_space_name(self.cluster)
+            first = recovery_works(await self.cp.list(WORKS, namespace))
+            cached = self.caches()
+            behind = cache_behind(cached[1], first) if cached is not None and first is not None else []
+            if behind:
+                log.info("run permit of cluster %s: the agent's cache still has Works the control plane no longer "
+                         "has (%s); purging once it has caught up", self.cluster, ", ".join(behind))
+                return False
+            permit = await self._read_permit()
+            kinds = self.kinds | guarded_kinds(first or []) | parse_guarded_kinds(permit)
+            # the member's objects first, then the Works they are judged against: an object the execution
+            # controller creates meanwhile is not listed, and one listed has its Work in the later list
+            objects: list[dict[str, Any]] = []
+            resources = {}
+            for api_version, kind in sorted(kinds):
+                try:
+                    res = await self.member.resource_for(api_version, kind)
+                except ApiException as e:
+                    if is_not_found(e):
+                        continue
+                    raise
+                resources[(api_version, kind)] = res
+                found = await self.member.list(res, None, label_selector=GUARDED_SELECTOR)
+                objects += [{**o, "apiVersion": api_version, "kind": kind} for o in found.get("items") or []
+                            if isinstance(o, dict)]
+            works = recovery_works(await self.cp.list(WORKS, namespace)) if first is not None else None
+            if works is None:
+                log.warning("run permit of cluster %s: no complete list of the Works of %s; not purging",
+                            self.cluster, namespace)
+                return False
+            for obj in stale_guarded_objects(objects, works):
+                res = resources[(str(obj["apiVersion"]), str(obj["kind"]))]
+                meta = obj.get("metadata") or {}
+                try:
+                    await self.member.delete(res, str(meta.get("name")),
+                                             (meta.get("namespace") or None) if res.namespaced else None,
+                                             propagation_policy="Background")
+                except ApiException as e:
+                    if not is_not_found(e):
+                        raise
+                log.info("run permit of cluster %s: deleted stale guarded %s %s/%s before renewing the permit",
+                         self.cluster, obj.get("kind"), meta.get("namespace"), meta.get("name"))
+            self.kinds = kinds
+        except (ApiException, OSError) as e:
+            log.warning("run permit of cluster %s: purge before renewing failed: %s", self.cluster, e)
+            return False
+        self.purged = True
+        self.purges += 1
+        return True
+
+    async def _read_permit(self) -> dict[str, Any] | None:
+        self.permit = await self.member.get_or_none(LEASES, PERMIT_NAME, PERMIT_NAMESPACE)
+        return self.permit
+
+    async def renew(self) -> None:
+        """Create or renew the permit, giving up on a write that cannot finish before the hold runs out."""
+        started = self.last_renewal_started()
+        left = self.write_timeout if started is None else started + self.permit_hold - self.monotonic()
+        try:
+            await asyncio.wait_for(self._write(), max(0.0, min(self.write_timeout, left)))
+        except (TimeoutError, ApiException, OSError) as e:
+            self.permit = None
+            log.warning("run permit of cluster %s: cannot renew: %s", self.cluster, e or "timed out")
+            return
+        self.renewals += 1
+
+    async def _write(self) -> None:
+        for _ in range(3):
+            if self.permit is None:
+                self.permit = await self._read_permit()
+            if self.permit is None:
+                await self._ensure_namespace()
+                body = permit_body(self.cluster, self.fence_after, self.now(), self.kinds)
+                try:
+                    self.permit = await self.member.create(LEASES, body, PERMIT_NAMESPACE)
+                    return
+                except ApiException as e:
+                    if not is_already_exists(e):
+                        raise
+                    continue
+            try:
+                self.permit = await self.member.update(
+                    LEASES, renewed_permit(self.permit, self.cluster, self.fence_after, self.now(), self.kinds))
+                return
+            except ApiException as e:
+                self.permit = None
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+        raise ApiException(409, "Conflict", f"lease {PERMIT_NAMESPACE}/{PERMIT_NAME} kept changing; will retry")
+
+    async def _ensure_namespace(self) -> None:
+        if await self.member.get_or_none(NAMESPACES, PERMIT_NAMESPACE) is not None:
+            return
+        try:
+            await self.member.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": PERMIT_NAMESPACE}})
+        except ApiException as e:
+            if not is_already_exists(e):
+                raise
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.step_once()
+            except Exception:  # noqa: BLE001 - the permit loop must go on (a failed step withholds by itself)
+                log.exception("run permit of cluster %s: unexpected error", self.cluster)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.renew_interval)

@@ -1,0 +1,317 @@
+"""Guarded workloads, the agent's run permit and the guard's judgement of it (pure; docs/fencing.md).
+
+Automatic fencing is safe only if a Pull member cut off from the control plane stops its ``Directly`` workloads by
+itself before the control plane fences it and starts them elsewhere. The pieces decided here:
+
+* **guarded workloads** (:func:`is_guarded`): the member objects of a binding whose failover resolves to
+  ``purgeMode: Directly`` carry the label ``guard.flotilla.io/guarded: "true"``; nothing else is ever stopped by
+  a guard;
+* **the run permit** (:func:`permit_decision`): ``flotilla agent --guard`` keeps the Lease
+  ``flotilla-system/flotilla-run-permit`` in its member and renews it only while it holds the control plane (its
+  last successful control-plane Lease renewal *started* less than ``permit-hold`` ago on its monotonic clock),
+  while its Cluster is not fenced, and only once the purge of stale guarded copies has run after a start or a
+  lapse (:func:`stale_guarded_objects`);
+* **the guard** (:class:`PermitWatch`): guarded workloads stop when the permit has not changed for
+  ``fence-after``, measured on the guard's own monotonic clock from when it observed the last change.
+
+The agent announces its guard on its Cluster (:func:`announcement_patch`), and the control plane reads the
+announcement with :func:`parse_announcement`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from flotilla.api.durations import go_duration, parse_go_duration
+from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
+from flotilla.failover.eviction import resolve_cluster_purge_mode
+from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
+from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
+
+__all__ = [
+    "ANNOTATION_FENCE_AFTER",
+    "ANNOTATION_GUARDED_KINDS",
+    "ANNOTATION_PERMIT_HOLD",
+    "GUARDED_LABEL",
+    "GUARDED_LABEL_VALUE",
+    "GUARDED_SELECTOR",
+    "PERMIT_NAME",
+    "PERMIT_NAMESPACE",
+    "Announcement",
+    "AnnouncementError",
+    "PermitDecision",
+    "PermitStep",
+    "PermitWatch",
+    "announcement_patch",
+    "cache_behind",
+    "guarded_kinds",
+    "is_guarded",
+    "is_guarded_object",
+    "parse_announcement",
+    "parse_guarded_kinds",
+    "permit_body",
+    "permit_decision",
+    "permit_version",
+    "renewed_permit",
+    "stale_guarded_objects",
+]
+
+GUARDED_LABEL: Final = "guard.flotilla.io/guarded"
+GUARDED_LABEL_VALUE: Final = "true"
+GUARDED_SELECTOR: Final = f"{GUARDED_LABEL}={GUARDED_LABEL_VALUE},{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
+#: the run permit, in the member cluster
+PERMIT_NAMESPACE: Final = "flotilla-system"
+PERMIT_NAME: Final = "flotilla-run-permit"
+#: the agent's announcement of its guard, on its Cluster (Go durations)
+ANNOTATION_FENCE_AFTER: Final = "guard.flotilla.io/fence-after"
+ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"
+#: on the permit Lease: the kinds of guarded manifests the agent has seen (JSON ``[[apiVersion, kind], ...]``), so
+#: that a restarted agent's purge also looks at kinds none of whose Works is left
+ANNOTATION_GUARDED_KINDS: Final = "guard.flotilla.io/guarded-kinds"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return _map(_map(obj).get("metadata"))
+
+
+# ---------------------------------------------------------------------------------------------- guarded workloads
+
+
+def is_guarded(spec: Mapping[str, Any], default_purge_mode: str = PURGE_MODE_GRACEFULLY) -> bool:
+    """Whether a binding's member objects are guarded: its failover resolves to ``purgeMode: Directly``.
+
+    ``spec``: the binding's spec; ``default_purge_mode``: the controller-manager's
+    ``--no-execute-taint-eviction-purge-mode``. Cluster failover resolves as the taint manager does
+    (``failover.cluster.purgeMode``, empty meaning ``Gracefully``; without ``failover.cluster`` the flag);
+    application failover's ``failover.application.purgeMode`` counts too."""
+    failover = _map(spec.get("failover"))
+    if resolve_cluster_purge_mode(failover or None, default_purge_mode) == PURGE_MODE_DIRECTLY:
+        return True
+    return _map(failover.get("application")).get("purgeMode") == PURGE_MODE_DIRECTLY
+
+
+def is_guarded_object(obj: Mapping[str, Any]) -> bool:
+    """The member object carries ``guard.flotilla.io/guarded: "true"``."""
+    return _map(_meta(obj).get("labels")).get(GUARDED_LABEL) == GUARDED_LABEL_VALUE
+
+
+def _manifests(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    manifests = _map(_map(_map(work).get("spec")).get("workload")).get("manifests")
+    return [m for m in manifests if isinstance(m, Mapping)] if isinstance(manifests, list) else []
+
+
+def guarded_kinds(works: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """(apiVersion, kind) of every guarded manifest of ``works``."""
+    out: set[tuple[str, str]] = set()
+    for work in works:
+        for m in _manifests(work):
+            if is_guarded_object(m) and m.get("apiVersion") and m.get("kind"):
+                out.add((str(m["apiVersion"]), str(m["kind"])))
+    return out
+
+
+def parse_guarded_kinds(permit: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """The kinds recorded on the permit Lease (a malformed record counts as none)."""
+    raw = _map(_meta(permit).get("annotations")).get(ANNOTATION_GUARDED_KINDS)
+    try:
+        items = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return set()
+    return {(a, k) for a, k in (i for i in items if isinstance(i, list) and len(i) == 2)
+            if isinstance(a, str) and isinstance(k, str) and a and k} if isinstance(items, list) else set()
+
+
+def stale_guarded_objects(objects: Iterable[Mapping[str, Any]],
+                          works: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The guarded member objects to delete before the permit is renewed again: placed by Flotilla, guarded, and
+    wanted by none of ``works`` (a fresh, complete list of the cluster's Works; a Work being deleted with
+    ``preserveResourcesOnDeletion`` still keeps its objects, as in the execution controller's recovery purge)."""
+    works = list(works)
+    wanted = wanted_identities(works)
+    for work in works:
+        if _meta(work).get("deletionTimestamp") and _map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
+            wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
+    return [o for o in stale_objects_on_recovery(objects, wanted) if is_guarded_object(o)]
+
+
+def cache_behind(cached: Iterable[Mapping[str, Any]], fresh: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Works of the agent's cache that a fresh list of the control plane does not have (namespace/name): while
+    there are any, the agent's execution controller may re-create a member object the purge deletes (it still
+    believes a gone Work wants it), so the purge waits for the cache to catch up."""
+    have = {(_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) for w in fresh}
+    return sorted(f"{_meta(w).get('namespace')}/{_meta(w).get('name')}" for w in cached
+                  if (_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) not in have)
+
+
+# ---------------------------------------------------------------------------------------------- the run permit
+
+
+class PermitStep(StrEnum):
+    RENEW = "Renew"
+    PURGE = "Purge"  # held, but the purge of stale guarded copies must run (and succeed) first
+    WITHHOLD = "Withhold"
+
+
+@dataclass(frozen=True)
+class PermitDecision:
+    step: PermitStep
+    reason: str
+
+
+def permit_decision(*, now: float, last_renewal_started: float | None, hold: float, fenced: bool,
+                    purged: bool) -> PermitDecision:
+    """Renew the run permit now?
+
+    ``now`` and ``last_renewal_started`` are the agent's monotonic clock: ``last_renewal_started`` is when its last
+    *successful* control-plane Lease renewal started (None: none yet). ``fenced``: its Cluster carries the
+    out-of-service taint (then its Works may be released without contacting the member: nothing guarded may run).
+    ``purged``: the purge of stale guarded copies ran since the permit was last withheld (or since the start)."""
+    if last_renewal_started is None:
+        return PermitDecision(PermitStep.WITHHOLD, "no control-plane Lease renewal has succeeded yet")
+    age = now - last_renewal_started
+    if age >= hold:
+        return PermitDecision(PermitStep.WITHHOLD, f"the last successful control-plane Lease renewal started "
+                                                   f"{age:.1f}s ago, not less than the permit hold {hold:g}s")
+    if fenced:
+        return PermitDecision(PermitStep.WITHHOLD, "the Cluster is fenced (out-of-service taint)")
+    if not purged:
+        return PermitDecision(PermitStep.PURGE, "stale guarded copies must be purged before the permit is renewed")
+    return PermitDecision(PermitStep.RENEW, f"the control plane is held (last renewal started {age:.1f}s ago)")
+
+
+def _micro_time(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def permit_body(cluster: str, fence_after: float, now: datetime,
+                kinds: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The permit Lease as the agent creates it (``renewTime`` is informational: no guard compares wall clocks)."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": PERMIT_NAME, "namespace": PERMIT_NAMESPACE,
+                         "annotations": {ANNOTATION_GUARDED_KINDS: _kinds_text(kinds)}},
+            "spec": {"holderIdentity": cluster, "leaseDurationSeconds": max(1, round(fence_after)),
+                     "renewTime": _micro_time(now)}}
+
+
+def renewed_permit(permit: Mapping[str, Any], cluster: str, fence_after: float, now: datetime,
+                   kinds: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """``permit`` renewed at ``now`` (its resourceVersion kept: the update is conditional on it); the kinds
+    recorded before are kept."""
+    body = permit_body(cluster, fence_after, now, set(kinds) | parse_guarded_kinds(permit))
+    meta = dict(_meta(permit))
+    annotations = {**_map(meta.get("annotations")), **body["metadata"]["annotations"]}
+    return {**dict(permit), "metadata": {**meta, "annotations": annotations},
+            "spec": {**_map(permit.get("spec")), **body["spec"]}}
+
+
+def _kinds_text(kinds: Iterable[tuple[str, str]]) -> str:
+    return json.dumps(sorted([a, k] for a, k in set(kinds)), separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------- the guard
+
+
+def permit_version(permit: Mapping[str, Any] | None) -> str | None:
+    """What changes at every write of the permit (uid and resourceVersion); None when there is none."""
+    meta = _meta(permit)
+    if not meta.get("resourceVersion"):
+        return None
+    return f"{meta.get('uid') or ''}/{meta.get('resourceVersion')}"
+
+
+@dataclass
+class PermitWatch:
+    """The guard's view of the permit, on its own monotonic clock.
+
+    Feed it every poll's result (:meth:`observe`, ``None`` when there is no permit); :meth:`stopped` says whether
+    guarded workloads must be stopped. Rules: a guard that never saw a permit stops nothing (the agent has no
+    ``--guard``, or has not started yet); a change counts from when it was observed; a permit deleted after it was
+    seen changes nothing (its age keeps growing); a permit that already existed when the guard started is of
+    unknown age, so guarded workloads stay stopped until it is seen to change (a restarted member does not run
+    its guarded workloads on an old permit)."""
+
+    fence_after: float
+    version: str | None = None
+    changed_at: float | None = None
+    seen_absent: bool = False
+
+    def observe(self, permit: Mapping[str, Any] | None, now: float) -> bool:
+        """Record one observation; whether it was a change."""
+        version = permit_version(permit)
+        if version is None:
+            if self.version is None:
+                self.seen_absent = True
+            return False
+        if version == self.version:
+            return False
+        first = self.version is None
+        self.version = version
+        if first and not self.seen_absent:
+            return False  # existed before we looked: age unknown
+        self.changed_at = now
+        return True
+
+    def stopped(self, now: float) -> bool:
+        if self.version is None:
+            return False
+        return self.changed_at is None or now - self.changed_at >= self.fence_after
+
+    def reason(self, now: float) -> str:
+        if self.version is None:
+            return "no run permit seen: nothing is stopped"
+        if self.changed_at is None:
+            return "the run permit existed before the guard started and has not changed since"
+        age = now - self.changed_at
+        if age >= self.fence_after:
+            return f"the run permit has not changed for {age:.1f}s (fence-after {self.fence_after:g}s)"
+        return f"the run permit changed {age:.1f}s ago"
+
+
+# ---------------------------------------------------------------------------------------------- announcement
+
+
+class AnnouncementError(ValueError):
+    """A Cluster's guard announcement is malformed (the message says which annotation and why)."""
+
+
+@dataclass(frozen=True)
+class Announcement:
+    fence_after: float
+    permit_hold: float
+
+
+def announcement_patch(fence_after: float, permit_hold: float) -> dict[str, Any]:
+    """The merge patch with which an agent announces its guard on its Cluster."""
+    return {"metadata": {"annotations": {ANNOTATION_FENCE_AFTER: go_duration(fence_after),
+                                         ANNOTATION_PERMIT_HOLD: go_duration(permit_hold)}}}
+
+
+def parse_announcement(cluster: Mapping[str, Any] | None) -> Announcement | None:
+    """The guard a Cluster announces; None when it announces none (neither annotation). Raises
+    AnnouncementError when one is missing, is not a Go duration, or is not greater than 0."""
+    annotations = _map(_meta(cluster).get("annotations"))
+    raw = {k: annotations.get(k) for k in (ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD)}
+    if all(v is None for v in raw.values()):
+        return None
+    values: dict[str, float] = {}
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise AnnouncementError(f"annotation {key} is missing (both {ANNOTATION_FENCE_AFTER} and "
+                                    f"{ANNOTATION_PERMIT_HOLD} announce a guard)")
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError as e:
+            raise AnnouncementError(f"annotation {key}: {e}") from None
+        if not seconds > 0:
+            raise AnnouncementError(f"annotation {key}: {value!r} must be greater than 0")
+        values[key] = seconds
+    return Announcement(values[ANNOTATION_FENCE_AFTER], values[ANNOTATION_PERMIT_HOLD])
