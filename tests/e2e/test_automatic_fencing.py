@@ -264,6 +264,7 @@ def test_a_partitioned_guarded_pull_member_is_fenced_by_itself_and_its_job_moves
     assert web_ready and min(web_ready) == 2, web_ready
 
     # 3. heal: the stale copy goes without running again; the fence stays until unfence
+    renewed = up.cp_get("lease", PULL, "-n", "karmada-cluster")["spec"]["renewTime"]
     up.fault(PULL, "recover")
     up.eventually(lambda: _equal(up.member_get(PULL, "flinkdeployments", JOB), None),
                   f"the stale copy deleted in {PULL}", timeout=40)
@@ -280,6 +281,9 @@ def test_a_partitioned_guarded_pull_member_is_fenced_by_itself_and_its_job_moves
     assert {iv.member for iv in runs} == {PULL, new_home}, runs
     assert overlaps(runs) == [], f"two copies of {JOB} ran at once: {overlaps(runs)}"
 
+    # unfenced only once its agent renews the Lease again: before that the rule would fence it again at once
+    up.eventually(lambda: _differ(up.cp_get("lease", PULL, "-n", "karmada-cluster")["spec"]["renewTime"], renewed),
+                  f"{PULL}'s Lease renewed again after recover", timeout=30)
     up.flotilla("unfence", PULL)
 
     def ready_untainted() -> None:
@@ -288,6 +292,10 @@ def test_a_partitioned_guarded_pull_member_is_fenced_by_itself_and_its_job_moves
         assert ready is not None and ready["status"] == "True" and not (c["spec"].get("taints") or []), c
     up.eventually(ready_untainted, f"{PULL} Ready and untainted after flotilla unfence", timeout=40)
     assert overlaps(job_runs(up.history)) == []
+
+
+def _differ(got: object, old: object) -> None:
+    assert got != old, f"still {old!r}"
 
 
 def _equal(got: object, want: object) -> None:
