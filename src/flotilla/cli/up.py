@@ -28,6 +28,7 @@ __all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
 DEFAULT_DATA_DIR = ".flotilla"
 DETACH_TIMEOUT = 90.0
 DOWN_TIMEOUT = 30.0
+GUARD_DEFAULT = 15.0  # --fence-after and --permit-hold, as the agent's
 
 UP_EPILOG = f"""\
 what runs: the control plane API server (SQLite in D/controlplane), every controller, and --members simulated
@@ -52,6 +53,13 @@ Pull mode: --pull-members N makes the last N members Pull members: they are not 
 (MODE Pull) and applies its Works. `flotilla sim fault <member> --mode partition --data-dir D/members` cuts a
 member off the control plane both ways (its workloads keep running); --mode recover heals it.
 
+Automatic fencing: --guard (with --pull-members) runs the Pull members' agents with --guard, so each keeps the
+run permit in its member and announces the guard on its Cluster, and runs those members with their guard on:
+guarded workloads (purgeMode Directly) stop --fence-after seconds after the permit last changed, and the control
+plane fences such a member by itself once it has seen no Lease renewal for permit-hold + fence-after +
+--fence-margin. --fence-after and --permit-hold (seconds, default 15 each) are the agents' flags of the same
+names. A data directory keeps its --guard setting: resuming it with the other one is refused.
+
 files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
 D/members/ (the members' data, checkpoints/, history.jsonl), D/agents/ (the Pull members' agents).
 
@@ -59,6 +67,7 @@ examples:
   flotilla up                      # foreground; Ctrl-C stops it
   flotilla up --detach --members 2 # background; `flotilla down` stops it
   flotilla up --detach --pull-members 1  # member3 in Pull mode, with its agent
+  flotilla up --detach --pull-members 1 --guard  # ... fenced automatically when cut off
   KUBECONFIG=.flotilla/kubeconfig kubectl get clusters
   KUBECONFIG=.flotilla/kubeconfig kubectl --context member1 get deployments -A
 """
@@ -73,6 +82,15 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--members", type=int, default=3, help="simulated member clusters (default 3)")
     u.add_argument("--pull-members", type=int, default=0, metavar="N",
                    help="the last N members join in Pull mode, each with its own agent process (default 0)")
+    u.add_argument("--guard", action="store_true",
+                   help="automatic fencing (docs/fencing.md): the Pull members' agents keep the run permit and "
+                        "their members run the guard; needs --pull-members")
+    u.add_argument("--fence-after", type=_seconds, default=None, metavar="SECONDS",
+                   help="with --guard: how long a Pull member's guard lets guarded workloads run on an unchanged "
+                        "permit (the agents' --fence-after; default 15)")
+    u.add_argument("--permit-hold", type=_seconds, default=None, metavar="SECONDS",
+                   help="with --guard: the agents renew the permit only while their last successful Lease renewal "
+                        "started less than this ago; must exceed the agents' 10 s renew interval (default 15)")
     u.add_argument("--port", type=int, default=6443, help="the control plane API server's port (default 6443; "
                                                            "0 = any free port)")
     u.add_argument("--host", default="127.0.0.1", help="address everything listens on (default 127.0.0.1)")
@@ -122,6 +140,7 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
         raise ValueError("--members must be at least 1")
     if not 0 <= args.pull_members <= args.members:
         raise ValueError(f"--pull-members must be between 0 and --members ({args.members}), got {args.pull_members}")
+    fence_after, permit_hold = _guard_settings(args)
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
     if args.feature_gates:
@@ -135,7 +154,30 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
     return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
                        feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure,
-                       pull_members=args.pull_members)
+                       pull_members=args.pull_members, guard=args.guard, fence_after=fence_after,
+                       permit_hold=permit_hold)
+
+
+def _guard_settings(args: argparse.Namespace) -> tuple[float, float]:
+    """(fence-after, permit-hold) of ``--guard``; ValueError for a conflict or what the agents would refuse."""
+    from flotilla.agent.runtime import AgentConfig
+
+    given = [flag for flag, value in (("--fence-after", args.fence_after), ("--permit-hold", args.permit_hold))
+             if value is not None]
+    if not args.guard:
+        if given:
+            raise ValueError(f"{' and '.join(given)} only apply with --guard")
+        return GUARD_DEFAULT, GUARD_DEFAULT
+    if args.pull_members < 1:
+        raise ValueError("--guard needs --pull-members N: only the Pull members' agents keep a run permit "
+                         "(e.g. --pull-members 1)")
+    fence_after = GUARD_DEFAULT if args.fence_after is None else float(args.fence_after)
+    permit_hold = GUARD_DEFAULT if args.permit_hold is None else float(args.permit_hold)
+    errs = AgentConfig(cluster_name="member1", guard=True, fence_after=fence_after,
+                       permit_hold=permit_hold).validate()  # what every Pull member's agent is started with
+    if errs:
+        raise ValueError("; ".join(errs))
+    return fence_after, permit_hold
 
 
 def _check_dependencies() -> str | None:
@@ -195,7 +237,8 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
         try:
             print(f"flotilla up: ready. export KUBECONFIG={layout.kubeconfig.resolve()}  "
                   f"(contexts: flotilla, {', '.join(cfg.member_names())}"
-                  f"{'; Pull: ' + ', '.join(cfg.pull_names()) if cfg.pull_names() else ''}); Ctrl-C stops",
+                  f"{'; Pull: ' + ', '.join(cfg.pull_names()) if cfg.pull_names() else ''}"
+                  f"{'; guard on' if cfg.guard else ''}); Ctrl-C stops",
                   flush=True)
             await stop.wait()
             print("flotilla up: stopping", flush=True)
@@ -220,6 +263,11 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
         argv.append("--no-default-taint-policy")
     if args.secure:
         argv.append("--secure")
+    if args.guard:
+        argv.append("--guard")
+    for flag, value in (("--fence-after", args.fence_after), ("--permit-hold", args.permit_hold)):
+        if value is not None:
+            argv += [flag, repr(float(value))]
     if args.feature_gates:
         argv += ["--feature-gates", args.feature_gates]
     for name in LAPTOP_TIMINGS:

@@ -25,8 +25,14 @@ never the agent's ``renewTime``.
 
 A cluster is **live** when it is Push and its Ready condition is True, or Pull and its Lease was seen to change
 less than ``window`` ago, ``window`` being the smaller of ``--cluster-monitor-grace-period`` and the candidate's
-bound (a cluster silent for as long as the candidate never counts as live, so when the control plane itself is cut
-off from every member no cluster is fenced whatever the settings). The candidate never counts as live.
+bound, **and later than the candidate's last change plus its permit-hold**. The candidate never counts as live.
+The second condition is what makes a control plane cut off from every member fence nobody: the Leases then stop
+at the same instant X but were last renewed at different phases of their renew intervals, so the candidate (the
+one whose bound runs out first) saw its last change at ``t >= X - renew interval > X - permit-hold`` (an agent
+refuses a permit-hold not longer than its renew interval), and every other Lease's last change, at or before X,
+is before ``t + permit-hold``. When only the candidate is cut off, the others keep renewing and one of their
+renewals lands after ``t + permit-hold`` within one renew interval; with ``fence-after + margin`` shorter than
+that interval the fence may wait for it (at most the difference).
 """
 
 from __future__ import annotations
@@ -121,10 +127,11 @@ class ClusterLiveness:
     ready: bool = False
     renewed_at: float | None = None
 
-    def live(self, now: float, window: float) -> bool:
+    def live(self, now: float, window: float, after: float = float("-inf")) -> bool:
+        """Push: Ready True. Pull: its Lease seen to change less than ``window`` ago and later than ``after``."""
         if not self.pull:
             return self.ready
-        return self.renewed_at is not None and now - self.renewed_at < window
+        return self.renewed_at is not None and now - self.renewed_at < window and self.renewed_at > after
 
 
 def cluster_liveness(cluster: Mapping[str, Any], memory: LeaseMemory | None) -> ClusterLiveness:
@@ -201,7 +208,11 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
     window = min(grace_period, bound)
     everyone = {c.name: c for c in clusters}
     everyone.pop(name, None)
-    live = sum(1 for c in everyone.values() if c.live(now, window))
+    # a Pull cluster counts only with a renewal seen more than the candidate's permit-hold after the candidate's
+    # last one: the candidate renewed at least that often, so a control plane cut off from every member saw
+    # every other Lease's last change before then (see the module docstring)
+    after = memory.renewed_at + guard.permit_hold
+    live = sum(1 for c in everyone.values() if c.live(now, window, after))
     total = len(everyone) + 1
     majority = f"{live} of {total} clusters live"
     if not 2 * live > total:

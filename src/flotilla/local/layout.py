@@ -2,7 +2,7 @@
 
 ``D`` is ``--data-dir`` (default ``.flotilla``)::
 
-    D/flotilla-up.json     format, Flotilla version, ports, member names (written once, updated on change)
+    D/flotilla-up.json     format, Flotilla version, ports, member names, --secure, --guard (updated on change)
     D/kubeconfig           contexts ``flotilla`` (control plane) and ``member1``... (one per member)
     D/controlplane/        the control plane API server's SQLite database and its own kubeconfig
     D/members/             the members' databases, kubeconfigs, admin.json, checkpoints/, history.jsonl
@@ -55,10 +55,12 @@ class StackRecord:
     member_ports: dict[str, int] = field(default_factory=dict)
     secure: bool = False  # created by ``flotilla up --secure``: TLS and tokens everywhere
     link_ports: dict[str, int] = field(default_factory=dict)  # each member's control-plane link (local.links)
+    guard: bool = False  # created by ``flotilla up --guard``: the Pull members keep a run permit and a guard
 
     def to_json(self) -> bytes:
         doc = {"format": self.format, "version": self.version, "apiPort": self.api_port,
-               "members": dict(self.member_ports), "secure": self.secure, "links": dict(self.link_ports)}
+               "members": dict(self.member_ports), "secure": self.secure, "links": dict(self.link_ports),
+               "guard": self.guard}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
     @classmethod
@@ -84,7 +86,8 @@ class StackRecord:
         api_port = doc.get("apiPort")
         return cls(format=DATA_FORMAT, version=str(doc.get("version") or "unknown"),
                    api_port=api_port if isinstance(api_port, int) and not isinstance(api_port, bool) else 0,
-                   member_ports=ports, secure=doc.get("secure") is True, link_ports=link_ports)
+                   member_ports=ports, secure=doc.get("secure") is True, link_ports=link_ports,
+                   guard=doc.get("guard") is True)
 
 
 def pid_alive(pid: int) -> bool:

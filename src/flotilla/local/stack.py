@@ -6,6 +6,8 @@
   with the member-side savepoint rule on, sharing ``D/members/checkpoints``;
 * each member joined (Push mode, like ``flotilla join``), except the last ``pull_members``: those join in Pull
   mode, each with its own ``flotilla agent`` process (restarted when it exits) that registers the Cluster;
+  with ``guard`` those agents keep the run permit (``--guard``) and their members run the guard
+  (docs/fencing.md), so the controller-manager fences such a member automatically once it is cut off;
 * a link (:mod:`flotilla.local.links`) on each path between the control plane and a member, which
   ``flotilla sim fault <member> --mode partition`` cuts;
 * the default ClusterTaintPolicy ``not-ready`` (``Ready`` False/Unknown -> ``cluster.karmada.io/not-ready:NoExecute``,
@@ -105,6 +107,11 @@ class StackConfig:
     secure: bool = False
     # the last N members join in Pull mode, each with its own agent process
     pull_members: int = 0
+    # automatic fencing (docs/fencing.md): the Pull members' agents run with --guard (--fence-after,
+    # --permit-hold), their members with the guard on (the same fence-after)
+    guard: bool = False
+    fence_after: float = 15.0
+    permit_hold: float = 15.0
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
@@ -160,13 +167,20 @@ class LocalStack:
             raise ValueError("--members must be at least 1")
         if not 0 <= cfg.pull_members <= cfg.members:
             raise ValueError(f"--pull-members must be between 0 and --members ({cfg.members})")
+        if cfg.guard and cfg.pull_members < 1:
+            raise ValueError("--guard needs --pull-members: only Pull members' agents keep a run permit")
         record = self.layout.load_record()
         if record is not None and record.api_port and record.secure != cfg.secure:
             was, now = ("with", "without") if record.secure else ("without", "with")
             raise DataDirError(f"{self.layout.root} was created {was} --secure and cannot be resumed {now} it: "
                                f"pass {'--secure' if record.secure else 'no --secure'}, or another --data-dir")
+        if record is not None and record.api_port and record.guard != cfg.guard:
+            was, now = ("with", "without") if record.guard else ("without", "with")
+            raise DataDirError(f"{self.layout.root} was created {was} --guard and cannot be resumed {now} it: "
+                               f"pass {'--guard' if record.guard else 'no --guard'}, or another --data-dir")
         record = record or StackRecord()
         record.secure = cfg.secure
+        record.guard = cfg.guard
         from flotilla.files import make_private_tree, private_dir
 
         private_dir(self.layout.root)
@@ -269,8 +283,18 @@ class LocalStack:
         cfg = self.config
         return [MemberConfig(name=name, data_dir=self.layout.members, host=cfg.host, port=ports.get(name, 0),
                              storage_url="sqlite://", ready_delay=cfg.ready_delay,
-                             options=dict(cfg.sim_options), secure=cfg.secure)
+                             options=self._member_options(name), secure=cfg.secure)
                 for name in cfg.member_names()]
+
+    def _member_options(self, name: str) -> dict[str, str]:
+        """The simulator options of member ``name``: with ``guard``, a Pull member runs its guard
+        (:mod:`flotilla.member.guard`) with the agents' fence-after; a Push member keeps no permit and has none."""
+        from flotilla.member.guard import GUARD_OPTION
+
+        options = dict(self.config.sim_options)
+        if self.config.guard and name in self.config.pull_names():
+            options[GUARD_OPTION] = repr(float(self.config.fence_after))
+        return options
 
     async def _start_members(self, record: StackRecord) -> None:
         from flotilla.member.runner import MemberGroup
@@ -383,11 +407,16 @@ class LocalStack:
                     "--kubeconfig", str(m.kubeconfig_path), "--cluster-api-endpoint", m.url,
                     "--cluster-status-update-frequency", repr(cfg.timings["cluster_status_update_frequency"]),
                     "--cluster-api-timeout", repr(cfg.timings["cluster_api_timeout"])]
+            if cfg.guard:
+                argv += ["--guard", "--fence-after", repr(float(cfg.fence_after)),
+                         "--permit-hold", repr(float(cfg.permit_hold))]
             agent = AgentProcess(name, argv, log_file=where / "agent.log", pid_file=where / "agent.pid",
                                  say=self.say)
             await agent.start()
             self.agents[name] = agent
-            self.say(f"cluster {name}: Pull mode, agent pid {agent.pid} (log {where / 'agent.log'})")
+            guard = (f", guard on (fence-after {cfg.fence_after:g}s, permit-hold {cfg.permit_hold:g}s)"
+                     if cfg.guard else "")
+            self.say(f"cluster {name}: Pull mode, agent pid {agent.pid}{guard} (log {where / 'agent.log'})")
 
     async def _agent_token(self, name: str) -> str:
         """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or

@@ -115,6 +115,21 @@ def test_a_pull_cluster_silent_as_long_as_the_candidate_is_not_live_whatever_the
     assert decide(pull(), 0.0, BOUND + 1.0, others_renewing).action is A.FENCE
 
 
+def test_a_control_plane_cut_off_from_staggered_leases_fences_nobody() -> None:
+    # cut off at X = 9: the candidate last renewed at 0, the others at 5 and 9 (renewed every 10 s, within the
+    # candidate's 15 s permit-hold); when the candidate's bound runs out they are within the window, but none
+    # renewed after 0 + permit-hold, so none counts as live
+    others = [ClusterLiveness("p2", True, renewed_at=5.0), ClusterLiveness("p3", True, renewed_at=9.0)]
+    d = decide(pull(), 0.0, BOUND + 1.0, others)
+    assert d.action is A.HELD and "only 0 of 3 clusters live" in d.reason, d.reason
+    # only the candidate cut off: the others' renewals go on past 0 + permit-hold
+    going_on = [ClusterLiveness("p2", True, renewed_at=15.5), ClusterLiveness("p3", True, renewed_at=19.0)]
+    assert decide(pull(), 0.0, BOUND + 1.0, going_on).action is A.FENCE
+    one_after = [ClusterLiveness("p2", True, renewed_at=14.0), ClusterLiveness("p3", True, renewed_at=16.0)]
+    d = decide(pull(), 0.0, BOUND + 1.0, one_after)
+    assert d.action is A.HELD and "only 1 of 3" in d.reason  # p2's last renewal came before 0 + 15 s
+
+
 def test_an_already_fenced_cluster_gets_nothing() -> None:
     fenced = pull(taints=[{"key": "cluster.flotilla.io/out-of-service", "effect": "NoExecute"}])
     assert decide(fenced, 0.0, 10 * BOUND).action is A.NOTHING
