@@ -259,7 +259,7 @@ async def test_agent_applies_works_and_reports_status_the_binding_aggregates_hea
     assert not any(component == "flotilla-controller-manager" for component, _ in synced), synced
 
 
-async def test_agent_restart_after_the_cluster_was_judged_not_ready_keeps_member_objects(plane: Plane) -> None:
+async def test_d18_agent_restart_after_the_cluster_was_judged_not_ready_keeps_member_objects(plane: Plane) -> None:
     await plane.start_agent()
     await eventually(lambda: cluster_ready(plane.cp), what="the Cluster Ready")
     uids = await propagate(plane)
@@ -274,7 +274,7 @@ async def test_agent_restart_after_the_cluster_was_judged_not_ready_keeps_member
     assert await member_uids(plane.member) == uids
 
 
-async def test_agent_restart_with_the_control_plane_down_at_start_keeps_member_objects(plane: Plane) -> None:
+async def test_d18_agent_restart_with_the_control_plane_down_at_start_keeps_member_objects(plane: Plane) -> None:
     await plane.start_agent()
     await eventually(lambda: cluster_ready(plane.cp), what="the Cluster Ready")
     uids = await propagate(plane)

@@ -118,7 +118,7 @@ async def never_fenced(plane: Plane, names: list[str], seconds: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_a_guarded_pull_cluster_whose_lease_stops_is_fenced_after_the_bound_and_not_before(
+async def test_d16_a_guarded_pull_cluster_whose_lease_stops_is_fenced_after_the_bound_and_not_before(
         plane: Plane) -> None:
     await push_cluster(plane.client, "push1")
     await push_cluster(plane.client, "push2")
@@ -166,7 +166,7 @@ async def test_a_guarded_pull_cluster_whose_lease_stops_is_fenced_after_the_boun
             assert not is_fenced(await plane.get(push))
 
 
-async def test_a_pull_cluster_without_a_guard_or_with_a_malformed_one_is_never_fenced(plane: Plane) -> None:
+async def test_d16_a_pull_cluster_without_a_guard_or_with_a_malformed_one_is_never_fenced(plane: Plane) -> None:
     await push_cluster(plane.client, "push1")
     await push_cluster(plane.client, "push2")
     await push_cluster(plane.client, "push3")
@@ -182,7 +182,7 @@ async def test_a_pull_cluster_without_a_guard_or_with_a_malformed_one_is_never_f
     assert not await events_by_reason(plane.client, "ClusterFencedAutomatically")
 
 
-async def test_with_only_a_minority_of_clusters_live_nobody_is_fenced(plane: Plane) -> None:
+async def test_d16_with_only_a_minority_of_clusters_live_nobody_is_fenced(plane: Plane) -> None:
     pulls = [await pull_cluster(plane.client, f"pull{i}", guard_annotations()) for i in (1, 2, 3)]
     async with agents(*pulls):
         await never_fenced(plane, ["pull1", "pull2", "pull3"], BOUND)

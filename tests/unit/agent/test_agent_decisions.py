@@ -99,7 +99,7 @@ def test_agent_health_thresholds_default_to_karmadas_30s_and_reach_its_controlle
     assert any("--cluster-failure-threshold" in e for e in AgentConfig("a", cluster_failure_threshold=-1).validate())
 
 
-def test_recovery_purge_never_decides_without_a_complete_fresh_list() -> None:
+def test_d18_recovery_purge_never_decides_without_a_complete_fresh_list() -> None:
     work = {"metadata": {"name": "w", "namespace": "karmada-es-a"}}
     assert recovery_works(None) is None  # the list failed (403, unreachable)
     assert recovery_works({"metadata": {"continue": "x"}, "items": [work]}) is None  # one page of several
