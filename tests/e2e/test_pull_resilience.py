@@ -255,7 +255,7 @@ def test_agent_keeps_renewing_and_applying_when_the_api_server_it_uses_is_killed
     the member, and the member's Deployment is the same object."""
     uid = ha.propagate_web()
     first, second = ha.servers
-    killed_at = ha.renew_time()
+    killed_at = ha.eventually(ha.renew_time, "the agent's Lease in karmada-cluster")
     first.kill()
     started = time.monotonic()
     ha.cp = ha.kubectl_for(second)
@@ -279,6 +279,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Plane, Lin
     try:
         p = Plane(root, [server], [link.url])
         p.uid_of_web = p.propagate_web()  # type: ignore[attr-defined]
+        # the agent's first renewals fail until the cluster controller has made karmada-cluster (backoff)
+        p.eventually(p.renew_time, "the agent's Lease in karmada-cluster")
         yield p, link
     finally:
         if p is not None:
