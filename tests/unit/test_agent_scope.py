@@ -74,11 +74,7 @@ REFUSED = {
     "a Lease in another namespace": ("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/m1", ""),
     "listing every Lease": ("GET", LEASES, ""),
     "deleting its Lease": ("DELETE", f"{LEASES}/m1", ""),
-    "another Cluster": ("GET", f"{CLUSTERS}/m2", ""),
     "patching another Cluster's status": ("PATCH", f"{CLUSTERS}/m2/status", ""),
-    "a list of Clusters without the fieldSelector": ("GET", CLUSTERS, ""),
-    "a watch of Clusters without the fieldSelector": ("GET", CLUSTERS, "watch=true"),
-    "a list of Clusters selecting another": ("GET", CLUSTERS, "fieldSelector=metadata.name%3Dm2"),
     "deleting its Cluster": ("DELETE", f"{CLUSTERS}/m1", ""),
     "deleting every Cluster": ("DELETE", CLUSTERS, ""),
     "another Cluster's status": ("GET", f"{CLUSTERS}/m2/status", ""),
@@ -118,8 +114,19 @@ def test_agent_refusal_names_its_own_cluster_and_namespace() -> None:
     attrs = request_attributes("GET", "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-m2/works")
     allowed, reason = agent_may(attrs, attrs.verb, "m1")
     assert not allowed and '"karmada-es-m1"' in reason
-    attrs = request_attributes("GET", f"{CLUSTERS}/m2")
+    attrs = request_attributes("PATCH", f"{CLUSTERS}/m2")
     assert 'own Cluster (named "m1")' in agent_may(attrs, attrs.verb, "m1")[1]
+
+
+def test_agent_reads_every_cluster_for_the_peer_protocol_but_writes_only_its_own() -> None:
+    for method, path, query in (("GET", f"{CLUSTERS}/m2", ""), ("GET", CLUSTERS, ""),
+                                ("GET", CLUSTERS, "watch=true"), ("GET", CLUSTERS, "fieldSelector=metadata.name%3Dm2")):
+        attrs = request_attributes(method, path, query)
+        assert agent_may(attrs, attrs.verb, "m1")[0], (method, path, query)
+    for method, path in (("PATCH", f"{CLUSTERS}/m2"), ("PUT", f"{CLUSTERS}/m2"), ("PATCH", f"{CLUSTERS}/m2/status"),
+                         ("GET", f"{CLUSTERS}/m2/status"), ("DELETE", f"{CLUSTERS}/m2")):
+        attrs = request_attributes(method, path)
+        assert not agent_may(attrs, attrs.verb, "m1")[0], (method, path)
 
 
 def test_agent_scope_refuses_wildcards_of_can_i() -> None:

@@ -28,19 +28,29 @@ def renew_interval(duration: float, fraction: float) -> float:
     return duration * fraction
 
 
-def lease_body(cluster: str, duration: float, now: datetime, namespace: str = _DEFAULT_NAMESPACE) -> dict[str, Any]:
-    """The Lease the agent creates when there is none."""
+def lease_body(cluster: str, duration: float, now: datetime, namespace: str = _DEFAULT_NAMESPACE,
+               annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Lease the agent creates when there is none (``annotations``: the acknowledgements it carries)."""
+    meta: dict[str, Any] = {"name": cluster, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": cluster, "namespace": namespace},
+        "metadata": meta,
         "spec": {"holderIdentity": cluster, "leaseDurationSeconds": max(1, round(duration)),
                  "renewTime": micro_time(now)},
     }
 
 
-def renewed_lease(lease: Mapping[str, Any], cluster: str, duration: float, now: datetime) -> dict[str, Any]:
-    """``lease`` renewed at ``now`` (its resourceVersion kept: the update is conditional on it)."""
+def renewed_lease(lease: Mapping[str, Any], cluster: str, duration: float, now: datetime,
+                  annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``lease`` renewed at ``now`` (its resourceVersion kept: the update is conditional on it), with
+    ``annotations`` set on it."""
     out = copy.deepcopy(dict(lease))
+    if annotations:
+        meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
+        old = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+        out["metadata"] = {**meta, "annotations": {**old, **annotations}}
     spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
     spec = {**spec, "holderIdentity": cluster, "leaseDurationSeconds": max(1, round(duration)),
             "renewTime": micro_time(now)}

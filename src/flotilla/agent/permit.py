@@ -24,10 +24,12 @@ from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.failover.fencing import is_fenced, recovery_works
+from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.run_permit import (
     GUARDED_SELECTOR,
     PERMIT_NAME,
     PERMIT_NAMESPACE,
+    PermitDecision,
     PermitStep,
     announcement_patch,
     cache_behind,
@@ -56,13 +58,17 @@ class PermitKeeper:
     def __init__(self, cp: Client, member: Client, cluster: str, *, fence_after: float, permit_hold: float,
                  renew_interval: float, last_renewal_started: Callable[[], float | None],
                  caches: Callable[[], tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None],
-                 monotonic: Callable[[], float], now: Callable[[], datetime], write_timeout: float = 10.0) -> None:
+                 monotonic: Callable[[], float], now: Callable[[], datetime], write_timeout: float = 10.0,
+                 quorum: Callable[[], Quorum | None] = lambda: None) -> None:
         self.cp, self.member, self.cluster = cp, member, cluster
         self.fence_after, self.permit_hold, self.renew_interval = fence_after, permit_hold, renew_interval
         self.last_renewal_started = last_renewal_started
         self.caches = caches
         self.monotonic, self.now = monotonic, now
         self.write_timeout = write_timeout
+        self.quorum = quorum
+        self.last_quorum: Quorum | None = None
+        self.peer_renewals = 0
         self.permit: dict[str, Any] | None = None
         self.purged = False
         self.fenced = False
@@ -86,18 +92,32 @@ class PermitKeeper:
             if cluster is not None:
                 self.fenced = is_fenced(cluster)
             self.kinds |= guarded_kinds(works)
-        decision = permit_decision(now=self.monotonic(), last_renewal_started=self.last_renewal_started(),
-                                   hold=self.permit_hold, fenced=self.fenced, purged=self.purged)
+        decision = self._decide()
         if decision.step is PermitStep.PURGE:
             if await self.purge():
-                decision = permit_decision(now=self.monotonic(), last_renewal_started=self.last_renewal_started(),
-                                           hold=self.permit_hold, fenced=self.fenced, purged=self.purged)
+                decision = self._decide()
         self._note(decision.step, decision.reason)
         if decision.step is PermitStep.RENEW:
-            await self.renew()
+            await self.renew(self._deadline())
         elif decision.step is PermitStep.WITHHOLD:
             self.purged = False
         return decision.step
+
+    def _decide(self) -> PermitDecision:
+        started = self.last_renewal_started()
+        now = self.monotonic()
+        own = started is not None and now - started < self.permit_hold
+        self.last_quorum = None if own else self.quorum()
+        return permit_decision(now=now, last_renewal_started=started, hold=self.permit_hold, fenced=self.fenced,
+                               purged=self.purged, quorum=self.last_quorum)
+
+    def _deadline(self) -> float:
+        """When a permit write must have finished (monotonic): the end of the hold, or of the peers' quorum."""
+        started = self.last_renewal_started()
+        own = started + self.permit_hold if started is not None else self.monotonic() + self.write_timeout
+        if self.last_quorum is not None and self.last_quorum.held:
+            return max(own, self.last_quorum.until)
+        return own
 
     def _note(self, step: PermitStep, reason: str) -> None:
         if step is not self.step:
@@ -167,10 +187,14 @@ class PermitKeeper:
         self.permit = await self.member.get_or_none(LEASES, PERMIT_NAME, PERMIT_NAMESPACE)
         return self.permit
 
-    async def renew(self) -> None:
-        """Create or renew the permit, giving up on a write that cannot finish before the hold runs out."""
-        started = self.last_renewal_started()
-        left = self.write_timeout if started is None else started + self.permit_hold - self.monotonic()
+    async def renew(self, deadline: float | None = None) -> None:
+        """Create or renew the permit, giving up on a write that cannot finish before ``deadline`` (monotonic;
+        default: the end of the hold)."""
+        if deadline is None:
+            started = self.last_renewal_started()
+            deadline = (self.monotonic() + self.write_timeout if started is None
+                        else started + self.permit_hold)
+        left = deadline - self.monotonic()
         try:
             await asyncio.wait_for(self._write(), max(0.0, min(self.write_timeout, left)))
         except (TimeoutError, ApiException, OSError) as e:
@@ -178,6 +202,8 @@ class PermitKeeper:
             log.warning("run permit of cluster %s: cannot renew: %s", self.cluster, e or "timed out")
             return
         self.renewals += 1
+        if self.last_quorum is not None:
+            self.peer_renewals += 1
 
     async def _write(self) -> None:
         for _ in range(3):

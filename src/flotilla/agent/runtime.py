@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from flotilla.agent.lease import LEASE_NAMESPACE, lease_body, renew_interval, renewed_lease
+from flotilla.agent.peers import FleetView, PeerPoller, PeerServer, split_host_port
 from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
 from flotilla.api.resources import CLUSTERS
@@ -28,6 +29,13 @@ from flotilla.cluster.scope import cluster_field_selector, execution_namespace
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import AgentMemberClients
 from flotilla.controllers.options import ControllerOptions
+from flotilla.failover.peer_quorum import (
+    ANNOTATION_ACKNOWLEDGED_FENCES,
+    DEFAULT_PEER_REPORT_TTL,
+    Quorum,
+    acknowledgement_text,
+    peer_announcement_patch,
+)
 from flotilla.propagation.works import WORKS
 
 log = logging.getLogger(__name__)
@@ -61,6 +69,12 @@ class AgentConfig:
     fence_after: float = 15.0
     permit_hold: float = 15.0
     permit_renew_interval: float = 1.0
+    #: the peer protocol (docs/fencing.md): --peer-listen HOST:PORT (empty: off), --peer-advertise HOST:PORT
+    #: (what peers are told; default the listen address), --peer-report-ttl, --peer-poll-interval
+    peer_listen: str = ""
+    peer_advertise: str = ""
+    peer_report_ttl: float = DEFAULT_PEER_REPORT_TTL
+    peer_poll_interval: float = 0.5
 
     def validate(self) -> list[str]:
         """What is wrong with the settings (empty: usable)."""
@@ -84,6 +98,23 @@ class AgentConfig:
                             ("--permit-renew-interval", self.permit_renew_interval)):
             if not value > 0:
                 errs.append(f"{flag} must be greater than 0")
+        for flag, address in (("--peer-listen", self.peer_listen), ("--peer-advertise", self.peer_advertise)):
+            if address:
+                try:
+                    split_host_port(address)
+                except ValueError as e:
+                    errs.append(f"{flag}: {e} (for example 127.0.0.1:7480)")
+        if self.peer_advertise and not self.peer_listen:
+            errs.append("--peer-advertise needs --peer-listen: the address peers are told must lead to a listener")
+        if self.peer_advertise and self.peer_advertise.endswith(":0"):
+            errs.append("--peer-advertise must name a real port, not 0")
+        for flag, value in (("--peer-report-ttl", self.peer_report_ttl),
+                            ("--peer-poll-interval", self.peer_poll_interval)):
+            if not value > 0:
+                errs.append(f"{flag} must be greater than 0")
+        if 0 < self.peer_report_ttl <= self.peer_poll_interval:
+            errs.append(f"--peer-poll-interval ({self.peer_poll_interval:g}s) must be shorter than "
+                        f"--peer-report-ttl ({self.peer_report_ttl:g}s), or reports expire between two polls")
         if self.guard and self.permit_renew_interval > 0 and self.permit_renew_interval >= self.fence_after:
             errs.append(f"--permit-renew-interval ({self.permit_renew_interval:g}s) must be shorter than "
                         f"--fence-after ({self.fence_after:g}s), or the guard stops workloads between renewals")
@@ -150,6 +181,14 @@ class Agent:
         #: is renewed only while this is less than --permit-hold ago
         self.last_renewal_started: float | None = None
         self.permit: PermitKeeper | None = None
+        #: the peer protocol (None without --peer-listen): the fleet as last seen, the report server, the poller
+        self.fleet: FleetView | None = None
+        self.peer_server: PeerServer | None = None
+        self.poller: PeerPoller | None = None
+        #: the outcome of the last contact with the control plane (Lease renewal or probe), as peers are told
+        self.cp_reachable = False
+        self._renew_now = asyncio.Event()
+        self._probe_now = asyncio.Event()
 
     # ------------------------------------------------------------------ the Cluster
     async def register_once(self) -> dict[str, Any]:
@@ -191,20 +230,24 @@ class Agent:
         name, namespace = self.config.cluster_name, self.config.cluster_namespace
         duration = self.config.cluster_lease_duration
         started = self.monotonic()
+        # the pending fences this agent names in its reports from now on: the Lease acknowledges them
+        acks = ({ANNOTATION_ACKNOWLEDGED_FENCES: acknowledgement_text(self.fleet.fences)}
+                if self.fleet is not None else None)
         for _ in range(3):
             if self.lease is None:
                 self.lease = await self.cp.get_or_none(LEASES, name, namespace)
             if self.lease is None:
                 try:
-                    self.lease = await self.cp.create(LEASES, lease_body(name, duration, self.now(), namespace),
-                                                      namespace)
+                    self.lease = await self.cp.create(
+                        LEASES, lease_body(name, duration, self.now(), namespace, acks), namespace)
                 except ApiException as e:
                     if not is_already_exists(e):
                         raise
                     continue
             else:
                 try:
-                    self.lease = await self.cp.update(LEASES, renewed_lease(self.lease, name, duration, self.now()))
+                    self.lease = await self.cp.update(LEASES, renewed_lease(self.lease, name, duration, self.now(),
+                                                                            acks))
                 except ApiException as e:
                     self.lease = None
                     if not (is_conflict(e) or is_not_found(e)):
@@ -220,16 +263,81 @@ class Agent:
         period = renew_interval(self.config.cluster_lease_duration, self.config.cluster_lease_renew_interval_fraction)
         backoff = Backoff(min(0.5, period), period)
         while not stop.is_set():
+            self._renew_now.clear()
             try:
-                await self.renew_lease_once()
+                await asyncio.wait_for(self.renew_lease_once(), self.config.cluster_api_timeout)
+                self.cp_reachable = True
                 backoff.reset()
                 delay = period
-            except (ApiException, OSError) as e:
+            except (ApiException, OSError, TimeoutError) as e:
+                self.cp_reachable = False
                 log.warning("cannot renew lease %s/%s: %s", self.config.cluster_namespace,
-                            self.config.cluster_name, e)
+                            self.config.cluster_name, e or "timed out")
                 delay = backoff.next()
-            if await _wait(stop, delay):
+            if await _wait_any(stop, self._renew_now, delay):
                 return
+
+    # ------------------------------------------------------------------ the peer protocol
+    def own_hold_in_doubt(self) -> bool:
+        """Whether the agent may soon need its peers: its last contact with the control plane failed, or its
+        Lease renewal is overdue."""
+        if not self.cp_reachable or self.last_renewal_started is None:
+            return True
+        period = renew_interval(self.config.cluster_lease_duration, self.config.cluster_lease_renew_interval_fraction)
+        return self.monotonic() - self.last_renewal_started > period + 0.5
+
+    def quorum(self) -> Quorum | None:
+        return self.poller.quorum() if self.poller is not None else None
+
+    async def probe_loop(self, stop: asyncio.Event) -> None:
+        """Check the control plane when a peer asks (at most once a second): reading the agent's own Lease."""
+        name, namespace = self.config.cluster_name, self.config.cluster_namespace
+        while not stop.is_set():
+            if await _wait_any(stop, self._probe_now, 3600.0):
+                return
+            self._probe_now.clear()
+            try:
+                await asyncio.wait_for(self.cp.get_or_none(LEASES, name, namespace),
+                                       min(self.config.cluster_api_timeout, self.config.peer_report_ttl))
+                self.cp_reachable = True
+            except (ApiException, OSError, TimeoutError):
+                self.cp_reachable = False
+            if await _wait(stop, 1.0):
+                return
+
+    async def announce_peers(self, stop: asyncio.Event, endpoint: str) -> None:
+        backoff = Backoff(*self.backoff)
+        patch = peer_announcement_patch(endpoint, self.config.peer_report_ttl)
+        while not stop.is_set():
+            try:
+                await self.cp.patch(CLUSTERS, self.config.cluster_name, patch)
+                return
+            except (ApiException, OSError) as e:
+                log.warning("cannot announce the peer endpoint of cluster %s yet: %s", self.config.cluster_name, e)
+            if await _wait(stop, backoff.next()):
+                return
+
+    async def start_peers(self, stop: asyncio.Event) -> list[asyncio.Future[None]]:
+        cfg = self.config
+        self.fleet = FleetView(self.cp, cfg.cluster_name, on_new_fence=self._renew_now.set)
+        self.fleet.start()
+        host, port = split_host_port(cfg.peer_listen)
+        self.peer_server = await PeerServer(self.fleet, lambda: self.cp_reachable, self._probe_now.set,
+                                            host=host, port=port).start()
+        endpoint = cfg.peer_advertise or f"{host}:{self.peer_server.port}"
+        log.info("agent of cluster %s: answering peers on %s:%d (announced as %s)", cfg.cluster_name, host,
+                 self.peer_server.port, endpoint)
+        self.poller = PeerPoller(self.fleet, interval=cfg.peer_poll_interval,
+                                 timeout=min(cfg.peer_report_ttl, cfg.cluster_api_timeout), ttl=cfg.peer_report_ttl,
+                                 wanted=self.own_hold_in_doubt, monotonic=self.monotonic)
+        return [asyncio.ensure_future(self.poller.run(stop)), asyncio.ensure_future(self.probe_loop(stop)),
+                asyncio.ensure_future(self.announce_peers(stop, endpoint))]
+
+    async def stop_peers(self) -> None:
+        if self.peer_server is not None:
+            await self.peer_server.stop()
+        if self.fleet is not None:
+            await self.fleet.stop()
 
     # ------------------------------------------------------------------ the whole agent
     def options(self) -> ControllerOptions:
@@ -247,6 +355,14 @@ class Agent:
         self.manager = ControllerManager(self.cp, self.options(), controllers=list(AGENT_CONTROLLERS),
                                          members=AgentMemberClients(self.cp, name, self.member),
                                          sync_timeout=self.config.sync_timeout, component="flotilla-agent")
+        peers: list[asyncio.Future[None]] = []
+        if self.config.peer_listen:
+            try:
+                peers = await self.start_peers(stop)
+            except OSError as e:
+                log.error("cannot listen for peers on %s: %s", self.config.peer_listen, e)
+                await self.stop_peers()
+                return 1
         lease = asyncio.ensure_future(self.renew_lease(stop))
         permit: asyncio.Future[None] | None = None
         if self.config.guard:
@@ -269,6 +385,9 @@ class Agent:
             await lease
             if permit is not None:
                 await permit
+            for task in peers:
+                await task
+            await self.stop_peers()
             await self.manager.stop()
         return 0
 
@@ -278,7 +397,8 @@ class Agent:
         return PermitKeeper(self.cp, self.member, cfg.cluster_name, fence_after=cfg.fence_after,
                             permit_hold=cfg.permit_hold, renew_interval=cfg.permit_renew_interval,
                             last_renewal_started=lambda: self.last_renewal_started, caches=self._caches,
-                            monotonic=self.monotonic, now=self.now, write_timeout=cfg.cluster_api_timeout)
+                            monotonic=self.monotonic, now=self.now, write_timeout=cfg.cluster_api_timeout,
+                            quorum=self.quorum)
 
     def _caches(self) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None:
         """The controllers' cached Cluster and Works (None before they run)."""
@@ -289,6 +409,17 @@ class Agent:
         clusters = ctx.informers.informer(CLUSTERS, field_selector=cluster_field_selector(name))
         works = ctx.informers.informer(WORKS, execution_namespace(name))
         return clusters.store.get(name), list(works.store.list())
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds``, until ``wake`` is set, or until ``stop``; whether it was stopped."""
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+    return stop.is_set()
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:

@@ -6,8 +6,9 @@ name alone; the :class:`~flotilla.apiserver.auth.Authorizer` asks it after the r
 shares (discovery, ``/version``, health, self reviews). The scope is what the agent's controllers need for its one
 cluster:
 
-* ``clusters`` (cluster.karmada.io): get/list/watch of its own Cluster (and get of its ``status``) (by name, or a list/watch with
-  ``fieldSelector=metadata.name=<cluster>``), create, update/patch of it and of its ``status``; never delete;
+* ``clusters`` (cluster.karmada.io): get/list/watch of every Cluster (the peer protocol follows the other agents'
+  endpoints and the fences), get of its own Cluster's ``status``, create, update/patch of its own Cluster and of
+  its ``status``; never delete;
 * ``leases`` (coordination.k8s.io) in ``karmada-cluster``: get/create/update/patch of the one named ``<cluster>``,
   list/watch with that field selector;
 * ``works`` (work.karmada.io) and their ``status`` (kubectl reads it before patching it) in ``karmada-es-<cluster>``: get/list/watch/update/patch;
@@ -106,6 +107,9 @@ def agent_may(attrs: RequestAttributes, verb: str, cluster: str) -> tuple[bool, 
         if verb == "create":
             refusal = _own(attrs, cluster, "Cluster")
             return (False, refusal.reason) if refusal else (True, "an agent registers its cluster")
+        if verb in READ_VERBS and not sub:
+            # every Cluster: the peer protocol needs the other agents' endpoints and the fences
+            return True, "an agent follows the Clusters (its own, and its peers' for the peer protocol)"
         if (verb in READ_VERBS or verb in _WRITE_VERBS) and sub in ("", "status"):
             refusal = _own(attrs, cluster, "Cluster")
             return (False, refusal.reason) if refusal else (True, "an agent keeps its Cluster")

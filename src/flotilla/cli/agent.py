@@ -70,6 +70,17 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "less than this ago (default 15s)")
     g.add_argument("--permit-renew-interval", type=_duration, default=1.0, metavar="DURATION",
                    help="how often the permit is renewed (default 1s)")
+    g = p.add_argument_group("peer protocol (docs/fencing.md)")
+    g.add_argument("--peer-listen", default="", metavar="HOST:PORT",
+                   help="answer the other agents' report requests here (port 0: any free port), follow every "
+                        "Cluster and acknowledge pending fences; with --guard, keep the permit through a control-"
+                        "plane outage while a strict majority of clusters report it unreachable (default: off)")
+    g.add_argument("--peer-advertise", default="", metavar="HOST:PORT",
+                   help="the address announced to the other agents (default: the --peer-listen address)")
+    g.add_argument("--peer-report-ttl", type=_duration, default=2.0, metavar="DURATION",
+                   help="how long a peer's report counts after it was asked for (announced; default 2s)")
+    g.add_argument("--peer-poll-interval", type=_duration, default=0.5, metavar="DURATION",
+                   help="how often the peers are asked while the control plane is in doubt (default 500ms)")
     p.set_defaults(fn=run_agent_command, _agent_parser=p)
     return p
 
@@ -90,7 +101,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        cluster_success_threshold=args.cluster_success_threshold,
                        cluster_failure_threshold=args.cluster_failure_threshold, guard=args.guard,
                        fence_after=args.fence_after, permit_hold=args.permit_hold,
-                       permit_renew_interval=args.permit_renew_interval)
+                       permit_renew_interval=args.permit_renew_interval, peer_listen=args.peer_listen,
+                       peer_advertise=args.peer_advertise, peer_report_ttl=args.peer_report_ttl,
+                       peer_poll_interval=args.peer_poll_interval)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -78,6 +78,11 @@ from flotilla.failover.auto_fence import (
 )
 from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
 from flotilla.failover.fencing import fence_patch, is_fenced
+from flotilla.failover.peer_quorum import (
+    ANNOTATION_FENCE_PENDING,
+    observe_acknowledgements,
+    peer_endpoint,
+)
 from flotilla.observability.metrics import FENCE_TRIGGER_LEASE
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
@@ -132,6 +137,9 @@ class ClusterController(Controller):
         self._health: dict[str, LeaseMemory] = {}  # Pull cluster -> what the monitor remembers of it
         self.fence_margin = float(self.options.fence_margin)
         self._fence_notes: dict[str, str] = {}  # cluster -> the last held/invalid note logged or sent as an Event
+        # agent's cluster -> {candidate: (pending-fence token its Lease acknowledges, monotonic time first seen)}
+        self._acks: dict[str, dict[str, tuple[str, float]]] = {}
+        self._recheck: float | None = None  # the soonest a fence decision is due (monotonic), within a period
         self._monitor_task: asyncio.Task[None] | None = None
 
     def setup(self) -> None:
@@ -254,6 +262,7 @@ class ClusterController(Controller):
 
     # ------------------------------------------------------------------ Pull clusters' health
     def _on_lease(self, lease: dict[str, Any]) -> None:
+        self._observe_acks(lease)
         cluster = self.clusters.store.get(_md(lease).get("name") or "")
         if cluster is not None:
             self._observe(cluster, lease)
@@ -269,15 +278,25 @@ class ClusterController(Controller):
         self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),
                                                 self.grace, self.ctx.monotonic()).memory
 
+    def _observe_acks(self, lease: Mapping[str, Any] | None) -> None:
+        """Remember when each acknowledgement of a pending fence on an agent's Lease was first seen."""
+        name = _md(dict(lease or {})).get("name") or ""
+        if name:
+            self._acks[name] = observe_acknowledgements(self._acks.get(name, {}), lease, self.ctx.monotonic())
+
     async def _monitor_loop(self) -> None:
         while True:
+            self._recheck = None
             try:
                 await self.monitor_pull_clusters()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("cluster health monitor: pass failed; next one in %gs", self.monitor_period)
-            await asyncio.sleep(self.monitor_period)
+            delay = self.monitor_period
+            if self._recheck is not None:  # a fence falls due before the next period: look again then
+                delay = min(delay, max(0.05, self._recheck - self.ctx.monotonic()))
+            await asyncio.sleep(delay)
 
     async def monitor_pull_clusters(self) -> None:
         """One pass of the monitor over every Pull cluster in the informer's cache."""
@@ -288,6 +307,7 @@ class ClusterController(Controller):
             name = _md(cluster).get("name") or ""
             seen.add(name)
             lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
+            self._observe_acks(lease)
             verdict = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(), self.grace,
                                          self.ctx.monotonic())
             self._health[name] = verdict.memory
@@ -298,6 +318,8 @@ class ClusterController(Controller):
                     log.exception("cluster %s: could not set Ready Unknown; will try again", name)
         for gone in set(self._health) - seen:
             self._health.pop(gone, None)
+        for gone in set(self._acks) - seen:
+            self._acks.pop(gone, None)
         await self.fence_pass()
 
     async def _post_unknown(self, name: str) -> None:
@@ -342,24 +364,34 @@ class ClusterController(Controller):
     # ------------------------------------------------------------------ the automatic fence
     def _decide_fence(self, cluster: Mapping[str, Any]) -> AutoFenceDecision:
         name = _md(dict(cluster)).get("name") or ""
-        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or ""))
-                    for c in self.clusters.store.list()]
+        others = [c for c in self.clusters.store.list() if (_md(c).get("name") or "") != name]
+        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or "")) for c in others]
+        # the other agents that answer peers, and what their Leases acknowledge of this cluster's pending fence
+        voters = [_md(c).get("name") or "" for c in others if peer_endpoint(c) is not None]
+        acks = {v: self._acks[v][name] for v in voters if name in self._acks.get(v, {})}
         return decide_auto_fence(cluster, self._health.get(name), self.ctx.monotonic(), self.fence_margin, everyone,
-                                 self.grace.grace_period)
+                                 self.grace.grace_period, acks, len(voters))
 
     async def fence_pass(self) -> None:
-        """Decide the automatic fence of every Pull cluster in the informer's cache; fence those it says."""
+        """Decide the automatic fence of every Pull cluster in the informer's cache; fence, mark pending or cancel
+        the pending mark as it says."""
         for cluster in list(self.clusters.store.list()):
             if not is_pull_cluster(cluster):
                 continue
             decision = self._decide_fence(cluster)
-            if decision.action is AutoFenceAction.FENCE:
+            name = _md(cluster).get("name") or ""
+            if decision.action in (AutoFenceAction.FENCE, AutoFenceAction.PEND, AutoFenceAction.CANCEL):
                 try:
-                    await self._fence(_md(cluster).get("name") or "")
+                    await self._fence(name, decision.action)
                 except Exception:
-                    log.exception("cluster %s: could not fence it; will try again", _md(cluster).get("name"))
+                    log.exception("cluster %s: could not %s; will try again", name,
+                                  "fence it" if decision.action is AutoFenceAction.FENCE
+                                  else f"{decision.action.value} its pending fence")
             else:
                 self._fence_note(cluster, decision)
+                if decision.action is AutoFenceAction.NOT_YET and decision.recheck_after is not None:
+                    due = self.ctx.monotonic() + decision.recheck_after
+                    self._recheck = due if self._recheck is None else min(self._recheck, due)
 
     def _fence_note(self, cluster: dict[str, Any], decision: AutoFenceDecision) -> None:
         """Say once why a guarded cluster past its bound is not fenced (held, malformed announcement)."""
@@ -379,9 +411,10 @@ class ClusterController(Controller):
             self.ctx.recorder.event(cluster, "Warning", EVENT_GUARD_ANNOUNCEMENT_INVALID,
                                     f"{decision.reason}; the cluster is not fenced automatically")
 
-    async def _fence(self, name: str) -> None:
-        """Read the Cluster and its Lease from the API server, decide again, and fence the cluster if that still
-        holds - guarded by the Cluster's resourceVersion, re-read and re-decided on 409."""
+    async def _fence(self, name: str, action: AutoFenceAction = AutoFenceAction.FENCE) -> None:
+        """Read the Cluster and its Lease from the API server, decide again, and if ``action`` still holds fence the
+        cluster (FENCE), mark its fence pending (PEND) or remove the pending mark (CANCEL) - guarded by the
+        Cluster's resourceVersion, re-read and re-decided on 409."""
         for _ in range(_CONFLICT_RETRIES):
             cluster = await self.client.get_or_none(CLUSTERS, name)
             if cluster is None or not is_pull_cluster(cluster):
@@ -390,31 +423,41 @@ class ClusterController(Controller):
             self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),
                                                     self.grace, self.ctx.monotonic()).memory
             decision = self._decide_fence(cluster)
-            if decision.action is not AutoFenceAction.FENCE or decision.condition is None:
+            if decision.action is not action or decision.condition is None:
                 self._fence_note(cluster, decision)
                 return
-            patch = fence_patch(cluster, self.ctx.now())
-            if patch is None:
-                return
+            if action is AutoFenceAction.FENCE:
+                patch = fence_patch(cluster, self.ctx.now())
+                if patch is None:
+                    return
+                if ANNOTATION_FENCE_PENDING in (_md(cluster).get("annotations") or {}):
+                    patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_FENCE_PENDING] = None
+            else:
+                patch = {"metadata": {"annotations": {
+                    ANNOTATION_FENCE_PENDING: decision.token if action is AutoFenceAction.PEND else None}}}
             patch.setdefault("metadata", {})["resourceVersion"] = _md(cluster).get("resourceVersion")
             try:
-                fenced = await self.client.patch(CLUSTERS, name, patch)
+                written = await self.client.patch(CLUSTERS, name, patch)
             except ApiException as e:
                 if is_not_found(e):
                     return
                 if is_conflict(e):
                     continue
                 raise
-            self.ctx.metrics.failover.record_cluster_fenced(FENCE_TRIGGER_LEASE)
+            if action is AutoFenceAction.FENCE:
+                self.ctx.metrics.failover.record_cluster_fenced(FENCE_TRIGGER_LEASE)
             log.warning("%s", decision.reason)
             if decision.event is not None:
-                self.ctx.recorder.event(fenced, decision.event.type, decision.event.reason, decision.event.message)
-            await self._set_fenced_condition(fenced, decision.condition)
+                self.ctx.recorder.event(written, decision.event.type, decision.event.reason, decision.event.message)
+            await self._set_fenced_condition(written, decision.condition,
+                                             still=is_fenced if action is AutoFenceAction.FENCE else None)
             return
         raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")
 
-    async def _set_fenced_condition(self, cluster: dict[str, Any], condition: Mapping[str, Any]) -> None:
-        """Record the fence in the Cluster's ``Fenced`` condition, while the taint is still there."""
+    async def _set_fenced_condition(self, cluster: dict[str, Any], condition: Mapping[str, Any],
+                                    still: Any = is_fenced) -> None:
+        """Record the fence (or its pending mark, or the cancel) in the Cluster's ``Fenced`` condition, while
+        ``still`` holds of the Cluster (None: always)."""
         name = _md(cluster)["name"]
         for _ in range(_CONFLICT_RETRIES):
             status = cluster.get("status") if isinstance(cluster.get("status"), Mapping) else {}
@@ -431,7 +474,7 @@ class ClusterController(Controller):
                 if not is_conflict(e):
                     raise
             cluster = await self.client.get_or_none(CLUSTERS, name) or {}
-            if not is_fenced(cluster):
+            if not cluster or (still is not None and not still(cluster)):
                 return  # unfenced meanwhile: nothing to record
         log.warning("cluster %s: fenced, but could not record the Fenced condition (it kept changing)", name)
 

@@ -19,6 +19,17 @@ cluster it has not heard from for long enough are stopped, and fence it (the out
   control plane may be the one cut off, and a fence then would move every workload for nothing;
 * **fence** - past the bound with a majority: the condition and the Event to write.
 
+A cluster whose agent speaks the peer protocol (it announces a peer endpoint and a report ttl,
+:mod:`flotilla.failover.peer_quorum`) may keep its permit through its peers, so it is fenced in two steps:
+
+* **pend** - no Lease change seen for its ``permit-hold``, with a majority: mark the fence pending (the annotation
+  ``guard.flotilla.io/fence-pending``, the ``Fenced`` condition False with reason ``FencePending``, an Event);
+* **not yet** - pending, until enough of the other agents acknowledged it and then ``ttl + fence-after + margin``
+  has passed since the control plane saw the last acknowledgement it needed, and the bound has passed too;
+* **cancel** - pending, but its Lease changed since the mark was written (the token names the renewal the mark
+  was based on): the mark goes and the cluster is judged afresh;
+* **fence** - as above, the pending mark removed with the taint's write.
+
 The bound is ``permit-hold + fence-after + margin`` (``--fence-margin``). Every time is the controller-manager's
 monotonic clock: ``renewed_at`` is when *it* saw the Lease change (:class:`flotilla.cluster.lease_health.LeaseMemory`),
 never the agent's ``renewTime``.
@@ -46,6 +57,13 @@ from flotilla.api.durations import parse_go_duration
 from flotilla.cluster.health import TRUE, condition_status, find_condition
 from flotilla.cluster.lease_health import LeaseMemory, is_pull_cluster
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_EFFECT, OUT_OF_SERVICE_TAINT_KEY, is_fenced
+from flotilla.failover.peer_quorum import (
+    acknowledgements_needed,
+    fence_pending_token,
+    peer_endpoint,
+    peer_report_ttl,
+    pending_token,
+)
 from flotilla.failover.run_permit import (
     ANNOTATION_FENCE_AFTER,
     ANNOTATION_PERMIT_HOLD,
@@ -59,6 +77,10 @@ __all__ = [
     "ANNOTATION_FENCE_AFTER",
     "ANNOTATION_PERMIT_HOLD",
     "CONDITION_FENCED",
+    "EVENT_CLUSTER_FENCE_CANCELLED",
+    "EVENT_CLUSTER_FENCE_PENDING",
+    "REASON_FENCE_CANCELLED",
+    "REASON_FENCE_PENDING",
     "DEFAULT_FENCE_MARGIN",
     "EVENT_CLUSTER_FENCED_AUTOMATICALLY",
     "EVENT_GUARD_ANNOUNCEMENT_INVALID",
@@ -83,6 +105,11 @@ REASON_LEASE_EXPIRED: Final = "LeaseExpired"
 #: Warning Events on the Cluster.
 EVENT_CLUSTER_FENCED_AUTOMATICALLY: Final = "ClusterFencedAutomatically"
 EVENT_GUARD_ANNOUNCEMENT_INVALID: Final = "GuardAnnouncementInvalid"
+#: the fence-pending step of a cluster whose agent speaks the peer protocol
+REASON_FENCE_PENDING: Final = "FencePending"
+REASON_FENCE_CANCELLED: Final = "FenceCancelled"
+EVENT_CLUSTER_FENCE_PENDING: Final = "ClusterFencePending"
+EVENT_CLUSTER_FENCE_CANCELLED: Final = "ClusterFenceCancelled"
 #: ``--fence-margin``'s default, seconds.
 DEFAULT_FENCE_MARGIN: Final = 15.0
 
@@ -146,14 +173,17 @@ class AutoFenceAction(enum.Enum):
     NOTHING = "nothing"
     NOT_YET = "not-yet"
     HELD = "held"
+    PEND = "pend"
+    CANCEL = "cancel"
     FENCE = "fence"
 
 
 @dataclass(frozen=True)
 class AutoFenceDecision:
-    """``reason`` says why in words. ``recheck_after`` (seconds) with NOT_YET. With FENCE, ``condition`` (the
-    ``Fenced`` condition, without ``lastTransitionTime``) and ``event`` (the Warning Event). ``invalid``: the
-    announcement was malformed (worth an Event, unlike a cluster that announces nothing)."""
+    """``reason`` says why in words. ``recheck_after`` (seconds) with NOT_YET. With FENCE, PEND and CANCEL,
+    ``condition`` (the ``Fenced`` condition, without ``lastTransitionTime``) and ``event``; with PEND ``token``
+    (the value of the pending mark). ``invalid``: the announcement was malformed (worth an Event, unlike a
+    cluster that announces nothing)."""
 
     action: AutoFenceAction
     reason: str
@@ -161,13 +191,15 @@ class AutoFenceDecision:
     condition: Mapping[str, Any] | None = None
     event: EventSpec | None = None
     invalid: bool = False
+    token: str | None = None
 
 
 def fence_reason(cluster: Mapping[str, Any] | None) -> str | None:
-    """How ``flotilla get clusters`` says the cluster is fenced: None when it is not; the ``Fenced`` condition's
-    reason when that is True; ``Manual`` for the taint alone (put there by ``flotilla fence`` or by hand)."""
+    """How ``flotilla get clusters`` says the cluster is fenced: None when it is not; ``Pending`` while a fence
+    waits for the other agents' acknowledgements; the ``Fenced`` condition's reason when that is True; ``Manual``
+    for the taint alone (put there by ``flotilla fence`` or by hand)."""
     if not is_fenced(cluster):
-        return None
+        return "Pending" if pending_token(cluster) is not None else None
     status = _map(_map(cluster).get("status"))
     condition = find_condition(status.get("conditions"), CONDITION_FENCED)
     if condition is not None and condition.get("status") == TRUE and condition.get("reason"):
@@ -176,12 +208,17 @@ def fence_reason(cluster: Mapping[str, Any] | None) -> str | None:
 
 
 def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, now: float, margin: float,
-                      clusters: Iterable[ClusterLiveness], grace_period: float) -> AutoFenceDecision:
+                      clusters: Iterable[ClusterLiveness], grace_period: float,
+                      acknowledgements: Mapping[str, tuple[str, float]] | None = None,
+                      voters: int = 0) -> AutoFenceDecision:
     """Decide for one Cluster (see the module docstring).
 
     ``memory`` is the Lease monitor's memory of it (``renewed_at`` on the same monotonic clock as ``now``),
     ``margin`` the ``--fence-margin`` in seconds, ``clusters`` the liveness of every Cluster (this one included or
-    not: it never counts as live), ``grace_period`` the ``--cluster-monitor-grace-period``.
+    not: it never counts as live), ``grace_period`` the ``--cluster-monitor-grace-period``. For a cluster whose
+    agent speaks the peer protocol: ``acknowledgements``, per other agent, the pending fence of this cluster its
+    Lease acknowledges and when the control plane first saw that (monotonic); ``voters``, how many other
+    clusters' agents answer peers.
     """
     meta = _map(cluster.get("metadata"))
     name = str(meta.get("name") or "")
@@ -193,18 +230,25 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
     if is_fenced(cluster):
         return AutoFenceDecision(A.NOTHING, f"cluster {name} is fenced already "
                                             f"(taint {OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT})")
+    token = pending_token(cluster)
     guard, why = announced_guard(cluster)
+    ttl = peer_report_ttl(cluster) if peer_endpoint(cluster) is not None else None
+    if token is not None and (guard is None or ttl is None):
+        return _cancel(name, "it no longer announces a guard with the peer protocol")
     if guard is None:
         return AutoFenceDecision(A.NEVER, f"cluster {name}: {why}", invalid=why.startswith("malformed"))
     bound = guard.permit_hold + guard.fence_after + margin
     if memory is None or memory.renewed_at is None:
         return AutoFenceDecision(A.NOT_YET, f"cluster {name}: no change of its Lease seen yet", recheck_after=bound)
+    if token is not None and token != fence_pending_token(memory.renew_seen, meta.get("uid")):
+        return _cancel(name, "its Lease was renewed after the fence was marked pending")
     silent = now - memory.renewed_at
     spelled = (f"permit-hold {format_seconds(guard.permit_hold)} + fence-after {format_seconds(guard.fence_after)}"
                f" + fence-margin {format_seconds(margin)} = {format_seconds(bound)}")
-    if silent < bound:
+    first_step = guard.permit_hold if ttl is not None else bound
+    if silent < first_step:
         return AutoFenceDecision(A.NOT_YET, f"cluster {name}: Lease last renewed {format_seconds(silent)} ago, "
-                                            f"under the bound ({spelled})", recheck_after=bound - silent)
+                                            f"under the bound ({spelled})", recheck_after=first_step - silent)
     window = min(grace_period, bound)
     everyone = {c.name: c for c in clusters}
     everyone.pop(name, None)
@@ -219,10 +263,47 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
         return AutoFenceDecision(A.HELD, f"cluster {name}: no Lease renewal for {format_seconds(silent)} "
                                          f"({spelled}), but only {majority}: not fenced without a strict majority "
                                          "(the control plane may be the one cut off)")
-    message = (f"No renewal of Lease karmada-cluster/{name} seen for {format_seconds(silent)} (bound: {spelled}); "
-               f"its guard has stopped the guarded workloads, {majority}. Taint "
+    acknowledged = ""
+    if ttl is not None:
+        needed = acknowledgements_needed(voters, total)
+        if token is None:
+            token = fence_pending_token(memory.renew_seen, meta.get("uid"))
+            message = (f"No renewal of Lease karmada-cluster/{name} seen for {format_seconds(silent)} (its "
+                       f"permit-hold is {format_seconds(guard.permit_hold)}), {majority}. Fence pending: waiting "
+                       f"for {needed} of the {voters} other agents to acknowledge it, then for its peer-report-ttl "
+                       f"{format_seconds(ttl)} + fence-after {format_seconds(guard.fence_after)} + fence-margin "
+                       f"{format_seconds(margin)}")
+            return AutoFenceDecision(A.PEND, f"cluster {name}: {message}", token=token,
+                                     condition={"type": CONDITION_FENCED, "status": "False",
+                                                "reason": REASON_FENCE_PENDING, "message": message},
+                                     event=EventSpec("Warning", EVENT_CLUSTER_FENCE_PENDING,
+                                                     f"Cluster {name}: {message}"))
+        seen = sorted(at for t, at in (acknowledgements or {}).values() if t == token)
+        if len(seen) < needed:
+            return AutoFenceDecision(A.NOT_YET, f"cluster {name}: fence pending, {len(seen)} of the {needed} "
+                                                "acknowledgements it needs seen")
+        fence_at = memory.renewed_at + bound
+        if needed > 0:
+            fence_at = max(fence_at, seen[needed - 1] + ttl + guard.fence_after + margin)
+        if now < fence_at:
+            return AutoFenceDecision(A.NOT_YET, f"cluster {name}: fence pending, acknowledged by {len(seen)} of "
+                                                f"{voters} other agents; fenced in {format_seconds(fence_at - now)}",
+                                     recheck_after=fence_at - now)
+        acknowledged = (f"; acknowledged by {len(seen)} of the {voters} other agents (needed {needed}), "
+                        f"{format_seconds(now - seen[needed - 1]) if needed else 'no wait'} since the last one "
+                        f"needed (peer-report-ttl {format_seconds(ttl)})")
+    message = (f"No renewal of Lease karmada-cluster/{name} seen for {format_seconds(silent)} (bound: {spelled})"
+               f"{acknowledged}; its guard has stopped the guarded workloads, {majority}. Taint "
                f"{OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT} added; `flotilla unfence {name}` removes it")
     condition = {"type": CONDITION_FENCED, "status": TRUE, "reason": REASON_LEASE_EXPIRED, "message": message}
     return AutoFenceDecision(A.FENCE, f"cluster {name}: {message}", condition=condition,
                              event=EventSpec("Warning", EVENT_CLUSTER_FENCED_AUTOMATICALLY,
                                              f"Cluster {name} fenced automatically. {message}"))
+
+
+def _cancel(name: str, why: str) -> AutoFenceDecision:
+    message = f"Pending fence of cluster {name} cancelled: {why}"
+    return AutoFenceDecision(AutoFenceAction.CANCEL, f"cluster {name}: {message}",
+                             condition={"type": CONDITION_FENCED, "status": "False",
+                                        "reason": REASON_FENCE_CANCELLED, "message": message},
+                             event=EventSpec("Normal", EVENT_CLUSTER_FENCE_CANCELLED, message))

@@ -31,6 +31,7 @@ from flotilla.api.durations import go_duration, parse_go_duration
 from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
 from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
+from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
 
 __all__ = [
@@ -168,19 +169,28 @@ class PermitDecision:
 
 
 def permit_decision(*, now: float, last_renewal_started: float | None, hold: float, fenced: bool,
-                    purged: bool) -> PermitDecision:
+                    purged: bool, quorum: Quorum | None = None) -> PermitDecision:
     """Renew the run permit now?
 
     ``now`` and ``last_renewal_started`` are the agent's monotonic clock: ``last_renewal_started`` is when its last
     *successful* control-plane Lease renewal started (None: none yet). ``fenced``: its Cluster carries the
     out-of-service taint (then its Works may be released without contacting the member: nothing guarded may run).
-    ``purged``: the purge of stale guarded copies ran since the permit was last withheld (or since the start)."""
+    ``purged``: the purge of stale guarded copies ran since the permit was last withheld (or since the start).
+    ``quorum``: what the agent's peers say (:func:`flotilla.failover.peer_quorum.peer_quorum`; None without the
+    peer protocol). Without the control plane, a held quorum keeps the permit, but only one that was never
+    withheld since its last purge: the peers can extend a permit, never bring one back."""
     if last_renewal_started is None:
         return PermitDecision(PermitStep.WITHHOLD, "no control-plane Lease renewal has succeeded yet")
     age = now - last_renewal_started
     if age >= hold:
-        return PermitDecision(PermitStep.WITHHOLD, f"the last successful control-plane Lease renewal started "
-                                                   f"{age:.1f}s ago, not less than the permit hold {hold:g}s")
+        lost = (f"the last successful control-plane Lease renewal started {age:.1f}s ago, not less than the permit "
+                f"hold {hold:g}s")
+        if quorum is not None and quorum.held and purged and not fenced:
+            return PermitDecision(PermitStep.RENEW, f"{lost}, but {quorum.reason}")
+        if quorum is not None:
+            lost += f"; {quorum.reason}, not a strict majority" if not quorum.held else (
+                "; the peers cannot bring back a permit that lapsed")
+        return PermitDecision(PermitStep.WITHHOLD, lost)
     if fenced:
         return PermitDecision(PermitStep.WITHHOLD, "the Cluster is fenced (out-of-service taint)")
     if not purged:

@@ -142,6 +142,7 @@ class LocalStack:
         self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
         self.viewer_token: str | None = None
         self.links: dict[str, Any] = {}  # member -> its control-plane Link
+        self.peer_links: dict[str, Any] = {}  # guarded Pull member -> the Link in front of its agent's peer endpoint
         self.agents: dict[str, Any] = {}  # Pull member -> its AgentProcess
 
     # ------------------------------------------------------------------ properties
@@ -235,6 +236,8 @@ class LocalStack:
                 await self.client.close()
             self.client = None
         links, self.links = self.links, {}
+        links.update({f"{k}-peers": v for k, v in self.peer_links.items()})
+        self.peer_links = {}
         for link in links.values():
             with contextlib.suppress(Exception):
                 await link.stop()
@@ -348,7 +351,18 @@ class LocalStack:
             except OSError:
                 link = await Link(name, target, host=cfg.host).start()  # the previous port is taken
             self.links[name] = link
-            m.faults.attach_link(link.cut, link.heal)
+            m.faults.attach_link(lambda n=name: self._cut(n), lambda n=name: self._heal(n))
+
+    def _cut(self, name: str) -> None:
+        """A member's partition: its control-plane link, and the link in front of its agent's peer endpoint."""
+        for link in (self.links.get(name), self.peer_links.get(name)):
+            if link is not None:
+                link.cut()
+
+    def _heal(self, name: str) -> None:
+        for link in (self.links.get(name), self.peer_links.get(name)):
+            if link is not None:
+                link.heal()
 
     @staticmethod
     def _link_url(server: str, link: Any) -> str:
@@ -387,6 +401,7 @@ class LocalStack:
     async def _start_agents(self) -> None:
         from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
         from flotilla.local.agents import AgentProcess
+        from flotilla.local.links import Link
 
         cfg = self.config
         cp = load_kubeconfig(str(self.api.kubeconfig_path))
@@ -410,6 +425,12 @@ class LocalStack:
             if cfg.guard:
                 argv += ["--guard", "--fence-after", repr(float(cfg.fence_after)),
                          "--permit-hold", repr(float(cfg.permit_hold))]
+                # the peer protocol: the agent listens on a port of its own, its peers reach it through a link
+                # that the member's partition cuts too
+                peer_port = _free_port(cfg.host)
+                peer = await Link(f"{name}-peers", (cfg.host, peer_port), host=cfg.host).start()
+                self.peer_links[name] = peer
+                argv += ["--peer-listen", f"{cfg.host}:{peer_port}", "--peer-advertise", peer.url_host]
             agent = AgentProcess(name, argv, log_file=where / "agent.log", pid_file=where / "agent.pid",
                                  say=self.say)
             await agent.start()
@@ -493,3 +514,12 @@ class LocalStack:
             except OSError as e:
                 self.say(f"cannot serve metrics on {host}:{port} ({e.strerror or e}); running without metrics "
                          "(--metrics-bind-address chooses another address, 0 none)")
+
+
+def _free_port(host: str) -> int:
+    """A port nobody listens on at the moment (the agent binds it a moment later)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
