@@ -256,8 +256,12 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
     # last one: the candidate renewed at least that often, so a control plane cut off from every member saw
     # every other Lease's last change before then (see the module docstring)
     after = memory.renewed_at + guard.permit_hold
-    live = sum(1 for c in everyone.values() if c.live(now, window, after))
     total = len(everyone) + 1
+    if ttl is not None and token is None:
+        # the pending mark fences nothing: a majority within the liveness window is enough (the candidate's own
+        # renew cycle need not have passed for the others; the fence itself waits for that)
+        after = float("-inf")
+    live = sum(1 for c in everyone.values() if c.live(now, window, after))
     majority = f"{live} of {total} clusters live"
     if not 2 * live > total:
         return AutoFenceDecision(A.HELD, f"cluster {name}: no Lease renewal for {format_seconds(silent)} "
