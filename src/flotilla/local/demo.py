@@ -301,7 +301,7 @@ class Demo:
                   f"{NOT_READY_TAINT}:NoExecute")
         else:
             await n.wait(self._guards_announced, "the 3 agents to register their members, announcing their guards",
-                         60)
+                         90)
             n.say(f"members ready, each announcing its guard (fence-after {FENCE_AFTER:g}s, permit-hold "
                   f"{PERMIT_HOLD:g}s): the control plane fences a cut-off member by itself once it has seen no "
                   f"Lease renewal for {PERMIT_HOLD:g} + {FENCE_AFTER:g} + {FENCE_MARGIN:g} (fence-margin) = "
@@ -411,7 +411,9 @@ class Demo:
         f.fence_seconds = n.since_fault()
         cond = _condition(cluster, CONDITION_FENCED) or {}
         f.fence_status = f"{cond.get('status')}/{cond.get('reason')}"
-        since = parse_time(cond.get("lastTransitionTime"))
+        taint = next((t for t in (cluster.get("spec") or {}).get("taints") or []
+                      if t.get("key") == OUT_OF_SERVICE_TAINT_KEY), {})
+        since = parse_time(taint.get("timeAdded"))  # stamped before the taint was written
         f.fenced_since = since.timestamp() if since is not None else None
         n.say(f"the control plane fenced member1 by itself: taint {OUT_OF_SERVICE_TAINT_KEY}:NoExecute, condition "
               f"{CONDITION_FENCED}={cond.get('status')} ({cond.get('reason')}): {cond.get('message')}")

@@ -48,7 +48,7 @@ class DemoFacts:
     old_copy_started_at: float | None = None  # the old member's run that was going on at the cut ...
     old_copy_stopped_at: float | None = None  # ... and its end (the guard), from the running history
     old_member_starts: list[float] = field(default_factory=list)  # every run of the job on the old member
-    fenced_since: float | None = None  # the Fenced condition's lastTransitionTime (whole seconds, rounded down)
+    fenced_since: float | None = None  # the out-of-service taint's timeAdded (whole seconds, rounded down)
     # ... what the control plane recorded
     fence_status: str = ""  # the Fenced condition's status and reason, e.g. "True/LeaseExpired"
     fence_events: int = 0  # Events ClusterFencedAutomatically on the old member's Cluster
@@ -108,8 +108,9 @@ def ran_behind_cut(f: DemoFacts) -> bool:
 
 
 def stopped_before_fence(f: DemoFacts) -> bool:
-    """The guard stopped the old copy before the control plane fenced its member. The Fenced condition's time is
-    rounded down to the second, so the fence landed at or after it: a stop before it is a stop before the fence."""
+    """The guard stopped the old copy before the control plane fenced its member. The taint's ``timeAdded`` is
+    taken before the taint is written and rounded down to the second, so the fence landed at or after it: a stop
+    before it is a stop before the fence."""
     return f.old_copy_stopped_at is not None and f.fenced_since is not None \
         and f.old_copy_stopped_at < f.fenced_since
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flotilla.local.demo import copies_at_most
+from flotilla.cli.demo import DEMO_EPILOG
+from flotilla.local.demo import FENCE_AFTER, FENCE_BOUND, FENCE_MARGIN, PERMIT_HOLD, copies_at_most
 from flotilla.local.demo_report import MANUAL, DemoFacts, checks, render_summary, summary_table
 
 CUT = 1_000_000.0  # the partition, in the running history's wall-clock seconds
@@ -114,3 +115,8 @@ def test_copies_at_most_counts_simultaneous_runs_only() -> None:
     assert copies_at_most([Iv(0, 5), Iv(5, 9)]) == 1  # touching ends do not overlap
     assert copies_at_most([Iv(0, 5), Iv(4, None)]) == 2
     assert copies_at_most([Iv(0, 10), Iv(1, 2), Iv(3, 4), Iv(3.5, 11)]) == 3
+
+
+def test_the_help_states_the_timings_the_default_story_runs_with() -> None:
+    assert f"--fence-after {FENCE_AFTER:g} --permit-hold {PERMIT_HOLD:g} --fence-margin {FENCE_MARGIN:g}" in DEMO_EPILOG
+    assert f"{PERMIT_HOLD:g} + {FENCE_AFTER:g} + {FENCE_MARGIN:g} = {FENCE_BOUND:g} s" in " ".join(DEMO_EPILOG.split())
