@@ -71,6 +71,7 @@ FENCE_MARGIN: Final = 4.0
 FENCE_BOUND: Final = PERMIT_HOLD + FENCE_AFTER + FENCE_MARGIN
 LEASE_RENEW_INTERVAL: Final = 10.0
 FENCE_PENDING: Final = LEASE_RENEW_INTERVAL + 5.0  # how much later than the bound a fence may still land
+STALE_PURGE: Final = 2 * LEASE_RENEW_INTERVAL  # after the heal: the agent's first renewal, then its purge
 SLACK: Final = 20.0  # a loaded machine
 AFTER_HEAL: Final = 2.0  # seconds the job is watched on the new member once the stale copy is gone
 
@@ -432,11 +433,11 @@ class Demo:
         f.heal_seconds = n.since_fault()
         n.say("the partition heals (flotilla sim fault member1 --mode recover): member1's agent reaches the control "
               "plane again and first purges the guarded copies whose Work is gone")
-        await n.wait(self._stale_gone, "the stale copy on member1 to be deleted", LEASE_RENEW_INTERVAL + SLACK + 10)
+        await n.wait(self._stale_gone, "the stale copy on member1 to be deleted", STALE_PURGE + SLACK)
         f.stale_gone_seconds = n.since_fault()
         f.stale_copy_removed = True
-        n.say("member1 holds no copy of the job any more: the stale copy was deleted without running again; member1 "
-              "stays fenced until an operator runs flotilla unfence member1")
+        n.say("member1 holds no copy of the job any more: its agent deleted the stale copy; member1 stays fenced "
+              "until an operator runs flotilla unfence member1")
         await asyncio.sleep(AFTER_HEAL)
 
     async def _wait_moved(self) -> None:
