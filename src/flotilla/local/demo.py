@@ -2,15 +2,25 @@
 
 A FlinkDeployment ``wordcount`` runs on member1 (placement: member1 first, member2/member3 as the fallback group)
 with a PropagationPolicy that moves it with ``purgeMode: Directly`` and preserves ``{ .jobStatus.jobId }`` as the
-label ``failover.flink.io/job-id``. Then member1 loses power (the simulator's ``off`` fault: its API goes away and
-its workloads stop). The demo narrates what the control plane does, with the time since the power went off:
-detection (Ready False), the ClusterTaintPolicy's ``not-ready:NoExecute`` taint, the eviction task with the
-preserved job id; ``Directly`` waits until member1 is known to be down, which a person confirms with
-``flotilla fence member1``; the job is re-created on another member with the job id as a label, the member-side
-restore rule turns it into ``initialSavepointPath``, and the job resumes from its newest checkpoint. Finally
-member1 comes back (its API first, its workloads a few seconds later, as a rebooting cluster), it is unfenced, and
-its stale copy is deleted before it could run again. The summary table and the checks come from
-:mod:`flotilla.local.demo_report`; the exit code is 0 only when every check held.
+label ``failover.flink.io/job-id``. Two stories, each narrated with the time since the fault:
+
+* the default, **automatic fencing**: the three members are Pull members whose agents keep a run permit and whose
+  members run the guard (``flotilla up --pull-members 3 --guard``, with the short timings of :data:`FENCE_AFTER`,
+  :data:`PERMIT_HOLD` and :data:`FENCE_MARGIN`). member1 is cut off from the control plane (the simulator's
+  ``partition`` fault, through the stack's link); its job keeps running behind the cut until its guard stops it
+  (the permit went stale); the control plane fences member1 by itself at the bound (taint, condition ``Fenced``,
+  Event ``ClusterFencedAutomatically``); the job is re-created on another member with the job id as a label and
+  resumes from its newest checkpoint. Nobody types anything. Then the partition heals and member1's agent deletes
+  the stale copy before it could run again; member1 stays fenced until ``flotilla unfence``.
+* ``--manual-fence``: three Push members; member1 loses power (the simulator's ``off`` fault: its API goes away and
+  its workloads stop); detection (Ready False), the ClusterTaintPolicy's ``not-ready:NoExecute`` taint, the
+  eviction task with the preserved job id; ``Directly`` waits until member1 is known to be down, which a person
+  confirms with ``flotilla fence member1``; the job resumes elsewhere; member1 comes back (its API first, its
+  workloads a few seconds later, as a rebooting cluster), it is unfenced, and its stale copy is deleted before it
+  could run again.
+
+The summary table and the checks come from :mod:`flotilla.local.demo_report`, from what the demo observed and from
+the members' running history; the exit code is 0 only when every check held.
 """
 
 from __future__ import annotations
@@ -23,17 +33,22 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar
 
 from flotilla.api import resources as R
 from flotilla.client import ApiException, Client, Resource
-from flotilla.local.demo_report import DemoFacts, checks, render_summary
+from flotilla.failover.auto_fence import CONDITION_FENCED, EVENT_CLUSTER_FENCED_AUTOMATICALLY
+from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
+from flotilla.failover.run_permit import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD, GUARDED_LABEL
+from flotilla.failover.state import parse_time
+from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
 from flotilla.local.layout import RECORD_FILE
-from flotilla.local.stack import NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.member.history import Interval
 from flotilla.observability.logs import log_formatter
 from flotilla.signals import stop_on_signals
 
-__all__ = ["DemoError", "copies_at_most", "run_demo"]
+__all__ = ["DemoError", "copies_at_most", "run_demo", "stack_config"]
 
 T = TypeVar("T")
 
@@ -43,8 +58,33 @@ BINDING = f"{NAME}-flinkdeployment"
 JOB_LABEL = "failover.flink.io/job-id"
 FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
-BOOT_DELAY = 6.0  # seconds from member1's power-on to its workloads restarting (its API answers at once)
+BOOT_DELAY = 6.0  # --manual-fence: seconds from member1's power-on to its workloads restarting (its API answers at once)
 ANN = "sim.flotilla.io/"
+
+#: The default story's timings, in seconds: what `flotilla up --pull-members 3 --guard --fence-after 4
+#: --permit-hold 12 --fence-margin 4` runs. The control plane fences a cut-off member once it has seen no Lease
+#: renewal for FENCE_BOUND; the agents renew their Lease every LEASE_RENEW_INTERVAL (their default), so the last
+#: renewal before the cut may be up to that old. The waits allow the documented bound plus explicit slack.
+FENCE_AFTER: Final = 4.0
+PERMIT_HOLD: Final = 12.0
+FENCE_MARGIN: Final = 4.0
+FENCE_BOUND: Final = PERMIT_HOLD + FENCE_AFTER + FENCE_MARGIN
+LEASE_RENEW_INTERVAL: Final = 10.0
+FENCE_PENDING: Final = LEASE_RENEW_INTERVAL + 5.0  # a fence may land this much past the bound (others' renewals)
+STALE_PURGE: Final = 2 * LEASE_RENEW_INTERVAL  # after the heal: the agent's first renewal, then its purge
+SLACK: Final = 20.0  # a loaded machine
+AFTER_HEAL: Final = 2.0  # seconds the job is watched on the new member once the stale copy is gone
+
+
+def stack_config(data_dir: Path, *, manual_fence: bool) -> StackConfig:
+    """``--manual-fence``: three Push members. The default: three Pull members whose agents keep a run permit and
+    whose members run the guard, so that when member1 is cut off the two others count as live (by their Leases) and
+    the control plane sees the majority it needs to fence member1."""
+    if manual_fence:
+        return StackConfig(data_dir=data_dir, members=3, port=0, metrics_address=None)
+    return StackConfig(data_dir=data_dir, members=3, port=0, metrics_address=None, pull_members=3, guard=True,
+                       fence_after=FENCE_AFTER, permit_hold=PERMIT_HOLD,
+                       timings={**LAPTOP_TIMINGS, "fence_margin": FENCE_MARGIN})
 
 
 def policy() -> dict[str, Any]:
@@ -153,6 +193,15 @@ def _job(obj: dict[str, Any]) -> dict[str, Any]:
     return (obj.get("status") or {}).get("jobStatus") or {}
 
 
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _left(n: Narrator, since_fault: float) -> float:
+    """How long a wait may still take for a step due within ``since_fault`` seconds of the fault."""
+    return max(5.0, since_fault - (n.since_fault() or 0.0))
+
+
 def _prepare_data_dir(data_dir: Path) -> None:
     """The demo starts afresh: an old demo directory (one ``flotilla up`` made) is removed; anything else is
     refused rather than deleted."""
@@ -167,11 +216,15 @@ def _prepare_data_dir(data_dir: Path) -> None:
 
 
 class Demo:
-    def __init__(self, data_dir: Path, out: TextIO, *, keep: bool) -> None:
+    def __init__(self, data_dir: Path, out: TextIO, *, keep: bool, manual_fence: bool = False) -> None:
         self.data_dir = data_dir
         self.keep = keep
+        self.manual_fence = manual_fence
         self.n = Narrator(out)
-        self.facts = DemoFacts(old_member="member1")
+        self.facts = DemoFacts(story=MANUAL if manual_fence else AUTOMATIC, old_member="member1")
+        if not manual_fence:
+            self.facts.permit_hold, self.facts.fence_after, self.facts.fence_margin = \
+                PERMIT_HOLD, FENCE_AFTER, FENCE_MARGIN
         self.stack: LocalStack | None = None
         self.members: dict[str, Client] = {}
 
@@ -199,14 +252,23 @@ class Demo:
 
     async def _run(self, log_file: Path) -> int:
         n = self.n
-        n.say("starting Flotilla: control plane, every controller and 3 simulated members (flotilla up)")
-        self.stack = LocalStack(StackConfig(data_dir=self.data_dir, members=3, port=0, metrics_address=None),
-                                say=lambda m: None)
+        if self.manual_fence:
+            n.say("starting Flotilla: control plane, every controller and 3 simulated members (flotilla up)")
+        else:
+            n.say("starting Flotilla: control plane, every controller and 3 simulated members in Pull mode, each "
+                  "with its agent keeping a run permit and its guard (flotilla up --pull-members 3 --guard "
+                  f"--fence-after {FENCE_AFTER:g} --permit-hold {PERMIT_HOLD:g} --fence-margin {FENCE_MARGIN:g})")
+        self.stack = LocalStack(stack_config(self.data_dir, manual_fence=self.manual_fence), say=lambda m: None)
         try:
             await self.stack.start()
             for name, m in self.stack.group.members.items():
                 self.members[name] = Client.from_kubeconfig(str(m.kubeconfig_path))
-            await self._story()
+            await self._start_job()
+            if self.manual_fence:
+                await self._manual_story()
+            else:
+                await self._automatic_story()
+            await self._finish()
         finally:
             if self.keep and self.stack.api is not None:
                 await self._keep_running()
@@ -229,12 +291,22 @@ class Demo:
         stop = stop_on_signals()
         await stop.wait()
 
-    async def _story(self) -> None:
+    # ------------------------------------------------------------------ the story
+    async def _start_job(self) -> None:
+        """Both stories: the members ready, the job RUNNING on member1 with a completed checkpoint."""
         n, f = self.n, self.facts
         assert self.stack is not None
-        await n.wait(self._clusters_ready, "the 3 members to be Ready", 60)
-        n.say("members ready; a ClusterTaintPolicy turns Ready=False/Unknown into "
-              f"{NOT_READY_TAINT}:NoExecute")
+        if self.manual_fence:
+            await n.wait(self._clusters_ready, "the 3 members to be Ready", 60)
+            n.say("members ready; a ClusterTaintPolicy turns Ready=False/Unknown into "
+                  f"{NOT_READY_TAINT}:NoExecute")
+        else:
+            await n.wait(self._guards_announced, "the 3 agents to register their members, announcing their guards",
+                         90)
+            n.say(f"members ready, each announcing its guard (fence-after {FENCE_AFTER:g}s, permit-hold "
+                  f"{PERMIT_HOLD:g}s): the control plane fences a cut-off member by itself once it has seen no "
+                  f"Lease renewal for {PERMIT_HOLD:g} + {FENCE_AFTER:g} + {FENCE_MARGIN:g} (fence-margin) = "
+                  f"{FENCE_BOUND:g}s, and only while it sees a majority of the members live")
 
         from flotilla.member.flink_crd import flink_deployment_crd
 
@@ -248,7 +320,12 @@ class Demo:
 
         obj = await n.wait(lambda: self._running_in("member1"), f"{NAME} to run on member1", 60)
         f.job_id = str(_job(obj).get("jobId") or "")
-        n.say(f"job {f.job_id} RUNNING on member1")
+        if self.manual_fence:
+            n.say(f"job {f.job_id} RUNNING on member1")
+        else:
+            guarded = ((obj.get("metadata") or {}).get("labels") or {}).get(GUARDED_LABEL)
+            n.say(f"job {f.job_id} RUNNING on member1, labelled {GUARDED_LABEL}={guarded} (purgeMode Directly): "
+                  "member1's guard stops it when its run permit goes stale")
         await n.wait(self._job_id_on_binding, "the binding to hold the job's status", 30)
         obj = await n.wait(self._checkpointed, "a completed checkpoint", 30)
         n.say(f"checkpoint {_ann(obj, 'last-checkpoint')} completed; records processed: {_ann(obj, 'records-processed')}")
@@ -256,6 +333,9 @@ class Demo:
         last = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
         f.records_at_fault = int(_ann(last or obj, "records-processed") or 0)
 
+    async def _manual_story(self) -> None:
+        n, f = self.n, self.facts
+        assert self.stack is not None
         member1 = self.stack.member("member1")
         await member1.set_fault("off")
         n.t0 = time.monotonic()
@@ -283,14 +363,7 @@ class Demo:
         from flotilla.cli.fence_commands import fence_cluster
 
         await fence_cluster(self.cp, "member1", out=lambda m: None, warn=lambda m: None)
-
-        obj = await n.wait(self._moved, "the job to run on another member", 60)
-        f.failover_seconds = n.since_fault()
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        n.say(f"{NAME} RUNNING on {f.new_member}, created with label {JOB_LABEL}={f.injected_label}; restored from "
-              f"{Path(f.restored_from).name or 'nothing'} at record {f.restored_offset}")
-        if labels.get(JOB_LABEL) != f.injected_label:
-            n.say(f"(the label on {f.new_member} now reads {labels.get(JOB_LABEL)!r})")
+        await self._wait_moved()
 
         n.say(f"member1 powers on: its API answers at once, its workloads restart {BOOT_DELAY:g}s later")
         member1.faults.boot_delay = BOOT_DELAY
@@ -304,6 +377,83 @@ class Demo:
         f.stale_copy_removed = True
         n.say("member1 holds no copy of the job any more")
         await asyncio.sleep(max(0.0, BOOT_DELAY + 1.0))  # past member1's workload restart: nothing may run there
+
+    async def _automatic_story(self) -> None:
+        n, f = self.n, self.facts
+        assert self.stack is not None
+        member1 = self.stack.member("member1")
+        await member1.set_fault("partition")
+        n.t0 = time.monotonic()
+        f.cut_at = time.time()
+        n.say("member1 is cut off from the control plane (flotilla sim fault member1 --mode partition): its agent "
+              "cannot renew its Lease any more; member1 and its job go on running. Nobody types anything from now on")
+        await asyncio.sleep(1.0)
+        obj = await self._running_in("member1")
+        if obj is not None:
+            n.say(f"the job is still RUNNING on member1 behind the cut (records processed: "
+                  f"{_ann(obj, 'records-processed')}); its agent renews the run permit only for {PERMIT_HOLD:g}s "
+                  "after its last successful Lease renewal")
+
+        stop = await n.wait(self._guard_stopped, "member1's guard to stop the job",
+                            _left(n, PERMIT_HOLD + FENCE_AFTER + SLACK))
+        f.old_copy_started_at, f.old_copy_stopped_at = stop.start, stop.end
+        obj = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
+        n.say(f"member1's guard stopped the job: the run permit had not changed for {FENCE_AFTER:g}s "
+              f"({format_seconds(f.guard_stop_seconds)} after the cut); the object is "
+              f"{'still there, state ' + str(_job(obj).get('state')) if obj is not None else 'gone'}")
+        if obj is not None:
+            f.records_at_fault = int(_ann(obj, "records-processed") or f.records_at_fault or 0)
+        self._read_newest_checkpoint()
+        n.say(f"the job's newest checkpoint: {Path(f.newest_checkpoint).name} (records [0, "
+              f"{f.newest_checkpoint_offset}))")
+
+        cluster = await n.wait(self._fenced_automatically, "the control plane to fence member1",
+                               _left(n, FENCE_BOUND + FENCE_PENDING + SLACK))
+        f.fence_seconds = n.since_fault()
+        cond = _condition(cluster, CONDITION_FENCED) or {}
+        f.fence_status = f"{cond.get('status')}/{cond.get('reason')}"
+        taint = next((t for t in (cluster.get("spec") or {}).get("taints") or []
+                      if t.get("key") == OUT_OF_SERVICE_TAINT_KEY), {})
+        since = parse_time(taint.get("timeAdded"))  # stamped before the taint was written
+        f.fenced_since = since.timestamp() if since is not None else None
+        n.say(f"the control plane fenced member1 by itself: taint {OUT_OF_SERVICE_TAINT_KEY}:NoExecute, condition "
+              f"{CONDITION_FENCED}={cond.get('status')} ({cond.get('reason')}): {cond.get('message')}")
+        events = await n.wait(self._fence_events, f"the Event {EVENT_CLUSTER_FENCED_AUTOMATICALLY}", 15)
+        f.fence_events = len(events)
+        n.say(f"Event {EVENT_CLUSTER_FENCED_AUTOMATICALLY} ({events[0].get('type')}) on Cluster member1")
+        task = await n.wait(self._evicted, "the taint manager to evict the job from member1", 30)
+        n.say(f"evicted: graceful eviction task from member1, purgeMode {task.get('purgeMode')}, preserved state "
+              f"{task.get('preservedLabelState')}")
+        placed = await n.wait(self._rescheduled, "the scheduler to place the job elsewhere", 30)
+        n.say(f"the scheduler placed it on {placed} (the fallback cluster group); member1 is fenced, so its Work "
+              "is released without asking member1 and purgeMode Directly lets the new copy be created")
+        await self._wait_moved()
+
+        await member1.set_fault("recover")
+        f.heal_seconds = n.since_fault()
+        n.say("the partition heals (flotilla sim fault member1 --mode recover): member1's agent reaches the control "
+              "plane again and first purges the guarded copies whose Work is gone")
+        await n.wait(self._stale_gone, "the stale copy on member1 to be deleted", STALE_PURGE + SLACK)
+        f.stale_gone_seconds = n.since_fault()
+        f.stale_copy_removed = True
+        n.say("member1 holds no copy of the job any more: its agent deleted the stale copy; member1 stays fenced "
+              "until an operator runs flotilla unfence member1")
+        await asyncio.sleep(AFTER_HEAL)
+
+    async def _wait_moved(self) -> None:
+        n, f = self.n, self.facts
+        obj = await n.wait(self._moved, "the job to run on another member", 60)
+        f.failover_seconds = n.since_fault()
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        n.say(f"{NAME} RUNNING on {f.new_member}, created with label {JOB_LABEL}={f.injected_label}; restored from "
+              f"{Path(f.restored_from).name or 'nothing'} at record {f.restored_offset}")
+        if labels.get(JOB_LABEL) != f.injected_label:
+            n.say(f"(the label on {f.new_member} now reads {labels.get(JOB_LABEL)!r})")
+
+    async def _finish(self) -> None:
+        """Both stories: the new copy still runs; the stale copy is gone; what the running history says."""
+        n, f = self.n, self.facts
+        assert self.stack is not None
         obj = await n.wait(lambda: self._running_in(f.new_member), f"{NAME} still RUNNING on {f.new_member}", 30)
         f.records_at_end = int(_ann(obj, "records-processed") or 0)
         f.stale_copy_removed = await _get(self.members["member1"], FLINK, NAME, NAMESPACE) is None
@@ -312,13 +462,31 @@ class Demo:
 
         f.overlaps = overlaps(ivs)
         f.copies_max = copies_at_most(ivs)
+        f.old_member_starts = sorted(iv.start for iv in ivs if iv.member == f.old_member)
 
     # ------------------------------------------------------------------ observations
     async def _clusters_ready(self) -> bool | None:
         items = (await self.cp.list(R.CLUSTERS)).get("items") or []
-        ready = [c for c in items if any(x.get("type") == "Ready" and x.get("status") == "True"
-                                         for x in (c.get("status") or {}).get("conditions") or [])]
+        ready = [c for c in items if (_condition(c, "Ready") or {}).get("status") == "True"]
         return True if len(ready) == 3 else None
+
+    async def _guards_announced(self) -> bool | None:
+        """Every member Ready in Pull mode, announcing its guard, and its Lease in the control plane (the control
+        plane fences only a cluster whose Lease it has seen)."""
+        from flotilla.agent.lease import LEASE_NAMESPACE
+        from flotilla.client.resources import LEASES
+
+        items = (await self.cp.list(R.CLUSTERS)).get("items") or []
+        names = set()
+        for c in items:
+            annotations = (c.get("metadata") or {}).get("annotations") or {}
+            if (_condition(c, "Ready") or {}).get("status") == "True" \
+                    and (c.get("spec") or {}).get("syncMode") == "Pull" \
+                    and ANNOTATION_FENCE_AFTER in annotations and ANNOTATION_PERMIT_HOLD in annotations:
+                names.add(c["metadata"]["name"])
+        leases = (await self.cp.list(LEASES, LEASE_NAMESPACE)).get("items") or []
+        leased = {(x.get("metadata") or {}).get("name") for x in leases}
+        return True if len(names) == 3 and names <= leased else None
 
     async def _crd_served(self) -> bool | None:
         try:
@@ -412,9 +580,36 @@ class Demo:
         return True if await _get(self.members["member1"], FLINK, NAME, NAMESPACE) is None else None
 
 
-def run_demo(data_dir: Path, *, keep: bool = False, out: TextIO | None = None) -> int:
+    async def _guard_stopped(self) -> Interval | None:
+        """member1's run that was going on at the cut, once the running history shows it ended."""
+        f = self.facts
+        assert self.stack is not None and f.cut_at is not None
+        ended = [iv for iv in self.stack.group.history.intervals(kind="FlinkDeployment", namespace=NAMESPACE,
+                                                                 name=NAME, member=f.old_member)
+                 if iv.start < f.cut_at and iv.end is not None]
+        return max(ended, key=lambda iv: iv.start) if ended else None
+
+    async def _fenced_automatically(self) -> dict[str, Any] | None:
+        """member1 with the out-of-service taint and its Fenced condition True (written right after the taint)."""
+        c = await self._cluster("member1")
+        taints = (c.get("spec") or {}).get("taints") or []
+        if not any(t.get("key") == OUT_OF_SERVICE_TAINT_KEY and t.get("effect") == "NoExecute" for t in taints):
+            return None
+        return c if (_condition(c, CONDITION_FENCED) or {}).get("status") == "True" else None
+
+    async def _fence_events(self) -> list[dict[str, Any]] | None:
+        from flotilla.client.resources import EVENTS
+
+        items = (await self.cp.list(EVENTS)).get("items") or []
+        found = [e for e in items if e.get("reason") == EVENT_CLUSTER_FENCED_AUTOMATICALLY
+                 and (e.get("involvedObject") or {}).get("kind") == "Cluster"
+                 and (e.get("involvedObject") or {}).get("name") == "member1"]
+        return found or None
+
+def run_demo(data_dir: Path, *, keep: bool = False, manual_fence: bool = False, out: TextIO | None = None) -> int:
+    """The default story (automatic fencing), or with ``manual_fence`` the power-off story fenced by hand."""
     out = out or sys.stdout
-    demo = Demo(data_dir, out, keep=keep)
+    demo = Demo(data_dir, out, keep=keep, manual_fence=manual_fence)
     try:
         return asyncio.run(demo.run())
     except DemoError as e:
