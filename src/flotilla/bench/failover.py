@@ -80,6 +80,11 @@ SETTLE_MAX_SECONDS = 15.0
 SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
                   "cpu_seconds", "peak_rss_mb", "writes_per_workload", "store_ceiling_writes_per_s", "ceiling_ratio",
                   "cpu_cores.other")
+#: what ``--repeat`` tabulates with ``--fault partition`` (seconds from the cut)
+PARTITION_SUMMARY: Final = ("partition.guard_stopped_s.max", "partition.guard_stopped_history_s.max",
+                            "partition.fenced_s", "partition.new_copy_running_s.p50",
+                            "partition.new_copy_running_s.p95", "partition.new_copy_running_s.max",
+                            "partition.all_running_s", "partition.healthy_s.max", "cpu_seconds", "cpu_cores.other")
 
 
 @dataclass
@@ -727,5 +732,6 @@ def run_failover_command(args: Any) -> int:
         plot_recovery(result, path)
 
     ending = Ending("bench failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw,
-                    repeat=p.repeat, summary=SUMMARY)
+                    repeat=p.repeat, summary=PARTITION_SUMMARY if p.partition else SUMMARY,
+                    order_key="partition.all_running_s" if p.partition else "total_seconds")
     return finish_command(ending, lambda: run_failover_bench(p))
