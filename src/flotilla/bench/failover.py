@@ -643,8 +643,7 @@ PARTITION_FLAGS: Final = (("fence_after", "--fence-after"), ("permit_hold", "--p
                           ("fence_margin", "--fence-margin"), ("cluster_monitor_period", "--cluster-monitor-period"),
                           ("lease_duration", "--lease-duration"))
 #: controller-manager flags the partition benchmark sets itself (from its own flags, which the bound is made of)
-OWN_CONTROLLER_FLAGS: Final = (("--fence-margin", "--fence-margin"),
-                               ("--cluster-monitor-period", "--cluster-monitor-period"))
+OWN_CONTROLLER_FLAGS: Final = ("--fence-margin", "--cluster-monitor-period")
 
 
 def usage_errors(p: FailoverParams, given: Iterable[str] = ()) -> list[str]:
@@ -670,9 +669,9 @@ def usage_errors(p: FailoverParams, given: Iterable[str] = ()) -> list[str]:
                     "sees a strict majority of all clusters live, and member1 never counts (1 of 2 is not a "
                     "majority)")
     for flag in p.controller_flags:
-        for own, name in OWN_CONTROLLER_FLAGS:
+        for own in OWN_CONTROLLER_FLAGS:
             if flag == own or flag.startswith(own + "="):
-                errs.append(f"--controller-flag={flag}: with --fault partition set it with the benchmark's {name}, "
+                errs.append(f"--controller-flag={flag}: with --fault partition set it with the benchmark's {own}, "
                             f"which the expected bound is computed from")
     errs += timing_errors(p.timings)
     return errs
