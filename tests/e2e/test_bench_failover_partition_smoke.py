@@ -31,6 +31,7 @@ BOUND = PERMIT_HOLD + FENCE_AFTER + FENCE_MARGIN  # no renewal seen for this lon
 # (up to renew interval + 5 s)
 FENCE_SLACK = RENEW_INTERVAL + 5.0 + 10.0
 FAILOVER_SLACK = 20.0  # from the fence to every new copy running (eviction, Work released, new copy created)
+WATCH_SLACK = 1.0  # how much later the driver may see one event than another that came after it
 TIMINGS = ("--fence-after", f"{FENCE_AFTER:g}", "--permit-hold", f"{PERMIT_HOLD:g}", "--fence-margin",
            f"{FENCE_MARGIN:g}", "--cluster-monitor-period", f"{MONITOR_PERIOD:g}", "--lease-duration",
            f"{LEASE_DURATION:g}")
@@ -52,13 +53,14 @@ def test_partitioned_guarded_pull_member_is_fenced_after_its_guard_stopped_and_n
     assert part["all_running_s"] == running["max"]
     assert part["guard_stopped_history_s"]["count"] == part["copies_in_history"] == 4  # StatefulSets, Flink jobs
 
-    # the fence: not before the bound after the last renewal (at most one renew interval before the cut), and
-    # after the guard stopped every copy; the new copies after the fence
+    # the fence: after the guard stopped every copy (the history's stop is exact, and the fence is seen after it
+    # happened), within the documented bound; the new copies after the fence
     fenced = part["fenced_s"]
     assert isinstance(fenced, float), part
     assert fenced <= BOUND + MONITOR_PERIOD + FENCE_SLACK, part
-    assert stopped["max"] <= fenced and part["guard_stopped_history_s"]["max"] <= fenced, part
-    assert fenced <= running["p50"] and running["max"] <= fenced + FAILOVER_SLACK, part
+    assert part["guard_stopped_history_s"]["max"] <= fenced, part
+    assert stopped["max"] <= fenced + WATCH_SLACK, part
+    assert fenced <= running["p50"] + WATCH_SLACK and running["max"] <= fenced + FAILOVER_SLACK, part
     cond = part["fenced_condition"]
     assert (cond["reason"], cond["status"]) == ("LeaseExpired", "True") and "2 of 3 clusters live" in cond["message"]
     unseen = re.search(r"seen for ([0-9.]+)s \(bound: ", cond["message"])
