@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from flotilla.bench.failover import FailoverParams, result_problems, usage_errors
 from flotilla.bench.partition import (
     DEFAULT_TIMINGS,
@@ -122,3 +124,12 @@ def test_no_fence_no_guard_stop_or_a_new_copy_seen_before_the_stop_are_problems(
     assert "1 of 2 new copies were seen running" in problems
     assert any(p.startswith("1 new copies were seen running before the old copy") for p in problems), problems
     assert s["all_running_s"] is None and "never" in "\n".join(partition_lines(s, 2))
+
+
+def test_the_links_target_is_host_and_port_or_a_clear_error() -> None:
+    from flotilla.bench.link import parse_target
+
+    assert parse_target("127.0.0.1:6443") == ("127.0.0.1", 6443)
+    for bad in ("127.0.0.1", ":80", "host:0", "host:70000", "host:http"):
+        with pytest.raises(ValueError, match="--target wants HOST:PORT"):
+            parse_target(bad)
