@@ -28,6 +28,10 @@ bench: $(STAMP)
 		--storage sqlite --fault taint --json bench-failover.json --plot docs/img/failover-1000.png
 	$(VENV)/bin/flotilla bench failover --workloads 1000 --members 3 --kind mix --purge-mode Directly --state \
 		--storage etcd --fault taint --json bench-failover-etcd.json --plot docs/img/failover-1000-etcd.png
+	$(VENV)/bin/flotilla bench failover --workloads 1 --members 3 --kind flink --purge-mode Directly --state \
+		--fault partition --repeat 3 --json bench-failover-partition-1.json
+	$(VENV)/bin/flotilla bench failover --workloads 1000 --members 3 --kind mix --purge-mode Directly --state \
+		--fault partition --json bench-failover-partition-1000.json
 	$(VENV)/bin/flotilla bench propagate --templates 1000 --members 3 --flink-share 0.1 --storage sqlite \
 		--json bench-propagate.json --plot docs/img/propagate-1000.png
 	$(VENV)/bin/flotilla bench propagate --templates 1000 --members 3 --flink-share 0.1 --storage sqlite --floor \

@@ -19,6 +19,12 @@ operator would after checking, BEHAVIOR.md D2) and the wait until every workload
 With ``--pull`` member1 (the one that fails) is a Pull member: it is not joined; a ``flotilla agent`` process of
 its own registers it and applies its Works (and, after the fault, deletes them), so the control plane never calls
 it. The agent's CPU seconds are reported beside the control plane's.
+
+``--fault partition`` (Pull implied) makes member1 a guarded Pull member (:mod:`flotilla.bench.partition`): its
+agent runs ``--guard``, the members run the guard (``--sim-option guard=<fence-after>``; only member1 has an agent
+keeping a permit, and a guard that never saw a permit stops nothing), the agent reaches the control plane through a
+``flotilla bench link`` process, and the fault cuts that link. Nothing else is done: the guard stops the workloads,
+the control plane fences member1 by itself and the failovers create the new copies.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -48,6 +55,13 @@ from flotilla.bench.harness import (
     run_in_workdir,
     say,
 )
+from flotilla.bench.partition import (
+    DEFAULT_TIMINGS,
+    PartitionTimings,
+    partition_problems,
+    partition_summary,
+    timing_errors,
+)
 from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
 from flotilla.bench.workloads import FLINK, NAMESPACE, kinds_for, policy, workload, workload_kinds
 
@@ -56,6 +70,7 @@ __all__ = ["FailoverParams", "run_failover_bench"]
 FAULT_TAINT = {"key": "bench.flotilla.io/fault", "effect": "NoExecute"}
 NOT_READY_TAINT = "cluster.karmada.io/not-ready"
 STORAGE_CHOICES = ("sqlite", "memory", "etcd")
+FAULT_CHOICES = ("taint", "down", "partition")
 #: Members' settings: capacity so large that it never decides, the Flink simulator's periodic writes rare
 MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
 FLINK_QUIET = ("flink_checkpoint_interval=60", "flink_progress_interval=60")
@@ -65,6 +80,11 @@ SETTLE_MAX_SECONDS = 15.0
 SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
                   "cpu_seconds", "peak_rss_mb", "writes_per_workload", "store_ceiling_writes_per_s", "ceiling_ratio",
                   "cpu_cores.other")
+#: what ``--repeat`` tabulates with ``--fault partition`` (seconds from the cut)
+PARTITION_SUMMARY: Final = ("partition.guard_stopped_s.max", "partition.guard_stopped_history_s.max",
+                            "partition.fenced_s", "partition.new_copy_running_s.p50",
+                            "partition.new_copy_running_s.p95", "partition.new_copy_running_s.max",
+                            "partition.all_running_s", "partition.healthy_s.max", "cpu_seconds", "cpu_cores.other")
 
 
 @dataclass
@@ -89,6 +109,12 @@ class FailoverParams:
     data_dir: str = ""
     repeat: int = 1
     pull: bool = False  # member1 in Pull mode, with its own agent process
+    #: --fault partition: the agent's and the controller-manager's settings that decide the fence
+    timings: PartitionTimings = DEFAULT_TIMINGS
+
+    @property
+    def partition(self) -> bool:
+        return self.fault == "partition"
 
     def command_line(self) -> str:
         cmd = ["flotilla", "bench", "failover", "--workloads", str(self.workloads), "--members", str(self.members),
@@ -105,8 +131,13 @@ class FailoverParams:
             cmd += ["--profile", self.profile]
         if self.repeat > 1:
             cmd += ["--repeat", str(self.repeat)]
-        if self.pull:
+        if self.pull and not self.partition:
             cmd.append("--pull")
+        if self.partition:
+            t = self.timings
+            cmd += ["--fence-after", f"{t.fence_after:g}", "--permit-hold", f"{t.permit_hold:g}",
+                    "--fence-margin", f"{t.fence_margin:g}", "--cluster-monitor-period", f"{t.monitor_period:g}",
+                    "--lease-duration", f"{t.lease_duration:g}"]
         return shlex.join(cmd)
 
 
@@ -124,6 +155,7 @@ class Run:
         self.cp_proc: ChildProcess | None = None
         self.members_proc: ChildProcess | None = None
         self.agent_proc: ChildProcess | None = None  # with --pull: member1's agent
+        self.link_proc: ChildProcess | None = None  # with --fault partition: the agent's link to the control plane
         self.cp_kubeconfig = ""
         self.etcd: Any = None
         self.cp: Any = None
@@ -148,6 +180,9 @@ class Run:
         else:
             self.storage_url = f"{p.storage}://"
         flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *p.controller_flags]
+        if p.partition:
+            flags += ["--fence-margin", f"{p.timings.fence_margin:g}s",
+                      "--cluster-monitor-period", f"{p.timings.monitor_period:g}s"]
         self.cp_proc = ChildProcess("control plane", [
             "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
             "--port", str(self.cp_port), "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
@@ -168,6 +203,8 @@ class Run:
                         "--ready-delay", "0", "--storage", "memory://", *MEMBER_ARGS]
         for option in FLINK_QUIET:
             members_args += ["--sim-option", option]
+        if self.p.partition:  # member1's guard (the others have no agent keeping a permit: theirs stop nothing)
+            members_args += ["--sim-option", f"guard={self.p.timings.fence_after:g}s"]
         self.members_proc = ChildProcess("members", members_args, self.workdir / "members.log")
         mline = await self.members_proc.start(r"admin endpoint")
         admin = re.search(r"admin endpoint (\S+)", mline)
@@ -188,7 +225,7 @@ class Run:
                     await client.close()
         if self.http is not None:
             await self.http.close()
-        for proc in (self.agent_proc, self.cp_proc, self.members_proc):
+        for proc in (self.agent_proc, self.link_proc, self.cp_proc, self.members_proc):
             if proc is not None:
                 await proc.stop()
         if self.etcd is not None:
@@ -222,6 +259,9 @@ class Run:
             creds = load_kubeconfig(str(self.members_dir / name / "kubeconfig"))
             await join_cluster(cp, join_spec_from_credentials(name, creds))
         await poll_until(lambda: clusters_ready(cp, len(self.names)), "every member Ready and untainted", 120, 0.2)
+        if p.partition:
+            await poll_until(self._guard_announced, f"{self.failed}'s guard announced and its run permit kept",
+                             60, 0.2)
         await cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         if any(s.resource == FLINK for s in specs):
             await poll_until(self._flink_served, "the FlinkDeployment CRD to be served", 60, 0.2)
@@ -247,6 +287,8 @@ class Run:
         if not ok:
             raise RuntimeError(f"only {len(self.observer.placed)} of {p.workloads} workloads were Healthy on "
                                f"{self.failed} after {p.setup_timeout:.0f}s")
+        if p.partition:
+            await self._check_guarded()
         self.result["setup"] = {"create_seconds": round(created_s, 1),
                                 "placed_seconds": round(time.monotonic() - t0, 1)}
         say(f"all {p.workloads} Healthy on {self.failed} after {time.monotonic() - t0:.1f}s")
@@ -258,11 +300,75 @@ class Run:
 
         await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": LEASE_NAMESPACE}})
+        kubeconfig = self.cp_kubeconfig
+        extra: list[str] = []
+        if self.p.partition:
+            kubeconfig = await self.start_link(name)
+            t = self.p.timings
+            extra = ["--guard", "--fence-after", f"{t.fence_after:g}s", "--permit-hold", f"{t.permit_hold:g}s",
+                     "--cluster-lease-duration", f"{t.lease_duration:g}s"]
         self.agent_proc = ChildProcess("agent", [
-            "--log-level", "info", "agent", "--karmada-kubeconfig", self.cp_kubeconfig, "--cluster-name", name,
+            "--log-level", "info", "agent", "--karmada-kubeconfig", kubeconfig, "--cluster-name", name,
             "--kubeconfig", str(self.members_dir / name / "kubeconfig"),
-            "--cluster-status-update-frequency", "1s"], self.workdir / "agent.log")
+            "--cluster-status-update-frequency", "1s", *extra], self.workdir / "agent.log")
         await self.agent_proc.start(None)  # ready once its Cluster is Ready (below)
+
+    async def start_link(self, name: str) -> str:
+        """``flotilla bench link`` in front of the control plane's API for member ``name``'s agent; the path of a
+        control-plane kubeconfig naming it."""
+        from urllib.parse import urlsplit
+
+        from flotilla.bench.link import READY_LINE
+        from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
+
+        creds = load_kubeconfig(self.cp_kubeconfig)
+        server = urlsplit(creds.server)
+        if server.hostname is None or server.port is None:
+            raise RuntimeError(f"cannot tell the control plane's port from {creds.server!r}")
+        self.link_proc = ChildProcess("link", ["bench", "link", "--name", name,
+                                               "--target", f"{server.hostname}:{server.port}"],
+                                      self.workdir / "link.log")
+        line = await self.link_proc.start(READY_LINE)
+        found = re.search(r"serving (\S+) ->", line)
+        if found is None:
+            raise RuntimeError(f"cannot read the link's ready line: {line!r}")
+        path = self.workdir / "agent" / "karmada.kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_kubeconfig(path, server=f"{server.scheme}://{found.group(1)}", context="karmada", token=creds.token,
+                         ca_pem=creds.ca_pem)
+        return str(path)
+
+    async def _guard_announced(self) -> bool:
+        """member1's Cluster announces the guard (what the control plane fences by) and its permit exists."""
+        from flotilla.api import resources as R
+        from flotilla.client.resources import LEASES
+        from flotilla.failover.run_permit import (
+            ANNOTATION_FENCE_AFTER,
+            ANNOTATION_PERMIT_HOLD,
+            PERMIT_NAME,
+            PERMIT_NAMESPACE,
+        )
+
+        cluster = await self.cp.get(R.CLUSTERS, self.failed)
+        annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+        if not (annotations.get(ANNOTATION_FENCE_AFTER) and annotations.get(ANNOTATION_PERMIT_HOLD)):
+            return False
+        permit = await self.member_clients[self.failed].get_or_none(LEASES, PERMIT_NAME, PERMIT_NAMESPACE)
+        return permit is not None
+
+    async def _check_guarded(self) -> None:
+        """Every workload's copy in member1 carries the guarded label (purgeMode Directly), or the run is void."""
+        from flotilla.failover.run_permit import GUARDED_LABEL, GUARDED_LABEL_VALUE
+
+        client = self.member_clients[self.failed]
+        guarded = 0
+        for spec in kinds_for(self.p.kind):
+            items = (await client.list(spec.resource, NAMESPACE,
+                                       label_selector=f"{GUARDED_LABEL}={GUARDED_LABEL_VALUE}")).get("items") or []
+            guarded += len(items)
+        if guarded != self.p.workloads:
+            raise RuntimeError(f"{guarded} of {self.p.workloads} workloads in {self.failed} carry "
+                               f"{GUARDED_LABEL}={GUARDED_LABEL_VALUE}: the guard would not stop the others")
 
     async def _flink_served(self) -> bool:
         await self.cp.list(FLINK, NAMESPACE, limit=1)
@@ -306,6 +412,13 @@ class Run:
                     if not (isinstance(e, ApiException) and is_conflict(e)):
                         raise
             info["what"] = f"NoExecute taint {FAULT_TAINT['key']} added to {self.failed}"
+        elif self.p.fault == "partition":
+            from flotilla.bench.link import CUT_SIGNAL
+
+            assert self.link_proc is not None and self.link_proc.proc is not None
+            self.link_proc.proc.send_signal(CUT_SIGNAL)
+            info["what"] = (f"{self.failed}'s agent cut off from the control plane (its link partitioned; "
+                            f"{self.failed} and its workloads keep running)")
         else:
             assert self.http is not None
             async with self.http.post(f"{self.admin_url}/members/{self.failed}/fault", json={"mode": "off"}) as r:
@@ -335,6 +448,10 @@ class Run:
         obs = self.observer
         tls = list(obs.timelines.values())
         counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in stats.STAGES)
+        if self.p.partition:
+            counts = (f"guard-stopped {sum(1 for tl in tls if tl.old_stopped is not None)} "
+                      f"fenced {'yes' if obs.fenced_at() is not None else 'no'} {counts} "
+                      f"running {sum(1 for tl in tls if tl.running is not None)}")
         say(f"  T+{time.time() - obs.fault_at:6.1f}s  {counts}  (of {len(tls)})")
 
     async def settle(self, background: float) -> tuple[float, stats.Samples]:
@@ -366,6 +483,8 @@ class Run:
             pids["etcd"] = self.etcd.pid
         if self.agent_proc is not None:
             pids["agent"] = self.agent_proc.pid
+        if self.link_proc is not None:
+            pids["link"] = self.link_proc.pid
         cpu0 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
         machine0 = machine_cpu_seconds()
         rss_before = rss_mb(self.cp_proc.pid)
@@ -380,7 +499,8 @@ class Run:
         assert t0 is not None
         fence_task = asyncio.create_task(self.fence_when_tainted()) \
             if p.fault == "down" and p.purge_mode == "Directly" else None
-        recovered = await obs.wait_for(obs.all_recovered, p.timeout, self.progress)
+        done = (lambda: obs.all_recovered() and obs.all_running()) if p.partition else obs.all_recovered
+        recovered = await obs.wait_for(done, p.timeout, self.progress)
         t_wait_end = time.time()
         cpu1 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
         machine1 = machine_cpu_seconds()
@@ -474,6 +594,10 @@ class Run:
             "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0],
                         "loadavg_1m": round(os.getloadavg()[0], 2)},
         })
+        if p.partition:
+            self.result["partition"] = partition_summary(
+                timelines, t0, obs.fenced_at(), intervals, failed=self.failed, namespace=NAMESPACE, timings=p.timings)
+            self.result["partition"]["fenced_condition"] = obs.fenced_condition
         if profile:
             self.result["profile"] = profile
         missing = [tl.binding for tl in timelines if tl.healthy is None]
@@ -509,7 +633,48 @@ def result_problems(result: dict[str, Any], p: FailoverParams) -> list[str]:
         found.append(f"state injected into {result.get('state_injected')} of {p.workloads} new copies")
     if p.purge_mode == "Directly" and result.get("max_concurrent_copies", 0) > 1:
         found.append(f"{result['max_concurrent_copies']} copies of one workload ran at once (purge mode Directly)")
+    if p.partition:
+        found += partition_problems(result.get("partition") or {}, p.workloads)
     return found
+
+
+#: the flags that only mean something with --fault partition (argparse dest, flag)
+PARTITION_FLAGS: Final = (("fence_after", "--fence-after"), ("permit_hold", "--permit-hold"),
+                          ("fence_margin", "--fence-margin"), ("cluster_monitor_period", "--cluster-monitor-period"),
+                          ("lease_duration", "--lease-duration"))
+#: controller-manager flags the partition benchmark sets itself (from its own flags, which the bound is made of)
+OWN_CONTROLLER_FLAGS: Final = ("--fence-margin", "--cluster-monitor-period")
+
+
+def usage_errors(p: FailoverParams, given: Iterable[str] = ()) -> list[str]:
+    """What makes this command line meaningless (empty: it can run). ``given``: the partition flags that were
+    given on the command line (their argparse names)."""
+    errs = []
+    if p.members < 2:
+        errs.append("--members must be at least 2 (one fails, one takes over)")
+    if p.workloads < 1:
+        errs.append("--workloads must be at least 1")
+    if not p.partition:
+        named = [flag for dest, flag in PARTITION_FLAGS if dest in set(given)]
+        if named:
+            errs.append(f"{', '.join(named)} {'applies' if len(named) == 1 else 'apply'} only to --fault partition "
+                        f"(the guarded Pull member's timings)")
+        return errs
+    if p.purge_mode != "Directly":
+        errs.append(f"--fault partition needs --purge-mode Directly: only Directly workloads are guarded (stopped "
+                    f"by member1's guard when it is cut off), so with {p.purge_mode} the old copies keep running in "
+                    f"the partitioned member and there is no guarded failover to measure")
+    if p.members < 3:
+        errs.append("--fault partition needs --members 3 or more: the control plane fences member1 only while it "
+                    "sees a strict majority of all clusters live, and member1 never counts (1 of 2 is not a "
+                    "majority)")
+    for flag in p.controller_flags:
+        for own in OWN_CONTROLLER_FLAGS:
+            if flag == own or flag.startswith(own + "="):
+                errs.append(f"--controller-flag={flag}: with --fault partition set it with the benchmark's {own}, "
+                            f"which the expected bound is computed from")
+    errs += timing_errors(p.timings)
+    return errs
 
 
 def params_from_args(args: Any) -> FailoverParams:
@@ -519,17 +684,41 @@ def params_from_args(args: Any) -> FailoverParams:
         resource_eviction_rate=args.resource_eviction_rate, controller_flags=list(args.controller_flag or []),
         transport=args.transport, timeout=args.timeout, setup_timeout=args.setup_timeout,
         ceiling_writes=args.ceiling_writes, profile=args.profile or "", data_dir=args.data_dir or "",
-        repeat=args.repeat, pull=bool(getattr(args, "pull", False)))
+        repeat=args.repeat, pull=bool(getattr(args, "pull", False)) or args.fault == "partition",
+        timings=timings_from_args(args))
+
+
+def timings_from_args(args: Any) -> PartitionTimings:
+    """The partition timings: the flags given, the product's defaults for the rest."""
+    d = DEFAULT_TIMINGS
+
+    def value(name: str, default: float) -> float:
+        given = getattr(args, name, None)
+        return default if given is None else float(given)
+
+    return PartitionTimings(fence_after=value("fence_after", d.fence_after),
+                            permit_hold=value("permit_hold", d.permit_hold),
+                            fence_margin=value("fence_margin", d.fence_margin),
+                            monitor_period=value("cluster_monitor_period", d.monitor_period),
+                            lease_duration=value("lease_duration", d.lease_duration))
+
+
+def partition_flags_given(args: Any) -> list[str]:
+    return [dest for dest, _ in PARTITION_FLAGS if getattr(args, dest, None) is not None]
 
 
 def run_failover_command(args: Any) -> int:
     from flotilla.bench.report import render_report
 
     p = params_from_args(args)
-    if p.members < 2:
-        raise SystemExit("flotilla bench failover: --members must be at least 2 (one fails, one takes over)")
-    if p.workloads < 1:
-        raise SystemExit("flotilla bench failover: --workloads must be at least 1")
+    errs = usage_errors(p, partition_flags_given(args))
+    if errs:
+        parser = getattr(args, "_failover_parser", None)
+        if parser is not None:
+            parser.error("\n".join(errs))  # usage and the message on stderr, exit 2
+        for e in errs:
+            print(f"flotilla bench failover: error: {e}", file=sys.stderr)
+        return 2
     if p.plot:
         from flotilla.bench.plot import require_matplotlib
 
@@ -542,5 +731,6 @@ def run_failover_command(args: Any) -> int:
         plot_recovery(result, path)
 
     ending = Ending("bench failover", lambda result: result_problems(result, p), render_report, p.json, p.plot, draw,
-                    repeat=p.repeat, summary=SUMMARY)
+                    repeat=p.repeat, summary=PARTITION_SUMMARY if p.partition else SUMMARY,
+                    order_key="partition.all_running_s" if p.partition else "total_seconds")
     return finish_command(ending, lambda: run_failover_bench(p))

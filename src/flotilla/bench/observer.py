@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.api import resources as R
+from flotilla.bench.partition import OUT_OF_SERVICE, workload_running
 from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
@@ -87,6 +88,7 @@ class FailoverObserver:
         self.binding_sizes: dict[str, int] = {}
         self.recovered = 0
         self.cluster_events: dict[str, float] = {}  # what happened to the failed Cluster, first time after fault
+        self.fenced_condition: dict[str, Any] | None = None  # its Fenced=True condition, as first seen
         #: bindings seen (after the fault) with more than one graceful eviction task from the same cluster
         self.duplicate_tasks: dict[str, list[str]] = {}
         self._informers: list[Informer] = []
@@ -114,6 +116,7 @@ class FailoverObserver:
             for res in kinds:
                 inf = Informer(client, res, NAMESPACE, backoff=(0.2, 1.0))
                 inf.add_handler(lambda obj, m=member, k=res.kind: self._on_member_add(m, k, obj),
+                                lambda old, obj, m=member, k=res.kind: self._on_member_update(m, k, obj),
                                 on_delete=lambda obj, m=member, k=res.kind: self._on_member_delete(m, k, obj))
                 self._informers.append(inf)
         for inf in self._informers:
@@ -134,6 +137,14 @@ class FailoverObserver:
 
     def all_recovered(self) -> bool:
         return self.recovered == len(self.timelines)
+
+    def all_running(self) -> bool:
+        """Every workload's new copy seen running in its new member."""
+        return all(tl.running is not None for tl in self.timelines.values())
+
+    def fenced_at(self) -> float | None:
+        """When the failed Cluster was first seen with the out-of-service taint (a fence) after the fault."""
+        return self.cluster_events.get(f"taint:{OUT_OF_SERVICE}")
 
     def mark_fault(self) -> float:
         self.fault_at = time.time()
@@ -210,14 +221,31 @@ class FailoverObserver:
             return
         meta = _meta(obj)
         tl = self.by_kind_name.get((kind, str(meta.get("name") or "")))
-        if tl is None or tl.created is not None:
+        if tl is None:
             return
-        tl.created = time.time()
-        tl.created_in = member
-        label = self.specs[tl.binding].label
-        value = (meta.get("labels") or {}).get(label)
-        tl.injected = None if value is None else str(value)
-        self._changed.set()
+        if tl.created is None:
+            tl.created = time.time()
+            tl.created_in = member
+            label = self.specs[tl.binding].label
+            value = (meta.get("labels") or {}).get(label)
+            tl.injected = None if value is None else str(value)
+            self._changed.set()
+        self._on_member_update(member, kind, obj)
+
+    def _on_member_update(self, member: str, kind: str, obj: dict[str, Any]) -> None:
+        """After the fault: the old copy in the failed member stopping (a guard), a new copy running elsewhere."""
+        if self.fault_at is None:
+            return
+        tl = self.by_kind_name.get((kind, str(_meta(obj).get("name") or "")))
+        if tl is None:
+            return
+        if member == self.failed:
+            if tl.old_stopped is None and not workload_running(kind, obj):
+                tl.old_stopped = time.time()
+                self._changed.set()
+        elif tl.running is None and workload_running(kind, obj):
+            tl.running = time.time()
+            self._changed.set()
 
     def _on_member_delete(self, member: str, kind: str, obj: dict[str, Any]) -> None:
         if self.fault_at is None or member != self.failed:
@@ -236,4 +264,7 @@ class FailoverObserver:
         for taint in (obj.get("spec") or {}).get("taints") or []:
             if taint.get("effect") == "NoExecute":
                 self.cluster_events.setdefault(f"taint:{taint.get('key')}", now)
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Fenced" and cond.get("status") == "True" and self.fenced_condition is None:
+                self.fenced_condition = dict(cond)
         self._changed.set()

@@ -6,7 +6,7 @@ from typing import Any
 
 from flotilla.bench.stats import STAGES
 
-__all__ = ["profile_lines", "render_report", "stage_table"]
+__all__ = ["partition_lines", "profile_lines", "render_report", "stage_table"]
 
 
 def _fmt_ms(value: Any) -> str:
@@ -73,6 +73,7 @@ def render_report(result: dict[str, Any]) -> str:
                          f"member1) at {fault['fenced_s']:.2f} s")
         else:
             lines.append("  the not-ready taint never appeared: not fenced")
+    lines += partition_lines(r.get("partition") or {}, n)
     lines += ["", *stage_table(r), ""]
     by_resource = ", ".join(f"{k} {v:,}" for k, v in list((writes.get("by_resource") or {}).items())[:6])
     lines += [
@@ -109,4 +110,44 @@ def profile_lines(profile: dict[str, Any]) -> list[str]:
         return []
     lines = [f"  profile (py-spy, control plane, {profile.get('file')}): top functions by own samples"]
     lines += [f"    {pct:5.1f}%  {name}" for name, pct in profile["self"][:10]]
+    return lines
+
+
+def _s(summary: dict[str, Any], n: int) -> str:
+    """``p50 / p95 / max s (count/n)`` of a seconds summary."""
+    if not summary.get("count"):
+        return f"- (0/{n})"
+    return f"{summary['p50']:.2f} / {summary['p95']:.2f} / {summary['max']:.2f} s ({summary['count']}/{n})"
+
+
+def partition_lines(part: dict[str, Any], n: int) -> list[str]:
+    """The report's lines for ``--fault partition``: the timings, the bound, each step from the cut, the safety
+    checks."""
+    if not part:
+        return []
+    t = part.get("timings") or {}
+    fenced = part.get("fenced_s")
+    lines = [
+        f"  timings: fence-after {t.get('fence_after_s', 0):g} s, permit-hold {t.get('permit_hold_s', 0):g} s, fence "
+        f"margin {t.get('fence_margin_s', 0):g} s, monitor period {t.get('monitor_period_s', 0):g} s, Lease renewed "
+        f"every {t.get('lease_renew_interval_s', 0):g} s; bound {t.get('bound_s', 0):g} s without a renewal seen",
+        "  from the cut            p50 / p95 / max",
+        f"  guard stopped (watch)   {_s(part.get('guard_stopped_s') or {}, n)}; expected by "
+        f"{t.get('guard_stop_by_s', 0):g} s",
+        f"  guard stopped (history) {_s(part.get('guard_stopped_history_s') or {}, part.get('copies_in_history', 0))}",
+        "  fenced automatically    " + ("never" if fenced is None else
+                                        f"{fenced:.2f} s; expected between {t.get('fence_not_before_s', 0):g} and "
+                                        f"{t.get('fence_by_s', 0):g} s (bound - renew interval, bound + monitor "
+                                        f"period){'' if part.get('fence_within_bound') else ': LATER'}"),
+        f"  new copy running        {_s(part.get('new_copy_running_s') or {}, n)}; all running after "
+        + ("-" if part.get("all_running_s") is None else f"{part['all_running_s']:.2f} s"),
+        f"  Healthy (binding)       {_s(part.get('healthy_s') or {}, n)}",
+        f"  two copies at once      {part.get('overlap_count', 0)} (running history of "
+        f"{part.get('copies_in_history', 0)} copies in member1); still running in member1 at the fence: "
+        f"{part.get('running_at_fence_count', 0)}; new copy seen running before the old one stopped: "
+        f"{part.get('seen_running_before_stop_count', 0)}",
+    ]
+    cond = part.get("fenced_condition") or {}
+    if cond.get("message"):
+        lines.append(f"  Fenced condition        {cond['message']}")
     return lines

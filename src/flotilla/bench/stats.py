@@ -52,6 +52,8 @@ class Timeline:
     injected: str | None = None  # the label value the new copy was created with
     preserved: dict[str, str] = field(default_factory=dict)  # the eviction task's preservedLabelState
     old_deleted: float | None = None  # the old copy's deletion seen in the failed member (when reachable)
+    old_stopped: float | None = None  # the old copy seen no longer running in the failed member (when reachable)
+    running: float | None = None  # the new copy seen running in its member (its status)
 
     def stage(self, key: str) -> float | None:
         value = getattr(self, key)

@@ -754,6 +754,16 @@ async def _run(p: BenchParams) -> dict[str, Any]:
     return results
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0, got {text!r}")
+    return value
+
+
 def _ratio_or_rate(text: str) -> float:
     value = float(text)
     if not value >= 0 or math.isinf(value):
@@ -765,7 +775,8 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
     """``flotilla bench failover``, ``propagate``, ``scale`` and the internal ``flotilla bench control-plane`` (next to
     ``apiserver``)."""
     from flotilla.bench.control_plane import add_control_plane_parser
-    from flotilla.bench.failover import STORAGE_CHOICES
+    from flotilla.bench.failover import FAULT_CHOICES, STORAGE_CHOICES
+    from flotilla.bench.link import add_link_parser
     from flotilla.bench.workloads import KIND_CHOICES
 
     f = bsub.add_parser(
@@ -776,10 +787,16 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                     "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
                     "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
                     "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
-                    "recover, lost its state, or (Directly) ran twice at once.",
+                    "recover, lost its state, or (Directly) ran twice at once. --fault partition: member1 is a "
+                    "guarded Pull member cut off from the control plane; the guard stops its workloads, the "
+                    "control plane fences it by itself and the workloads move (times from the cut; exits 1 also "
+                    "when a copy in member1 still ran at the fence).",
         epilog="examples:\n"
                "  flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png\n"
-               "  flotilla bench failover --workloads 100 --fault down --storage etcd",
+               "  flotilla bench failover --workloads 100 --fault down --storage etcd\n"
+               "  flotilla bench failover --workloads 1 --kind flink --fault partition\n"
+               "  flotilla bench failover --workloads 20 --fault partition --fence-after 2 --permit-hold 3 "
+               "--fence-margin 2 --cluster-monitor-period 1 --lease-duration 4",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
@@ -795,9 +812,11 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--pull", action="store_true",
                    help="member1 (the one that fails) joins in Pull mode, with its own `flotilla agent` process "
                         "(its CPU reported beside the control plane's)")
-    f.add_argument("--fault", choices=("taint", "down"), default="taint",
+    f.add_argument("--fault", choices=FAULT_CHOICES, default="taint",
                    help="taint: a NoExecute taint on member1; down: member1 powered off (API and workloads gone; "
-                        "with Directly it is fenced once the not-ready taint appears) (default taint)")
+                        "with Directly it is fenced once the not-ready taint appears); partition: member1 is a "
+                        "guarded Pull member (implies --pull; needs --purge-mode Directly and 3 members or more) "
+                        "whose agent is cut off from the control plane, nothing else done (default taint)")
     f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
     f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                    help="run N times back to back and add a table of each run's headline numbers and their "
@@ -822,7 +841,24 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                    help="record the control plane with py-spy (collapsed stacks) from the fault to the last "
                         "Healthy; the top functions go into the report")
     f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+    g = f.add_argument_group("--fault partition (seconds; the defaults are the product's, docs/fencing.md)")
+    g.add_argument("--fence-after", type=_seconds, default=None, metavar="S",
+                   help="member1's agent --fence-after and its guard: guarded workloads stop once the run permit "
+                        "has not changed for S (default 15)")
+    g.add_argument("--permit-hold", type=_seconds, default=None, metavar="S",
+                   help="member1's agent --permit-hold: the permit is renewed only while the last successful Lease "
+                        "renewal started less than S ago; longer than the Lease renew interval (default 15)")
+    g.add_argument("--fence-margin", type=_seconds, default=None, metavar="S",
+                   help="the controller-manager's --fence-margin (default 15)")
+    g.add_argument("--cluster-monitor-period", type=_seconds, default=None, metavar="S",
+                   help="the controller-manager's --cluster-monitor-period: how often the fence is decided "
+                        "(default 5)")
+    g.add_argument("--lease-duration", type=_seconds, default=None, metavar="S",
+                   help="member1's agent --cluster-lease-duration; its Lease is renewed every quarter of it "
+                        "(default 40: every 10 s)")
+    f.set_defaults(_failover_parser=f)
 
+    add_link_parser(bsub)
     add_control_plane_parser(bsub)
     add_propagate_parser(bsub)
     add_scale_parser(bsub)
@@ -931,7 +967,7 @@ def add_scale_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """``flotilla bench apiserver|failover|propagate|scale|control-plane``; 0 when the run was clean."""
+    """``flotilla bench apiserver|failover|propagate|scale|control-plane|link``; 0 when the run was clean."""
     if getattr(args, "bench", "apiserver") == "failover":
         from flotilla.bench.failover import run_failover_command
 
@@ -944,6 +980,10 @@ def run_bench(args: argparse.Namespace) -> int:
         from flotilla.bench.scale import run_scale_command
 
         return run_scale_command(args)
+    if getattr(args, "bench", "apiserver") == "link":
+        from flotilla.bench.link import run_link_command
+
+        return run_link_command(args)
     if getattr(args, "bench", "apiserver") == "control-plane":
         from flotilla.bench.control_plane import run_control_plane_command
 
