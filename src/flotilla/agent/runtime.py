@@ -75,6 +75,9 @@ class AgentConfig:
     peer_advertise: str = ""
     peer_report_ttl: float = DEFAULT_PEER_REPORT_TTL
     peer_poll_interval: float = 0.5
+    #: --lease-only: beside a Push cluster (joined with `flotilla join`, its Works applied by the control plane),
+    #: only renew the Lease, keep the permit (--guard) and speak the peer protocol; no controllers
+    lease_only: bool = False
 
     def validate(self) -> list[str]:
         """What is wrong with the settings (empty: usable)."""
@@ -104,6 +107,9 @@ class AgentConfig:
                     split_host_port(address)
                 except ValueError as e:
                     errs.append(f"{flag}: {e} (for example 127.0.0.1:7480)")
+        if self.lease_only and not (self.guard or self.peer_listen):
+            errs.append("--lease-only needs --guard or --peer-listen: a Push cluster's agent only keeps the run "
+                        "permit and answers peers")
         if self.peer_advertise and not self.peer_listen:
             errs.append("--peer-advertise needs --peer-listen: the address peers are told must lead to a listener")
         if self.peer_advertise and self.peer_advertise.endswith(":0"):
@@ -189,6 +195,8 @@ class Agent:
         self.cp_reachable = False
         self._renew_now = asyncio.Event()
         self._probe_now = asyncio.Event()
+        #: --lease-only: the agent's own caches of its Cluster and Works (the controllers' otherwise)
+        self._own: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ the Cluster
     async def register_once(self) -> dict[str, Any]:
@@ -343,14 +351,37 @@ class Agent:
     def options(self) -> ControllerOptions:
         return self.config.controller_options()
 
+    async def wait_for_push_cluster(self, stop: asyncio.Event) -> dict[str, Any] | None:
+        """--lease-only: the Push Cluster this agent stands beside (waits until it exists); RegistrationError
+        when it is a Pull cluster (that one has an agent of its own)."""
+        backoff = Backoff(*self.backoff)
+        name = self.config.cluster_name
+        while not stop.is_set():
+            try:
+                cluster = await self.cp.get_or_none(CLUSTERS, name)
+                if cluster is not None:
+                    if (cluster.get("spec") or {}).get("syncMode") == "Pull":
+                        raise RegistrationError(f"cluster {name} is a Pull cluster: run its agent without "
+                                                "--lease-only")
+                    return cluster
+                log.warning("cluster %s does not exist yet: join it (flotilla join) before its lease-only agent "
+                            "can keep its Lease", name)
+            except (ApiException, OSError) as e:
+                log.warning("cannot read cluster %s yet: %s", name, e)
+            if await _wait(stop, backoff.next()):
+                return None
+        return None
+
     async def run(self, stop: asyncio.Event) -> int:
         try:
-            cluster = await self.register(stop)
+            cluster = await (self.wait_for_push_cluster(stop) if self.config.lease_only else self.register(stop))
         except RegistrationError as e:
             log.error("%s", e)
             return 1
         if cluster is None:
             return 0
+        if self.config.lease_only:
+            return await self.run_lease_only(stop)
         name = self.config.cluster_name
         self.manager = ControllerManager(self.cp, self.options(), controllers=list(AGENT_CONTROLLERS),
                                          members=AgentMemberClients(self.cp, name, self.member),
@@ -391,6 +422,45 @@ class Agent:
             await self.manager.stop()
         return 0
 
+    async def run_lease_only(self, stop: asyncio.Event) -> int:
+        """A Push cluster's agent: the Lease, the permit and the peers, with caches of its own Cluster and Works
+        (the permit notices a fence and records the guarded kinds from them)."""
+        from flotilla.client.informer import Informer
+
+        name = self.config.cluster_name
+        self._own = (Informer(self.cp, CLUSTERS, field_selector=cluster_field_selector(name), backoff=(0.2, 5.0)),
+                     Informer(self.cp, WORKS, execution_namespace(name), backoff=(0.2, 5.0)))
+        for informer in self._own:
+            informer.start()
+        peers: list[asyncio.Future[None]] = []
+        try:
+            if self.config.peer_listen:
+                try:
+                    peers = await self.start_peers(stop)
+                except OSError as e:
+                    log.error("cannot listen for peers on %s: %s", self.config.peer_listen, e)
+                    return 1
+            lease = asyncio.ensure_future(self.renew_lease(stop))
+            permit: asyncio.Future[None] | None = None
+            if self.config.guard:
+                self.permit = self.permit_keeper()
+                permit = asyncio.ensure_future(self.permit.run(stop))
+            log.info("agent of Push cluster %s: lease-only (Lease, %s)", name,
+                     "run permit and peers" if self.config.guard and peers else
+                     "run permit" if self.config.guard else "peers")
+            await stop.wait()
+            await lease
+            if permit is not None:
+                await permit
+            for task in peers:
+                await task
+        finally:
+            stop.set()
+            await self.stop_peers()
+            for informer in self._own:
+                await informer.stop()
+        return 0
+
     # ------------------------------------------------------------------ the run permit
     def permit_keeper(self) -> PermitKeeper:
         cfg = self.config
@@ -402,10 +472,15 @@ class Agent:
 
     def _caches(self) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None:
         """The controllers' cached Cluster and Works (None before they run)."""
+        name = self.config.cluster_name
+        if self._own is not None:
+            clusters, works_informer = self._own
+            if not (clusters.has_synced and works_informer.has_synced):
+                return None
+            return clusters.store.get(name), list(works_informer.store.list())
         ctx = self.manager.ctx if self.manager is not None else None
         if ctx is None:
             return None
-        name = self.config.cluster_name
         clusters = ctx.informers.informer(CLUSTERS, field_selector=cluster_field_selector(name))
         works = ctx.informers.informer(WORKS, execution_namespace(name))
         return clusters.store.get(name), list(works.store.list())

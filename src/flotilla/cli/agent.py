@@ -70,6 +70,10 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "less than this ago (default 15s)")
     g.add_argument("--permit-renew-interval", type=_duration, default=1.0, metavar="DURATION",
                    help="how often the permit is renewed (default 1s)")
+    g.add_argument("--lease-only", action="store_true",
+                   help="beside a Push cluster (joined with flotilla join): do not register or apply Works, only "
+                        "renew the cluster's Lease, keep the run permit (--guard) and answer peers, so the control "
+                        "plane may fence it automatically")
     g = p.add_argument_group("peer protocol (docs/fencing.md)")
     g.add_argument("--peer-listen", default="", metavar="HOST:PORT",
                    help="answer the other agents' report requests here (port 0: any free port), follow every "
@@ -103,7 +107,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        fence_after=args.fence_after, permit_hold=args.permit_hold,
                        permit_renew_interval=args.permit_renew_interval, peer_listen=args.peer_listen,
                        peer_advertise=args.peer_advertise, peer_report_ttl=args.peer_report_ttl,
-                       peer_poll_interval=args.peer_poll_interval)
+                       peer_poll_interval=args.peer_poll_interval, lease_only=args.lease_only)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -83,8 +83,9 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--pull-members", type=int, default=0, metavar="N",
                    help="the last N members join in Pull mode, each with its own agent process (default 0)")
     u.add_argument("--guard", action="store_true",
-                   help="automatic fencing (docs/fencing.md): the Pull members' agents keep the run permit and "
-                        "their members run the guard; needs --pull-members")
+                   help="automatic fencing (docs/fencing.md): every member's agent keeps the run permit and "
+                        "speaks the peer protocol (a Push member gets a lease-only agent), and every member runs "
+                        "the guard")
     u.add_argument("--fence-after", type=_seconds, default=None, metavar="SECONDS",
                    help="with --guard: how long a Pull member's guard lets guarded workloads run on an unchanged "
                         "permit (the agents' --fence-after; default 15)")
@@ -168,9 +169,6 @@ def _guard_settings(args: argparse.Namespace) -> tuple[float, float]:
         if given:
             raise ValueError(f"{' and '.join(given)} only apply with --guard")
         return GUARD_DEFAULT, GUARD_DEFAULT
-    if args.pull_members < 1:
-        raise ValueError("--guard needs --pull-members N: only the Pull members' agents keep a run permit "
-                         "(e.g. --pull-members 1)")
     fence_after = GUARD_DEFAULT if args.fence_after is None else float(args.fence_after)
     permit_hold = GUARD_DEFAULT if args.permit_hold is None else float(args.permit_hold)
     errs = AgentConfig(cluster_name="member1", guard=True, fence_after=fence_after,

@@ -75,6 +75,7 @@ from flotilla.failover.auto_fence import (
     AutoFenceDecision,
     cluster_liveness,
     decide_auto_fence,
+    keeps_lease,
 )
 from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
 from flotilla.failover.fencing import fence_patch, is_fenced
@@ -182,7 +183,7 @@ class ClusterController(Controller):
             return await self._remove(cluster)
         self._pending.pop(key, None)
         await self._ensure_execution_space(cluster)
-        if is_pull_cluster(cluster):
+        if keeps_lease(cluster):
             await self._ensure_lease_space()
         await self._sync_taints_and_finalizer(cluster)
         return None
@@ -270,7 +271,7 @@ class ClusterController(Controller):
     def _observe(self, cluster: dict[str, Any], lease: Mapping[str, Any] | None = None) -> None:
         """Refresh a Pull cluster's probe time from what was just delivered (writes happen at the next tick)."""
         name = _md(cluster).get("name") or ""
-        if not is_pull_cluster(cluster):
+        if not keeps_lease(cluster):
             self._health.pop(name, None)
             return
         if lease is None:
@@ -302,7 +303,7 @@ class ClusterController(Controller):
         """One pass of the monitor over every Pull cluster in the informer's cache."""
         seen: set[str] = set()
         for cluster in list(self.clusters.store.list()):
-            if not is_pull_cluster(cluster):
+            if not keeps_lease(cluster):
                 continue
             name = _md(cluster).get("name") or ""
             seen.add(name)
@@ -311,7 +312,8 @@ class ClusterController(Controller):
             verdict = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(), self.grace,
                                          self.ctx.monotonic())
             self._health[name] = verdict.memory
-            if verdict.ready is not None:
+            # a Push cluster's Lease (its lease-only agent) only dates renewals: its health is probed directly
+            if verdict.ready is not None and is_pull_cluster(cluster):
                 try:
                     await self._post_unknown(name)
                 except Exception:
@@ -376,7 +378,7 @@ class ClusterController(Controller):
         """Decide the automatic fence of every Pull cluster in the informer's cache; fence, mark pending or cancel
         the pending mark as it says."""
         for cluster in list(self.clusters.store.list()):
-            if not is_pull_cluster(cluster):
+            if not keeps_lease(cluster):
                 continue
             decision = self._decide_fence(cluster)
             name = _md(cluster).get("name") or ""
@@ -417,7 +419,7 @@ class ClusterController(Controller):
         Cluster's resourceVersion, re-read and re-decided on 409."""
         for _ in range(_CONFLICT_RETRIES):
             cluster = await self.client.get_or_none(CLUSTERS, name)
-            if cluster is None or not is_pull_cluster(cluster):
+            if cluster is None or not keeps_lease(cluster):
                 return
             lease = await self.client.get_or_none(LEASES, name, KARMADA_CLUSTER_NAMESPACE)
             self._health[name] = judge_pull_cluster(cluster, lease, self._health.get(name), self.ctx.now(),

@@ -90,6 +90,7 @@ __all__ = [
     "ClusterLiveness",
     "Guard",
     "announced_guard",
+    "keeps_lease",
     "cluster_liveness",
     "decide_auto_fence",
     "fence_reason",
@@ -129,6 +130,16 @@ def format_seconds(seconds: float) -> str:
 
 #: A guard as its agent announced it, in seconds (``permit_hold``, ``fence_after``).
 Guard = Announcement
+
+
+def keeps_lease(cluster: Mapping[str, Any] | None) -> bool:
+    """Whether an agent renews the cluster's Lease ``karmada-cluster/<cluster>``: every Pull cluster, and a Push
+    cluster whose lease-only agent (``flotilla agent --lease-only``) announces a guard (either annotation, so a
+    malformed announcement is reported too)."""
+    if is_pull_cluster(cluster):
+        return True
+    annotations = _map(_map(_map(cluster).get("metadata")).get("annotations"))
+    return ANNOTATION_FENCE_AFTER in annotations or ANNOTATION_PERMIT_HOLD in annotations
 
 
 def announced_guard(cluster: Mapping[str, Any] | None) -> tuple[Guard | None, str]:
@@ -223,8 +234,9 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
     meta = _map(cluster.get("metadata"))
     name = str(meta.get("name") or "")
     A = AutoFenceAction
-    if not is_pull_cluster(cluster):
-        return AutoFenceDecision(A.NEVER, f"cluster {name} is not a Pull cluster: it is fenced only by hand")
+    if not keeps_lease(cluster):
+        return AutoFenceDecision(A.NEVER, f"cluster {name} is a Push cluster without a lease-only agent announcing "
+                                          "a guard: it is fenced only by hand")
     if meta.get("deletionTimestamp"):
         return AutoFenceDecision(A.NEVER, f"cluster {name} is being deleted")
     if is_fenced(cluster):

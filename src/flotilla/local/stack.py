@@ -142,7 +142,8 @@ class LocalStack:
         self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
         self.viewer_token: str | None = None
         self.links: dict[str, Any] = {}  # member -> its control-plane Link
-        self.peer_links: dict[str, Any] = {}  # guarded Pull member -> the Link in front of its agent's peer endpoint
+        self.peer_links: dict[str, Any] = {}  # guarded member -> the Link in front of its agent's peer endpoint
+        self.agent_links: dict[str, Any] = {}  # guarded Push member -> the Link its lease-only agent reaches us by
         self.agents: dict[str, Any] = {}  # Pull member -> its AgentProcess
 
     # ------------------------------------------------------------------ properties
@@ -168,8 +169,6 @@ class LocalStack:
             raise ValueError("--members must be at least 1")
         if not 0 <= cfg.pull_members <= cfg.members:
             raise ValueError(f"--pull-members must be between 0 and --members ({cfg.members})")
-        if cfg.guard and cfg.pull_members < 1:
-            raise ValueError("--guard needs --pull-members: only Pull members' agents keep a run permit")
         record = self.layout.load_record()
         if record is not None and record.api_port and record.secure != cfg.secure:
             was, now = ("with", "without") if record.secure else ("without", "with")
@@ -237,7 +236,8 @@ class LocalStack:
             self.client = None
         links, self.links = self.links, {}
         links.update({f"{k}-peers": v for k, v in self.peer_links.items()})
-        self.peer_links = {}
+        links.update({f"{k}-agent": v for k, v in self.agent_links.items()})
+        self.peer_links, self.agent_links = {}, {}
         for link in links.values():
             with contextlib.suppress(Exception):
                 await link.stop()
@@ -290,12 +290,13 @@ class LocalStack:
                 for name in cfg.member_names()]
 
     def _member_options(self, name: str) -> dict[str, str]:
-        """The simulator options of member ``name``: with ``guard``, a Pull member runs its guard
-        (:mod:`flotilla.member.guard`) with the agents' fence-after; a Push member keeps no permit and has none."""
+        """The simulator options of member ``name``: with ``guard``, every member runs its guard
+        (:mod:`flotilla.member.guard`) with the agents' fence-after (a Push member's permit is kept by its
+        lease-only agent)."""
         from flotilla.member.guard import GUARD_OPTION
 
         options = dict(self.config.sim_options)
-        if self.config.guard and name in self.config.pull_names():
+        if self.config.guard:
             options[GUARD_OPTION] = repr(float(self.config.fence_after))
         return options
 
@@ -355,12 +356,12 @@ class LocalStack:
 
     def _cut(self, name: str) -> None:
         """A member's partition: its control-plane link, and the link in front of its agent's peer endpoint."""
-        for link in (self.links.get(name), self.peer_links.get(name)):
+        for link in (self.links.get(name), self.peer_links.get(name), self.agent_links.get(name)):
             if link is not None:
                 link.cut()
 
     def _heal(self, name: str) -> None:
-        for link in (self.links.get(name), self.peer_links.get(name)):
+        for link in (self.links.get(name), self.peer_links.get(name), self.agent_links.get(name)):
             if link is not None:
                 link.heal()
 
@@ -405,7 +406,10 @@ class LocalStack:
 
         cfg = self.config
         cp = load_kubeconfig(str(self.api.kubeconfig_path))
-        for name in cfg.pull_names():
+        pull = set(cfg.pull_names())
+        # with --guard a Push member gets an agent too, in lease-only mode: it keeps the Lease, the run permit and
+        # the peer protocol, while the control plane keeps pushing its Works
+        for name in cfg.member_names() if cfg.guard else cfg.pull_names():
             m = self.group.members[name]
             where = self.layout.agent_dir(name)
             from flotilla.files import private_dir
@@ -413,15 +417,22 @@ class LocalStack:
             private_dir(self.layout.agents)
             private_dir(where)
             karmada = where / "karmada.kubeconfig"
+            if name in pull:
+                to_cp = self.links[name]
+            else:  # the Push member's own link leads to its API; its agent reaches the control plane through another
+                to_cp = await Link(f"{name}-agent", (cfg.host, self.api.port), host=cfg.host).start()
+                self.agent_links[name] = to_cp
             # with --secure each agent holds a token of its own, scoped to its cluster (as `flotilla register`
             # gives one), never the admin's; without it the API server checks no token
             token = await self._agent_token(name) if cfg.secure else cp.token
-            write_kubeconfig(karmada, server=self._link_url(self.api.url, self.links[name]), context="karmada",
+            write_kubeconfig(karmada, server=self._link_url(self.api.url, to_cp), context="karmada",
                              token=token, ca_pem=cp.ca_pem)
             argv = ["--log-level", "info", "agent", "--karmada-kubeconfig", str(karmada), "--cluster-name", name,
                     "--kubeconfig", str(m.kubeconfig_path), "--cluster-api-endpoint", m.url,
                     "--cluster-status-update-frequency", repr(cfg.timings["cluster_status_update_frequency"]),
                     "--cluster-api-timeout", repr(cfg.timings["cluster_api_timeout"])]
+            if name not in pull:
+                argv.append("--lease-only")
             if cfg.guard:
                 argv += ["--guard", "--fence-after", repr(float(cfg.fence_after)),
                          "--permit-hold", repr(float(cfg.permit_hold))]
@@ -437,7 +448,8 @@ class LocalStack:
             self.agents[name] = agent
             guard = (f", guard on (fence-after {cfg.fence_after:g}s, permit-hold {cfg.permit_hold:g}s)"
                      if cfg.guard else "")
-            self.say(f"cluster {name}: Pull mode, agent pid {agent.pid}{guard} (log {where / 'agent.log'})")
+            mode = "Pull mode, agent" if name in pull else "Push mode, lease-only agent"
+            self.say(f"cluster {name}: {mode} pid {agent.pid}{guard} (log {where / 'agent.log'})")
 
     async def _agent_token(self, name: str) -> str:
         """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or

@@ -30,9 +30,9 @@ def test_up_guard_takes_fence_after_and_permit_hold_defaulting_to_15s() -> None:
     assert config_from_args(parse("--pull-members", "1")).guard is False
 
 
-def test_up_guard_without_pull_members_is_refused() -> None:
-    with pytest.raises(ValueError, match="--guard needs --pull-members"):
-        config_from_args(parse("--guard"))
+def test_up_guard_without_pull_members_guards_the_push_members() -> None:
+    cfg = config_from_args(parse("--guard"))
+    assert cfg.guard and cfg.pull_members == 0
 
 
 def test_up_fence_after_or_permit_hold_without_guard_is_refused() -> None:
@@ -51,10 +51,11 @@ def test_up_refuses_a_permit_hold_the_agents_would_refuse() -> None:
         config_from_args(parse("--pull-members", "1", "--guard", "--fence-after", "1"))
 
 
-def test_up_guard_without_pull_members_exits_2_with_a_clear_message() -> None:
-    r = subprocess.run([FLOTILLA, "up", "--guard", "--members", "2"], capture_output=True, text=True, timeout=60)
+def test_up_guard_with_a_bad_permit_hold_exits_2_with_a_clear_message() -> None:
+    r = subprocess.run([FLOTILLA, "up", "--guard", "--members", "2", "--permit-hold", "5"], capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode == 2, r.stdout
-    assert "--guard needs --pull-members N" in r.stderr, r.stderr
+    assert "--permit-hold (5s) must be longer than the Lease renew interval" in r.stderr, r.stderr
 
 
 def test_up_detach_passes_the_guard_flags_to_the_background_process() -> None:
@@ -65,11 +66,11 @@ def test_up_detach_passes_the_guard_flags_to_the_background_process() -> None:
     assert "--guard" not in plain and "--fence-after" not in plain and "--permit-hold" not in plain
 
 
-def test_up_guard_runs_only_the_pull_members_with_the_guard_and_their_fence_after(tmp_path: Path) -> None:
+def test_up_guard_runs_every_member_with_the_guard_and_its_fence_after(tmp_path: Path) -> None:
     stack = LocalStack(StackConfig(data_dir=tmp_path, members=3, pull_members=2, guard=True, fence_after=4.0,
                                    permit_hold=12.0))
     configs = {c.name: c for c in stack._member_configs({})}
-    assert guard_settings(configs["member1"].options) is None  # Push: no agent, no permit, no guard
+    assert guard_settings(configs["member1"].options) == (4.0, 0.5)  # Push: its lease-only agent keeps a permit
     assert guard_settings(configs["member2"].options) == (4.0, 0.5)
     assert guard_settings(configs["member3"].options) == (4.0, 0.5)
     unguarded = LocalStack(StackConfig(data_dir=tmp_path, members=2, pull_members=1))
