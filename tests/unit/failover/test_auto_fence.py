@@ -21,9 +21,16 @@ from flotilla.failover.auto_fence import (
     cluster_liveness,
     decide_auto_fence,
     fence_reason,
+    keeps_lease,
     parse_go_duration,
 )
 from flotilla.failover.events import FAILOVER_EVENT_REASONS
+from flotilla.failover.peer_quorum import (
+    ANNOTATION_FENCE_PENDING,
+    ANNOTATION_PEER_ENDPOINT,
+    ANNOTATION_PEER_REPORT_TTL,
+    fence_pending_token,
+)
 
 A = AutoFenceAction
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -63,10 +70,24 @@ def test_no_guard_is_never_fenced() -> None:
     assert d.action is A.NEVER and "no guard announced" in d.reason and not d.invalid
 
 
-def test_a_push_cluster_is_never_fenced_automatically() -> None:
+def test_a_push_cluster_without_a_lease_only_agent_is_never_fenced_automatically() -> None:
+    c = pull(hold=None, fence_after=None)
+    c["spec"]["syncMode"] = "Push"
+    d = decide(c, 0.0, 10 * BOUND)
+    assert d.action is A.NEVER and "fenced only by hand" in d.reason
+    assert not keeps_lease(c)
+
+
+def test_a_push_cluster_whose_lease_only_agent_announces_a_guard_is_fenced_like_a_pull_one() -> None:
     c = pull()
     c["spec"]["syncMode"] = "Push"
-    assert decide(c, 0.0, 10 * BOUND).action is A.NEVER
+    assert keeps_lease(c)
+    assert decide(c, 100.0, 100.0 + BOUND - 1.0).action is A.NOT_YET
+    assert decide(c, 100.0, 100.0 + BOUND + 1.0).action is A.FENCE
+    broken = pull(fence_after="soon")
+    broken["spec"]["syncMode"] = "Push"
+    d = decide(broken, 0.0, 10 * BOUND)
+    assert d.action is A.NEVER and d.invalid  # reported, as for a Pull cluster
 
 
 def test_a_guarded_cluster_stale_for_less_than_the_bound_is_not_fenced_yet() -> None:
@@ -229,3 +250,99 @@ def test_a_renew_time_that_goes_back_still_counts_for_the_fence() -> None:
     m = judge_pull_cluster(c, _lease("2026-03-01T12:00:10.000000Z"), None, T0, grace, monotonic=1.0).memory
     m = judge_pull_cluster(c, _lease("2026-03-01T11:00:00.000000Z"), m, T0, grace, monotonic=2.0).memory
     assert m.renewed_at == 2.0
+
+
+# ---------------------------------------------------------------------------------- the pending step (peers)
+
+TTL = 2.0
+
+
+def peer(name: str = "p1", token: str | None = None, **kw: Any) -> dict[str, Any]:
+    c = pull(name, uid="u1", **kw)
+    c["metadata"]["annotations"].update({ANNOTATION_PEER_ENDPOINT: "127.0.0.1:7480",
+                                         ANNOTATION_PEER_REPORT_TTL: f"{TTL:g}s"})
+    if token is not None:
+        c["metadata"]["annotations"][ANNOTATION_FENCE_PENDING] = token
+    return c
+
+
+def decide_peer(cluster: dict[str, Any], now: float, acks: dict[str, tuple[str, float]] | None = None,
+                voters: int = 2, clusters: list[ClusterLiveness] | None = None) -> Any:
+    return decide_auto_fence(cluster, memory(100.0), now, MARGIN, live(2) if clusters is None else clusters,
+                             GRACE, acks or {}, voters)
+
+
+TOKEN = fence_pending_token("x", "u1")  # memory(): renew_seen "x"; peer(): uid "u1"
+
+
+def test_a_peer_cluster_is_marked_pending_after_its_permit_hold_not_fenced() -> None:
+    assert decide_peer(peer(), 100.0 + 15.0 - 0.1).action is A.NOT_YET
+    d = decide_peer(peer(), 100.0 + 15.0)
+    assert d.action is A.PEND and d.token == TOKEN
+    assert d.condition is not None and d.condition["status"] == "False" and d.condition["reason"] == "FencePending"
+    assert d.event is not None and d.event.reason == "ClusterFencePending"
+    assert "waiting for 2 of the 2 other agents" in d.condition["message"]
+
+
+def test_a_pending_mark_needs_only_a_majority_within_the_window() -> None:
+    # another Pull cluster last seen before the candidate's hold ran out still counts for the mark
+    others = [ClusterLiveness("p2", True, renewed_at=101.0), ClusterLiveness("p3", True, renewed_at=109.0)]
+    assert decide_peer(peer(), 116.0, clusters=others).action is A.PEND
+    # ... but the fence itself wants renewals seen after the candidate's last one plus its hold
+    acks = {"p2": (TOKEN, 117.0), "p3": (TOKEN, 117.0)}
+    assert decide_peer(peer(token=TOKEN), 117.0 + TTL + 30.0 + 1, acks, clusters=others).action is A.HELD
+
+
+def test_a_pending_fence_waits_for_the_acknowledgements_then_ttl_fence_after_and_margin() -> None:
+    c = peer(token=TOKEN)
+    d = decide_peer(c, 200.0, {"p2": (TOKEN, 120.0)})
+    assert d.action is A.NOT_YET and "1 of the 2 acknowledgements" in d.reason
+    acks = {"p2": (TOKEN, 120.0), "p3": (TOKEN, 130.0)}
+    due = 130.0 + TTL + 15.0 + MARGIN
+    assert decide_peer(c, due - 0.1, acks).action is A.NOT_YET
+    assert decide_peer(c, due - 0.1, acks).recheck_after == pytest.approx(0.1)
+    d = decide_peer(c, due, acks)
+    assert d.action is A.FENCE and "acknowledged by 2 of the 2 other agents (needed 2)" in d.reason
+
+
+def test_the_fence_also_waits_for_the_bound() -> None:
+    c = peer(token=TOKEN)
+    acks = {"p2": (TOKEN, 101.0), "p3": (TOKEN, 101.0)}  # acknowledged early: the bound still rules
+    assert decide_peer(c, 100.0 + BOUND - 0.5, acks).action is A.NOT_YET
+    assert decide_peer(c, 100.0 + BOUND + 0.1, acks).action is A.FENCE
+
+
+def test_acknowledgements_of_another_token_do_not_count() -> None:
+    acks = {"p2": (TOKEN, 120.0), "p3": ("u1/older", 120.0)}
+    assert decide_peer(peer(token=TOKEN), 500.0, acks).action is A.NOT_YET
+
+
+def test_five_clusters_need_three_of_four_acknowledgements() -> None:
+    c = peer(token=TOKEN)
+    four = live(4)
+    acks = {"p2": (TOKEN, 120.0), "p3": (TOKEN, 120.0)}
+    assert decide_peer(c, 500.0, acks, voters=4, clusters=four).action is A.NOT_YET
+    acks["p4"] = (TOKEN, 121.0)
+    assert decide_peer(c, 500.0, acks, voters=4, clusters=four).action is A.FENCE
+
+
+def test_a_renewal_after_the_mark_cancels_it() -> None:
+    d = decide_peer(peer(token=fence_pending_token("an-older-renewal", "u1")), 500.0)
+    assert d.action is A.CANCEL and "renewed after the fence was marked pending" in d.reason
+    assert d.condition is not None and d.condition["reason"] == "FenceCancelled"
+    assert d.event is not None and d.event.reason == "ClusterFenceCancelled" and d.event.type == "Normal"
+
+
+def test_a_mark_on_a_cluster_that_no_longer_speaks_the_peer_protocol_is_cancelled() -> None:
+    c = pull(uid="u1")
+    c["metadata"]["annotations"][ANNOTATION_FENCE_PENDING] = TOKEN
+    assert decide_peer(c, 500.0).action is A.CANCEL
+
+
+def test_fence_reason_says_pending() -> None:
+    assert fence_reason(peer(token=TOKEN)) == "Pending"
+    assert fence_reason(peer()) is None
+
+
+def test_the_pending_events_are_failover_events() -> None:
+    assert {"ClusterFencePending", "ClusterFenceCancelled"} <= FAILOVER_EVENT_REASONS
