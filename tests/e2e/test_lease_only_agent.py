@@ -44,7 +44,7 @@ SLACK = 20.0  # the failover after the fence, and a loaded machine
 
 
 @pytest.mark.timeout(240)
-def test_a_push_member_cut_off_is_fenced_through_its_lease_only_agent_and_its_job_moves(
+def test_d19_a_push_member_cut_off_is_fenced_through_its_lease_only_agent_and_its_job_moves(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     root = tmp_path_factory.mktemp("lease-only") / "flotilla"
     try:

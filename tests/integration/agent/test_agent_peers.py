@@ -148,7 +148,7 @@ async def place_guarded_job(p: PeerPlane) -> None:
     await eventually(peers_known, what="the agents knowing their peers and renewing their permits")
 
 
-async def test_agents_keep_their_permits_through_a_control_plane_cut_off_from_all_of_them(
+async def test_d19_agents_keep_their_permits_through_a_control_plane_cut_off_from_all_of_them(
         plane: PeerPlane) -> None:
     await place_guarded_job(plane)
     before = {n: a.permit.peer_renewals if a.permit else 0 for n, a in plane.agents.items()}
@@ -171,7 +171,7 @@ async def test_agents_keep_their_permits_through_a_control_plane_cut_off_from_al
     assert plane.job_running("m1")
 
 
-async def test_a_member_cut_off_from_everything_stops_its_job_before_the_acknowledged_fence(
+async def test_d19_a_member_cut_off_from_everything_stops_its_job_before_the_acknowledged_fence(
         plane: PeerPlane) -> None:
     await place_guarded_job(plane)
     plane.cp_links["m1"].cut()

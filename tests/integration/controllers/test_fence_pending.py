@@ -80,7 +80,7 @@ async def pending(plane: Plane, name: str) -> dict[str, Any] | None:
     return c if pending_token(c) is not None else None
 
 
-async def test_a_peer_cluster_is_fenced_only_after_the_acknowledgements_and_their_wait(plane: Plane) -> None:
+async def test_d19_a_peer_cluster_is_fenced_only_after_the_acknowledgements_and_their_wait(plane: Plane) -> None:
     p1, p2, p3 = await three(plane)
     async with agents(p1, p2, p3):
         await asyncio.sleep(3 * PERIOD)
@@ -118,7 +118,7 @@ async def test_a_peer_cluster_is_fenced_only_after_the_acknowledgements_and_thei
         assert not is_fenced(await plane.get("p2")) and not is_fenced(await plane.get("p3"))
 
 
-async def test_an_acknowledgement_of_another_token_does_not_count(plane: Plane) -> None:
+async def test_d19_an_acknowledgement_of_another_token_does_not_count(plane: Plane) -> None:
     p1, p2, p3 = await three(plane)
     async with agents(p1, p2, p3):
         p1.renewing = False
@@ -129,7 +129,7 @@ async def test_an_acknowledgement_of_another_token_does_not_count(plane: Plane) 
         assert not is_fenced(await plane.get("p1"))
 
 
-async def test_a_lease_renewal_during_the_pending_wait_cancels_it(plane: Plane) -> None:
+async def test_d19_a_lease_renewal_during_the_pending_wait_cancels_it(plane: Plane) -> None:
     p1, p2, p3 = await three(plane)
     async with agents(p1, p2, p3):
         p1.renewing = False
@@ -153,7 +153,7 @@ async def test_a_lease_renewal_during_the_pending_wait_cancels_it(plane: Plane) 
         assert await events_by_reason(plane.client, "ClusterFenceCancelled")
 
 
-async def test_peer_clusters_cut_off_as_a_minority_are_never_fenced(plane: Plane) -> None:
+async def test_d19_peer_clusters_cut_off_as_a_minority_are_never_fenced(plane: Plane) -> None:
     p1, p2, p3 = await three(plane)
     async with agents(p1, p2, p3):
         p1.renewing = p2.renewing = False

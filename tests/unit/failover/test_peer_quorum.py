@@ -56,7 +56,7 @@ def test_a_malformed_report_is_refused_naming_the_field(body: object, field: str
         parse_report(body)
 
 
-def test_quorum_is_a_strict_majority_of_fresh_synced_unreachable_reports() -> None:
+def test_d19_quorum_is_a_strict_majority_of_fresh_synced_unreachable_reports() -> None:
     fresh = {"m2": (report("m2"), 9.5), "m3": (report("m3", reachable=True), 9.5)}
     q = peer_quorum(me="m1", fleet=3, fenced=False, reports=fresh, now=10.0, ttl=2.0)
     assert q.held and q.votes == 2 and q.total == 3
@@ -103,7 +103,7 @@ def test_the_quorum_lasts_until_the_reports_it_needs_expire() -> None:
 
 
 @pytest.mark.parametrize("total", range(1, 10))
-def test_acknowledgements_needed_meet_every_majority_that_includes_the_candidate(total: int) -> None:
+def test_d19_acknowledgements_needed_meet_every_majority_that_includes_the_candidate(total: int) -> None:
     for voters in range(total):  # voters: the other clusters whose agents answer peers
         needed = acknowledgements_needed(voters, total)
         if needed > voters:  # more than there are: never fenced, which is right only if the candidate alone
@@ -164,7 +164,7 @@ def test_the_peer_announcement_reads_back() -> None:
         assert peer_report_ttl({"metadata": {"annotations": {ANNOTATION_PEER_REPORT_TTL: bad}}}) is None, bad
 
 
-def test_the_permit_goes_on_through_a_held_quorum_but_never_comes_back_through_one() -> None:
+def test_d19_the_permit_goes_on_through_a_held_quorum_but_never_comes_back_through_one() -> None:
     q = peer_quorum(me="m1", fleet=3, fenced=False, reports={"m2": (report("m2"), 19.9)}, now=20.0, ttl=2.0)
     assert q.held
     renew = permit_decision(now=20.0, last_renewal_started=1.0, hold=15.0, fenced=False, purged=True, quorum=q)
