@@ -78,6 +78,7 @@ class PermitKeeper:
         self.kinds: set[tuple[str, str]] = set()
         self.step: PermitStep | None = None
         self.reason = ""
+        self.route = ""  # "peers" while renewing through the peers' quorum
 
     # ------------------------------------------------------------------ one pass
     async def step_once(self) -> PermitStep:
@@ -120,10 +121,13 @@ class PermitKeeper:
         return own
 
     def _note(self, step: PermitStep, reason: str) -> None:
-        if step is not self.step:
-            level = logging.WARNING if step is PermitStep.WITHHOLD and self.step is PermitStep.RENEW else logging.INFO
-            log.log(level, "run permit of cluster %s: %s (%s)", self.cluster, step.value.lower(), reason)
-        self.step, self.reason = step, reason
+        """Log the step when it changes, and when a renewal switches between the control plane and the peers."""
+        route = "peers" if step is PermitStep.RENEW and self.last_quorum is not None else ""
+        if step is not self.step or route != self.route:
+            warn = (step is PermitStep.WITHHOLD and self.step is PermitStep.RENEW) or route == "peers"
+            log.log(logging.WARNING if warn else logging.INFO, "run permit of cluster %s: %s%s (%s)", self.cluster,
+                    step.value.lower(), " through the peers" if route else "", reason)
+        self.step, self.reason, self.route = step, reason, route
 
     async def purge(self) -> bool:
         """Delete the stale guarded copies (from a fresh Cluster and a fresh, complete Work list); whether it ran.
