@@ -23,9 +23,11 @@ T0 = 1_000_000.0  # the cut, wall clock
 SHORT = PartitionTimings(fence_after=2, permit_hold=3, fence_margin=2, monitor_period=1, lease_duration=4)
 
 
-def test_the_default_timings_fence_45s_after_the_last_renewal_seen_and_by_50s() -> None:
+def test_the_default_timings_fence_47s_after_the_last_renewal_seen_and_by_54s() -> None:
     t = DEFAULT_TIMINGS
-    assert (t.bound, t.fence_by, t.lease_renew_interval, t.fence_not_before) == (45.0, 50.0, 10.0, 35.0)
+    # pending at 15 s, then ttl 2 + fence-after 15 + margin 15 after the acknowledgements (2 s allowed), monitor 5
+    assert (t.bound, t.due, t.fence_by, t.lease_renew_interval, t.fence_not_before) == (45.0, 47.0, 54.0, 10.0,
+                                                                                        37.0)
     assert t.guard_stop_by == 30.5
     assert timing_errors(t) == []
 
@@ -97,7 +99,7 @@ def test_a_clean_partition_gives_every_number_and_no_problem() -> None:
     assert (s["overlap_count"], s["running_at_fence_count"], s["seen_running_before_stop_count"]) == (0, 0, 0)
     assert partition_problems(s, 2) == []
     lines = "\n".join(partition_lines(s, 2))
-    assert "fenced automatically    6.50 s; expected between 6 and 8 s" in lines
+    assert "fenced automatically    6.50 s; expected between 8 and 12 s" in lines
     assert "new copy running        7.00 / 8.00 / 8.00 s (2/2); all running after 8.00 s" in lines
 
 

@@ -21,9 +21,10 @@ its own registers it and applies its Works (and, after the fault, deletes them),
 it. The agent's CPU seconds are reported beside the control plane's.
 
 ``--fault partition`` (Pull implied) makes member1 a guarded Pull member (:mod:`flotilla.bench.partition`): its
-agent runs ``--guard``, the members run the guard (``--sim-option guard=<fence-after>``; only member1 has an agent
-keeping a permit, and a guard that never saw a permit stops nothing), the agent reaches the control plane through a
-``flotilla bench link`` process, and the fault cuts that link. Nothing else is done: the guard stops the workloads,
+agent runs ``--guard`` and the peer protocol, the other members get lease-only agents (``--lease-only --guard``,
+peers: they acknowledge member1's pending fence, as under ``flotilla up --guard``), the members run the guard
+(``--sim-option guard=<fence-after>``), member1's agent reaches the control plane through a ``flotilla bench
+link`` process, and the fault cuts that link. Nothing else is done: the guard stops the workloads,
 the control plane fences member1 by itself and the failovers create the new copies.
 """
 
@@ -156,6 +157,7 @@ class Run:
         self.members_proc: ChildProcess | None = None
         self.agent_proc: ChildProcess | None = None  # with --pull: member1's agent
         self.link_proc: ChildProcess | None = None  # with --fault partition: the agent's link to the control plane
+        self.lease_only_agents: list[ChildProcess] = []  # with --fault partition: the Push members' agents
         self.cp_kubeconfig = ""
         self.etcd: Any = None
         self.cp: Any = None
@@ -225,7 +227,7 @@ class Run:
                     await client.close()
         if self.http is not None:
             await self.http.close()
-        for proc in (self.agent_proc, self.link_proc, self.cp_proc, self.members_proc):
+        for proc in (self.agent_proc, *self.lease_only_agents, self.link_proc, self.cp_proc, self.members_proc):
             if proc is not None:
                 await proc.stop()
         if self.etcd is not None:
@@ -258,6 +260,8 @@ class Run:
                 continue
             creds = load_kubeconfig(str(self.members_dir / name / "kubeconfig"))
             await join_cluster(cp, join_spec_from_credentials(name, creds))
+            if p.partition:  # as under `flotilla up --guard`: a lease-only agent keeps its permit and answers peers
+                await self.start_lease_only_agent(name)
         await poll_until(lambda: clusters_ready(cp, len(self.names)), "every member Ready and untainted", 120, 0.2)
         if p.partition:
             await poll_until(self._guard_announced, f"{self.failed}'s guard announced and its run permit kept",
@@ -306,12 +310,25 @@ class Run:
             kubeconfig = await self.start_link(name)
             t = self.p.timings
             extra = ["--guard", "--fence-after", f"{t.fence_after:g}s", "--permit-hold", f"{t.permit_hold:g}s",
-                     "--cluster-lease-duration", f"{t.lease_duration:g}s"]
+                     "--cluster-lease-duration", f"{t.lease_duration:g}s", "--peer-listen", "127.0.0.1:0"]
         self.agent_proc = ChildProcess("agent", [
             "--log-level", "info", "agent", "--karmada-kubeconfig", kubeconfig, "--cluster-name", name,
             "--kubeconfig", str(self.members_dir / name / "kubeconfig"),
             "--cluster-status-update-frequency", "1s", *extra], self.workdir / "agent.log")
         await self.agent_proc.start(None)  # ready once its Cluster is Ready (below)
+
+    async def start_lease_only_agent(self, name: str) -> None:
+        """``flotilla agent --lease-only`` beside Push member ``name``: the Lease, the permit and the peer protocol,
+        so member1's pending fence is acknowledged as in a fleet where every member runs an agent."""
+        t = self.p.timings
+        proc = ChildProcess(f"agent-{name}", [
+            "--log-level", "info", "agent", "--lease-only", "--karmada-kubeconfig", self.cp_kubeconfig,
+            "--cluster-name", name, "--kubeconfig", str(self.members_dir / name / "kubeconfig"),
+            "--guard", "--fence-after", f"{t.fence_after:g}s", "--permit-hold", f"{t.permit_hold:g}s",
+            "--cluster-lease-duration", f"{t.lease_duration:g}s", "--peer-listen", "127.0.0.1:0"],
+            self.workdir / f"agent-{name}.log")
+        await proc.start(None)
+        self.lease_only_agents.append(proc)
 
     async def start_link(self, name: str) -> str:
         """``flotilla bench link`` in front of the control plane's API for member ``name``'s agent; the path of a
@@ -342,6 +359,7 @@ class Run:
         """member1's Cluster announces the guard (what the control plane fences by) and its permit exists."""
         from flotilla.api import resources as R
         from flotilla.client.resources import LEASES
+        from flotilla.failover.peer_quorum import ANNOTATION_PEER_ENDPOINT
         from flotilla.failover.run_permit import (
             ANNOTATION_FENCE_AFTER,
             ANNOTATION_PERMIT_HOLD,
@@ -349,10 +367,12 @@ class Run:
             PERMIT_NAMESPACE,
         )
 
-        cluster = await self.cp.get(R.CLUSTERS, self.failed)
-        annotations = (cluster.get("metadata") or {}).get("annotations") or {}
-        if not (annotations.get(ANNOTATION_FENCE_AFTER) and annotations.get(ANNOTATION_PERMIT_HOLD)):
-            return False
+        for name in self.names:  # every agent announces its guard and its peer endpoint
+            cluster = await self.cp.get(R.CLUSTERS, name)
+            annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+            if not (annotations.get(ANNOTATION_FENCE_AFTER) and annotations.get(ANNOTATION_PERMIT_HOLD)
+                    and annotations.get(ANNOTATION_PEER_ENDPOINT)):
+                return False
         permit = await self.member_clients[self.failed].get_or_none(LEASES, PERMIT_NAME, PERMIT_NAMESPACE)
         return permit is not None
 

@@ -18,9 +18,12 @@ uses too):
 * **new copy running**: when the driver's watch on the other members saw the new copy running (then, as for every
   fault, Healthy on the binding).
 
-The control plane counts from the last renewal it saw, which came up to one Lease renew interval *before* the cut,
-so the fence lands between ``bound - renew interval`` and ``bound + monitor period`` after the cut (plus the time
-its watch takes to deliver the renewal and the taint).
+Every agent speaks the peer protocol, so the control plane first marks member1 fence-pending (``permit-hold``
+without a renewal), the other agents acknowledge it at once, and the fence is due ``peer-report-ttl + fence-after +
+fence-margin`` after the last acknowledgement, and not before the bound. The control plane counts from the last
+renewal it saw, which came up to one Lease renew interval *before* the cut, so the fence lands between ``due -
+renew interval`` and ``due + the acknowledgements' delivery + monitor period`` after the cut (plus the time its
+watch takes to deliver the taint).
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ LEASE_RENEW_FRACTION: Final = 0.25
 GUARD_POLL: Final = 0.5
 #: the agent's --permit-renew-interval (its default, which the benchmark keeps)
 PERMIT_RENEW_INTERVAL: Final = 1.0
+#: the agents' --peer-report-ttl (their default, which the benchmark keeps)
+PEER_REPORT_TTL: Final = 2.0
+#: what the acknowledgements of the pending mark may take to reach the control plane (watch, the agents' Lease
+#: writes, the control plane's watch of them)
+ACK_ALLOWANCE: Final = 2.0
 
 
 @dataclass(frozen=True)
@@ -75,15 +83,21 @@ class PartitionTimings:
         return self.permit_hold + self.fence_after + self.fence_margin
 
     @property
+    def due(self) -> float:
+        """When the fence is due after the last renewal seen, with acknowledgements that came at once: the pending
+        mark at permit-hold, then ttl + fence-after + margin, and never before the bound."""
+        return max(self.bound, self.permit_hold + PEER_REPORT_TTL + self.fence_after + self.fence_margin)
+
+    @property
     def fence_by(self) -> float:
         """The latest the fence is due after the last renewal the control plane saw (so, after the cut)."""
-        return self.bound + self.monitor_period
+        return self.due + ACK_ALLOWANCE + self.monitor_period
 
     @property
     def fence_not_before(self) -> float:
         """The earliest the fence can come after the cut: the last renewal seen was at most one renew interval
         before it."""
-        return max(0.0, self.bound - self.lease_renew_interval)
+        return max(0.0, self.due - self.lease_renew_interval)
 
     @property
     def guard_stop_by(self) -> float:
@@ -96,7 +110,7 @@ class PartitionTimings:
         return {"fence_after_s": self.fence_after, "permit_hold_s": self.permit_hold,
                 "fence_margin_s": self.fence_margin, "monitor_period_s": self.monitor_period,
                 "lease_duration_s": self.lease_duration, "lease_renew_interval_s": self.lease_renew_interval,
-                "guard_poll_s": GUARD_POLL, "bound_s": self.bound, "fence_by_s": self.fence_by,
+                "guard_poll_s": GUARD_POLL, "bound_s": self.bound, "due_s": self.due, "fence_by_s": self.fence_by,
                 "fence_not_before_s": self.fence_not_before, "guard_stop_by_s": self.guard_stop_by}
 
 

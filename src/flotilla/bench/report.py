@@ -137,8 +137,8 @@ def partition_lines(part: dict[str, Any], n: int) -> list[str]:
         f"  guard stopped (history) {_s(part.get('guard_stopped_history_s') or {}, part.get('copies_in_history', 0))}",
         "  fenced automatically    " + ("never" if fenced is None else
                                         f"{fenced:.2f} s; expected between {t.get('fence_not_before_s', 0):g} and "
-                                        f"{t.get('fence_by_s', 0):g} s (bound - renew interval, bound + monitor "
-                                        f"period){'' if part.get('fence_within_bound') else ': LATER'}"),
+                                        f"{t.get('fence_by_s', 0):g} s (due - renew interval, due + acknowledgements "
+                                        f"+ monitor period){'' if part.get('fence_within_bound') else ': LATER'}"),
         f"  new copy running        {_s(part.get('new_copy_running_s') or {}, n)}; all running after "
         + ("-" if part.get("all_running_s") is None else f"{part['all_running_s']:.2f} s"),
         f"  Healthy (binding)       {_s(part.get('healthy_s') or {}, n)}",
