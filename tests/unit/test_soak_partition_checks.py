@@ -157,6 +157,12 @@ def test_every_plan_leaves_a_member_unfaulted_and_uses_one_or_two_faults() -> No
     assert {f.fault for p in plans for f in p.faults} == set(FAULTS)
 
 
+def test_as_many_trials_as_faults_try_every_fault() -> None:
+    for seed in range(1, 6):
+        plans = plan_trials(seed, len(FAULTS), MEMBERS, FAULTS, Timings())
+        assert {p.faults[0].fault for p in plans} == set(FAULTS), seed
+
+
 def test_hold_times_follow_each_fault_rule() -> None:
     t = Timings(fence_after=4, permit_hold=12, fence_margin=4)
     for plan in plan_trials(5, 300, MEMBERS, FAULTS, t):

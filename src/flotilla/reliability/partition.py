@@ -233,18 +233,25 @@ def plan_trials(seed: int, trials: int, members: Sequence[str], faults: Mapping[
     """Each trial's faults, members and hold times, from ``seed`` alone (pure; the same seed, the same plan).
 
     One fault or two together (half the trials each, when two fit); at least one member is never faulted, so a
-    workload always has somewhere to go."""
+    workload always has somewhere to go. The first fault of the first trials takes every fault that fits in turn
+    (in an order drawn from the seed), so that as many trials as there are faults try each of them at least once;
+    after that the faults are drawn by their weights."""
     rng = random.Random(seed)
     names = sorted(faults)
+    every = [n for n in names if faults[n].members <= len(members) - 1]
+    rng.shuffle(every)
     plans: list[TrialPlan] = []
     for index in range(1, trials + 1):
         free = list(members)
         chosen: list[FaultPlan] = []
-        for _ in range(1 if rng.random() < 0.5 else 2):
+        for slot in range(1 if rng.random() < 0.5 else 2):
             fits = [n for n in names if faults[n].members <= len(free) - 1]
             if not fits:
                 break
-            name = rng.choices(fits, weights=[faults[n].weight for n in fits])[0]
+            if slot == 0 and index <= len(every):
+                name = every[index - 1]
+            else:
+                name = rng.choices(fits, weights=[faults[n].weight for n in fits])[0]
             picked = tuple(sorted(rng.sample(free, faults[name].members)))
             free = [m for m in free if m not in picked]
             chosen.append(FaultPlan(name, picked, round(faults[name].hold(rng, timings), 1)))
@@ -737,6 +744,11 @@ def _s(value: Any) -> str:
 def trial_line(t: Mapping[str, Any]) -> str:
     lines = [f"  trial {t['trial']}: {t['plan']}: {'ok' if not t['problems'] else 'FAILED'}"]
     fenced_s = t.get("fenced_s") or {}
+    if t.get("faults"):
+        healed = "; ".join(f"{f['fault']}({','.join(f['members'])}) healed at {_s(f['healed_s'])}"
+                           for f in t["faults"])
+        fences = ", ".join(f"{m} at {_s(v)}" for m, v in sorted(fenced_s.items())) or "none"
+        lines.append(f"    {healed}; fenced: {fences}; settled {_s(t.get('settled_s'))} after the heal")
     for w in t.get("workloads") or []:
         fence = fenced_s.get(w["home"])
         lines.append(f"    {w['kind']} {w['name']} {w['home']} -> {w['end'] or '?'}: cut -> stopped "
