@@ -44,6 +44,7 @@ bench: $(STAMP)
 soak: $(STAMP)
 	$(VENV)/bin/flotilla soak crash --trials 10 --workloads 500 --members 3 --kind mix --seed 1 --json soak-crash.json
 	$(VENV)/bin/flotilla soak ha --workloads 200 --members 3 --kind mix --json soak-ha.json
+	$(VENV)/bin/flotilla soak partition --trials 10 --seed 1 --json soak-partition.json
 	FLOTILLA_PARTITION_SOAK_SECONDS=600 $(PY) -m pytest -q -s -p no:cacheprovider tests/e2e/test_partitions.py -k never_flip
 	FLOTILLA_FUZZ_SECONDS=600 FLOTILLA_FUZZ_EXAMPLES=3000 $(PY) -m pytest -q -p no:cacheprovider \
 		tests/e2e/test_openapi_fuzz.py tests/compat/test_karmada_objects_fuzz.py tests/unit/test_go_regexp.py
