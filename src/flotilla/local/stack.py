@@ -430,7 +430,11 @@ class LocalStack:
             argv = ["--log-level", "info", "agent", "--karmada-kubeconfig", str(karmada), "--cluster-name", name,
                     "--kubeconfig", str(m.kubeconfig_path), "--cluster-api-endpoint", m.url,
                     "--cluster-status-update-frequency", repr(cfg.timings["cluster_status_update_frequency"]),
-                    "--cluster-api-timeout", repr(cfg.timings["cluster_api_timeout"])]
+                    "--cluster-api-timeout", repr(cfg.timings["cluster_api_timeout"]),
+                    # the same health thresholds as the controller-manager's probes of the Push members: a Pull
+                    # member whose API is down is Ready False within seconds, not Karmada's 30 s
+                    "--cluster-success-threshold", repr(cfg.timings["cluster_success_threshold"]),
+                    "--cluster-failure-threshold", repr(cfg.timings["cluster_failure_threshold"])]
             if name not in pull:
                 argv.append("--lease-only")
             if cfg.guard:
