@@ -63,6 +63,9 @@ def test_demo_fences_the_cut_off_member_by_itself_and_moves_the_job_never_runnin
                  "the control plane fenced member1 by itself: taint cluster.flotilla.io/out-of-service:NoExecute, "
                  "condition Fenced=True (LeaseExpired): No renewal of Lease karmada-cluster/member1 seen for",
                  "2 of 3 clusters live",
+                 "the control plane had marked member1 fence-pending",
+                 "member2's agent acknowledged it", "member3's agent acknowledged it",
+                 "acknowledged by 2 of the 2 other agents",
                  "Event ClusterFencedAutomatically (Warning) on Cluster member1",
                  "evicted: graceful eviction task from member1, purgeMode Directly",
                  "created with label failover.flink.io/job-id=",

@@ -39,6 +39,7 @@ from flotilla.api import resources as R
 from flotilla.client import ApiException, Client, Resource
 from flotilla.failover.auto_fence import CONDITION_FENCED, EVENT_CLUSTER_FENCED_AUTOMATICALLY
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
+from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.failover.run_permit import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD, GUARDED_LABEL
 from flotilla.failover.state import parse_time
 from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
@@ -227,6 +228,7 @@ class Demo:
                 PERMIT_HOLD, FENCE_AFTER, FENCE_MARGIN
         self.stack: LocalStack | None = None
         self.members: dict[str, Client] = {}
+        self.pending_seen: dict[str, float] = {}  # member1's fence pending, its acknowledgements: seconds after the cut
 
     @property
     def cp(self) -> Client:
@@ -387,6 +389,7 @@ class Demo:
         f.cut_at = time.time()
         n.say("member1 is cut off from the control plane (flotilla sim fault member1 --mode partition): its agent "
               "cannot renew its Lease any more; member1 and its job go on running. Nobody types anything from now on")
+        watcher = asyncio.ensure_future(self._watch_pending(n.t0))
         await asyncio.sleep(1.0)
         obj = await self._running_in("member1")
         if obj is not None:
@@ -409,6 +412,17 @@ class Demo:
 
         cluster = await n.wait(self._fenced_automatically, "the control plane to fence member1",
                                _left(n, FENCE_BOUND + FENCE_PENDING + SLACK))
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        if "pending" in self.pending_seen:
+            acked = {k: v for k, v in self.pending_seen.items() if k != "pending"}
+            n.say(f"(at T+{self.pending_seen['pending']:.1f}s the control plane had marked member1 fence-pending, "
+                  f"after {PERMIT_HOLD:g}s without a Lease renewal; "
+                  + (", ".join(f"{m}'s agent acknowledged it at T+{t:.1f}s" for m, t in sorted(acked.items()))
+                     or "no acknowledgement seen")
+                  + "; from then on no agent vouches for member1, and the fence waits for the peer-report ttl + "
+                    "fence-after + margin after the last acknowledgement)")
         f.fence_seconds = n.since_fault()
         cond = _condition(cluster, CONDITION_FENCED) or {}
         f.fence_status = f"{cond.get('status')}/{cond.get('reason')}"
@@ -439,6 +453,27 @@ class Demo:
         n.say("member1 holds no copy of the job any more: its agent deleted the stale copy; member1 stays fenced "
               "until an operator runs flotilla unfence member1")
         await asyncio.sleep(AFTER_HEAL)
+
+    async def _watch_pending(self, t0: float) -> None:
+        """Record when member1's fence was first seen pending and when each other agent's Lease acknowledged it
+        (seconds since the cut), for the narration."""
+        from flotilla.client.resources import LEASES
+
+        self.pending_seen.clear()
+        token = None
+        while True:
+            with contextlib.suppress(ApiException, OSError):
+                if token is None:
+                    token = pending_token(await self._cluster("member1"))
+                    if token is not None:
+                        self.pending_seen["pending"] = time.monotonic() - t0
+                else:
+                    for m in ("member2", "member3"):
+                        if m not in self.pending_seen:
+                            lease = await _get(self.cp, LEASES, m, "karmada-cluster")
+                            if acknowledged_fences(lease).get("member1") == token:
+                                self.pending_seen[m] = time.monotonic() - t0
+            await asyncio.sleep(0.2)
 
     async def _wait_moved(self) -> None:
         n, f = self.n, self.facts
