@@ -53,6 +53,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from flotilla.api.labels import (
@@ -73,9 +74,12 @@ from flotilla.failover.auto_fence import (
     EVENT_GUARD_ANNOUNCEMENT_INVALID,
     AutoFenceAction,
     AutoFenceDecision,
+    announced_guard,
     cluster_liveness,
     decide_auto_fence,
     keeps_lease,
+    majority_live,
+    silent_clusters,
 )
 from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
 from flotilla.failover.fencing import fence_patch, is_fenced
@@ -141,6 +145,7 @@ class ClusterController(Controller):
         # agent's cluster -> {candidate: (pending-fence token its Lease acknowledges, monotonic time first seen)}
         self._acks: dict[str, dict[str, tuple[str, float]]] = {}
         self._recheck: float | None = None  # the soonest a fence decision is due (monotonic), within a period
+        self._majority: bool | None = None  # whether the last fence pass saw a strict majority of clusters live
         self._monitor_task: asyncio.Task[None] | None = None
 
     def setup(self) -> None:
@@ -374,9 +379,35 @@ class ClusterController(Controller):
         return decide_auto_fence(cluster, self._health.get(name), self.ctx.monotonic(), self.fence_margin, everyone,
                                  self.grace.grace_period, acks, len(voters))
 
+    def _restart_bounds_on_regained_majority(self) -> None:
+        """A control plane that had no majority of clusters live may have been the one cut off: when it sees a
+        majority again, the clusters still silent get a fresh bound from now (their agents may still be in their
+        retry backoff), and the acknowledgements of their pending fences count from now."""
+        clusters = list(self.clusters.store.list())
+        now = self.ctx.monotonic()
+        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or "")) for c in clusters]
+        bounds = [g.permit_hold + g.fence_after + self.fence_margin
+                  for g in (announced_guard(c)[0] for c in clusters) if g is not None]
+        window = min([self.grace.grace_period, *bounds])
+        has = majority_live(everyone, now, window) if everyone else True
+        if self._majority is False and has:
+            silent = silent_clusters({k: m.renewed_at for k, m in self._health.items()}, now, window)
+            for name in silent:
+                memory = self._health.get(name)
+                if memory is not None:
+                    self._health[name] = replace(memory, renewed_at=now)
+                for acks in self._acks.values():
+                    if name in acks:
+                        acks[name] = (acks[name][0], now)
+            if silent:
+                log.warning("a strict majority of clusters is live again after none was: the fence bounds of %s, "
+                            "still silent, start again now", ", ".join(sorted(silent)))
+        self._majority = has
+
     async def fence_pass(self) -> None:
         """Decide the automatic fence of every Pull cluster in the informer's cache; fence, mark pending or cancel
         the pending mark as it says."""
+        self._restart_bounds_on_regained_majority()
         for cluster in list(self.clusters.store.list()):
             if not keeps_lease(cluster):
                 continue

@@ -91,6 +91,8 @@ __all__ = [
     "Guard",
     "announced_guard",
     "keeps_lease",
+    "majority_live",
+    "silent_clusters",
     "cluster_liveness",
     "decide_auto_fence",
     "fence_reason",
@@ -177,6 +179,21 @@ def cluster_liveness(cluster: Mapping[str, Any], memory: LeaseMemory | None) -> 
     if is_pull_cluster(cluster):
         return ClusterLiveness(name, True, renewed_at=memory.renewed_at if memory is not None else None)
     return ClusterLiveness(name, False, ready=condition_status(cluster) == TRUE)
+
+
+def majority_live(clusters: Iterable[ClusterLiveness], now: float, window: float) -> bool:
+    """Whether more than half of ``clusters`` are live (Pull: a Lease change seen less than ``window`` ago). A
+    control plane that sees no such majority may be the one cut off."""
+    everyone = list(clusters)
+    return 2 * sum(1 for c in everyone if c.live(now, window)) > len(everyone)
+
+
+def silent_clusters(renewed_at: Mapping[str, float | None], now: float, window: float) -> list[str]:
+    """The clusters whose Lease was seen to change, but not for ``window`` (``renewed_at``: per cluster whose
+    Lease an agent keeps, when the control plane last saw it change). When the control plane regains a majority
+    after it had none, their silence may have been its own cut-off rather than theirs: their bounds start again
+    from that moment, which postpones a fence and never brings one forward."""
+    return sorted(name for name, at in renewed_at.items() if at is not None and now - at >= window)
 
 
 class AutoFenceAction(enum.Enum):

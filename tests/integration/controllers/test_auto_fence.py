@@ -294,3 +294,27 @@ async def test_a_directly_workload_on_an_automatically_fenced_pull_cluster_fails
                 assert calls == 0, "the control plane called the fenced Pull cluster's API"
         finally:
             await manager.stop()
+
+
+async def test_after_a_cut_off_of_the_control_plane_the_last_agents_back_get_a_fresh_bound(plane: Plane) -> None:
+    """Every Lease silent for longer than the bound (the control plane cut off from all members), then two agents
+    back at once and the third a little later: the third is not fenced for having been the last one back. One that
+    never comes back is fenced a bound after the majority returned, not before."""
+    pulls = [await pull_cluster(plane.client, f"pull{i}", guard_annotations()) for i in (1, 2, 3, 4, 5)]
+    async with agents(*pulls):
+        await never_fenced(plane, [p.name for p in pulls], BOUND)
+        for p in pulls:
+            p.renewing = False  # the control plane's network is cut from every member
+        await never_fenced(plane, [p.name for p in pulls], 2 * BOUND + SLACK)
+        for p in pulls[1:4]:
+            p.renewing = True  # three of five back: a majority again
+        regained = time.monotonic()
+        await asyncio.sleep(BOUND * 0.6)
+        pulls[0].renewing = True  # pull1 back within the bound counted from the regained majority
+        await never_fenced(plane, ["pull1"], 2 * BOUND)
+
+        async def pull5_fenced() -> bool:
+            return is_fenced(await plane.get("pull5"))
+
+        await eventually(pull5_fenced, what="pull5, never back, fenced")
+        assert time.monotonic() - regained >= BOUND * 0.95

@@ -22,7 +22,9 @@ from flotilla.failover.auto_fence import (
     decide_auto_fence,
     fence_reason,
     keeps_lease,
+    majority_live,
     parse_go_duration,
+    silent_clusters,
 )
 from flotilla.failover.events import FAILOVER_EVENT_REASONS
 from flotilla.failover.peer_quorum import (
@@ -346,3 +348,18 @@ def test_fence_reason_says_pending() -> None:
 
 def test_the_pending_events_are_failover_events() -> None:
     assert {"ClusterFencePending", "ClusterFenceCancelled"} <= FAILOVER_EVENT_REASONS
+
+
+# ---------------------------------------------------------------------------------- after the control plane's cut-off
+
+
+def test_majority_live_counts_every_cluster() -> None:
+    pulls = [ClusterLiveness(f"p{i}", True, renewed_at=at) for i, at in enumerate((99.0, 99.0, 50.0))]
+    assert majority_live(pulls, 100.0, 10.0)  # 2 of 3
+    assert not majority_live(pulls[1:], 100.0, 10.0)  # 1 of 2
+    assert not majority_live([ClusterLiveness(f"p{i}", True, renewed_at=50.0) for i in range(3)], 100.0, 10.0)
+
+
+def test_silent_clusters_are_those_seen_once_and_quiet_for_the_window() -> None:
+    renewed = {"a": 99.0, "b": 80.0, "c": None, "d": 90.0}
+    assert silent_clusters(renewed, 100.0, 10.0) == ["b", "d"]
