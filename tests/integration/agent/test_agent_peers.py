@@ -12,11 +12,14 @@ link and answered by its peers through another, a real API server and the contro
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,8 +77,9 @@ class PeerPlane:
         return model is not None and model.running
 
 
-@pytest.fixture
-async def plane(tmp_path: Path) -> AsyncIterator[PeerPlane]:
+@contextlib.asynccontextmanager
+async def peer_plane(tmp_path: Path, **agent_options: Any) -> AsyncIterator[PeerPlane]:
+    """Three guarded members, their agents (``agent_options``: more AgentConfig fields) and the control plane."""
     members = [MemberConfig(name=n, data_dir=tmp_path / "members", ready_delay=0.2,
                             options={"guard": f"{FENCE_AFTER}s", "guard_poll": GUARD_POLL}) for n in NAMES]
     async with control_plane(tmp_path, compaction_interval=0) as (server, cp):
@@ -95,8 +99,6 @@ async def plane(tmp_path: Path) -> AsyncIterator[PeerPlane]:
                 peer_port = _free_port()
                 peer_link = await Link(f"{name}-peers", ("127.0.0.1", peer_port)).start()
                 p.cp_links[name], p.peer_links[name] = cp_link, peer_link
-                import dataclasses
-
                 agent_cp = Client.from_credentials(
                     dataclasses.replace(creds, server=f"{scheme}://{cp_link.url_host}"), request_timeout=2)
                 member = Client.from_kubeconfig(group.members[name].kubeconfig_path, request_timeout=2,
@@ -107,7 +109,7 @@ async def plane(tmp_path: Path) -> AsyncIterator[PeerPlane]:
                                   cluster_api_timeout=1.0, sync_timeout=30.0, guard=True, fence_after=FENCE_AFTER,
                                   permit_hold=PERMIT_HOLD, permit_renew_interval=0.2,
                                   peer_listen=f"127.0.0.1:{peer_port}", peer_advertise=peer_link.url_host,
-                                  peer_report_ttl=TTL, peer_poll_interval=0.1)
+                                  peer_report_ttl=TTL, peer_poll_interval=0.1, **agent_options)
                 assert cfg.validate() == []
                 agent = Agent(agent_cp, member, cfg, backoff=(0.1, 0.5))
                 p.agents[name] = agent
@@ -123,6 +125,12 @@ async def plane(tmp_path: Path) -> AsyncIterator[PeerPlane]:
                 await link.stop()
             await manager.stop()
             await group.stop()
+
+
+@pytest.fixture
+async def plane(tmp_path: Path) -> AsyncIterator[PeerPlane]:
+    async with peer_plane(tmp_path) as p:
+        yield p
 
 
 async def _true(value: bool) -> bool:
