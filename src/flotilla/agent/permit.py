@@ -124,7 +124,8 @@ class PermitKeeper:
         started = self.last_renewal_started()
         now = self.monotonic()
         own = started is not None and now - started < self.permit_hold
-        self.last_quorum = None if own else self.quorum()
+        # the peers matter only once a hold of the control plane has lapsed (never before the first one)
+        self.last_quorum = None if own or started is None else self.quorum()
         if self.last_quorum is not None and self.metrics is not None:
             self.metrics.quorum_evaluated(self.last_quorum)
         return permit_decision(now=now, last_renewal_started=started, hold=self.permit_hold, fenced=self.fenced,
@@ -150,7 +151,8 @@ class PermitKeeper:
         if self.metrics is not None:
             self.metrics.set_permit_withheld(route is PermitRoute.WITHHELD)
         event = permit_event(self.route, route, reason)
-        self.route = route
+        if self.route is not None or route is not PermitRoute.WITHHELD:  # not renewed yet: nothing withdrawn
+            self.route = route
         if event is not None and self.recorder is not None:
             self.recorder.event(self._permit_ref(), event.type, event.reason, event.message)
 

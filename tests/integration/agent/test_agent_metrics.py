@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -72,15 +73,18 @@ def renewals(route: str) -> str:
     return f'flotilla_agent_run_permit_renewals_total{{route="{route}"}}'
 
 
-async def permit_events(p: PeerPlane, name: str) -> dict[str, int]:
-    """The occurrences of each permit Event in member ``name`` (an Event's ``count`` included)."""
+async def member_events(p: PeerPlane, name: str) -> list[dict[str, Any]]:
     client = Client.from_kubeconfig(p.group.members[name].kubeconfig_path)
     try:
-        items = (await client.list(EVENTS, PERMIT_NAMESPACE)).get("items") or []
+        return list((await client.list(EVENTS, PERMIT_NAMESPACE)).get("items") or [])
     finally:
         await client.close()
+
+
+async def permit_events(p: PeerPlane, name: str) -> dict[str, int]:
+    """The occurrences of each permit Event in member ``name`` (an Event's ``count`` included)."""
     out = dict.fromkeys(PERMIT_EVENTS, 0)
-    for ev in items:
+    for ev in await member_events(p, name):
         inv = ev.get("involvedObject") or {}
         assert (inv.get("kind"), inv.get("name"), inv.get("namespace")) == ("Lease", PERMIT_NAME, PERMIT_NAMESPACE)
         assert ev["source"]["component"] == "flotilla-agent"
@@ -111,6 +115,8 @@ async def test_agent_metrics_and_member_events_follow_the_permit_through_peers_a
     for name in NAMES:
         assert await permit_events(plane, name) == {EVENT_RUN_PERMIT_RENEWED: 1, EVENT_RUN_PERMIT_RENEWED_THROUGH_PEERS: 0,
                                                     EVENT_RUN_PERMIT_WITHHELD: 0}, name
+        [first] = await member_events(plane, name)
+        assert first["type"] == "Normal" and "renewed on the control plane" in first["message"], first["message"]
 
     # the control plane cut off from every agent: the permits go on through the peers
     for link in plane.cp_links.values():
