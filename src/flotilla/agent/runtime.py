@@ -410,7 +410,7 @@ class Agent:
             return await self._run(stop)
         finally:
             if self.recorder is not None:
-                await self.recorder.close(grace=self.config.cluster_api_timeout)
+                await self.recorder.close(grace=min(2.0, self.config.cluster_api_timeout))  # what is queued
             if self.metrics_server is not None:
                 await self.metrics_server.stop()
                 self.metrics_server = None
