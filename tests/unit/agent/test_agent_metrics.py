@@ -108,3 +108,33 @@ def test_agent_metrics_bind_address_refuses_a_bad_value_as_a_usage_error(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--metrics-bind-address" in err and repr(bad) in err
+
+
+async def test_agent_metrics_on_a_port_in_use_are_reported_and_the_agent_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+    from typing import cast
+
+    import aiohttp
+
+    from flotilla.agent.runtime import Agent, AgentConfig
+    from flotilla.client import Client
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # the clients are never used by start_metrics
+        agent = Agent(cast(Client, None), cast(Client, None),
+                      AgentConfig("edge1", metrics_address=("127.0.0.1", port)))
+        await agent.start_metrics()
+        assert agent.metrics_server is None
+        assert f"cannot serve metrics on 127.0.0.1:{port}" in caplog.text and "--metrics-bind-address" in caplog.text
+    free = Agent(cast(Client, None), cast(Client, None), AgentConfig("edge1", metrics_address=("127.0.0.1", 0)))
+    await free.start_metrics()
+    assert free.metrics_server is not None
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"{free.metrics_server.url}/metrics") as resp:
+            assert resp.status == 200 and "flotilla_agent_run_permit_withheld 0" in await resp.text()
+    finally:
+        await free.metrics_server.stop()
