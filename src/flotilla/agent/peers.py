@@ -141,11 +141,14 @@ class PeerPoller:
     """Asks every peer for its report while ``wanted()`` says the agent needs them (see the module docstring)."""
 
     def __init__(self, fleet: FleetView, *, interval: float, timeout: float, ttl: float,
-                 wanted: Callable[[], bool], monotonic: Callable[[], float]) -> None:
+                 wanted: Callable[[], bool], monotonic: Callable[[], float],
+                 on_request: Callable[[str, bool], None] = lambda peer, ok: None) -> None:
         self.fleet = fleet
         self.interval, self.timeout, self.ttl = interval, timeout, ttl
         self.wanted = wanted
         self.monotonic = monotonic
+        #: called after every request with the peer's name and whether it gave a usable report (the metrics)
+        self.on_request = on_request
         self.reports: dict[str, tuple[PeerReport, float]] = {}
         self.failures: dict[str, str] = {}
 
@@ -173,7 +176,9 @@ class PeerPoller:
             if self.failures.get(name) != why:
                 log.info("peer %s (%s): no report: %s", name, endpoint, why)
             self.failures[name] = why
+            self.on_request(name, False)
             return
+        self.on_request(name, True)
         self.failures.pop(name, None)
         self.reports[name] = (report, asked)
 

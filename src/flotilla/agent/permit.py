@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
@@ -30,6 +30,7 @@ from flotilla.failover.run_permit import (
     PERMIT_NAME,
     PERMIT_NAMESPACE,
     PermitDecision,
+    PermitRoute,
     PermitStep,
     announcement_patch,
     cache_behind,
@@ -37,11 +38,17 @@ from flotilla.failover.run_permit import (
     parse_guarded_kinds,
     permit_body,
     permit_decision,
+    permit_event,
+    permit_route,
     renewed_permit,
     stale_guarded_objects,
 )
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.works import WORKS
+
+if TYPE_CHECKING:
+    from flotilla.agent.metrics import AgentMetrics
+    from flotilla.observability.events import EventRecorder
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +66,8 @@ class PermitKeeper:
                  renew_interval: float, last_renewal_started: Callable[[], float | None],
                  caches: Callable[[], tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None],
                  monotonic: Callable[[], float], now: Callable[[], datetime], write_timeout: float = 10.0,
-                 quorum: Callable[[], Quorum | None] = lambda: None) -> None:
+                 quorum: Callable[[], Quorum | None] = lambda: None, metrics: AgentMetrics | None = None,
+                 recorder: EventRecorder | None = None) -> None:
         self.cp, self.member, self.cluster = cp, member, cluster
         self.fence_after, self.permit_hold, self.renew_interval = fence_after, permit_hold, renew_interval
         self.last_renewal_started = last_renewal_started
@@ -78,7 +86,15 @@ class PermitKeeper:
         self.kinds: set[tuple[str, str]] = set()
         self.step: PermitStep | None = None
         self.reason = ""
-        self.route = ""  # "peers" while renewing through the peers' quorum
+        self._logged_route = ""  # "peers" while renewing through the peers' quorum, as last logged
+        #: how the permit was kept at the last step (None before the first): its changes are the member's Events
+        self.route: PermitRoute | None = None
+        #: when the last successful permit write finished (``monotonic``; None before the first)
+        self.last_write: float | None = None
+        self.metrics = metrics
+        self.recorder = recorder
+        if metrics is not None:
+            metrics.watch_permit_age(lambda: None if self.last_write is None else self.monotonic() - self.last_write)
 
     # ------------------------------------------------------------------ one pass
     async def step_once(self) -> PermitStep:
@@ -102,13 +118,17 @@ class PermitKeeper:
             await self.renew(self._deadline())
         elif decision.step is PermitStep.WITHHOLD:
             self.purged = False
+        self._tell(permit_route(decision.step, through_peers=self.last_quorum is not None), decision.reason)
         return decision.step
 
     def _decide(self) -> PermitDecision:
         started = self.last_renewal_started()
         now = self.monotonic()
         own = started is not None and now - started < self.permit_hold
-        self.last_quorum = None if own else self.quorum()
+        # the peers matter only once a hold of the control plane has lapsed (never before the first one)
+        self.last_quorum = None if own or started is None else self.quorum()
+        if self.last_quorum is not None and self.metrics is not None:
+            self.metrics.quorum_evaluated(self.last_quorum)
         return permit_decision(now=now, last_renewal_started=started, hold=self.permit_hold, fenced=self.fenced,
                                purged=self.purged, quorum=self.last_quorum)
 
@@ -123,11 +143,29 @@ class PermitKeeper:
     def _note(self, step: PermitStep, reason: str) -> None:
         """Log the step when it changes, and when a renewal switches between the control plane and the peers."""
         route = "peers" if step is PermitStep.RENEW and self.last_quorum is not None else ""
-        if step is not self.step or route != self.route:
+        if step is not self.step or route != self._logged_route:
             warn = (step is PermitStep.WITHHOLD and self.step is PermitStep.RENEW) or route == "peers"
             log.log(logging.WARNING if warn else logging.INFO, "run permit of cluster %s: %s%s (%s)", self.cluster,
                     step.value.lower(), " through the peers" if route else "", reason)
-        self.step, self.reason, self.route = step, reason, route
+        self.step, self.reason, self._logged_route = step, reason, route
+
+    def _tell(self, route: PermitRoute, reason: str) -> None:
+        """The route of this step on the metrics, and an Event on the permit when it changed (after the step's
+        write, so that the permit's namespace exists)."""
+        if self.metrics is not None:
+            self.metrics.set_permit_withheld(route is PermitRoute.WITHHELD)
+        event = permit_event(self.route, route, reason)
+        if self.route is not None or route is not PermitRoute.WITHHELD:  # not renewed yet: nothing withdrawn
+            self.route = route
+        if event is not None and self.recorder is not None:
+            self.recorder.event(self._permit_ref(), event.type, event.reason, event.message)
+
+    def _permit_ref(self) -> dict[str, Any]:
+        """The permit Lease as the Events' involved object (the stored one when the agent has it)."""
+        if self.permit is not None:
+            return self.permit
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": PERMIT_NAME, "namespace": PERMIT_NAMESPACE}}
 
     async def purge(self) -> bool:
         """Delete the stale guarded copies (from a fresh Cluster and a fresh, complete Work list); whether it ran.
@@ -206,8 +244,12 @@ class PermitKeeper:
             log.warning("run permit of cluster %s: cannot renew: %s", self.cluster, e or "timed out")
             return
         self.renewals += 1
+        self.last_write = self.monotonic()
         if self.last_quorum is not None:
             self.peer_renewals += 1
+        if self.metrics is not None:
+            self.metrics.permit_renewed(PermitRoute.PEERS if self.last_quorum is not None
+                                        else PermitRoute.CONTROL_PLANE)
 
     async def _write(self) -> None:
         for _ in range(3):

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from flotilla.agent.lease import LEASE_NAMESPACE, lease_body, renew_interval, renewed_lease
+from flotilla.agent.metrics import AgentMetrics
 from flotilla.agent.peers import FleetView, PeerPoller, PeerServer, split_host_port
 from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
@@ -35,7 +36,11 @@ from flotilla.failover.peer_quorum import (
     Quorum,
     acknowledgement_text,
     peer_announcement_patch,
+    pending_fences,
 )
+from flotilla.failover.run_permit import MEMBER_EVENT_REASONS
+from flotilla.observability.events import EventRecorder
+from flotilla.observability.metrics import MetricsServer
 from flotilla.propagation.works import WORKS
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,9 @@ class AgentConfig:
     #: --lease-only: beside a Push cluster (joined with `flotilla join`, its Works applied by the control plane),
     #: only renew the Lease, keep the permit (--guard) and speak the peer protocol; no controllers
     lease_only: bool = False
+    #: --metrics-bind-address: serve /metrics here (None: no metrics endpoint); an address that cannot be bound is
+    #: reported and the agent runs on without it
+    metrics_address: tuple[str, int] | None = None
 
     def validate(self) -> list[str]:
         """What is wrong with the settings (empty: usable)."""
@@ -173,7 +181,7 @@ class Agent:
 
     def __init__(self, control_plane: Client, member: Client, config: AgentConfig, *,
                  backoff: tuple[float, float] = (0.5, 30.0), now: Callable[[], datetime] = utcnow,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, metrics: AgentMetrics | None = None) -> None:
         self.cp = control_plane
         self.member = member
         self.config = config
@@ -191,12 +199,26 @@ class Agent:
         self.fleet: FleetView | None = None
         self.peer_server: PeerServer | None = None
         self.poller: PeerPoller | None = None
+        #: what the agent records into (served on --metrics-bind-address), the server, and the Events it records
+        #: in its member (on the run permit)
+        self.metrics = metrics if metrics is not None else AgentMetrics()
+        self.metrics_server: MetricsServer | None = None
+        self.recorder: EventRecorder | None = None
         #: the outcome of the last contact with the control plane (Lease renewal or probe), as peers are told
-        self.cp_reachable = False
+        self._cp_reachable = False
         self._renew_now = asyncio.Event()
         self._probe_now = asyncio.Event()
         #: --lease-only: the agent's own caches of its Cluster and Works (the controllers' otherwise)
         self._own: tuple[Any, Any] | None = None
+
+    @property
+    def cp_reachable(self) -> bool:
+        return self._cp_reachable
+
+    @cp_reachable.setter
+    def cp_reachable(self, value: bool) -> None:
+        self._cp_reachable = value
+        self.metrics.set_control_plane_reachable(value)
 
     # ------------------------------------------------------------------ the Cluster
     async def register_once(self) -> dict[str, Any]:
@@ -241,6 +263,7 @@ class Agent:
         # the pending fences this agent names in its reports from now on: the Lease acknowledges them
         acks = ({ANNOTATION_ACKNOWLEDGED_FENCES: acknowledgement_text(self.fleet.fences)}
                 if self.fleet is not None else None)
+        acked = len(pending_fences(self.fleet.fences)) if self.fleet is not None else 0
         for _ in range(3):
             if self.lease is None:
                 self.lease = await self.cp.get_or_none(LEASES, name, namespace)
@@ -263,6 +286,8 @@ class Agent:
                     continue
             self.renewals += 1
             self.last_renewal_started = started
+            if acks is not None:
+                self.metrics.set_fence_acknowledgements(acked)
             return self.lease
         raise ApiException(409, "Conflict", f"lease {namespace}/{name} kept changing; will retry")
 
@@ -275,10 +300,12 @@ class Agent:
             try:
                 await asyncio.wait_for(self.renew_lease_once(), self.config.cluster_api_timeout)
                 self.cp_reachable = True
+                self.metrics.lease_renewed(True)
                 backoff.reset()
                 delay = period
             except (ApiException, OSError, TimeoutError) as e:
                 self.cp_reachable = False
+                self.metrics.lease_renewed(False)
                 log.warning("cannot renew lease %s/%s: %s", self.config.cluster_namespace,
                             self.config.cluster_name, e or "timed out")
                 delay = backoff.next()
@@ -337,7 +364,8 @@ class Agent:
                  self.peer_server.port, endpoint)
         self.poller = PeerPoller(self.fleet, interval=cfg.peer_poll_interval,
                                  timeout=min(cfg.peer_report_ttl, cfg.cluster_api_timeout), ttl=cfg.peer_report_ttl,
-                                 wanted=self.own_hold_in_doubt, monotonic=self.monotonic)
+                                 wanted=self.own_hold_in_doubt, monotonic=self.monotonic,
+                                 on_request=self.metrics.peer_asked)
         return [asyncio.ensure_future(self.poller.run(stop)), asyncio.ensure_future(self.probe_loop(stop)),
                 asyncio.ensure_future(self.announce_peers(stop, endpoint))]
 
@@ -373,6 +401,37 @@ class Agent:
         return None
 
     async def run(self, stop: asyncio.Event) -> int:
+        await self.start_metrics()
+        if self.config.guard:
+            self.recorder = EventRecorder(self.member, "flotilla-agent", self.config.cluster_name,
+                                          request_timeout=self.config.cluster_api_timeout,
+                                          priority_reasons=MEMBER_EVENT_REASONS, metrics=self.metrics.events)
+        try:
+            return await self._run(stop)
+        finally:
+            if self.recorder is not None:
+                await self.recorder.close(grace=min(2.0, self.config.cluster_api_timeout))  # what is queued
+            if self.metrics_server is not None:
+                await self.metrics_server.stop()
+                self.metrics_server = None
+
+    async def start_metrics(self) -> None:
+        """Serve the agent's metrics on --metrics-bind-address; an address that cannot be bound is reported and the
+        agent runs on without metrics."""
+        address = self.config.metrics_address
+        if address is None:
+            return
+        server = MetricsServer(self.metrics.registry, *address)
+        try:
+            self.metrics_server = await server.start()
+        except OSError as e:
+            log.error("agent of cluster %s: cannot serve metrics on %s:%d (%s); running without metrics (choose "
+                      "another --metrics-bind-address, or 0)", self.config.cluster_name, address[0], address[1],
+                      e.strerror or e)
+            return
+        log.info("agent of cluster %s: serving metrics on %s/metrics", self.config.cluster_name, server.url)
+
+    async def _run(self, stop: asyncio.Event) -> int:
         try:
             cluster = await (self.wait_for_push_cluster(stop) if self.config.lease_only else self.register(stop))
         except RegistrationError as e:
@@ -468,7 +527,7 @@ class Agent:
                             permit_hold=cfg.permit_hold, renew_interval=cfg.permit_renew_interval,
                             last_renewal_started=lambda: self.last_renewal_started, caches=self._caches,
                             monotonic=self.monotonic, now=self.now, write_timeout=cfg.cluster_api_timeout,
-                            quorum=self.quorum)
+                            quorum=self.quorum, metrics=self.metrics, recorder=self.recorder)
 
     def _caches(self) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None:
         """The controllers' cached Cluster and Works (None before they run)."""

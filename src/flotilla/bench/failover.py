@@ -314,7 +314,8 @@ class Run:
         self.agent_proc = ChildProcess("agent", [
             "--log-level", "info", "agent", "--karmada-kubeconfig", kubeconfig, "--cluster-name", name,
             "--kubeconfig", str(self.members_dir / name / "kubeconfig"),
-            "--cluster-status-update-frequency", "1s", *extra], self.workdir / "agent.log")
+            "--cluster-status-update-frequency", "1s", "--metrics-bind-address", "0", *extra],
+            self.workdir / "agent.log")
         await self.agent_proc.start(None)  # ready once its Cluster is Ready (below)
 
     async def start_lease_only_agent(self, name: str) -> None:

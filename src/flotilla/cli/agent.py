@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from flotilla.cli.controller_manager import parse_duration
+from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS, parse_duration
 from flotilla.signals import stop_on_signals
 
 
@@ -24,6 +24,15 @@ def _fraction(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+
+
+def _bind_address(text: str) -> tuple[str, int] | None:
+    from flotilla.observability.metrics import parse_bind_address
+
+    try:
+        return parse_bind_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--metrics-bind-address: ")) from None
 
 
 def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -58,6 +67,11 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
+    p.add_argument("--metrics-bind-address", type=_bind_address, default=DEFAULT_METRICS_BIND_ADDRESS,
+                   metavar="HOST:PORT",
+                   help="serve the agent's Prometheus metrics (Lease and run permit renewals, the peers' quorum) on "
+                        "http://HOST:PORT/metrics and /healthz; ':PORT' listens on every interface, '0' disables "
+                        f"(default {DEFAULT_METRICS_BIND_ADDRESS})")
     g = p.add_argument_group("run permit (docs/fencing.md)")
     g.add_argument("--guard", action="store_true",
                    help="keep the run permit (Lease flotilla-system/flotilla-run-permit in the member) and announce "
@@ -107,7 +121,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
                        fence_after=args.fence_after, permit_hold=args.permit_hold,
                        permit_renew_interval=args.permit_renew_interval, peer_listen=args.peer_listen,
                        peer_advertise=args.peer_advertise, peer_report_ttl=args.peer_report_ttl,
-                       peer_poll_interval=args.peer_poll_interval, lease_only=args.lease_only)
+                       peer_poll_interval=args.peer_poll_interval, lease_only=args.lease_only,
+                       metrics_address=args.metrics_bind_address)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:

@@ -105,7 +105,8 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--feature-gates", default="", help="Name=true|false,... as the controller-manager's flag")
     u.add_argument("--metrics-bind-address", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="serve the controllers' Prometheus metrics on http://HOST:PORT/metrics (default "
-                        "127.0.0.1:8080; 0 disables; a busy port is reported and skipped)")
+                        "127.0.0.1:8080; a busy port is reported and skipped); every agent serves its own on a free "
+                        "port, printed when it starts; 0 disables them all")
     for name, value in LAPTOP_TIMINGS.items():
         u.add_argument("--" + name.replace("_", "-"), type=_seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")

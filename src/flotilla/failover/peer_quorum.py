@@ -57,6 +57,7 @@ __all__ = [
     "peer_endpoint",
     "peer_quorum",
     "peer_report_ttl",
+    "pending_fences",
     "pending_token",
 ]
 
@@ -149,9 +150,14 @@ def known_fences(clusters: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+def pending_fences(fences: Mapping[str, str]) -> dict[str, str]:
+    """The pending fences among :func:`known_fences`' (those not yet a taint): what an agent acknowledges."""
+    return {k: v for k, v in sorted(fences.items()) if v != "taint"}
+
+
 def acknowledgement_text(fences: Mapping[str, str]) -> str:
     """The value of :data:`ANNOTATION_ACKNOWLEDGED_FENCES` for the pending fences among ``fences``."""
-    return json.dumps({k: v for k, v in sorted(fences.items()) if v != "taint"}, separators=(",", ":"))
+    return json.dumps(pending_fences(fences), separators=(",", ":"))
 
 
 def acknowledged_fences(lease: Mapping[str, Any] | None) -> dict[str, str]:

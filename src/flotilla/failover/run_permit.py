@@ -45,11 +45,21 @@ __all__ = [
     "PERMIT_NAMESPACE",
     "Announcement",
     "AnnouncementError",
+    "EVENT_GUARD_RESUMED_WORKLOAD",
+    "EVENT_GUARD_STOPPED_WORKLOAD",
+    "EVENT_RUN_PERMIT_RENEWED",
+    "EVENT_RUN_PERMIT_RENEWED_THROUGH_PEERS",
+    "EVENT_RUN_PERMIT_WITHHELD",
+    "MEMBER_EVENT_REASONS",
+    "GuardChanges",
     "PermitDecision",
+    "PermitEvent",
+    "PermitRoute",
     "PermitStep",
     "PermitWatch",
     "announcement_patch",
     "cache_behind",
+    "guard_changes",
     "guarded_kinds",
     "is_guarded",
     "is_guarded_object",
@@ -57,6 +67,8 @@ __all__ = [
     "parse_guarded_kinds",
     "permit_body",
     "permit_decision",
+    "permit_event",
+    "permit_route",
     "permit_version",
     "renewed_permit",
     "stale_guarded_objects",
@@ -198,6 +210,63 @@ def permit_decision(*, now: float, last_renewal_started: float | None, hold: flo
     return PermitDecision(PermitStep.RENEW, f"the control plane is held (last renewal started {age:.1f}s ago)")
 
 
+# ---------------------------------------------------------------------------------------------- the member's Events
+
+#: Events the agent records on the permit Lease in its member, when the way the permit is kept changes
+EVENT_RUN_PERMIT_WITHHELD: Final = "RunPermitWithheld"  # Warning: no longer renewed (the reason says why)
+EVENT_RUN_PERMIT_RENEWED_THROUGH_PEERS: Final = "RunPermitRenewedThroughPeers"  # Warning: kept by the peers' quorum
+EVENT_RUN_PERMIT_RENEWED: Final = "RunPermitRenewed"  # Normal: renewed, the control plane held
+#: Events a guard records on each guarded object it stops or lets run again
+EVENT_GUARD_STOPPED_WORKLOAD: Final = "GuardStoppedWorkload"  # Warning
+EVENT_GUARD_RESUMED_WORKLOAD: Final = "GuardResumedWorkload"  # Normal
+#: the reasons above: the recorders in a member never hold them back (they are few: transitions only)
+MEMBER_EVENT_REASONS: Final[frozenset[str]] = frozenset({
+    EVENT_RUN_PERMIT_WITHHELD, EVENT_RUN_PERMIT_RENEWED_THROUGH_PEERS, EVENT_RUN_PERMIT_RENEWED,
+    EVENT_GUARD_STOPPED_WORKLOAD, EVENT_GUARD_RESUMED_WORKLOAD})
+
+
+class PermitRoute(StrEnum):
+    """How the permit is kept after one step: renewed on the agent's own hold of the control plane, renewed through
+    the peers' quorum, or not renewed (withheld, or waiting for the purge of stale copies)."""
+
+    CONTROL_PLANE = "control-plane"
+    PEERS = "peers"
+    WITHHELD = "withheld"
+
+
+def permit_route(step: PermitStep, *, through_peers: bool) -> PermitRoute:
+    """The route of a step (``through_peers``: the decision relied on the peers' quorum)."""
+    if step is not PermitStep.RENEW:
+        return PermitRoute.WITHHELD
+    return PermitRoute.PEERS if through_peers else PermitRoute.CONTROL_PLANE
+
+
+@dataclass(frozen=True)
+class PermitEvent:
+    type: str  # "Normal" or "Warning"
+    reason: str
+    message: str
+
+
+def permit_event(previous: PermitRoute | None, current: PermitRoute, reason: str) -> PermitEvent | None:
+    """The Event to record on the permit when its route changes from ``previous`` (None: the agent's first step)
+    to ``current``, ``reason`` being the decision's reason; None when there is nothing to tell: the same route as
+    before (Events mark transitions, never single renewals), or a permit withheld at the agent's first step (it
+    never renewed it, so nothing was withdrawn)."""
+    if previous is current or (previous is None and current is PermitRoute.WITHHELD):
+        return None
+    if current is PermitRoute.WITHHELD:
+        return PermitEvent("Warning", EVENT_RUN_PERMIT_WITHHELD,
+                           f"The run permit is no longer renewed: {reason}. Guarded workloads stop once it has "
+                           "not changed for the guard's fence-after.")
+    if current is PermitRoute.PEERS:
+        return PermitEvent("Warning", EVENT_RUN_PERMIT_RENEWED_THROUGH_PEERS,
+                           f"The run permit is renewed without the control plane: {reason}.")
+    again = "again " if previous is not None else ""
+    return PermitEvent("Normal", EVENT_RUN_PERMIT_RENEWED,
+                       f"The run permit is renewed {again}on the control plane: {reason}.")
+
+
 def _micro_time(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -284,6 +353,48 @@ class PermitWatch:
         if age >= self.fence_after:
             return f"the run permit has not changed for {age:.1f}s (fence-after {self.fence_after:g}s)"
         return f"the run permit changed {age:.1f}s ago"
+
+
+@dataclass(frozen=True)
+class GuardChanges:
+    """What a guard's pass changed: the objects it now stops and those it lets run again (each to be told by an
+    Event), and every object it stops after the pass (by :func:`guard_changes`' key)."""
+
+    stopped: list[Mapping[str, Any]]
+    resumed: list[Mapping[str, Any]]
+    stopping: dict[str, Mapping[str, Any]]
+
+
+def _object_key(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    uid = meta.get("uid")
+    if isinstance(uid, str) and uid:
+        return uid
+    return f"{obj.get('apiVersion')}/{obj.get('kind')}/{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def guard_changes(*, halted: bool, stopping: Mapping[str, Mapping[str, Any]],
+                  objects: Iterable[Mapping[str, Any]]) -> GuardChanges:
+    """One pass of a guard over the objects its workloads honour it for.
+
+    ``halted``: the permit is stale (:meth:`PermitWatch.stopped`); ``stopping``: what the guard stopped so far, by
+    key (the object's uid); ``objects``: every object of the kinds the guard stops, as they are now. While halted,
+    each guarded object not stopped yet is stopped (one Event each, an object created meanwhile included), and one
+    no longer guarded runs again; once the permit is fresh, every stopped object that still exists runs again.
+    Objects that are gone are forgotten without an Event."""
+    current = {_object_key(obj): obj for obj in objects}
+    stopped: list[Mapping[str, Any]] = []
+    resumed: list[Mapping[str, Any]] = []
+    after: dict[str, Mapping[str, Any]] = {}
+    for key, obj in current.items():
+        guarded = halted and is_guarded_object(obj)
+        if guarded:
+            after[key] = obj
+            if key not in stopping:
+                stopped.append(obj)
+        elif key in stopping:
+            resumed.append(obj)
+    return GuardChanges(stopped, resumed, after)
 
 
 # ---------------------------------------------------------------------------------------------- announcement

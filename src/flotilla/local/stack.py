@@ -446,6 +446,9 @@ class LocalStack:
                 peer = await Link(f"{name}-peers", (cfg.host, peer_port), host=cfg.host).start()
                 self.peer_links[name] = peer
                 argv += ["--peer-listen", f"{cfg.host}:{peer_port}", "--peer-advertise", peer.url_host]
+            # each agent serves its metrics on a port of its own (none when the controllers' metrics are off)
+            metrics = f"{cfg.host}:{_free_port(cfg.host)}" if cfg.metrics_address is not None else "0"
+            argv += ["--metrics-bind-address", metrics]
             agent = AgentProcess(name, argv, log_file=where / "agent.log", pid_file=where / "agent.pid",
                                  say=self.say)
             await agent.start()
@@ -453,7 +456,8 @@ class LocalStack:
             guard = (f", guard on (fence-after {cfg.fence_after:g}s, permit-hold {cfg.permit_hold:g}s)"
                      if cfg.guard else "")
             mode = "Pull mode, agent" if name in pull else "Push mode, lease-only agent"
-            self.say(f"cluster {name}: {mode} pid {agent.pid}{guard} (log {where / 'agent.log'})")
+            served = f", metrics http://{metrics}/metrics" if metrics != "0" else ""
+            self.say(f"cluster {name}: {mode} pid {agent.pid}{guard}{served} (log {where / 'agent.log'})")
 
     async def _agent_token(self, name: str) -> str:
         """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or

@@ -182,6 +182,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
 
     name = "flinkdeployment"
     group, version, plural = GROUP, VERSION, PLURAL
+    stopped_by_guard = True
     ENDED_KEPT = 1000
 
     def __init__(self, settings: FlinkSimSettings | None = None) -> None:

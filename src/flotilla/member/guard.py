@@ -9,19 +9,38 @@ exactly as a guard beside a real workload would stop it: a FlinkDeployment's job
 records the stop), the pods of a Deployment, ReplicaSet, StatefulSet or DaemonSet stop being ready. When the permit
 is renewed again, the guarded workloads whose objects still exist start again (a Flink job under HA from its newest
 checkpoint, pods Ready after the ready delay). Unguarded objects are never stopped.
+
+The guard records a Warning Event ``GuardStoppedWorkload`` on each guarded object it stops (one created while the
+permit is stale included) and a Normal Event ``GuardResumedWorkload`` on each it lets run again, in the member
+itself (written straight to its storage: they land while the control plane is unreachable).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from flotilla.apiserver.errors import ApiError
-from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, PermitWatch, is_guarded_object
+from flotilla.apiserver.rest import MERGE_PATCH
+from flotilla.client.errors import ApiException
+from flotilla.client.resources import Resource
+from flotilla.failover.run_permit import (
+    EVENT_GUARD_RESUMED_WORKLOAD,
+    EVENT_GUARD_STOPPED_WORKLOAD,
+    MEMBER_EVENT_REASONS,
+    PERMIT_NAME,
+    PERMIT_NAMESPACE,
+    PermitWatch,
+    guard_changes,
+    is_guarded_object,
+)
 from flotilla.member.simulator import ResourceSimulator, Simulator
+from flotilla.observability.events import NORMAL, WARNING, EventRecorder
 
 if TYPE_CHECKING:
+    from flotilla.apiserver.rest import ResourceStorage
     from flotilla.member.cluster import MemberCluster
 
 log = logging.getLogger(__name__)
@@ -58,6 +77,35 @@ def guard_settings(options: dict[str, Any]) -> tuple[float, float] | None:
     return out[0], out[1]
 
 
+class StorageEventClient:
+    """What the event recorder needs of a client, on the member's own storage (no HTTP)."""
+
+    def __init__(self, storage: ResourceStorage) -> None:
+        self.storage = storage
+
+    def _type(self, res: Resource) -> Any:
+        rt = self.storage.types.lookup(res.group, res.version, res.plural)
+        if rt is None:  # pragma: no cover - every Flotilla API server serves Events
+            raise ApiException(404, "NotFound", f"{res} is not served")
+        return rt
+
+    async def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        try:
+            return await self.storage.create(self._type(res), namespace, obj)  # type: ignore[no-any-return]
+        except ApiError as e:
+            raise ApiException(e.code, e.reason, e.message) from None
+
+    async def patch(self, res: Resource, name: str, patch: Any, *, namespace: str | None = None,
+                    patch_type: str = "merge") -> dict[str, Any]:
+        if patch_type != "merge":  # pragma: no cover - the recorder only merges
+            raise ApiException(415, "UnsupportedMediaType", f"patch type {patch_type!r}")
+        try:
+            obj, _ = await self.storage.patch(self._type(res), namespace, name, MERGE_PATCH, patch)
+        except ApiError as e:
+            raise ApiException(e.code, e.reason, e.message) from None
+        return obj  # type: ignore[no-any-return]
+
+
 class PermitGuard(Simulator):
     """Watches the member's run permit; :meth:`stops` tells the workload simulators what to stop."""
 
@@ -68,11 +116,21 @@ class PermitGuard(Simulator):
         self.watch = PermitWatch(fence_after)
         self.poll = poll
         self.halted = False
+        #: the guarded objects stopped (and told so by an Event), by uid
+        self.stopping: dict[str, Mapping[str, Any]] = {}
+        self.recorder: EventRecorder | None = None
 
     async def start(self, member: MemberCluster) -> None:
         await super().start(member)
+        self.recorder = EventRecorder(StorageEventClient(member.storage), "flotilla-guard", member.name,
+                                      priority_reasons=MEMBER_EVENT_REASONS)
         self._observe(await self._read())
         self.spawn(self._loop(), "permit")
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.recorder is not None:
+            await self.recorder.close(grace=2.0)
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -106,6 +164,24 @@ class PermitGuard(Simulator):
                 if isinstance(sim, ResourceSimulator):
                     for key in list(sim.cache):
                         sim.enqueue(key)
+        self._tell(now)
+
+    def _tell(self, now: float) -> None:
+        """An Event on each guarded object stopped or let run again since the last pass."""
+        if not self.halted and not self.stopping:
+            return
+        objects = [obj for sim in self.member.simulators
+                   if isinstance(sim, ResourceSimulator) and sim.stopped_by_guard for obj in sim.cache.values()]
+        changes = guard_changes(halted=self.halted, stopping=self.stopping, objects=objects)
+        self.stopping = changes.stopping
+        if self.recorder is None:
+            return
+        why = self.watch.reason(now)
+        for obj in changes.stopped:
+            self.recorder.event(obj, WARNING, EVENT_GUARD_STOPPED_WORKLOAD,
+                                f"Stopped by the member's guard: {why}; it runs again once the permit is renewed")
+        for obj in changes.resumed:
+            self.recorder.event(obj, NORMAL, EVENT_GUARD_RESUMED_WORKLOAD, f"Running again: {why}")
 
     async def _loop(self) -> None:
         while True:

@@ -238,6 +238,9 @@ class ResourceSimulator(Simulator):
     plural: ClassVar[str] = ""
     workers: ClassVar[int] = 4
     relist_backoff: ClassVar[float] = 0.5
+    #: whether the member's guard stops this simulator's guarded objects (:meth:`Simulator.halted`): the guard
+    #: records its Events on those only
+    stopped_by_guard: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()

@@ -159,6 +159,7 @@ class _WorkloadSimulator(ResourceSimulator):
     """Shared parts: per-uid state, readiness timing, the broken/crash annotations, wake-up times."""
 
     group = "apps"
+    stopped_by_guard = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -590,6 +591,7 @@ class JobSimulator(_WorkloadSimulator):
     name = "job"
     group = "batch"
     plural = "jobs"
+    stopped_by_guard = False  # a Job runs to its end: the guard does not stop it
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
         now = self._loop_now()

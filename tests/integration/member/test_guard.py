@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client, Resource
-from flotilla.client.resources import LEASES, NAMESPACES
+from flotilla.client.resources import EVENTS, LEASES, NAMESPACES
 from flotilla.failover.run_permit import (
+    EVENT_GUARD_RESUMED_WORKLOAD,
+    EVENT_GUARD_STOPPED_WORKLOAD,
     GUARDED_LABEL,
     PERMIT_NAME,
     PERMIT_NAMESPACE,
@@ -147,6 +149,59 @@ async def test_member_guard_stops_guarded_flink_job_after_fence_after_and_resume
     permit.renewing.set()
     await eventually(lambda: _true(flink_running(member, "guarded")), what="the guarded job running again")
     await eventually(lambda: _positive(ready_replicas(client, "db-guarded")), what="db-guarded ready again")
+
+
+async def guard_events(client: Client) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """The guard's Events in the member: (kind, name, reason) -> Events."""
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for ev in (await client.list(EVENTS, "default")).get("items") or []:
+        if ev.get("reason") in (EVENT_GUARD_STOPPED_WORKLOAD, EVENT_GUARD_RESUMED_WORKLOAD):
+            inv = ev.get("involvedObject") or {}
+            out.setdefault((str(inv.get("kind")), str(inv.get("name")), str(ev["reason"])), []).append(ev)
+    return out
+
+
+async def test_member_guard_records_an_event_on_each_guarded_object_it_stops_and_resumes(
+        guarded_member: tuple[MemberCluster, Client, Permit]) -> None:
+    member, client, permit = guarded_member
+    permit.renewing.set()
+    await client.create(FLINK, flink("guarded", True), "default")
+    await client.create(FLINK, flink("free", False), "default")
+    await client.create(STATEFULSETS, statefulset("db-guarded", True), "default")
+    for name in ("guarded", "free"):
+        await eventually(lambda name=name: _true(flink_running(member, name)), what=f"job {name} running")
+    assert await guard_events(client) == {}  # a fresh permit: nothing to tell
+
+    permit.renewing.clear()
+    stopped = {("FlinkDeployment", "guarded", EVENT_GUARD_STOPPED_WORKLOAD),
+               ("StatefulSet", "db-guarded", EVENT_GUARD_STOPPED_WORKLOAD)}
+
+    async def told(keys: set[tuple[str, str, str]]) -> bool:
+        return set(await guard_events(client)) == keys
+
+    await eventually(lambda: told(stopped), what="a GuardStoppedWorkload Event on each guarded object")
+    assert not flink_running(member, "guarded")
+    await asyncio.sleep(FENCE_AFTER)  # many guard passes on the stale permit: still one Event each, counted once
+    events = await guard_events(client)
+    assert set(events) == stopped
+    for key, evs in events.items():
+        assert len(evs) == 1 and evs[0]["count"] == 1 and evs[0]["type"] == "Warning", (key, evs)
+        assert "run permit has not changed" in evs[0]["message"], evs[0]["message"]
+        assert evs[0]["source"]["component"] == "flotilla-guard"
+    guarded = await client.get(FLINK, "guarded", "default")
+    assert events[("FlinkDeployment", "guarded", EVENT_GUARD_STOPPED_WORKLOAD)][0]["involvedObject"]["uid"] == (
+        guarded["metadata"]["uid"])
+
+    permit.renewing.set()
+    resumed = stopped | {("FlinkDeployment", "guarded", EVENT_GUARD_RESUMED_WORKLOAD),
+                         ("StatefulSet", "db-guarded", EVENT_GUARD_RESUMED_WORKLOAD)}
+    await eventually(lambda: told(resumed), what="a GuardResumedWorkload Event on each guarded object")
+    await eventually(lambda: _true(flink_running(member, "guarded")), what="the guarded job running again")
+    await asyncio.sleep(FENCE_AFTER / 2)
+    events = await guard_events(client)
+    assert set(events) == resumed  # nothing on the unguarded job, ever
+    for key in resumed - stopped:
+        assert len(events[key]) == 1 and events[key][0]["type"] == "Normal", events[key]
 
 
 async def test_member_guard_without_a_permit_stops_nothing(
