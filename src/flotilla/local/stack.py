@@ -81,6 +81,17 @@ def default_taint_policy(members: list[str]) -> dict[str, Any]:
 DEFAULT_TAINT_POLICY: Final = default_taint_policy(["member1", "member2", "member3"])
 
 
+def _drop_hook(link: Any, *, member_is_client: bool) -> Callable[[str], None]:
+    """The one-way partitions of a member's link: ``to-member`` or ``from-member``, turned into the link's own
+    direction (a Pull member's agent is its link's client, the control plane a Push member's)."""
+    from flotilla.local.links import link_direction
+
+    def drop(direction: str) -> None:
+        link.drop(link_direction(member_is_client=member_is_client, towards_member=direction == "to-member"))
+
+    return drop
+
+
 class PortInUseError(DataDirError):
     """The API server's port is taken."""
 
@@ -143,6 +154,8 @@ class LocalStack:
         self.viewer_token: str | None = None
         self.links: dict[str, Any] = {}  # member -> its control-plane Link
         self.agents: dict[str, Any] = {}  # Pull member -> its AgentProcess
+        self._options: Any = None  # the controller-manager's, kept for a restart
+        self._metrics: Any = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -213,6 +226,9 @@ class LocalStack:
         return self
 
     async def stop(self) -> None:
+        if self.group is not None:
+            self.group.agents.clear()
+            self.group.control_plane = None
         agents, self.agents = self.agents, {}
         for agent in agents.values():
             with contextlib.suppress(Exception):
@@ -348,7 +364,7 @@ class LocalStack:
             except OSError:
                 link = await Link(name, target, host=cfg.host).start()  # the previous port is taken
             self.links[name] = link
-            m.faults.attach_link(link.cut, link.heal)
+            m.faults.attach_link(link.cut, link.heal, _drop_hook(link, member_is_client=name in pull))
 
     @staticmethod
     def _link_url(server: str, link: Any) -> str:
@@ -414,9 +430,28 @@ class LocalStack:
                                  say=self.say)
             await agent.start()
             self.agents[name] = agent
+            self.group.agents[name] = agent  # `flotilla sim agent` reaches it through the members' admin endpoint
             guard = (f", guard on (fence-after {cfg.fence_after:g}s, permit-hold {cfg.permit_hold:g}s)"
                      if cfg.guard else "")
             self.say(f"cluster {name}: Pull mode, agent pid {agent.pid}{guard} (log {where / 'agent.log'})")
+
+    async def control_plane(self, mode: str) -> dict[str, Any]:
+        """``restart``: the controller-manager stops and a new one starts, as when its process restarts: everything
+        it held in memory (the Leases it saw change and when, its queues and caches) is lost, and it starts again
+        from the API server. The API server, the members and the links keep running."""
+        from flotilla.controllers.manager import ControllerManager
+
+        if mode != "restart":
+            raise ValueError(f"unknown control-plane mode {mode!r}: use restart")
+        if self.manager is None:
+            raise ValueError("the controller-manager is not running")
+        old, self.manager = self.manager, None
+        await old.stop()
+        self.say("controller-manager stopped (restart)")
+        self.manager = ControllerManager(self.controller_client, self._options, metrics=self._metrics)
+        await self.manager.start()
+        self.say(f"controller-manager started again: {len(self.manager.controllers)} controllers running")
+        return {"controllers": len(self.manager.controllers)}
 
     async def _agent_token(self, name: str) -> str:
         """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or
@@ -484,6 +519,8 @@ class LocalStack:
         self.manager = ControllerManager(self.controller_client, options, metrics=metrics)
         await self.manager.start()
         self.say(f"{len(self.manager.controllers)} controllers running")
+        self._options, self._metrics = options, metrics
+        self.group.control_plane = self.control_plane
         if self.config.metrics_address is not None:
             host, port = self.config.metrics_address
             server = MetricsServer(metrics.registry, host, port)
