@@ -194,10 +194,10 @@ class MemberGroup:
         if isinstance(body, web.Response):
             return body
         try:
-            state = await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
+            await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
         except FaultError as e:
             return self._json({"error": str(e)}, 400)
-        return self._json(state)
+        return self._json(self._state(m))
 
     async def _fault_all(self, request: web.Request) -> web.Response:
         """One fault for every member of this process: checked on all of them first (one refusing refuses it
