@@ -10,7 +10,9 @@ machine), and one renewal may still land after a one-way cut (``RENEW_INTERVAL``
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -120,11 +122,16 @@ class Stack:
         obj = json.loads(r.stdout)
         return str(((obj.get("status") or {}).get("jobStatus") or {}).get("state") or "")
 
-    def states(self) -> dict[str, dict[str, str]]:
-        """Every member's FlinkDeployments: member -> job -> state ("" before it has one)."""
-        out: dict[str, dict[str, str]] = {}
+    def states(self) -> dict[str, dict[str, str] | None]:
+        """Every member's FlinkDeployments: member -> job -> state ("" before it has one); None for a member
+        whose API does not answer (down, powered off)."""
+        out: dict[str, dict[str, str] | None] = {}
         for m, kubectl in self.members.items():
-            items = json.loads(kubectl.run("get", "flinkdeployments", "-n", NS, "-o", "json").stdout)["items"]
+            r = kubectl.run("get", "flinkdeployments", "-n", NS, "-o", "json", "--request-timeout=5s", check=False)
+            if r.returncode != 0:
+                out[m] = None
+                continue
+            items = json.loads(r.stdout)["items"]
             out[m] = {i["metadata"]["name"]: str(((i.get("status") or {}).get("jobStatus") or {}).get("state") or "")
                       for i in items}
         return out
@@ -150,6 +157,11 @@ class Stack:
             self.eventually(lambda job=job, home=home: _equal(self.job_state(home, job), "RUNNING"),
                             f"{job} RUNNING in {home}", timeout=60)
             self.jobs[job] = home
+
+    def rehome(self, watch: Any) -> None:
+        """The jobs a :class:`~tests.support.fencing_watch.Watch` saw move live in their new member from now on."""
+        for job, (member, _) in watch.moved.items():
+            self.jobs[job] = member
 
     def where_running(self, job: str) -> list[str]:
         return [m for m in self.members if self.job_state(m, job) == "RUNNING"]
@@ -214,18 +226,30 @@ def condition(cluster: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def wait_for_renewal(stack: Stack, names: Iterable[str], timeout: float = RENEW_INTERVAL + 10) -> str:
-    """Block until one of ``names`` renews its Lease (a new renewTime); return which. A fault applied right after
-    it starts when the control plane last saw a change, so its bound can be timed from the fault."""
-    names = list(names)
-    before = stack.renew_times()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        now = stack.renew_times()
-        for name in names:
-            if now.get(name) != before.get(name):
+    """Block until one of ``names`` renews its Lease (a new renewTime, seen through a watch, so at once); return
+    which. A fault applied right after it starts when the control plane last saw a change, so its bound can be
+    timed from the fault."""
+    names = set(names)
+    watch = stack.cp.popen("get", "leases", "-n", "karmada-cluster", "--watch",
+                           "-o", "jsonpath={.metadata.name} {.spec.renewTime}{\"\\n\"}")
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in watch.stdout or []], daemon=True)
+    reader.start()
+    try:
+        first: dict[str, str] = {}  # the listing's value, then every change
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                name, _, renewed = lines.get(timeout=0.5).strip().partition(" ")
+            except queue.Empty:
+                continue
+            if name in names and name in first and renewed != first[name]:
                 return name
-        time.sleep(0.2)
-    raise AssertionError(f"none of {names} renewed its Lease within {timeout:g}s")
+            first.setdefault(name, renewed)
+        raise AssertionError(f"none of {sorted(names)} renewed its Lease within {timeout:g}s")
+    finally:
+        watch.kill()
+        watch.wait()
 
 
 def heal_and_unfence(stack: Stack, names: Iterable[str]) -> None:
