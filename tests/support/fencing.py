@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from flotilla.local.layout import Layout
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.history import Interval, overlaps, read_history
+from flotilla.member.runner import read_admin_file, send_admin
 from tests.support.apiserver import Kubectl
 from tests.support.pipeline import FLOTILLA, NOT_READY, flink_deployment, tail
 
@@ -70,6 +71,12 @@ class Stack:
         assert r.returncode == 0, f"flotilla sim {' '.join(args)}: {r.stderr}"
         out: dict[str, Any] = json.loads(r.stdout)
         return out
+
+    def admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """What ``flotilla sim`` sends, posted straight to the members' admin endpoint: for a step that must land
+        on time, without a command's start-up on a loaded machine."""
+        url = read_admin_file(self.layout.members, self.pull[0])["admin_url"]
+        return send_admin(url, path, body, what=path)
 
     def fault(self, member: str, mode: str) -> dict[str, Any]:
         return self.sim("fault", member, "--mode", mode)
