@@ -355,3 +355,26 @@ def test_a_one_way_partition_without_a_drop_hook_is_refused(member: MemberThread
     with pytest.raises(FaultError, match="--mode partition"):
         member.fault("partition-to-member")
     assert member.member.state()["mode"] == "normal"
+
+
+def test_the_admin_endpoint_faults_every_member_at_once_and_refuses_what_it_does_not_run(tmp_path: Path) -> None:
+    """``POST /fault`` applies one fault to every member of the process (checked on all first: one refusing it
+    refuses it for all); ``/members/<name>/agent`` and ``/controlplane`` answer 400 in a process that runs no agent
+    and no control plane (a plain ``flotilla member``)."""
+    configs = [MemberConfig(name=f"g{i}", data_dir=tmp_path, ready_delay=0.2) for i in (1, 2)]
+    group = MemberGroup(configs, history_file=tmp_path / "history.jsonl")
+    with GroupThread(group) as g:
+        admin = g.admin_url
+        status, body = post(f"{admin}/fault", {"mode": "unready"})
+        assert status == 200 and [m["mode"] for m in body["members"]] == ["unready", "unready"], body
+        assert all(not m["ready"] for m in body["members"])
+        status, body = post(f"{admin}/fault", {"mode": "partition"})  # no links: refused for both, none changed
+        assert status == 400 and "--mode down" in json.loads(body)["error"], body
+        assert [m["mode"] for m in json.loads(get(admin + "/members")[1])["members"]] == ["unready", "unready"]
+        status, body = post(f"{admin}/fault", {"mode": "recover"})
+        assert status == 200 and [m["mode"] for m in body["members"]] == ["normal", "normal"], body
+        status, body = post(f"{admin}/members/g1/agent", {"mode": "kill"})
+        assert status == 400 and "no agent" in json.loads(body)["error"], body
+        status, body = post(f"{admin}/controlplane", {"mode": "restart"})
+        assert status == 400 and "no control plane" in json.loads(body)["error"], body
+        assert post(f"{admin}/fault", ["recover"])[0] == 400
