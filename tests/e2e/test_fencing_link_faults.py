@@ -21,8 +21,10 @@ from tests.support.fencing import (
     FAILOVER,
     FENCE_AFTER,
     FENCE_LATE,
+    HEAL_AT,
     PERMIT_HOLD,
     RENEW_INTERVAL,
+    THAW_AT,
     Stack,
     condition,
     heal_and_unfence,
@@ -33,12 +35,6 @@ from tests.support.fencing import (
 from tests.support.fencing_watch import Watch
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(240)]
-
-# the short faults end this long after the control plane last saw a renewal: before the bound by more than the
-# time a step takes on a loaded machine (a freeze's guard stops the job fence-after in; the cut's at the bound's
-# last few seconds, once the permit has lapsed)
-THAW_AT = BOUND - 8
-HEAL_AT = PERMIT_HOLD + 2
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from tests.support.fencing import (
     LOAD_SLACK,
     PERMIT_HOLD,
     RENEW_INTERVAL,
+    RESTART_AFTER,
     Stack,
     condition,
     heal_and_unfence,
@@ -32,8 +33,6 @@ from tests.support.fencing import (
 from tests.support.fencing_watch import Watch
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(240)]
-
-RESTART_AFTER = BOUND / 4  # the controller-manager restarts this long into member5's bound
 
 
 @pytest.fixture(scope="module")

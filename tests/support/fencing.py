@@ -37,6 +37,12 @@ PENDING = RENEW_INTERVAL + 5.0  # a fence-pending phase waiting for the other ag
 LOAD_SLACK = 5.0  # kubectl polling and a machine shared with other tests
 FENCE_LATE = MONITOR_PERIOD + PENDING + LOAD_SLACK  # how long after its bound a fence may land
 FAILOVER = 20.0  # from the fence to the new copy RUNNING: eviction, released Work, creation, the job starting
+# the short faults end this long after the control plane last saw a renewal: before the bound by more than a step
+# takes on a loaded machine (a frozen agent's guard stops the job fence-after in; the cut heals once the permit has
+# lapsed, in the bound's last seconds)
+THAW_AT = BOUND - 8
+HEAL_AT = PERMIT_HOLD + 2
+RESTART_AFTER = BOUND / 4  # the controller-manager restarts this long into a partitioned member's bound
 GUARD_FLAGS = ("--guard", "--fence-after", str(FENCE_AFTER), "--permit-hold", str(PERMIT_HOLD),
                "--fence-margin", str(FENCE_MARGIN))
 
