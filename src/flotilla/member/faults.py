@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES"]
+__all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES", "PARTITIONS"]
 
 PARTITION_TO_MEMBER: Final = "partition-to-member"
 PARTITION_FROM_MEMBER: Final = "partition-from-member"
@@ -154,8 +154,8 @@ class FaultInjector:
 
     async def set(self, command: str, latency: float | None = None,
                   boot_delay: float | None = None) -> dict[str, Any]:
-        """Apply ``down``, ``off``, ``unready``, ``slow`` or ``recover`` (one fault at a time: a new one replaces
-        the current one). ``latency`` (seconds) sets the ``slow`` delay, ``boot_delay`` (seconds) how long the
+        """Apply ``down``, ``off``, ``unready``, ``slow``, a partition (:data:`PARTITIONS`) or ``recover`` (one
+        fault at a time: a new one replaces the current one). ``latency`` (seconds) sets the ``slow`` delay, ``boot_delay`` (seconds) how long the
         workloads take to run again when a powered-off member is powered on (both are kept for later faults)."""
         mode = self.check(command, latency, boot_delay)
         if latency is not None:
