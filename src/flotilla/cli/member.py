@@ -22,7 +22,9 @@ change; Jobs complete after it. A workload with an image matching --broken-image
 (Deployments fail their progress deadline, Jobs fail after their backoff limit). Per object, the annotations
 sim.flotilla.io/ready-delay: "<seconds>" and sim.flotilla.io/broken: "true" override the settings.
 
-faults: `flotilla sim fault <name> --mode down|off|unready|slow|partition|recover --data-dir D`. down closes the API port
+faults: `flotilla sim fault <name> --mode down|off|unready|slow|partition|recover --data-dir D`
+(`flotilla sim fault --help` for the one-way partitions and --all-members; `flotilla sim agent` for the agents
+of flotilla up's Pull members). down closes the API port
 (connections refused, watches dropped; recover listens on the same port) while the member's workloads keep
 running inside, as in a network partition. off is a power-off: the API port closes AND the workloads stop
 (running intervals end, Flink jobs die); recover powers it on: the API at once, the workloads --boot-delay
@@ -94,24 +96,73 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                                     "partition (members of flotilla up): cut off from the control plane both "
                                     "ways (a Push member's API unreachable from it, a Pull member's agent unable "
                                     "to reach it), the member and its workloads running; "
+                                    "partition-to-member / partition-from-member (members of flotilla up): only "
+                                    "the bytes flowing towards the member's side / away from it are lost, "
+                                    "silently, connections stay open and the other direction still arrives "
+                                    "(Pull: the agent's requests reach the control plane but the answers are "
+                                    "lost / its requests are lost; Push: the control plane's requests are lost "
+                                    "/ they reach the member but the answers are lost); "
                                     "recover: back to normal (after off: the API at once, the workloads "
-                                    "--boot-delay seconds later).",
+                                    "--boot-delay seconds later). --all-members applies the fault to every "
+                                    "member at once (partition: the control plane's network cut from all).",
                         epilog="examples:\n"
                                "  flotilla sim fault member1 --mode off --data-dir ./members\n"
                                "  flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members\n"
                                "  flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members\n"
-                               "  flotilla sim fault member3 --mode partition --data-dir .flotilla/members",
+                               "  flotilla sim fault member3 --mode partition --data-dir .flotilla/members\n"
+                               "  flotilla sim fault member3 --mode partition-to-member --data-dir .flotilla/members\n"
+                               "  flotilla sim fault --all-members --mode partition --data-dir .flotilla/members",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    f.add_argument("member", help="the member's name")
-    f.add_argument("--mode", required=True, choices=["down", "off", "unready", "slow", "partition", "recover"])
+    f.add_argument("member", nargs="?", default=None, help="the member's name (or --all-members)")
+    f.add_argument("--all-members", action="store_true",
+                   help="every member of the data directory, at once (instead of one member's name)")
+    f.add_argument("--mode", required=True, choices=list(FAULT_MODES))
     f.add_argument("--latency", type=float, default=None, help="seconds of delay for --mode slow")
     f.add_argument("--boot-delay", type=float, default=None,
                    help="after --mode off: seconds from power-on (recover) until the member's workloads run "
                         "again (default 0; kept for later power-ons)")
-    f.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
-                   help=f"the member's --data-dir, where D/<name>/admin.json is (default {DEFAULT_DATA_DIR})")
-    f.add_argument("--admin-url", default=None, help="the member process's admin endpoint (instead of admin.json)")
-    f.set_defaults(fn=run_fault_command)
+    _admin_arguments(f)
+    f.set_defaults(fn=run_fault_command, parser=f)
+
+    a = ssub.add_parser("agent", help="kill, freeze, thaw or start a Pull member's agent (flotilla up)",
+                        description="Control the agent process of a Pull member of flotilla up, through the same "
+                                    "admin endpoint as `sim fault`. kill: kill -9, and the agent is NOT started "
+                                    "again (flotilla up otherwise restarts a dead agent after 1 s) until --mode "
+                                    "start; freeze: SIGSTOP, the process holds its connections and does nothing "
+                                    "until --mode thaw (SIGCONT); start: a killed agent started again (a frozen one "
+                                    "thawed). Prints the agent's state, pid and how many times it was started.",
+                        epilog="examples:\n"
+                               "  flotilla sim agent member3 --mode kill --data-dir .flotilla/members\n"
+                               "  flotilla sim agent member3 --mode start --data-dir .flotilla/members\n"
+                               "  flotilla sim agent member3 --mode freeze --data-dir .flotilla/members",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("member", help="the Pull member whose agent to control")
+    a.add_argument("--mode", required=True, choices=list(AGENT_MODES))
+    _admin_arguments(a)
+    a.set_defaults(fn=run_agent_command)
+
+    c = ssub.add_parser("controlplane", help="restart the controller-manager of flotilla up",
+                        description="restart: the controller-manager of flotilla up stops and starts again, as when "
+                                    "its process restarts (what it held in memory is lost: a Lease it saw change "
+                                    "counts from its first sight again). The API server, the members, the links "
+                                    "and the agents keep running.",
+                        epilog="example:\n  flotilla sim controlplane --mode restart --data-dir .flotilla/members",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("--mode", required=True, choices=["restart"])
+    _admin_arguments(c)
+    c.set_defaults(fn=run_controlplane_command)
+
+
+FAULT_MODES = ("down", "off", "unready", "slow", "partition", "partition-to-member", "partition-from-member",
+               "recover")
+AGENT_MODES = ("kill", "freeze", "thaw", "start")
+
+
+def _admin_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help=f"the members' --data-dir, where D/<name>/admin.json is (default {DEFAULT_DATA_DIR}; "
+                        "for flotilla up: D/members)")
+    p.add_argument("--admin-url", default=None, help="the member process's admin endpoint (instead of admin.json)")
 
 
 def member_names(args: argparse.Namespace) -> list[str]:
@@ -178,13 +229,54 @@ def run_member_command(args: argparse.Namespace) -> int:
 
 
 def run_fault_command(args: argparse.Namespace) -> int:
-    from flotilla.member.runner import send_fault
+    from flotilla.member.runner import admin_urls, send_admin, send_fault
 
+    if args.all_members == (args.member is not None):
+        args.parser.error("name one member, or pass --all-members (not both)")
     try:
-        state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency, boot_delay=args.boot_delay,
-                           admin_url=args.admin_url)
+        if not args.all_members:
+            state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency,
+                               boot_delay=args.boot_delay, admin_url=args.admin_url)
+            print(json.dumps(state))
+            return 0
+        body: dict[str, object] = {"mode": args.mode}
+        if args.latency is not None:
+            body["latency"] = args.latency
+        if args.boot_delay is not None:
+            body["boot_delay"] = args.boot_delay
+        urls = [args.admin_url] if args.admin_url else admin_urls(Path(args.data_dir))
+        members = []
+        for url in urls:
+            members += send_admin(url, "/fault", body, what="the members")["members"]
     except (OSError, RuntimeError, ValueError) as e:
         print(f"flotilla sim fault: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"members": members}))
+    return 0
+
+
+def run_agent_command(args: argparse.Namespace) -> int:
+    from flotilla.member.runner import read_admin_file, send_admin
+
+    try:
+        url = args.admin_url or read_admin_file(Path(args.data_dir), args.member)["admin_url"]
+        state = send_admin(url, f"/members/{args.member}/agent", {"mode": args.mode},
+                           what=f"the agent of {args.member}")
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"flotilla sim agent: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(state))
+    return 0
+
+
+def run_controlplane_command(args: argparse.Namespace) -> int:
+    from flotilla.member.runner import admin_urls, send_admin
+
+    try:
+        url = args.admin_url or admin_urls(Path(args.data_dir))[0]
+        state = send_admin(url, "/controlplane", {"mode": args.mode}, what="the control plane", timeout=60.0)
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"flotilla sim controlplane: {e}", file=sys.stderr)
         return 1
     print(json.dumps(state))
     return 0

@@ -51,7 +51,10 @@ without a Lease renewal. Override them with
 Pull mode: --pull-members N makes the last N members Pull members: they are not joined; each gets its own
 `flotilla agent` process (restarted when it exits; pid and log in D/agents/<member>/) that registers the Cluster
 (MODE Pull) and applies its Works. `flotilla sim fault <member> --mode partition --data-dir D/members` cuts a
-member off the control plane both ways (its workloads keep running); --mode recover heals it.
+member off the control plane both ways (its workloads keep running); --mode recover heals it. --mode
+partition-to-member / partition-from-member lose one direction only, --all-members cuts every member at once;
+`flotilla sim agent <member> --mode kill|freeze|thaw|start` kills an agent for good (no restart until start) or
+freezes it; `flotilla sim controlplane --mode restart` restarts the controller-manager.
 
 Automatic fencing: --guard (with --pull-members) runs the Pull members' agents with --guard, so each keeps the
 run permit in its member and announces the guard on its Cluster, and runs those members with their guard on:

@@ -4,6 +4,11 @@ Each agent runs as its own process (a ``kill -9`` of it is a real agent crash; `
 moment later, as a kubelet restarts a crashed karmada-agent pod). Its pid is in ``D/agents/<member>/agent.pid``
 and its log in ``D/agents/<member>/agent.log``. The processes die with ``flotilla up`` (on Linux even when it is
 killed: the parent-death signal).
+
+:meth:`AgentProcess.control` is what ``flotilla sim agent <member> --mode kill|freeze|thaw|start`` reaches
+through the members' admin endpoint: ``kill`` is a ``kill -9`` after which the agent is NOT started again (an
+agent whose node died, or a crash loop that never comes back) until ``start``; ``freeze`` stops the process with
+SIGSTOP (it holds its connections and answers nothing, as a hung process does) until ``thaw`` (SIGCONT).
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ from flotilla.files import PRIVATE_FILE, atomic_write
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AgentProcess"]
+__all__ = ["AGENT_MODES", "AgentControlError", "AgentProcess"]
+
+AGENT_MODES: Final = ("kill", "freeze", "thaw", "start")
+
+
+class AgentControlError(ValueError):
+    """An unknown agent control mode, or one that does not apply to the agent's state."""
 
 RESTART_DELAY: Final = 1.0
 STOP_TIMEOUT: Final = 10.0
@@ -49,8 +60,11 @@ class AgentProcess:
         self.restart_delay = restart_delay
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
+        self.held = False  # killed by `control("kill")`: not started again until `control("start")`
+        self.frozen = False
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._released = asyncio.Event()
 
     @property
     def pid(self) -> int | None:
@@ -74,27 +88,89 @@ class AgentProcess:
 
     async def _supervise(self) -> None:
         while not self._stopping:
-            assert self.proc is not None
-            code = await self.proc.wait()
+            proc = self.proc
+            assert proc is not None
+            code = await proc.wait()
             if self._stopping:
                 return
-            self.say(f"agent of {self.member} (pid {self.proc.pid}) exited with {code}; starting it again in "
+            if self.proc is not proc:
+                continue  # started again by control("start") while this one was being reaped
+            if self.held:
+                self.say(f"agent of {self.member} (pid {proc.pid}) killed; not started again until "
+                         f"`flotilla sim agent {self.member} --mode start`")
+                await self._released.wait()
+                self._released.clear()
+                continue  # control("start") spawned the new process
+            self.say(f"agent of {self.member} (pid {proc.pid}) exited with {code}; starting it again in "
                      f"{self.restart_delay:g}s (log {self.log_file})")
             await asyncio.sleep(self.restart_delay)
             if self._stopping:
                 return
+            if self.held:
+                continue  # killed for good meanwhile
             try:
                 await self._spawn()
             except OSError as e:
                 self.say(f"cannot start the agent of {self.member}: {e}; trying again")
 
+    def state(self) -> dict[str, object]:
+        """``{"state": running|frozen|killed, "pid": ..., "starts": n}`` (pid None while killed)."""
+        alive = self.proc is not None and self.proc.returncode is None
+        what = "killed" if self.held else "frozen" if self.frozen else "running" if alive else "restarting"
+        return {"state": what, "pid": self.pid if alive else None, "starts": self.starts}
+
+    async def control(self, mode: str) -> dict[str, object]:
+        """``kill`` (SIGKILL, kept stopped), ``freeze`` (SIGSTOP), ``thaw`` (SIGCONT) or ``start`` (a killed
+        agent started again, a frozen one thawed); answers :meth:`state`. Repeating a mode changes nothing."""
+        if mode not in AGENT_MODES:
+            raise AgentControlError(f"unknown agent mode {mode!r}: use one of {', '.join(AGENT_MODES)}")
+        if self._stopping:
+            raise AgentControlError(f"the agent of {self.member} is being stopped")
+        proc = self.proc
+        if mode == "kill" and not self.held:
+            self.held = True
+            self.frozen = False
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()  # SIGKILL reaches a stopped process too
+                await proc.wait()
+            with contextlib.suppress(OSError):
+                self.pid_file.unlink()
+            self.say(f"agent of {self.member} killed (kill -9), kept stopped")
+        elif mode == "freeze":
+            if self.held:
+                raise AgentControlError(f"the agent of {self.member} is killed: `--mode start` starts it again")
+            if proc is not None and proc.returncode is None and not self.frozen:
+                os.kill(proc.pid, signal.SIGSTOP)
+                self.frozen = True
+                self.say(f"agent of {self.member} (pid {proc.pid}) frozen (SIGSTOP)")
+        elif mode in ("thaw", "start") and self.frozen:
+            self._thaw()
+        elif mode == "start" and self.held:
+            self.held = False
+            await self._spawn()
+            self._released.set()
+            self.say(f"agent of {self.member} started again (pid {self.pid})")
+        return self.state()
+
+    def _thaw(self) -> None:
+        self.frozen = False
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+            self.say(f"agent of {self.member} (pid {proc.pid}) thawed (SIGCONT)")
+
     async def stop(self) -> None:
         """SIGTERM (the agent stops its controllers and exits 0), SIGKILL after :data:`STOP_TIMEOUT` seconds."""
         self._stopping = True
+        self._released.set()
         proc = self.proc
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
+            if self.frozen:
+                self._thaw()  # a stopped process handles its SIGTERM once it runs again
             try:
                 await asyncio.wait_for(proc.wait(), STOP_TIMEOUT)
             except TimeoutError:

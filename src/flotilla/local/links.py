@@ -12,6 +12,15 @@ up`` puts one link on each path that crosses between the control plane and a mem
 (watches included) and resets each new one as soon as it is accepted, so clients on that path see their
 connections fail, while both ends keep running. :meth:`Link.heal` (``--mode recover``) forwards again on the same
 port.
+
+:meth:`Link.drop` loses the bytes of one direction only, silently, as an asymmetric loss on a real network does:
+connections stay open (new ones are accepted and connected through), the bytes flowing the other way are still
+delivered, and nothing is reset, so a client waiting for an answer that was dropped times out instead of seeing
+its connection fail. The two directions of a link are named by its geometry: ``upstream`` is from the client that
+connected to the link towards its target, ``downstream`` back. Which one runs towards the member depends on who the
+client is (:func:`link_direction`): the control plane for a Push member's link, the member's agent for a Pull
+member's. A connection that lost bytes is broken for good (a byte stream with a hole in it), so :meth:`Link.heal`
+aborts those, and forwards every other one as before.
 """
 
 from __future__ import annotations
@@ -19,12 +28,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
+from typing import Final
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Link"]
+__all__ = ["DIRECTIONS", "Link", "link_direction"]
 
 _CHUNK = 64 * 1024
+
+UPSTREAM: Final = "upstream"  # from the client that connected to the link towards the link's target
+DOWNSTREAM: Final = "downstream"  # from the target back to the client
+DIRECTIONS: Final = (UPSTREAM, DOWNSTREAM)
+
+
+def link_direction(*, member_is_client: bool, towards_member: bool) -> str:
+    """The direction of a link that carries bytes towards the member (``towards_member``) or away from it.
+
+    A Pull member's agent is the client of its link (the target is the control plane): bytes towards the member
+    are the control plane's answers, ``downstream``. The control plane is the client of a Push member's link (the
+    target is the member's API): bytes towards the member are the control plane's requests, ``upstream``."""
+    return DOWNSTREAM if member_is_client == towards_member else UPSTREAM
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One forwarded connection: its two writers, and whether bytes of it were dropped."""
+
+    client: asyncio.StreamWriter
+    target: asyncio.StreamWriter
+    damaged: bool = False
 
 
 class Link:
@@ -37,9 +70,10 @@ class Link:
         self.want_port = port
         self.port = 0
         self.cut_off = False
+        self.dropping: str | None = None  # the direction whose bytes are lost (None: none)
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._conns: set[_Connection] = set()
 
     @property
     def url_host(self) -> str:
@@ -69,12 +103,30 @@ class Link:
         if not self.cut_off:
             log.warning("link %s (%s -> %s:%d) cut", self.name, self.url_host, *self.target)
         self.cut_off = True
+        self.dropping = None
         self._drop_all()
 
+    def drop(self, direction: str) -> None:
+        """One-way loss: the bytes flowing in ``direction`` (``upstream`` or ``downstream``) are discarded from
+        now on, on open connections and new ones alike, while the other direction is forwarded and no connection
+        is reset."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"unknown link direction {direction!r}: use one of {', '.join(DIRECTIONS)}")
+        if self.dropping != direction or self.cut_off:
+            log.warning("link %s (%s -> %s:%d): %s bytes lost from now on", self.name, self.url_host,
+                        *self.target, direction)
+        self.cut_off = False
+        self.dropping = direction
+
     def heal(self) -> None:
-        if self.cut_off:
+        if self.cut_off or self.dropping is not None:
             log.warning("link %s healed", self.name)
         self.cut_off = False
+        self.dropping = None
+        for conn in [c for c in self._conns if c.damaged]:  # a stream with a hole in it is of no use to anyone
+            self._conns.discard(conn)
+            _abort(conn.client)
+            _abort(conn.target)
 
     @property
     def connections(self) -> int:
@@ -82,9 +134,10 @@ class Link:
         return len(self._pipes)
 
     def _drop_all(self) -> None:
-        for w in list(self._writers):
-            _abort(w)
-        self._writers.clear()
+        for conn in list(self._conns):
+            _abort(conn.client)
+            _abort(conn.target)
+        self._conns.clear()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.cut_off:
@@ -99,31 +152,39 @@ class Link:
             _abort(writer)
             _abort(up_writer)
             return
-        self._writers.update((writer, up_writer))
+        conn = _Connection(writer, up_writer)
+        self._conns.add(conn)
         task = asyncio.current_task()
         assert task is not None
         self._pipes.add(task)
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(self._pipe(conn, reader, up_writer, UPSTREAM),
+                                 self._pipe(conn, up_reader, writer, DOWNSTREAM))
         finally:
             self._pipes.discard(task)
+            self._conns.discard(conn)
             for w in (writer, up_writer):
-                self._writers.discard(w)
-                _abort(w) if self.cut_off else _close(w)
+                _abort(w) if self.cut_off or conn.damaged else _close(w)
 
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while True:
-            data = await reader.read(_CHUNK)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (OSError, RuntimeError):
-        _abort(writer)
+    async def _pipe(self, conn: _Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    direction: str) -> None:
+        try:
+            while True:
+                data = await reader.read(_CHUNK)
+                if not data:
+                    break
+                if self.dropping == direction:
+                    conn.damaged = True  # lost on the way: the other end never hears of it
+                    continue
+                writer.write(data)
+                await writer.drain()
+            if self.dropping == direction:
+                conn.damaged = True  # the end of the stream is lost too: the other end keeps waiting
+                return
+            if writer.can_write_eof():
+                writer.write_eof()
+        except (OSError, RuntimeError):
+            _abort(writer)
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:

@@ -81,6 +81,17 @@ def default_taint_policy(members: list[str]) -> dict[str, Any]:
 DEFAULT_TAINT_POLICY: Final = default_taint_policy(["member1", "member2", "member3"])
 
 
+def _drop_hook(link: Any, *, member_is_client: bool) -> Callable[[str], None]:
+    """The one-way partitions of a member's link: ``to-member`` or ``from-member``, turned into the link's own
+    direction (a Pull member's agent is its link's client, the control plane a Push member's)."""
+    from flotilla.local.links import link_direction
+
+    def drop(direction: str) -> None:
+        link.drop(link_direction(member_is_client=member_is_client, towards_member=direction == "to-member"))
+
+    return drop
+
+
 class PortInUseError(DataDirError):
     """The API server's port is taken."""
 
@@ -142,9 +153,10 @@ class LocalStack:
         self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
         self.viewer_token: str | None = None
         self.links: dict[str, Any] = {}  # member -> its control-plane Link
-        self.peer_links: dict[str, Any] = {}  # guarded member -> the Link in front of its agent's peer endpoint
         self.agent_links: dict[str, Any] = {}  # guarded Push member -> the Link its lease-only agent reaches us by
         self.agents: dict[str, Any] = {}  # Pull member -> its AgentProcess
+        self._options: Any = None  # the controller-manager's, kept for a restart
+        self._metrics: Any = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -213,6 +225,9 @@ class LocalStack:
         return self
 
     async def stop(self) -> None:
+        if self.group is not None:
+            self.group.agents.clear()
+            self.group.control_plane = None
         agents, self.agents = self.agents, {}
         for agent in agents.values():
             with contextlib.suppress(Exception):
@@ -235,9 +250,8 @@ class LocalStack:
                 await self.client.close()
             self.client = None
         links, self.links = self.links, {}
-        links.update({f"{k}-peers": v for k, v in self.peer_links.items()})
         links.update({f"{k}-agent": v for k, v in self.agent_links.items()})
-        self.peer_links, self.agent_links = {}, {}
+        self.agent_links = {}
         for link in links.values():
             with contextlib.suppress(Exception):
                 await link.stop()
@@ -352,18 +366,30 @@ class LocalStack:
             except OSError:
                 link = await Link(name, target, host=cfg.host).start()  # the previous port is taken
             self.links[name] = link
-            m.faults.attach_link(lambda n=name: self._cut(n), lambda n=name: self._heal(n))
+            m.faults.attach_link(lambda n=name: self._cut(n), lambda n=name: self._heal(n),
+                                 lambda direction, n=name: self._drop(n, direction))
 
     def _cut(self, name: str) -> None:
-        """A member's partition: its control-plane link, and the link in front of its agent's peer endpoint."""
-        for link in (self.links.get(name), self.peer_links.get(name), self.agent_links.get(name)):
+        """A member's partition: its link to the control plane, and the one its lease-only agent reaches the
+        control plane by. The agents still reach each other (a partition between the control plane and its
+        members, not among the members)."""
+        for link in (self.links.get(name), self.agent_links.get(name)):
             if link is not None:
                 link.cut()
 
     def _heal(self, name: str) -> None:
-        for link in (self.links.get(name), self.peer_links.get(name), self.agent_links.get(name)):
+        for link in (self.links.get(name), self.agent_links.get(name)):
             if link is not None:
                 link.heal()
+
+    def _drop(self, name: str, direction: str) -> None:
+        """A member's one-way partition (``to-member`` or ``from-member``) on each link between it and the control
+        plane: its own, and its lease-only agent's (whose client is on the member's side)."""
+        pull = name in self.config.pull_names()
+        if name in self.links:
+            _drop_hook(self.links[name], member_is_client=pull)(direction)
+        if name in self.agent_links:
+            _drop_hook(self.agent_links[name], member_is_client=True)(direction)
 
     @staticmethod
     def _link_url(server: str, link: Any) -> str:
@@ -440,24 +466,38 @@ class LocalStack:
             if cfg.guard:
                 argv += ["--guard", "--fence-after", repr(float(cfg.fence_after)),
                          "--permit-hold", repr(float(cfg.permit_hold))]
-                # the peer protocol: the agent listens on a port of its own, its peers reach it through a link
-                # that the member's partition cuts too
-                peer_port = _free_port(cfg.host)
-                peer = await Link(f"{name}-peers", (cfg.host, peer_port), host=cfg.host).start()
-                self.peer_links[name] = peer
-                argv += ["--peer-listen", f"{cfg.host}:{peer_port}", "--peer-advertise", peer.url_host]
-            # each agent serves its metrics on a port of its own (none when the controllers' metrics are off)
+                # the peer protocol: the agent answers its peers on a port of its own
+                argv += ["--peer-listen", f"{cfg.host}:0"]
             metrics = f"{cfg.host}:{_free_port(cfg.host)}" if cfg.metrics_address is not None else "0"
             argv += ["--metrics-bind-address", metrics]
             agent = AgentProcess(name, argv, log_file=where / "agent.log", pid_file=where / "agent.pid",
                                  say=self.say)
             await agent.start()
             self.agents[name] = agent
+            self.group.agents[name] = agent  # `flotilla sim agent` reaches it through the members' admin endpoint
             guard = (f", guard on (fence-after {cfg.fence_after:g}s, permit-hold {cfg.permit_hold:g}s)"
                      if cfg.guard else "")
             mode = "Pull mode, agent" if name in pull else "Push mode, lease-only agent"
             served = f", metrics http://{metrics}/metrics" if metrics != "0" else ""
             self.say(f"cluster {name}: {mode} pid {agent.pid}{guard}{served} (log {where / 'agent.log'})")
+
+    async def control_plane(self, mode: str) -> dict[str, Any]:
+        """``restart``: the controller-manager stops and a new one starts, as when its process restarts: everything
+        it held in memory (the Leases it saw change and when, its queues and caches) is lost, and it starts again
+        from the API server. The API server, the members and the links keep running."""
+        from flotilla.controllers.manager import ControllerManager
+
+        if mode != "restart":
+            raise ValueError(f"unknown control-plane mode {mode!r}: use restart")
+        if self.manager is None:
+            raise ValueError("the controller-manager is not running")
+        old, self.manager = self.manager, None
+        await old.stop()
+        self.say("controller-manager stopped (restart)")
+        self.manager = ControllerManager(self.controller_client, self._options, metrics=self._metrics)
+        await self.manager.start()
+        self.say(f"controller-manager started again: {len(self.manager.controllers)} controllers running")
+        return {"controllers": len(self.manager.controllers)}
 
     async def _agent_token(self, name: str) -> str:
         """A new token for the agent of Pull member ``name``: its Secret (only the token's SHA-256) created, or
@@ -525,6 +565,8 @@ class LocalStack:
         self.manager = ControllerManager(self.controller_client, options, metrics=metrics)
         await self.manager.start()
         self.say(f"{len(self.manager.controllers)} controllers running")
+        self._options, self._metrics = options, metrics
+        self.group.control_plane = self.control_plane
         if self.config.metrics_address is not None:
             host, port = self.config.metrics_address
             server = MetricsServer(metrics.registry, host, port)

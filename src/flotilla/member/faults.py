@@ -24,6 +24,14 @@
   the control plane cannot reach a Push member's API and a Pull member's agent cannot reach the control plane.
   The member's own API (``kubectl --context <member>``) and its workloads keep running. A member with no link
   (a standalone ``flotilla member``) refuses the mode: ``down`` is what cuts it off.
+* ``partition-to-member`` and ``partition-from-member``: one direction of the member's link loses every byte,
+  silently, while the other direction is still delivered and no connection is reset (through the ``drop`` hook of
+  :meth:`FaultInjector.attach_link`): ``to-member`` loses what the control plane sends towards the member's side,
+  ``from-member`` what the member's side sends towards the control plane. For a Pull member the agent's requests
+  still reach the control plane and are carried out, but their answers are lost (``to-member``), or its requests
+  are lost and the control plane hears nothing (``from-member``); for a Push member the control plane's requests
+  are lost (``to-member``), or reach the member and are carried out while their answers are lost
+  (``from-member``). Either way the side waiting for an answer times out, as on a real asymmetric loss.
 * ``recover``: back to normal.
 
 ``state()`` reports ``workloads``: ``running``, ``stopped`` (powered off) or ``booting`` (powered on, the
@@ -40,7 +48,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
@@ -49,15 +57,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES"]
+__all__ = ["FAULT_COMMANDS", "FaultError", "FaultInjector", "MODES", "PARTITIONS"]
 
-MODES = ("normal", "down", "off", "unready", "slow", "partition")
-FAULT_COMMANDS = ("down", "off", "unready", "slow", "partition", "recover")
+PARTITION_TO_MEMBER: Final = "partition-to-member"
+PARTITION_FROM_MEMBER: Final = "partition-from-member"
+#: the partitions of the member's link, and which way bytes are lost (None: both ways, connections reset)
+PARTITIONS: Final[dict[str, str | None]] = {"partition": None, PARTITION_TO_MEMBER: "to-member",
+                                            PARTITION_FROM_MEMBER: "from-member"}
+MODES = ("normal", "down", "off", "unready", "slow", *PARTITIONS)
+FAULT_COMMANDS = ("down", "off", "unready", "slow", *PARTITIONS, "recover")
 UNREACHABLE = frozenset({"down", "off"})  # modes with the API listener closed
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PowerHook = Callable[[], Awaitable[None]]
 LinkHook = Callable[[], None]
+DropHook = Callable[[str], None]  # "to-member" or "from-member": that direction of the link loses its bytes
 
 
 class FaultError(ValueError):
@@ -85,6 +99,7 @@ class FaultInjector:
         self._boot: asyncio.Task[None] | None = None
         self._cut_link: LinkHook | None = None
         self._heal_link: LinkHook | None = None
+        self._drop_link: DropHook | None = None
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ middleware
@@ -117,7 +132,7 @@ class FaultInjector:
     # ------------------------------------------------------------------ state
     @property
     def ready(self) -> bool:
-        return not self.starting and self.mode in ("normal", "slow", "partition")
+        return not self.starting and (self.mode in ("normal", "slow") or self.mode in PARTITIONS)
 
     def state(self) -> dict[str, Any]:
         return {"mode": self.mode, "latency": self.latency, "ready": self.ready, "workloads": self.workloads}
@@ -130,34 +145,33 @@ class FaultInjector:
         self._power_off = power_off
         self._power_on = power_on
 
-    def attach_link(self, cut: LinkHook, heal: LinkHook) -> None:
-        """How ``partition`` cuts the member off the control plane (``cut``) and ``recover`` reconnects it."""
+    def attach_link(self, cut: LinkHook, heal: LinkHook, drop: DropHook | None = None) -> None:
+        """How ``partition`` cuts the member off the control plane (``cut``), how the one-way partitions lose one
+        direction of the link (``drop("to-member")``, ``drop("from-member")``) and how ``recover`` reconnects it."""
         self._cut_link = cut
         self._heal_link = heal
+        self._drop_link = drop
 
     async def set(self, command: str, latency: float | None = None,
                   boot_delay: float | None = None) -> dict[str, Any]:
-        """Apply ``down``, ``off``, ``unready``, ``slow`` or ``recover`` (one fault at a time: a new one replaces
-        the current one). ``latency`` (seconds) sets the ``slow`` delay, ``boot_delay`` (seconds) how long the
+        """Apply ``down``, ``off``, ``unready``, ``slow``, a partition (:data:`PARTITIONS`) or ``recover`` (one
+        fault at a time: a new one replaces the current one). ``latency`` (seconds) sets the ``slow`` delay, ``boot_delay`` (seconds) how long the
         workloads take to run again when a powered-off member is powered on (both are kept for later faults)."""
-        if command == "normal":
-            command = "recover"
-        if command not in FAULT_COMMANDS:
-            raise FaultError(f"unknown fault mode {command!r}: use one of {', '.join(FAULT_COMMANDS)}")
+        mode = self.check(command, latency, boot_delay)
         if latency is not None:
             self.latency = _seconds("latency", latency)
         if boot_delay is not None:
             self.boot_delay = _seconds("boot delay", boot_delay)
-        mode = "normal" if command == "recover" else command
-        if mode == "partition" and self._cut_link is None:
-            raise FaultError(f"member {self.member} has no control-plane link to cut (it is not run by flotilla "
-                             "up); use --mode down to make it unreachable")
+        direction = PARTITIONS.get(mode)
         async with self._lock:
             old = self.mode
-            if mode == "partition" and self._cut_link is not None:
-                self._cut_link()
-            if old == "partition" and mode != "partition" and self._heal_link is not None:
-                self._heal_link()
+            if old in PARTITIONS and mode != old and self._heal_link is not None:
+                self._heal_link()  # from one partition to another too: the damaged connections go
+            if mode in PARTITIONS and mode != old:
+                if direction is None and self._cut_link is not None:
+                    self._cut_link()
+                elif direction is not None and self._drop_link is not None:
+                    self._drop_link(direction)
             if mode in UNREACHABLE and old not in UNREACHABLE:
                 await self._close_listener()
             if mode == "off" and old != "off":
@@ -171,6 +185,25 @@ class FaultInjector:
                 log.warning("member %s: fault mode %s -> %s", self.member, old, mode)
             self.mode = mode
         return self.state()
+
+    def check(self, command: str, latency: float | None = None, boot_delay: float | None = None) -> str:
+        """The mode ``command`` puts the member in, or :class:`FaultError` saying why it cannot (nothing applied)."""
+        if command == "normal":
+            command = "recover"
+        if command not in FAULT_COMMANDS:
+            raise FaultError(f"unknown fault mode {command!r}: use one of {', '.join(FAULT_COMMANDS)}")
+        if latency is not None:
+            _seconds("latency", latency)
+        if boot_delay is not None:
+            _seconds("boot delay", boot_delay)
+        mode = "normal" if command == "recover" else command
+        if mode in PARTITIONS and self._cut_link is None:
+            raise FaultError(f"member {self.member} has no control-plane link to cut (it is not run by flotilla "
+                             "up); use --mode down to make it unreachable")
+        if PARTITIONS.get(mode) is not None and self._drop_link is None:
+            raise FaultError(f"the control-plane link of member {self.member} cannot lose one direction only; "
+                             "use --mode partition")
+        return mode
 
     # ------------------------------------------------------------------ power (off and back on)
     async def _stop_workloads(self) -> None:

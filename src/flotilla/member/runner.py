@@ -8,6 +8,12 @@ member is ``down``):
 * ``POST /members/<name>/fault`` with ``{"mode": "down|off|unready|slow|partition|recover", "latency": 2.0,
   "boot_delay": 0.0}`` (both optional) - apply a fault; answers the member's new state (400 for a bad mode,
   latency or boot delay, 404 for an unknown member)
+* ``POST /fault`` with the same body - the fault applied to every member of this process at once (``{"members":
+  [...]}``, each one's new state); ``partition`` there cuts the control plane off from all of them
+* ``POST /members/<name>/agent`` with ``{"mode": "kill|freeze|thaw|start"}`` - control the member's agent, when the
+  process runs one (``flotilla up``'s Pull members; 400 otherwise); answers ``{"state", "pid", "starts"}``
+* ``POST /controlplane`` with ``{"mode": "restart"}`` - restart the controller-manager, when the process runs the
+  control plane (``flotilla up``; 400 otherwise)
 * ``GET  /history[?kind=&namespace=&name=]`` - running intervals recorded by this process and their overlaps
 * ``GET  /healthz``
 
@@ -25,9 +31,9 @@ import os
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -40,7 +46,19 @@ from flotilla.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MemberGroup", "admin_file", "read_admin_file", "run_members", "send_fault"]
+__all__ = ["MemberGroup", "admin_file", "admin_urls", "read_admin_file", "run_members", "send_admin",
+           "send_fault"]
+
+
+class AgentControl(Protocol):
+    """What the admin endpoint drives for ``POST /members/<name>/agent`` (:class:`flotilla.local.agents.AgentProcess`)."""
+
+    async def control(self, mode: str) -> dict[str, object]: ...
+
+    def state(self) -> dict[str, object]: ...
+
+
+ControlPlaneHook = Callable[[str], Awaitable[dict[str, Any]]]
 
 
 def admin_file(data_dir: Path, name: str) -> Path:
@@ -75,6 +93,8 @@ class MemberGroup:
         self.admin_url = ""
         self._write_admin_files = write_admin_files
         self._runner: web.AppRunner | None = None
+        self.agents: dict[str, AgentControl] = {}  # member -> its agent, when this process runs one
+        self.control_plane: ControlPlaneHook | None = None  # restarts the control plane's parts, when it runs here
 
     async def start(self) -> MemberGroup:
         try:
@@ -116,6 +136,9 @@ class MemberGroup:
         app.router.add_get("/members", self._list)
         app.router.add_get("/members/{name}", self._get)
         app.router.add_post("/members/{name}/fault", self._fault)
+        app.router.add_post("/fault", self._fault_all)
+        app.router.add_post("/members/{name}/agent", self._agent)
+        app.router.add_post("/controlplane", self._control_plane)
         app.router.add_get("/history", self._history)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -131,8 +154,15 @@ class MemberGroup:
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    def _state(self, m: MemberCluster) -> dict[str, Any]:
+        state = m.state()
+        agent = self.agents.get(m.name)
+        if agent is not None:
+            state["agent"] = agent.state()
+        return state
+
     async def _list(self, request: web.Request) -> web.Response:
-        return self._json({"members": [m.state() for m in self.members.values()]})
+        return self._json({"members": [self._state(m) for m in self.members.values()]})
 
     def _member(self, request: web.Request) -> MemberCluster:
         name = request.match_info["name"]
@@ -143,22 +173,75 @@ class MemberGroup:
         return m
 
     async def _get(self, request: web.Request) -> web.Response:
-        return self._json(self._member(request).state())
+        return self._json(self._state(self._member(request)))
 
-    async def _fault(self, request: web.Request) -> web.Response:
-        m = self._member(request)
+    @staticmethod
+    async def _mode_body(request: web.Request, usage: str) -> dict[str, Any] | web.Response:
         try:
             body = await request.json()
         except ValueError:
-            return self._json({"error": "the body must be a JSON object"}, 400)
+            body = None
         if not isinstance(body, dict) or not isinstance(body.get("mode"), str):
-            return self._json({"error": 'send {"mode": "down|off|unready|slow|partition|recover", "latency": seconds, '
-                                        '"boot_delay": seconds}'}, 400)
+            return MemberGroup._json({"error": f"send {usage}"}, 400)
+        return body
+
+    _FAULT_USAGE = ('{"mode": "down|off|unready|slow|partition|partition-to-member|partition-from-member|recover", '
+                    '"latency": seconds, "boot_delay": seconds}')
+
+    async def _fault(self, request: web.Request) -> web.Response:
+        m = self._member(request)
+        body = await self._mode_body(request, self._FAULT_USAGE)
+        if isinstance(body, web.Response):
+            return body
         try:
-            state = await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
+            await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
         except FaultError as e:
             return self._json({"error": str(e)}, 400)
-        return self._json(state)
+        return self._json(self._state(m))
+
+    async def _fault_all(self, request: web.Request) -> web.Response:
+        """One fault for every member of this process: checked on all of them first (one refusing refuses it
+        for all), then applied to each in turn without yielding to the network in between."""
+        body = await self._mode_body(request, self._FAULT_USAGE)
+        if isinstance(body, web.Response):
+            return body
+        states = []
+        try:
+            for m in self.members.values():
+                m.faults.check(body["mode"], body.get("latency"), body.get("boot_delay"))
+            for m in self.members.values():
+                await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
+                states.append(self._state(m))
+        except FaultError as e:
+            return self._json({"error": str(e)}, 400)
+        return self._json({"members": states})
+
+    async def _agent(self, request: web.Request) -> web.Response:
+        m = self._member(request)
+        body = await self._mode_body(request, '{"mode": "kill|freeze|thaw|start"}')
+        if isinstance(body, web.Response):
+            return body
+        agent = self.agents.get(m.name)
+        if agent is None:
+            return self._json({"error": f"member {m.name} has no agent run by this process (only the Pull "
+                                        "members of flotilla up have one)"}, 400)
+        try:
+            return self._json(await agent.control(body["mode"]))
+        except ValueError as e:
+            return self._json({"error": str(e)}, 400)
+        except OSError as e:
+            return self._json({"error": f"cannot start the agent of {m.name}: {e}"}, 500)
+
+    async def _control_plane(self, request: web.Request) -> web.Response:
+        body = await self._mode_body(request, '{"mode": "restart"}')
+        if isinstance(body, web.Response):
+            return body
+        if self.control_plane is None:
+            return self._json({"error": "this process runs no control plane (only flotilla up does)"}, 400)
+        try:
+            return self._json(await self.control_plane(body["mode"]))
+        except ValueError as e:
+            return self._json({"error": str(e)}, 400)
 
     async def _history(self, request: web.Request) -> web.Response:
         q = request.query
@@ -200,7 +283,28 @@ def send_fault(data_dir: Path, name: str, mode: str, latency: float | None = Non
         body["latency"] = latency
     if boot_delay is not None:
         body["boot_delay"] = boot_delay
-    req = urllib.request.Request(f"{url.rstrip('/')}/members/{name}/fault", data=json.dumps(body).encode(),
+    return send_admin(url, f"/members/{name}/fault", body, what=f"member {name}", timeout=timeout)
+
+
+def admin_urls(data_dir: Path) -> list[str]:
+    """The admin endpoints of the processes running the members of ``data_dir`` (one per process, in the order of
+    the members' names), from their ``D/<name>/admin.json``."""
+    urls: list[str] = []
+    for path in sorted(Path(data_dir).glob("*/admin.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            url = read_admin_file(Path(data_dir), path.parent.name)["admin_url"]
+            if isinstance(url, str) and url not in urls:
+                urls.append(url)
+    if not urls:
+        raise FileNotFoundError(f"no member admin file (D/<name>/admin.json) under {data_dir}: is `flotilla up` or "
+                                "`flotilla member` running with that data directory?")
+    return urls
+
+
+def send_admin(url: str, path: str, body: dict[str, Any], *, what: str, timeout: float = 15.0) -> dict[str, Any]:
+    """POST ``body`` to ``path`` of a members' admin endpoint (blocking; for the CLI); an error answer or an
+    unreachable endpoint raises :class:`RuntimeError` saying so."""
+    req = urllib.request.Request(f"{url.rstrip('/')}{path}", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"}, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -210,7 +314,7 @@ def send_fault(data_dir: Path, name: str, mode: str, latency: float | None = Non
         detail = e.read().decode(errors="replace")
         with contextlib.suppress(ValueError, AttributeError):
             detail = json.loads(detail).get("error", detail)
-        raise RuntimeError(f"member {name}: {detail}") from None
+        raise RuntimeError(f"{what}: {detail}") from None
     except urllib.error.URLError as e:
-        raise RuntimeError(f"cannot reach the admin endpoint {url} of member {name} ({e.reason}): "
-                           "is its `flotilla member` process running?") from None
+        raise RuntimeError(f"cannot reach the admin endpoint {url} of {what} ({e.reason}): "
+                           "is its `flotilla member` (or `flotilla up`) process running?") from None

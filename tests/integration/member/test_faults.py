@@ -306,3 +306,75 @@ def test_partition_cuts_the_link_only_and_recover_heals_it(member: MemberThread)
         assert get(via + "/version")[0] == 200
     finally:
         member.call(link.stop())
+
+
+def test_one_way_partitions_of_a_push_members_link_lose_requests_or_answers_only(member: MemberThread) -> None:
+    """A Push member's link (the control plane is the client): ``partition-to-member`` loses the requests (the
+    member never sees them), ``partition-from-member`` delivers them (the member carries them out) and loses the
+    answers; the client times out in both, and nothing is reset. ``recover`` forwards again."""
+    from flotilla.local.links import Link, link_direction
+
+    link: Link = member.call(Link("f1", ("127.0.0.1", member.member.port)).start())
+    try:
+        member.member.faults.attach_link(
+            link.cut, link.heal,
+            lambda d: link.drop(link_direction(member_is_client=False, towards_member=d == "to-member")))
+        via = f"http://127.0.0.1:{link.port}"
+        kubectl = kubectl_for(member, member.kubeconfig.parent / "home")
+
+        def create_namespace(name: str) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", link.port, timeout=2)
+            try:
+                body = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+                with pytest.raises(TimeoutError):  # no answer, and no reset either
+                    conn.request("POST", "/api/v1/namespaces", body=body,
+                                  headers={"Content-Type": "application/json"})
+                    conn.getresponse()
+            finally:
+                conn.close()
+
+        assert member.fault("partition-to-member")["mode"] == "partition-to-member"
+        assert member.member.state()["ready"]
+        create_namespace("lost-on-the-way")
+        assert "lost-on-the-way" not in kubectl.run("get", "namespaces").stdout  # the member never saw it
+
+        assert member.fault("partition-from-member")["mode"] == "partition-from-member"
+        create_namespace("answer-lost")  # the client hears nothing back ...
+        assert "answer-lost" in kubectl.run("get", "namespaces").stdout  # ... though the member carried it out
+
+        member.fault("recover")
+        assert get(via + "/version")[0] == 200
+    finally:
+        member.call(link.stop())
+
+
+def test_a_one_way_partition_without_a_drop_hook_is_refused(member: MemberThread) -> None:
+    from flotilla.member.faults import FaultError
+
+    member.member.faults.attach_link(lambda: None, lambda: None)
+    with pytest.raises(FaultError, match="--mode partition"):
+        member.fault("partition-to-member")
+    assert member.member.state()["mode"] == "normal"
+
+
+def test_the_admin_endpoint_faults_every_member_at_once_and_refuses_what_it_does_not_run(tmp_path: Path) -> None:
+    """``POST /fault`` applies one fault to every member of the process (checked on all first: one refusing it
+    refuses it for all); ``/members/<name>/agent`` and ``/controlplane`` answer 400 in a process that runs no agent
+    and no control plane (a plain ``flotilla member``)."""
+    configs = [MemberConfig(name=f"g{i}", data_dir=tmp_path, ready_delay=0.2) for i in (1, 2)]
+    group = MemberGroup(configs, history_file=tmp_path / "history.jsonl")
+    with GroupThread(group) as g:
+        admin = g.admin_url
+        status, body = post(f"{admin}/fault", {"mode": "unready"})
+        assert status == 200 and [m["mode"] for m in body["members"]] == ["unready", "unready"], body
+        assert all(not m["ready"] for m in body["members"])
+        status, body = post(f"{admin}/fault", {"mode": "partition"})  # no links: refused for both, none changed
+        assert status == 400 and "--mode down" in json.loads(body)["error"], body
+        assert [m["mode"] for m in json.loads(get(admin + "/members")[1])["members"]] == ["unready", "unready"]
+        status, body = post(f"{admin}/fault", {"mode": "recover"})
+        assert status == 200 and [m["mode"] for m in body["members"]] == ["normal", "normal"], body
+        status, body = post(f"{admin}/members/g1/agent", {"mode": "kill"})
+        assert status == 400 and "no agent" in json.loads(body)["error"], body
+        status, body = post(f"{admin}/controlplane", {"mode": "restart"})
+        assert status == 400 and "no control plane" in json.loads(body)["error"], body
+        assert post(f"{admin}/fault", ["recover"])[0] == 400
