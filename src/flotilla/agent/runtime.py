@@ -445,19 +445,9 @@ class Agent:
         self.manager = ControllerManager(self.cp, self.options(), controllers=list(AGENT_CONTROLLERS),
                                          members=AgentMemberClients(self.cp, name, self.member),
                                          sync_timeout=self.config.sync_timeout, component="flotilla-agent")
-        peers: list[asyncio.Future[None]] = []
-        if self.config.peer_listen:
-            try:
-                peers = await self.start_peers(stop)
-            except OSError as e:
-                log.error("cannot listen for peers on %s: %s", self.config.peer_listen, e)
-                await self.stop_peers()
-                return 1
-        lease = asyncio.ensure_future(self.renew_lease(stop))
-        permit: asyncio.Future[None] | None = None
-        if self.config.guard:
-            self.permit = self.permit_keeper()
-            permit = asyncio.ensure_future(self.permit.run(stop))
+        tasks = await self._start_keeping(stop)
+        if tasks is None:
+            return 1
         try:
             starting = asyncio.ensure_future(self.manager.start())
             stopper = asyncio.ensure_future(stop.wait())
@@ -471,13 +461,7 @@ class Agent:
                 await stopper
             stopper.cancel()
         finally:
-            stop.set()
-            await lease
-            if permit is not None:
-                await permit
-            for task in peers:
-                await task
-            await self.stop_peers()
+            await self._stop_keeping(stop, tasks)
             await self.manager.stop()
         return 0
 
@@ -491,34 +475,43 @@ class Agent:
                      Informer(self.cp, WORKS, execution_namespace(name), backoff=(0.2, 5.0)))
         for informer in self._own:
             informer.start()
-        peers: list[asyncio.Future[None]] = []
         try:
-            if self.config.peer_listen:
-                try:
-                    peers = await self.start_peers(stop)
-                except OSError as e:
-                    log.error("cannot listen for peers on %s: %s", self.config.peer_listen, e)
-                    return 1
-            lease = asyncio.ensure_future(self.renew_lease(stop))
-            permit: asyncio.Future[None] | None = None
-            if self.config.guard:
-                self.permit = self.permit_keeper()
-                permit = asyncio.ensure_future(self.permit.run(stop))
-            log.info("agent of Push cluster %s: lease-only (Lease, %s)", name,
-                     "run permit and peers" if self.config.guard and peers else
-                     "run permit" if self.config.guard else "peers")
-            await stop.wait()
-            await lease
-            if permit is not None:
-                await permit
-            for task in peers:
-                await task
+            tasks = await self._start_keeping(stop)
+            if tasks is None:
+                return 1
+            log.info("agent of Push cluster %s: lease-only (Lease%s%s)", name,
+                     ", run permit" if self.config.guard else "", ", peers" if self.config.peer_listen else "")
+            try:
+                await stop.wait()
+            finally:
+                await self._stop_keeping(stop, tasks)
         finally:
-            stop.set()
-            await self.stop_peers()
             for informer in self._own:
                 await informer.stop()
         return 0
+
+    async def _start_keeping(self, stop: asyncio.Event) -> list[asyncio.Future[None]] | None:
+        """What every agent keeps up beside its controllers: the peer protocol (--peer-listen), the Lease and the
+        run permit (--guard); their tasks, or None when the peer port cannot be listened on."""
+        tasks: list[asyncio.Future[None]] = []
+        if self.config.peer_listen:
+            try:
+                tasks += await self.start_peers(stop)
+            except OSError as e:
+                log.error("cannot listen for peers on %s: %s", self.config.peer_listen, e)
+                await self.stop_peers()
+                return None
+        tasks.append(asyncio.ensure_future(self.renew_lease(stop)))
+        if self.config.guard:
+            self.permit = self.permit_keeper()
+            tasks.append(asyncio.ensure_future(self.permit.run(stop)))
+        return tasks
+
+    async def _stop_keeping(self, stop: asyncio.Event, tasks: list[asyncio.Future[None]]) -> None:
+        stop.set()
+        for task in tasks:
+            await task
+        await self.stop_peers()
 
     # ------------------------------------------------------------------ the run permit
     def permit_keeper(self) -> PermitKeeper:
