@@ -129,8 +129,9 @@ class PermitKeeper:
         self.last_quorum = None if own or started is None else self.quorum()
         if self.last_quorum is not None and self.metrics is not None:
             self.metrics.quorum_evaluated(self.last_quorum)
+        in_force = self.last_write is not None and now - self.last_write < self.fence_after
         return permit_decision(now=now, last_renewal_started=started, hold=self.permit_hold, fenced=self.fenced,
-                               purged=self.purged, quorum=self.last_quorum)
+                               purged=self.purged, quorum=self.last_quorum, in_force=in_force)
 
     def _deadline(self) -> float:
         """When a permit write must have finished (monotonic): the end of the hold, or of the peers' quorum."""

@@ -181,7 +181,7 @@ class PermitDecision:
 
 
 def permit_decision(*, now: float, last_renewal_started: float | None, hold: float, fenced: bool,
-                    purged: bool, quorum: Quorum | None = None) -> PermitDecision:
+                    purged: bool, quorum: Quorum | None = None, in_force: bool = False) -> PermitDecision:
     """Renew the run permit now?
 
     ``now`` and ``last_renewal_started`` are the agent's monotonic clock: ``last_renewal_started`` is when its last
@@ -189,19 +189,21 @@ def permit_decision(*, now: float, last_renewal_started: float | None, hold: flo
     out-of-service taint (then its Works may be released without contacting the member: nothing guarded may run).
     ``purged``: the purge of stale guarded copies ran since the permit was last withheld (or since the start).
     ``quorum``: what the agent's peers say (:func:`flotilla.failover.peer_quorum.peer_quorum`; None without the
-    peer protocol). Without the control plane, a held quorum keeps the permit, but only one that was never
-    withheld since its last purge: the peers can extend a permit, never bring one back."""
+    peer protocol). ``in_force``: the permit's last write is younger than fence-after (no guard has stopped
+    anything on it yet). Without the control plane, a held quorum keeps the permit, but only one that was never
+    withheld since its last purge or is still in force: the peers extend a permit, never revive an expired one
+    (that takes the control plane, whose purge first deletes the copies whose Work is gone)."""
     if last_renewal_started is None:
         return PermitDecision(PermitStep.WITHHOLD, "no control-plane Lease renewal has succeeded yet")
     age = now - last_renewal_started
     if age >= hold:
         lost = (f"the last successful control-plane Lease renewal started {age:.1f}s ago, not less than the permit "
                 f"hold {hold:g}s")
-        if quorum is not None and quorum.held and purged and not fenced:
+        if quorum is not None and quorum.held and (purged or in_force) and not fenced:
             return PermitDecision(PermitStep.RENEW, f"{lost}, but {quorum.reason}")
         if quorum is not None:
             lost += f"; {quorum.reason}, not a strict majority" if not quorum.held else (
-                "; the peers cannot bring back a permit that lapsed")
+                "; the peers cannot revive a permit that expired")
         return PermitDecision(PermitStep.WITHHOLD, lost)
     if fenced:
         return PermitDecision(PermitStep.WITHHOLD, "the Cluster is fenced (out-of-service taint)")

@@ -169,9 +169,13 @@ def test_d19_the_permit_goes_on_through_a_held_quorum_but_never_comes_back_throu
     assert q.held
     renew = permit_decision(now=20.0, last_renewal_started=1.0, hold=15.0, fenced=False, purged=True, quorum=q)
     assert renew.step is PermitStep.RENEW and "report the control plane unreachable" in renew.reason
-    # once withheld (purged reset), the peers cannot bring it back: the purge needs the control plane
+    # once withheld (purged reset) and expired, the peers cannot revive it: the purge needs the control plane
     lapsed = permit_decision(now=20.0, last_renewal_started=1.0, hold=15.0, fenced=False, purged=False, quorum=q)
-    assert lapsed.step is PermitStep.WITHHOLD and "cannot bring back" in lapsed.reason
+    assert lapsed.step is PermitStep.WITHHOLD and "cannot revive" in lapsed.reason
+    # ... but a permit withheld for a moment and still in force (younger than fence-after) goes on
+    blip = permit_decision(now=20.0, last_renewal_started=1.0, hold=15.0, fenced=False, purged=False, quorum=q,
+                           in_force=True)
+    assert blip.step is PermitStep.RENEW
     fenced = permit_decision(now=20.0, last_renewal_started=1.0, hold=15.0, fenced=True, purged=True, quorum=q)
     assert fenced.step is PermitStep.WITHHOLD
     minority = peer_quorum(me="m1", fleet=3, fenced=False, reports={}, now=20.0, ttl=2.0)
