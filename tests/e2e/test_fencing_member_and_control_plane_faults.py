@@ -149,6 +149,14 @@ def test_d19_the_control_plane_cut_from_every_member_stops_nothing_and_fences_no
     assert len(stack.fence_events()) == events
     stack.assert_never_twice(jobs)
 
+    def ready_untainted() -> None:  # the fleet settled (Ready True, no not-ready taint) before the next case
+        for name, cluster in stack.clusters().items():
+            ready = condition(cluster, "Ready")
+            assert ready is not None and ready["status"] == "True", (name, ready)
+            assert not (cluster["spec"].get("taints") or []), (name, cluster["spec"])
+
+    stack.eventually(ready_untainted, "every cluster Ready and untainted after the cut healed", timeout=40)
+
 
 def _differ(got: object, old: object) -> None:
     assert got != old, f"still {old!r}"

@@ -121,10 +121,12 @@ def test_register_prints_the_agent_command_and_writes_a_private_kubeconfig(cp: C
     # the API server knows the token at once (no restart) as the agent of m1: kubectl auth can-i asks it
     agent = cp.agent(out)
     can = {q: agent.run("auth", "can-i", *q.split(), check=False).stdout.strip()
-           for q in ("get clusters/m1", "get clusters/m2", "patch clusters/m1 --subresource=status",
+           for q in ("get clusters/m1", "get clusters/m2", "patch clusters/m2", "patch clusters/m1 --subresource=status",
                      "list works -n karmada-es-m1", "list works -n karmada-es-m2", "get secrets -n karmada-cluster")}
     assert can == {"get clusters/m1": "yes",
-                   "get clusters/m2": 'no - the agent of cluster "m1" may only use its own Cluster (named "m1")', "patch clusters/m1 --subresource=status": "yes",
+                   "get clusters/m2": "yes",  # the peer protocol follows every Cluster
+                   "patch clusters/m2": 'no - the agent of cluster "m1" may only use its own Cluster (named "m1")',
+                   "patch clusters/m1 --subresource=status": "yes",
                    "list works -n karmada-es-m1": "yes",
                    "list works -n karmada-es-m2":
                        'no - the agent of cluster "m1" may only use the Works in namespace "karmada-es-m1"',
@@ -178,7 +180,8 @@ def test_agent_token_works_within_its_scope_is_403_outside_and_401_after_unregis
         "another cluster's Works": ["get", "works", "-n", "karmada-es-m2"],
         "Secrets in karmada-cluster": ["get", "secrets", "-n", "karmada-cluster"],
         "Secrets everywhere": ["get", "secrets", "-A"],
-        "Clusters without the selector": ["get", "clusters"],
+        "another Cluster's status": ["patch", "cluster", "m2", "--subresource=status", "--type", "merge", "-p",
+                                     '{"status": {}}'],
         "bindings": ["get", "resourcebindings.work.karmada.io", "-A"],
         "another cluster's Lease": ["get", "lease", "m2", "-n", "karmada-cluster"],
         "deleting its Cluster": ["delete", "cluster", "m1", "--wait=false"],

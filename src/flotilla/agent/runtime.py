@@ -299,6 +299,8 @@ class Agent:
             self._renew_now.clear()
             try:
                 await asyncio.wait_for(self.renew_lease_once(), self.config.cluster_api_timeout)
+                if not self.cp_reachable:
+                    self._post_status_now()
                 self.cp_reachable = True
                 self.metrics.lease_renewed(True)
                 backoff.reset()
@@ -311,6 +313,18 @@ class Agent:
                 delay = backoff.next()
             if await _wait_any(stop, self._renew_now, delay):
                 return
+
+    def _post_status_now(self) -> None:
+        """Back on the control plane after failures: the cluster-status controller posts the cluster's status at
+        once rather than after its retry backoff, so a Ready condition turned Unknown meanwhile (and the not-ready
+        taint that follows it) does not outlast the outage by that backoff."""
+        if self.manager is None:
+            return
+        name = self.config.cluster_name
+        for controller in self.manager.controllers:
+            if controller.name == "cluster-status":
+                controller.queue.forget(name)
+                controller.enqueue(name)
 
     # ------------------------------------------------------------------ the peer protocol
     def own_hold_in_doubt(self) -> bool:
