@@ -85,7 +85,7 @@ class FleetView:
         return len(self.informer.store.list()) if self.synced else None
 
     def me_fenced(self) -> bool:
-        return self.me in known_fences(self.informer.store.list())
+        return self.me in self.fences
 
     def peers(self) -> dict[str, str]:
         """The other clusters whose agents answer peers: name -> ``host:port``."""
@@ -99,7 +99,7 @@ class FleetView:
 
     def report(self, reachable: bool) -> PeerReport:
         return PeerReport(self.me, reachable, self.synced, self.fleet() or 0,
-                          frozenset(known_fences(self.informer.store.list())))
+                          frozenset(self.fences))
 
 
 class PeerServer:

@@ -74,9 +74,9 @@ from flotilla.failover.auto_fence import (
     EVENT_GUARD_ANNOUNCEMENT_INVALID,
     AutoFenceAction,
     AutoFenceDecision,
-    announced_guard,
     cluster_liveness,
     decide_auto_fence,
+    fleet_window,
     keeps_lease,
     majority_live,
     silent_clusters,
@@ -386,9 +386,7 @@ class ClusterController(Controller):
         clusters = list(self.clusters.store.list())
         now = self.ctx.monotonic()
         everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or "")) for c in clusters]
-        bounds = [g.permit_hold + g.fence_after + self.fence_margin
-                  for g in (announced_guard(c)[0] for c in clusters) if g is not None]
-        window = min([self.grace.grace_period, *bounds])
+        window = fleet_window(clusters, self.grace.grace_period, self.fence_margin)
         has = majority_live(everyone, now, window) if everyone else True
         if self._majority is False and has:
             silent = silent_clusters({k: m.renewed_at for k, m in self._health.items()}, now, window)

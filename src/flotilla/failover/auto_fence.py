@@ -91,6 +91,7 @@ __all__ = [
     "Guard",
     "announced_guard",
     "keeps_lease",
+    "fleet_window",
     "majority_live",
     "silent_clusters",
     "cluster_liveness",
@@ -186,6 +187,15 @@ def majority_live(clusters: Iterable[ClusterLiveness], now: float, window: float
     control plane that sees no such majority may be the one cut off."""
     everyone = list(clusters)
     return 2 * sum(1 for c in everyone if c.live(now, window)) > len(everyone)
+
+
+def fleet_window(clusters: Iterable[Mapping[str, Any]], grace_period: float, margin: float) -> float:
+    """The liveness window for the fleet as a whole: ``--cluster-monitor-grace-period``, capped by the smallest
+    bound any guarded cluster announces (so a control plane cut off from everything notices it no later than the
+    first fence could fall due)."""
+    bounds = [g.permit_hold + g.fence_after + margin
+              for g in (announced_guard(c)[0] for c in clusters) if g is not None]
+    return min([grace_period, *bounds])
 
 
 def silent_clusters(renewed_at: Mapping[str, float | None], now: float, window: float) -> list[str]:

@@ -21,6 +21,7 @@ from flotilla.failover.auto_fence import (
     cluster_liveness,
     decide_auto_fence,
     fence_reason,
+    fleet_window,
     keeps_lease,
     majority_live,
     parse_go_duration,
@@ -363,3 +364,8 @@ def test_majority_live_counts_every_cluster() -> None:
 def test_silent_clusters_are_those_seen_once_and_quiet_for_the_window() -> None:
     renewed = {"a": 99.0, "b": 80.0, "c": None, "d": 90.0}
     assert silent_clusters(renewed, 100.0, 10.0) == ["b", "d"]
+
+
+def test_the_fleet_window_is_the_grace_capped_by_the_smallest_announced_bound() -> None:
+    assert fleet_window([pull(), pull("p2", hold="4s", fence_after="2s")], 40.0, 1.0) == 7.0
+    assert fleet_window([pull(hold=None, fence_after=None)], 40.0, 15.0) == 40.0
