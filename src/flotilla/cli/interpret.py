@@ -90,8 +90,8 @@ def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--observed-file", default="", metavar="FILE",
                    help="the object passed as observedObj (- for stdin)")
     p.add_argument("--status-file", default="", metavar="FILE",
-                   help="AggregatedStatusItem objects (clusterName, status, applied, health) passed as statusItems "
-                        "(YAML documents or a list; - for stdin)")
+                   help="AggregatedStatusItem objects (clusterName, status, applied, appliedMessage, health) passed "
+                        "as statusItems, one per YAML document (a YAML list of them is accepted too; - for stdin)")
     p.add_argument("--desired-replica", type=int, default=0, metavar="N",
                    help="the desiredReplica argument of ReviseReplica (default 0)")
     p.add_argument("--check", action="store_true",
@@ -160,17 +160,39 @@ def _one_object(option: str, name: str, stdin: TextIO | None) -> dict[str, Any]:
     return obj
 
 
+#: The fields of an AggregatedStatusItem and the JSON type each takes (``status`` takes any JSON value).
+_ITEM_FIELDS: dict[str, tuple[type, ...] | None] = {
+    "clusterName": (str,), "status": None, "applied": (bool,), "appliedMessage": (str,), "health": (str,)}
+
+
+def status_item(label: str, doc: Any) -> dict[str, Any]:
+    """One ``--status-file`` document as Karmada decodes it into an ``AggregatedStatusItem``: field names match
+    ignoring case (an exact match wins), unknown fields are ignored, ``null`` is an unset field, a missing
+    ``clusterName`` is ``""``; a field of the wrong type is an error naming it."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{label}: a status item must be an object (clusterName, status, applied, appliedMessage, "
+                         f"health), got {type(doc).__name__}")
+    item: dict[str, Any] = {"clusterName": ""}
+    exact = {k for k in doc if k in _ITEM_FIELDS}
+    for key, value in doc.items():
+        field = key if key in exact else next((f for f in _ITEM_FIELDS if f.lower() == str(key).lower()
+                                               and f not in exact), None)
+        if field is None or value is None:
+            continue
+        types = _ITEM_FIELDS[field]
+        if types is not None and (not isinstance(value, types) or (types == (str,) and isinstance(value, bool))):
+            expected = "true or false" if types == (bool,) else "a string"
+            where = f" of cluster {item['clusterName']!r}" if item["clusterName"] else ""
+            raise UsageError(f"{label}: {field}{where} must be {expected}, got {value!r}")
+        item[field] = value
+    return item
+
+
 def _status_items(name: str, stdin: TextIO | None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for label, doc in _documents(name, stdin=stdin):
-        for item in doc if isinstance(doc, list) else [doc]:
-            if not isinstance(item, dict) or not isinstance(item.get("clusterName"), str):
-                raise UsageError(f"{label}: every status item must be an object with a clusterName "
-                                 "(and status, applied, health)")
-            if item.get("status") is not None and not isinstance(item["status"], dict):
-                raise UsageError(f"{label}: status of cluster {item['clusterName']!r} must be an object")
-            items.append({k: item[k] for k in ("clusterName", "status", "applied", "appliedMessage", "health")
-                          if k in item})
+        for entry in doc if isinstance(doc, list) else [doc]:
+            items.append(status_item(label, entry))
     return items
 
 
@@ -257,6 +279,7 @@ def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str,
 
     desired = _one_object("--desired-file", args.desired_file, stdin) if args.desired_file else None
     observed = _one_object("--observed-file", args.observed_file, stdin) if args.observed_file else None
+    # as karmadactl (since v1.17): without --status-file a Lua script gets nil, with one a table (maybe empty)
     items = _status_items(args.status_file, stdin) if args.status_file else None
     target: dict[str, Any] | None
     if op is Operation.RETAIN:

@@ -246,7 +246,7 @@ class CustomizationRegistry:
             s, obj, limits=self.limits, print_sink=self.print_sink))
 
     def aggregate_status(self, obj: JSON, items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-        listed = list(items or ())
+        listed = None if items is None else list(items)
         return self._call(obj, Operation.AGGREGATE_STATUS, lambda s: _lua.lua_aggregate_status(
             s, obj, listed, limits=self.limits, print_sink=self.print_sink))
 

@@ -891,15 +891,19 @@ def lua_reflect_status(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LI
 
 
 def status_items_for_lua(items: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """``AggregatedStatusItem`` values as a script sees them (fields at their zero value left out)."""
+    """``AggregatedStatusItem`` values as a script sees them (Karmada marshals them to JSON: ``clusterName`` always,
+    the other fields only when not at their zero value). ``None`` stays ``None`` (nil in Lua); an empty list stays
+    a list (an empty table)."""
+    if items is None:
+        return None
     out = []
-    for item in items or ():
+    for item in items:
         entry: dict[str, Any] = {"clusterName": item.get("clusterName", "")}
         for key in ("status", "applied", "appliedMessage", "health"):
             if item.get(key) not in (None, False, ""):
                 entry[key] = item[key]
         out.append(entry)
-    return out or None
+    return out
 
 
 def lua_aggregate_status(script: str, obj: JSON, items: Iterable[Mapping[str, Any]] | None, *,
@@ -907,7 +911,8 @@ def lua_aggregate_status(script: str, obj: JSON, items: Iterable[Mapping[str, An
                          print_sink: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``AggregateStatus(desiredObj, statusItems)`` -> the whole template with its aggregated status.
 
-    No items (``None`` or empty) reach the script as ``nil``.
+    ``None`` reaches the script as ``nil`` (what Karmada's status controller passes for a binding without items),
+    a list, even an empty one, as a table (what ``karmadactl interpret`` and Karmada's customization tests pass).
     """
     op = Operation.AGGREGATE_STATUS
     (result,) = _run(op, script, [obj, status_items_for_lua(items)], limits=limits, print_sink=print_sink)
