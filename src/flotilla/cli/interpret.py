@@ -8,7 +8,8 @@ Examples::
     flotilla interpret -f customization.yaml --operation AggregateStatus --observed-file o.yaml --status-file items.yaml
     flotilla interpret -f customization.yaml --check
 
-Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML. Operation names are
+Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML, written as karmadactl writes it
+(:mod:`flotilla.cli.goyaml`). Operation names are
 matched ignoring case. Only the customizations' scripts run unless ``--with-builtin`` is given, which
 lets Flotilla's built-in rules (third-party, native, default) answer when no script is defined.
 Errors go to stderr, with exit status 1.
@@ -24,6 +25,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from flotilla.cli import goyaml
 from flotilla.interpreter import (
     GVK,
     CustomizationRegistry,
@@ -53,18 +55,6 @@ _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
 
 
 # ---------------------------------------------------------------------------------- arguments
@@ -208,12 +198,8 @@ def _customizations(args: argparse.Namespace, stdin: TextIO | None) -> list[tupl
 
 
 def to_yaml(value: Any) -> str:
-    """A value as ``karmadactl`` prints it: block YAML, sorted keys, scalars without an end marker."""
-    text: str = yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=True, allow_unicode=True,
-                     width=1 << 30)
-    if text.endswith("\n...\n"):
-        text = text[: -len("...\n")]
-    return text
+    """A value as ``karmadactl interpret`` prints it (Go's yaml.v3 of the value's JSON: :mod:`flotilla.cli.goyaml`)."""
+    return goyaml.dump(value)
 
 
 def print_results(results: Sequence[tuple[str, Any]], out: TextIO) -> None:
