@@ -29,7 +29,7 @@ def ric(name: str = "flink", kind: str = "FlinkDeployment", **scripts: str) -> d
 GOOD = {h.field: f"function {h.function}(a, b)\n  return a\nend\n" for h in HOOKS}
 
 
-def test_hook_names_are_karmadas() -> None:
+def test_hook_names_are_karmadas_then_d20_restore_state() -> None:
     assert [(h.field, h.operation, h.function) for h in HOOKS] == [
         ("retention", "Retain", "Retain"),
         ("replicaResource", "InterpretReplica", "GetReplicas"),
@@ -39,6 +39,7 @@ def test_hook_names_are_karmadas() -> None:
         ("statusAggregation", "AggregateStatus", "AggregateStatus"),
         ("healthInterpretation", "InterpretHealth", "InterpretHealth"),
         ("dependencyInterpretation", "InterpretDependency", "GetDependencies"),
+        ("restoreState", "RestoreState", "RestoreState"),
     ]
 
 
