@@ -351,6 +351,45 @@ def test_resource_interpreter_customization(kubectl: Kubectl) -> None:
     assert apply(kubectl, ric("flink-health", "function InterpretHealth(o)\n  return o ~= nil\nend\n")).returncode == 0
 
 
+def test_d20_restore_state_customization_accepted_and_checked(kubectl: Kubectl) -> None:
+    def ric(name: str, restore_state: str) -> str:
+        return f"""
+        apiVersion: config.karmada.io/v1alpha1
+        kind: ResourceInterpreterCustomization
+        metadata:
+          name: {name}
+        spec:
+          target:
+            apiVersion: example.io/v1
+            kind: Ledger
+          customizations:
+            restoreState:
+{textwrap.indent(restore_state, " " * 14)}
+        """
+
+    script = "luaScript: |\n  function RestoreState(desiredObj, restore)\n    return desiredObj\n  end\n"
+    ok = apply(kubectl, ric("ledger-restore", script))
+    assert "created" in ok.stdout
+    stored = yaml.safe_load(kubectl.run("get", "resourceinterpretercustomizations", "ledger-restore", "-o",
+                                        "yaml").stdout)
+    assert stored["spec"]["customizations"]["restoreState"]["luaScript"].startswith("function RestoreState(")
+    not_a_string = apply(kubectl, ric("ledger-number", "luaScript: 42\n"), check=False)
+    assert not_a_string.returncode != 0
+    assert 'ResourceInterpreterCustomization "ledger-number" is invalid' in not_a_string.stderr  # a 422
+    assert ("spec.customizations.restoreState.luaScript: Invalid value: \"integer\": "
+            "spec.customizations.restoreState.luaScript in body must be of type string") in not_a_string.stderr
+    misnamed = apply(kubectl, ric("ledger-misnamed", script.replace("RestoreState(", "Restore(")), check=False)
+    assert misnamed.returncode != 0
+    assert ("spec.customizations.restoreState.luaScript: Invalid value: InterpreterOperation(RestoreState) Lua "
+            "script error: the script does not define the global function RestoreState") in misnamed.stderr
+    conflict = apply(kubectl, ric("ledger-other", script), check=False)
+    assert conflict.returncode != 0
+    assert ("conflicting with InterpreterOperation(RestoreState) of existing "
+            "ResourceInterpreterCustomization(ledger-restore)") in conflict.stderr
+    for name in ("ledger-number", "ledger-misnamed", "ledger-other"):
+        assert kubectl.run("get", "resourceinterpretercustomizations", name, check=False).returncode != 0
+
+
 def test_cluster_propagation_policy_and_override_policy(kubectl: Kubectl) -> None:
     ok = apply(
         kubectl,
