@@ -138,12 +138,20 @@ def test_d20_restore_state_built_in_flink_rule(files: dict[str, str]) -> None:
                                                        "initialSavepointPath": PATH, "savepointRedeployNonce": 3}
 
 
-def test_d20_check_lists_restore_state(files: dict[str, str]) -> None:
+def test_d20_check_lists_restore_state_when_set(tmp_path: Path, files: dict[str, str]) -> None:
     result = flotilla("-f", files["ric"], "--check")
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
     assert any(line.split() == ["RestoreState:", "PASS"] for line in lines)
     assert any(line.split() == ["Retain:", "UNSET"] for line in lines)
+    karmadas = yaml.safe_load(RIC)
+    del karmadas["spec"]["customizations"]["restoreState"]
+    path = tmp_path / "karmada.yaml"
+    path.write_text(yaml.safe_dump(karmadas))
+    result = flotilla("-f", str(path), "--check")
+    assert result.returncode == 0, result.stdout
+    assert "RestoreState" not in result.stdout  # a Karmada RIC's rules print as karmadactl prints them
+    assert len([line for line in result.stdout.splitlines() if line.startswith("    ")]) == 8
 
 
 @pytest.mark.parametrize(

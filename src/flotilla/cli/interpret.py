@@ -253,6 +253,8 @@ def _check(customizations: list[tuple[str, dict[str, Any]]], out: TextIO) -> int
         width = max(len(o.value) for o in Operation) + 1
         for op in Operation:
             script = ric.scripts.get(op, "")
+            if not script and not op.karmada:
+                continue  # Flotilla's operations are listed when set: a Karmada RIC's rules print as karmadactl's
             status = "UNSET"
             if script:
                 try:
