@@ -30,6 +30,7 @@ from flotilla.interpreter.operations import (
     Operation,
     ReplicaResult,
     Source,
+    restore_input,
 )
 
 __all__ = ["RIC_API_VERSION", "RIC_KIND", "Customization", "CustomizationFailure", "CustomizationRules", "CustomizationRegistry",
@@ -256,8 +257,9 @@ class CustomizationRegistry:
             s, obj, limits=self.limits, print_sink=self.print_sink))
 
     def restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> dict[str, Any]:
+        checked = restore_input(restore)  # the caller's mistake, not the script's: checked before it runs
         return self._call(obj, Operation.RESTORE_STATE, lambda s: _lua.lua_restore_state(
-            s, obj, restore, limits=self.limits, print_sink=self.print_sink))
+            s, obj, checked, limits=self.limits, print_sink=self.print_sink))
 
     def get_dependencies(self, obj: JSON) -> list[dict[str, Any]]:
         gvk = GVK.of(obj)

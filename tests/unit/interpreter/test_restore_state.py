@@ -232,6 +232,8 @@ def test_d20_bad_restore_input_never_reaches_the_script() -> None:
     interp = widget_interpreter(on_failure=failures.append)
     with pytest.raises(InterpreterError, match="restore.kind must be one of"):
         interp.restore_state(samples.widget(), restore(kind=None))
+    with pytest.raises(InterpreterError, match="restore.existed must be true or false"):
+        interp.customizations.restore_state(samples.widget(), restore(existed=1))
     assert failures == []  # the caller's mistake, not the customization's
 
 
