@@ -289,6 +289,14 @@ CASES = [
                 cpu: "2"
           replicas: 2
         """),
+    Case("no-components-is-null", "InterpretComponent", "componentResource", """
+        function GetComponents(desiredObj)
+          return nil
+        end""", desired=GADGET, expected="""\
+        ---
+        # [1/1] components:
+        null
+        """),
     Case("replica-is-truncated-to-int32", "InterpretReplica", "replicaResource", """
         function GetReplicas(desiredObj)
           return desiredObj.spec.size * 1.4, nil

@@ -161,9 +161,9 @@ class ResourceInterpreter:
         }, None)
 
     def get_components(self, obj: JSON) -> list[dict[str, Any]]:
-        """InterpretComponent: ``[{name, replicas, replicaRequirements}]`` (no fallback)."""
-        value: list[dict[str, Any]] = self.interpret_component(obj).value
-        return value
+        """InterpretComponent: ``[{name, replicas, replicaRequirements}]`` (no fallback; a script returning nil: [])."""
+        value: list[dict[str, Any]] | None = self.interpret_component(obj).value
+        return value or []
 
     def interpret_revise_replica(self, obj: JSON, replicas: int) -> InterpretResult:
         return self._dispatch(Operation.REVISE_REPLICA, obj, {

@@ -1043,12 +1043,13 @@ def lua_get_replicas(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMI
 
 
 def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMITS,
-                       print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}`` (or nil)."""
+                       print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
+    """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}``; ``None`` when the script
+    returns nil (Karmada's nil slice: no components, ``null`` in karmadactl's output)."""
     op = Operation.INTERPRET_COMPONENT
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
     if result.type == "nil":
-        return []
+        return None
     value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
     if not isinstance(value, list):
         raise _fail(op, "the result must be an array of components")
