@@ -20,6 +20,12 @@ from flotilla.cli.main import build_parser
 KIND = "apiVersion: example.io/v1\nkind: Gadget\n"
 
 
+def aggregated(status: str) -> str:
+    """What karmadactl prints for AggregateStatus of GADGET with ``status`` (its YAML lines under ``status:``)."""
+    return ("---\n# [1/1] aggregatedStatus:\napiVersion: example.io/v1\nkind: Gadget\nmetadata:\n    name: g1\n"
+            "    namespace: shop\nspec:\n    size: 2\n" + textwrap.dedent(status))
+
+
 def customization(operation_field: str, script: str) -> str:
     body = textwrap.indent(textwrap.dedent(script).strip() + "\n", " " * 8)
     return (f"apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\n"
@@ -49,36 +55,18 @@ CASES = [
         function AggregateStatus(desiredObj, statusItems)
           desiredObj.status = { items = type(statusItems) }
           return desiredObj
-        end""", desired=GADGET, expected="""\
-        ---
-        # [1/1] aggregatedStatus:
-        apiVersion: example.io/v1
-        kind: Gadget
-        metadata:
-            name: g1
-            namespace: shop
-        spec:
-            size: 2
+        end""", desired=GADGET, expected=aggregated("""\
         status:
             items: nil
-        """),
+        """)),
     Case("empty-status-file-is-an-empty-table", "AggregateStatus", "statusAggregation", """
         function AggregateStatus(desiredObj, statusItems)
           desiredObj.status = { items = type(statusItems) .. " of " .. #statusItems }
           return desiredObj
-        end""", desired=GADGET, status="", expected="""\
-        ---
-        # [1/1] aggregatedStatus:
-        apiVersion: example.io/v1
-        kind: Gadget
-        metadata:
-            name: g1
-            namespace: shop
-        spec:
-            size: 2
+        end""", desired=GADGET, status="", expected=aggregated("""\
         status:
             items: table of 0
-        """),
+        """)),
     Case("status-items-decode-as-go-structs", "AggregateStatus", "statusAggregation", """
         function AggregateStatus(desiredObj, statusItems)
           local seen = {}
@@ -103,40 +91,22 @@ CASES = [
         ---
         clusterName: member3
         applied: true
-        """, expected="""\
-        ---
-        # [1/1] aggregatedStatus:
-        apiVersion: example.io/v1
-        kind: Gadget
-        metadata:
-            name: g1
-            namespace: shop
-        spec:
-            size: 2
+        """, expected=aggregated("""\
         status:
             seen:
                 - '[] applied=nil health=nil message=nil status=table'
                 - '[member2] applied=nil health=Healthy message=nil status=number'
                 - '[member3] applied=true health=nil message=nil status=nil'
-        """),
+        """)),
     # ------------------------------------------------------------------------------------- empty tables, nils
     Case("empty-tables-in-an-aggregated-status", "AggregateStatus", "statusAggregation", """
         function AggregateStatus(desiredObj, statusItems)
           desiredObj.status = { inner = { conditions = {}, counts = {} }, conditions = {} }
           return desiredObj
-        end""", desired=GADGET, status="clusterName: member1\n", expected="""\
-        ---
-        # [1/1] aggregatedStatus:
-        apiVersion: example.io/v1
-        kind: Gadget
-        metadata:
-            name: g1
-            namespace: shop
-        spec:
-            size: 2
+        end""", desired=GADGET, status="clusterName: member1\n", expected=aggregated("""\
         status:
             inner: {}
-        """),
+        """)),
     Case("retain-decides-empty-tables-from-desired-and-observed", "Retain", "retention", """
         function Retain(desiredObj, observedObj)
           desiredObj.spec.selector = observedObj.spec.selector
@@ -199,16 +169,7 @@ CASES = [
         clusterName: member2
         status:
           conditions: [{type: Failed}, {type: Created}]
-        """, expected="""\
-        ---
-        # [1/1] aggregatedStatus:
-        apiVersion: example.io/v1
-        kind: Gadget
-        metadata:
-            name: g1
-            namespace: shop
-        spec:
-            size: 2
+        """, expected=aggregated("""\
         status:
             conditions:
                 - Created
@@ -224,7 +185,7 @@ CASES = [
                 - "3"
                 - b
                 - a
-        """),
+        """)),
     Case("numbers-become-strings-as-in-go", "InterpretStatus", "statusReflection", """
         function ReflectStatus(observedObj)
           return { texts = { tostring(1e15), tostring(1 / 3), tostring(1234567.5), tostring(0.00001),
