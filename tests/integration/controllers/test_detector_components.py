@@ -12,6 +12,7 @@ from typing import Any
 from flotilla.client import Resource
 from flotilla.controllers.detector import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from tests.integration.controllers.test_detector import (  # noqa: F401 - the plane fixture
+    CLUSTERS,
     NS,
     RBS,
     Plane,
@@ -137,3 +138,27 @@ async def test_a_failing_component_script_is_reported_on_the_template(plane: Pla
     events = await eventually(reported, what="a GetComponentsFailed Event")
     assert "spec.customizations.componentResource" in events[0]["message"]
     assert await plane.maybe(RBS, "w1-widget") is None
+
+
+async def test_with_the_gate_the_scheduler_places_the_whole_set_where_it_fits(plane: Plane) -> None:
+    """Detector and scheduler together: one set (1 CPU + 3 x 500m = 2.5 CPU) does not fit in the first cluster."""
+    await setup(plane, ric())
+    enablements = [{"groupVersion": "example.io/v1", "resources": [{"name": "widgets", "kind": "Widget"}]}]
+    for name, cpu in (("a-small", "2"), ("b-big", "64")):
+        await plane.client.create(CLUSTERS, {
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+            "spec": {"syncMode": "Push", "apiEndpoint": f"https://{name}.example:6443"}})
+        await plane.client.patch(CLUSTERS, name, {"status": {
+            "apiEnablements": enablements,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "ready",
+                            "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+            "resourceSummary": {"allocatable": {"cpu": cpu, "memory": "200Gi", "pods": "110"}}}},
+            subresource="status")
+    await plane.start(controllers=["detector", "scheduler"], gates={"MultiplePodTemplatesScheduling": True})
+    await plane.client.create(Resource("policy.karmada.io", "v1alpha1", "propagationpolicies",
+                                       "PropagationPolicy", True), widget_policy(), NS)
+
+    async def placed() -> list[dict[str, Any]]:
+        return (await binding_spec(plane)).get("clusters") or []
+
+    assert await eventually(placed, what="the widget placed") == [{"name": "b-big"}]
