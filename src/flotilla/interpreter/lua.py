@@ -10,6 +10,13 @@ raise an error; ``io``, ``debug``, ``coroutine``, ``package`` and lupa's ``pytho
 Strings keep the library as their metatable's ``__index``, so ``("x"):rep(9)`` is refused as well.
 Precompiled (binary) chunks are refused.
 
+Where scripts could tell gopher-lua (Karmada's Lua) from Lua 5.1, the sandbox follows gopher-lua: ``pairs`` yields
+the keys 1, 2, ... ascending and then the other keys in the order they were first set (every table constructor of
+the script is rewritten by :func:`ordered_constructors`, on the same lines, so that the tables it builds record that
+order; the objects passed in have no order to keep, as in Karmada where they come from Go maps), and ``tostring``
+and ``print`` write numbers as Go does (``1e15`` is ``1000000000000000``, ``1/3`` is ``0.3333333333333333``).
+The ``..`` operator and ``string.format`` keep Lua 5.1's ``%.14g``.
+
 Limits: one call (loading the script, then calling the function) may run for ``timeout`` seconds
 (1 s by default, like Karmada). A count hook installed from the privileged side before the script
 starts checks a monotonic clock every few thousand VM instructions and raises an error once time is
