@@ -14,7 +14,7 @@ its resource template (from, to, trigger, time to running, state gap) and the sa
 ``flotilla_failover_records_reprocessed{trigger}``; each superseded entry a Warning ``FailoverSuperseded``.
 
 Triggers: a binding added or updated while it has eviction tasks, a move annotation or an entry in progress (or
-when it just lost its tasks). The controller remembers in memory the highest ``records-processed`` each copy
+when it just lost its tasks). The controller remembers in memory the last ``records-processed`` each copy
 reported (simulated Flink jobs), because the old copy's ``aggregatedStatus`` item may be gone when the failover
 is seen. Runs whatever the feature gates.
 """
@@ -87,7 +87,7 @@ class FailoverHistoryController(Controller):
         super().__init__(*args, **kw)
         self.rbs: Any = None
         self.crbs: Any = None
-        #: binding key -> cluster -> highest records-processed its copy reported (simulated Flink jobs)
+        #: binding key -> cluster -> the last records-processed its copy reported (simulated Flink jobs)
         self.progress: dict[str, dict[str, int]] = {}
         self.metrics = FailoverHistoryMetrics(self.ctx.metrics.registry)
 
@@ -122,8 +122,7 @@ class FailoverHistoryController(Controller):
             processed = job_progress(item.get("status"))[0]
             cluster = item.get("clusterName")
             if processed is not None and isinstance(cluster, str):
-                seen = self.progress.setdefault(key, {})
-                seen[cluster] = max(processed, seen.get(cluster, 0))
+                self.progress.setdefault(key, {})[cluster] = processed
 
     def _forget(self, cluster_scoped: bool, binding: _Obj) -> None:
         key = self._key(binding, cluster_scoped)

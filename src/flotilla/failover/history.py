@@ -51,8 +51,9 @@ gives ``restoredPath``, ``restoreOutcome`` (``Restored``, ``Fresh``; ``Holding``
 simulation-only keys of ``status.clusterInfo`` (a string map the operator's CRD allows and FlinkDeployment's
 status interpretation keeps), ``sim.flotilla.io/records-processed`` (the stream offset the job had reached when
 the status was written) and ``sim.flotilla.io/restored-offset`` (where its current run started). The old copy's
-last reported offset is kept as ``stateGap.recordsAtFault`` when the entry is written (the controller also passes
-the highest offset it saw from that cluster before); the entry's ``recordsReprocessed`` is then
+last reported offset is kept as ``stateGap.recordsAtFault`` (the controller passes the last offset it saw from
+that cluster, for when its item is already gone), raised while the failover is in progress and the old copy still
+reports (it runs until its Work is deleted); ``recordsReprocessed`` is then
 ``recordsAtFault - restored offset of the new copy`` (never below 0): the records the new copy processes a second
 time, at least; the old job may have gone on for up to one reporting interval after its last report. A real
 Flink operator reports no record counts: ``null``.
@@ -398,17 +399,30 @@ def _complete(entry: dict[str, Any], now: datetime, items: Mapping[str, Mapping[
 
 def _records_at_fault(source: str, items: Mapping[str, Mapping[str, Any]],
                       progress: Mapping[str, int] | None) -> int | None:
-    seen = [n for n in (job_progress(items[source].get("status"))[0] if source in items else None,
-                        _map(progress).get(source)) if isinstance(n, int)]
-    return max(seen) if seen else None
+    """The old copy's progress as last reported: its item's, else the caller's last seen."""
+    reported = job_progress(items[source].get("status"))[0] if source in items else None
+    if reported is None:
+        seen = _map(progress).get(source)
+        reported = seen if isinstance(seen, int) else None
+    return reported
+
+
+def _note_records_at_fault(entry: dict[str, Any], items: Mapping[str, Mapping[str, Any]],
+                           progress: Mapping[str, int] | None) -> None:
+    """While the failover is in progress the old copy may still run and report: keep its highest offset."""
+    latest = _records_at_fault(str(entry.get("from")), items, progress)
+    gap = _map(entry.get("stateGap"))
+    known = _int_text(gap.get("recordsAtFault"))
+    if latest is not None and (known is None or latest > known):
+        entry["stateGap"] = {**gap, "recordsAtFault": latest}
 
 
 def plan_history(binding: Mapping[str, Any], now: datetime, *,
                  progress: Mapping[str, int] | None = None) -> HistoryUpdate:
     """The binding's history after what it shows now (see the module docstring).
 
-    ``progress``: the highest ``records-processed`` each cluster's copy of this binding reported while the
-    caller watched (the old copy's item may be gone from ``aggregatedStatus`` by the time the failover is seen).
+    ``progress``: the last ``records-processed`` each cluster's copy of this binding reported while the caller
+    watched (the old copy's item may be gone from ``aggregatedStatus`` by the time the failover is seen).
     """
     md, spec = _map(binding.get("metadata")), _map(binding.get("spec"))
     annotations = _map(md.get("annotations"))
@@ -437,6 +451,7 @@ def plan_history(binding: Mapping[str, Any], now: datetime, *,
     for e in entries:
         if e.get("phase") != PHASE_IN_PROGRESS:
             continue
+        _note_records_at_fault(e, items, progress)
         if e.get("to") is None and caught_up:
             e["to"] = _decide_to(e, targets)
         if e.get("to") is None:

@@ -170,13 +170,17 @@ def test_d22_without_a_new_cluster_the_survivors_take_over() -> None:
 
 
 def test_d22_records_reprocessed_from_the_simulated_jobs_progress() -> None:
-    old = flink_item("member1", **{"sim.flotilla.io/records-processed": "5200"})
-    b = binding(tasks=[taint_task()], items=[old])
-    started = plan_history(b, at(1), progress={"member1": 5300})
-    assert started.entries[0]["stateGap"]["recordsAtFault"] == 5300
+    # the old copy's item is gone already: the offset the controller saw last is taken
+    started = plan_history(binding(tasks=[taint_task()]), at(1), progress={"member1": 5100})
+    assert started.entries[0]["stateGap"]["recordsAtFault"] == 5100
+    # the old copy still runs until its Work goes, and reports further: raised while in progress
+    old = flink_item("member1", **{"sim.flotilla.io/records-processed": "5300"})
+    raised = plan_history(with_history(binding(tasks=[taint_task()], items=[old]), started.entries), at(2))
+    assert raised.changed and raised.entries[0]["stateGap"]["recordsAtFault"] == 5300
     new = flink_item("member2", **{"sim.flotilla.io/restored-offset": "4000",
                                    "sim.flotilla.io/records-processed": "4100"})
-    done = plan_history(with_history(binding(tasks=[taint_task()], items=[new]), started.entries), at(9))
+    done = plan_history(with_history(binding(tasks=[taint_task()], items=[new]), raised.entries), at(9),
+                        progress={"member1": 5300})
     assert done.entries[0]["stateGap"]["recordsReprocessed"] == 1300
     assert "1300 records reprocessed" in completed_message(done.entries[0])
 
