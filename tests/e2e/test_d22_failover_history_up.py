@@ -2,8 +2,9 @@
 
 Real processes and the real kubectl: the stack of ``flotilla up --detach`` (two simulated members whose Flink
 operator reports its job's progress), a stateful PropagationPolicy (purgeMode Directly, the job id preserved),
-a hand-made NoExecute taint on the job's member. The failover is then listed by ``flotilla get failovers -o json``
-with its trigger, time to running and state gap (records reprocessed measured from the simulated job).
+a hand-made NoExecute taint on the job's member. The failover is then listed by
+``flotilla get failovers -o json`` with its trigger, time to running and state gap (records reprocessed
+measured from the simulated job).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ POLICY = {
     "spec": {"resourceSelectors": [{"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
                                     "name": NAME}],
              "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
-                           "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]},
+                           "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1,
+                                                  "minGroups": 1}]},
              "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [
                  {"aliasLabelName": "failover.flink.io/job-id", "jsonPath": "{ .jobStatus.jobId }"}]}}}},
 }
@@ -93,7 +95,8 @@ def test_d22_a_flink_failover_by_taint_is_listed_with_its_state_gap(stack: tuple
     eventually(ready, "both members Ready")
     k.run("apply", "-f", "-", input=json.dumps(flink_deployment_crd()))
     k.run("wait", "--for=condition=Established", "crd/flinkdeployments.flink.apache.org", "--timeout=30s")
-    k.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [POLICY, FLINK]}))
+    k.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                "items": [POLICY, FLINK]}))
 
     def running_with_checkpoint() -> str:
         for member in ("member1", "member2"):
@@ -121,8 +124,10 @@ def test_d22_a_flink_failover_by_taint_is_listed_with_its_state_gap(stack: tuple
         return dict(item)
 
     item = eventually(completed, f"the failover of {NAME} completed in the history", timeout=90)
-    assert item["workload"] == {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "name": NAME}
-    assert (item["from"], item["to"], item["trigger"], item["purgeMode"]) == (old, new, "ClusterTaint", "Directly")
+    assert item["workload"] == {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+                                "name": NAME}
+    assert (item["from"], item["to"], item["trigger"], item["purgeMode"]) == (
+        old, new, "ClusterTaint", "Directly")
     assert item["preservedState"].get("failover.flink.io/job-id"), item
     assert 0 < item["timeToRunning"] < 90, item
     gap = item["stateGap"]
@@ -130,7 +135,7 @@ def test_d22_a_flink_failover_by_taint_is_listed_with_its_state_gap(stack: tuple
     assert isinstance(gap["recordsAtFault"], int) and gap["recordsAtFault"] > 0, gap
     binding = get(k, "rb", f"{NAME}-flinkdeployment", "-n", "default")
     if "failover.flotilla.io/restore" in (binding["metadata"].get("annotations") or {}):
-        assert isinstance(gap["ageAtFault"], (int, float)), gap  # native restore recorded its checkpoint's age
+        assert isinstance(gap["ageAtFault"], (int, float)), gap  # the restored checkpoint's age
     assert len(json.loads(flotilla("get", "failovers", "-A", "-o", "json", "--kubeconfig", kubeconfig).stdout)
                ["items"]) == 1
 

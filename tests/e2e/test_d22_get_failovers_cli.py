@@ -30,8 +30,8 @@ class Env:
 
 
 def entry(at: str, source: str, to: str, **fields: Any) -> dict[str, Any]:
-    e: dict[str, Any] = {"at": at, "from": source, "to": to, "trigger": "ClusterTaint", "purgeMode": "Directly",
-                         "preservedState": {"jobid": "4f2c"}, "restoredPath": f"s3://ck/flink/4f2c/chk-{len(at)}",
+    e: dict[str, Any] = {"at": at, "from": source, "to": to, "trigger": "ClusterTaint",
+                         "purgeMode": "Directly", "preservedState": {"jobid": "4f2c"}, "restoredPath": f"s3://ck/flink/4f2c/chk-{len(at)}",
                          "restoreOutcome": "Restored", "runningAt": at, "timeToRunning": 21.5,
                          "stateGap": {"ageAtFault": 1.5, "recordsReprocessed": 150}, "phase": "Completed"}
     e.update(fields)
@@ -61,7 +61,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         for b in (binding("orders-flinkdeployment", "streaming", "orders", orders),
                   binding("quiet-flinkdeployment", "streaming", "quiet", []),
                   binding("etl-flinkdeployment", "batch", "etl",
-                          [entry("2026-01-01T11:00:00Z", "member3", "member1", trigger="ApplicationFailure")])):
+                          [entry("2026-01-01T11:00:00Z", "member3", "member1",
+                                 trigger="ApplicationFailure")])):
             e.kubectl.run("apply", "-f", "-", input=json.dumps(b))
         yield e
     finally:
@@ -72,10 +73,11 @@ def test_d22_get_failovers_lists_each_entry_with_its_state_gap(env: Env) -> None
     r = env.run("get", "failovers", "-n", "streaming")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED", "TIME-TO-RUNNING",
-                                "STATE-GAP"]
+    assert lines[0].split() == ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED",
+                                "TIME-TO-RUNNING", "STATE-GAP"]
     assert len(lines) == 3, r.stdout
-    assert lines[1].split()[:5] == ["streaming", "FlinkDeployment/orders", "member2", "member3", "ClusterTaint"]
+    assert lines[1].split()[:5] == ["streaming", "FlinkDeployment/orders", "member2", "member3",
+                                    "ClusterTaint"]
     assert "<in progress>" in lines[1]
     assert "21.5s" in lines[2] and "1.5s / 150 records" in lines[2]
 
@@ -90,7 +92,8 @@ def test_d22_get_failovers_json_is_a_list_that_parses(env: Env) -> None:
                                    ("streaming", "orders", "member1", "member2", "Completed"),
                                    ("batch", "etl", "member3", "member1", "Completed")])
     etl = next(i for i in doc["items"] if i["workload"]["name"] == "etl")
-    assert etl["trigger"] == "ApplicationFailure" and etl["stateGap"] == {"ageAtFault": 1.5, "recordsReprocessed": 150}
+    assert etl["trigger"] == "ApplicationFailure"
+    assert etl["stateGap"] == {"ageAtFault": 1.5, "recordsReprocessed": 150}
     r = env.run("get", "failovers", "-A", "-o", "yaml")
     assert r.returncode == 0 and "kind: List" in r.stdout and "ApplicationFailure" in r.stdout
 

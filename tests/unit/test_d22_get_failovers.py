@@ -42,7 +42,8 @@ def test_d22_a_completed_failover_row_shows_time_to_running_and_state_gap() -> N
     row = failover_row(b, entry(), NOW)
     assert dict(zip(FAILOVER_HEADERS, row, strict=True)) == {
         "NAMESPACE": "streaming", "WORKLOAD": "FlinkDeployment/orders", "FROM": "member1", "TO": "member2",
-        "TRIGGER": "ClusterTaint", "STARTED": "5m", "TIME-TO-RUNNING": "31.2s", "STATE-GAP": "12.5s / 1200 records"}
+        "TRIGGER": "ClusterTaint", "STARTED": "5m", "TIME-TO-RUNNING": "31.2s",
+        "STATE-GAP": "12.5s / 1200 records"}
 
 
 def test_d22_wide_rows_add_purge_mode_restored_path_and_preserved_state() -> None:
@@ -56,8 +57,10 @@ def test_d22_in_progress_and_unknown_parts_say_so() -> None:
     running = entry(phase="InProgress", to=None, runningAt=None, timeToRunning=None, restoredPath=None,
                     restoreOutcome=None, stateGap={"ageAtFault": None, "recordsReprocessed": None})
     cells = dict(zip(FAILOVER_HEADERS, failover_row(binding(running), running, NOW), strict=True))
-    assert (cells["TO"], cells["TIME-TO-RUNNING"], cells["STATE-GAP"]) == ("<pending>", "<in progress>", "<pending>")
-    fresh = entry(restoreOutcome="Fresh", restoredPath=None, stateGap={"ageAtFault": None, "recordsReprocessed": None})
+    assert (cells["TO"], cells["TIME-TO-RUNNING"], cells["STATE-GAP"]) == (
+        "<pending>", "<in progress>", "<pending>")
+    fresh = entry(restoreOutcome="Fresh", restoredPath=None,
+                  stateGap={"ageAtFault": None, "recordsReprocessed": None})
     assert failover_row(binding(fresh), fresh, NOW)[-1] == "fresh start"
     unknown = entry(restoreOutcome=None, stateGap={})
     assert failover_row(binding(unknown), unknown, NOW)[-1] == "<unknown>"
@@ -73,6 +76,7 @@ def test_d22_the_table_and_json_items_list_every_entry_newest_first() -> None:
     assert "<in progress>" in table[1] and "31.2s" in table[2]
     item = failover_item(*pairs[0])
     assert item["binding"] == "orders-flinkdeployment" and item["namespace"] == "streaming"
-    assert item["workload"] == {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "name": "orders"}
+    assert item["workload"] == {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+                                "name": "orders"}
     assert item["from"] == "member1" and item["phase"] == "InProgress"
     json.dumps(item)  # printable as JSON

@@ -1,13 +1,14 @@
-"""``flotilla get clusters|bindings|works|failovers [NAME]``: the failover-relevant view of Flotilla's own objects.
+"""``flotilla get clusters|bindings|works|failovers [NAME]``: the failover view of Flotilla's own objects.
 
-``clusters``: readiness, taints (fenced, cordoned, not-ready...) and what runs there. ``bindings`` (ResourceBindings
-and, without a namespace filter, ClusterResourceBindings): the workload, where it is placed, its graceful-eviction
-tasks (from which cluster, purge mode, preserved state) and its scheduling/apply conditions. ``works``: one row per
-Work, with its cluster, workload and Applied condition. ``failovers``: one row per entry of the bindings' failover
-history (D22, annotation ``failover.flotilla.io/history``), newest first per binding, in-progress ones included.
-``-o wide`` adds columns; ``-o yaml|json`` prints the objects as kubectl does (a ``List`` when there are several;
-for failovers a ``List`` of the history entries, each with the binding's namespace, name and workload); ``-o name``
-prints ``kind/name`` (for failovers ``failover/<binding>/<from>@<start>``).
+``clusters``: readiness, taints (fenced, cordoned, not-ready...) and what runs there. ``bindings``
+(ResourceBindings and, without a namespace filter, ClusterResourceBindings): the workload, where it is placed,
+its graceful-eviction tasks (from which cluster, purge mode, preserved state) and its scheduling/apply
+conditions. ``works``: one row per Work, with its cluster, workload and Applied condition. ``failovers``: one
+row per entry of the bindings' failover history (D22, annotation ``failover.flotilla.io/history``), newest
+first per binding, in-progress ones included. ``-o wide`` adds columns; ``-o yaml|json`` prints the objects as
+kubectl does (a ``List`` when there are several; for failovers a ``List`` of the history entries, each with
+the binding's namespace, name and workload); ``-o name`` prints ``kind/name`` (for failovers
+``failover/<binding>/<from>@<start>``).
 
 The rows are computed by pure functions (:func:`cluster_row`, :func:`binding_row`, :func:`work_row`,
 :func:`failover_row`) so that tests and ``flotilla demo`` can use them.
@@ -56,7 +57,7 @@ examples:
 
 
 def add_get_parser(sub: Any) -> None:
-    g = sub.add_parser("get", help="show clusters, bindings (placement and eviction tasks), works or failovers",
+    g = sub.add_parser("get", help="show clusters, bindings (placement, eviction tasks), works or failovers",
                        description="Show Flotilla's clusters, bindings, works or failover history, with what "
                        "matters for failover.",
                        epilog=GET_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,7 +184,8 @@ def _secs(value: Any) -> str | None:
 def _state_gap(entry: Mapping[str, Any]) -> str:
     gap = _map(entry.get("stateGap"))
     records = gap.get("recordsReprocessed")
-    records_text = f"{records} records" if isinstance(records, int) and not isinstance(records, bool) else None
+    counted = isinstance(records, int) and not isinstance(records, bool)
+    records_text = f"{records} records" if counted else None
     if entry.get("restoreOutcome") == "Fresh":
         age = "fresh start"
     else:
@@ -217,7 +219,7 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
 
 
 def failover_item(binding: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A history entry as ``-o json|yaml`` prints it: the entry with the binding and workload it belongs to."""
+    """A history entry as ``-o json|yaml`` prints it: with the binding and workload it belongs to."""
     meta = _map(binding.get("metadata"))
     resource = _map(_map(binding.get("spec")).get("resource"))
     return {"namespace": meta.get("namespace"), "binding": meta.get("name"),
@@ -226,7 +228,8 @@ def failover_item(binding: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[
             "workload": {k: resource.get(k) for k in ("apiVersion", "kind", "name")}, **entry}
 
 
-FAILOVER_HEADERS = ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED", "TIME-TO-RUNNING", "STATE-GAP"]
+FAILOVER_HEADERS = ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED", "TIME-TO-RUNNING",
+                    "STATE-GAP"]
 FAILOVER_WIDE = [*FAILOVER_HEADERS, "PURGE-MODE", "RESTORED-PATH", "PRESERVED-STATE"]
 
 
@@ -276,8 +279,8 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
     if args.all_namespaces:
         bindings += await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, None, None)
     if args.name is not None:
-        bindings = [b for b in bindings if args.name in (_map(b.get("metadata")).get("name"),
-                                                         _map(_map(b.get("spec")).get("resource")).get("name"))]
+        bindings = [b for b in bindings if args.name in (
+            _map(b.get("metadata")).get("name"), _map(_map(b.get("spec")).get("resource")).get("name"))]
     pairs = entries_of(bindings)
     if args.output in ("yaml", "json"):
         doc = _as_list([failover_item(b, e) for b, e in pairs])
@@ -294,7 +297,8 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
         print(f"No failovers recorded{what}{where}.", file=sys.stderr)
         return 0
     wide = args.output == "wide"
-    out(render_table(FAILOVER_WIDE if wide else FAILOVER_HEADERS, [failover_row(b, e, wide=wide) for b, e in pairs]))
+    rows = [failover_row(b, e, wide=wide) for b, e in pairs]
+    out(render_table(FAILOVER_WIDE if wide else FAILOVER_HEADERS, rows))
     return 0
 
 

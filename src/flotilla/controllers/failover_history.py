@@ -1,22 +1,22 @@
 """The failover-history controller (D22): records every failover of a binding on the binding.
 
 One controller for ResourceBindings and ClusterResourceBindings (keys ``rb|<ns>|<name>`` and ``crb|<name>``).
-The decision is :func:`flotilla.failover.history.plan_history`: an entry is written ``InProgress`` as soon as a
-failover shows on the binding (a stamped eviction task or a planned move), and completed once the new copy runs.
-The annotation ``failover.flotilla.io/history`` is written with a metadata-only merge patch guarded by the
-binding's resourceVersion (re-read and decided again on 409), so an entry is never lost or written twice, even
-across a restart of the controller-manager.
+The decision is :func:`flotilla.failover.history.plan_history`: an entry is written ``InProgress`` as soon as
+a failover shows on the binding (a stamped eviction task or a planned move), and completed once the new copy
+runs. The annotation ``failover.flotilla.io/history`` is written with a metadata-only merge patch guarded by
+the binding's resourceVersion (re-read and decided again on 409), so an entry is never lost or written twice,
+even across a restart of the controller-manager.
 
-After a successful write, each completed entry gives a Normal ``FailoverCompleted`` Event on the binding and on
-its resource template (from, to, trigger, time to running, state gap) and the samples
+After a successful write, each completed entry gives a Normal ``FailoverCompleted`` Event on the binding and
+on its resource template (from, to, trigger, time to running, state gap) and the samples
 ``flotilla_failover_time_to_running_seconds{trigger}`` and, when the restore reported one,
 ``flotilla_failover_state_gap_seconds{trigger}`` (the restored checkpoint's age at the fault) and
 ``flotilla_failover_records_reprocessed{trigger}``; each superseded entry a Warning ``FailoverSuperseded``.
 
-Triggers: a binding added or updated while it has eviction tasks, a move annotation or an entry in progress (or
-when it just lost its tasks). The controller remembers in memory the last ``records-processed`` each copy
-reported (simulated Flink jobs), because the old copy's ``aggregatedStatus`` item may be gone when the failover
-is seen. Runs whatever the feature gates.
+Triggers: a binding added or updated while it has eviction tasks, a move annotation or an entry in progress
+(or when it just lost its tasks). The controller remembers in memory the last ``records-processed`` each copy
+reported (simulated Flink jobs), because the old copy's ``aggregatedStatus`` item may be gone when the
+failover is seen. Runs whatever the feature gates.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Pure functions: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
-The history is the binding annotation ``failover.flotilla.io/history``: a JSON list of entries, newest first, at
-most :data:`MAX_ENTRIES` (an 11th entry drops the oldest)::
+The history is the binding annotation ``failover.flotilla.io/history``: a JSON list of entries, newest first,
+at most :data:`MAX_ENTRIES` (an 11th entry drops the oldest)::
 
     {"at": "2026-01-02T10:00:00Z", "from": "member1", "to": "member2", "trigger": "ClusterTaint",
      "purgeMode": "Directly", "preservedState": {"jobid": "..."}, "restoredPath": "s3://b/ck/<job>/chk-42",
@@ -11,52 +11,52 @@ most :data:`MAX_ENTRIES` (an 11th entry drops the oldest)::
      "stateGap": {"ageAtFault": 12.5, "recordsReprocessed": 1200, "recordsAtFault": 51200},
      "phase": "Completed", "evictedAt": "2026-01-02T10:00:00Z"}
 
-**When a failover starts** (:func:`ongoing_failovers`). A failover is seen on the binding as a graceful-eviction
-task (``spec.gracefulEvictionTasks[]``) once it carries its ``creationTimestamp`` (the producers beside the
-graceful-eviction controller write it with the task; a task without one is looked at once it is stamped), or as a
-planned move (annotation ``failover.flotilla.io/move``, ``fromCluster``/``toCluster``/``startedAt``), whichever
-comes first. Its trigger (:func:`trigger_of_task`): ``ClusterTaint`` for the taint manager's tasks (producer
-``TaintManager`` or reason ``TaintUntolerated``), ``ApplicationFailure`` for application failover's (reason
-``ApplicationFailure``, or an application-failover controller as producer), ``PlannedMove`` for a move (a move
-annotation from the task's cluster, or a task with reason ``PlannedMove``), ``Other`` for any other task (one a
-person or another tool wrote). ``at`` is the start: the move's ``startedAt`` for a move, else the task's
-``creationTimestamp``; ``evictedAt`` is the task's ``creationTimestamp`` when there is a task. A failover is the
-same as an entry when ``from`` matches and ``at`` or ``evictedAt`` matches, so a move whose task appears later, or
-whose annotation goes while its task stays, is one entry. The entry is written at once with ``phase: InProgress``
-and ``runningAt: null``: a restart of the controller-manager finds it on the binding and neither loses nor
-repeats the failover.
+**When a failover starts** (:func:`ongoing_failovers`). A failover is seen on the binding as a
+graceful-eviction task (``spec.gracefulEvictionTasks[]``) once it carries its ``creationTimestamp`` (the
+producers beside the graceful-eviction controller write it with the task; a task without one is looked at once
+it is stamped), or as a planned move (annotation ``failover.flotilla.io/move``,
+``fromCluster``/``toCluster``/``startedAt``), whichever comes first. Its trigger (:func:`trigger_of_task`):
+``ClusterTaint`` for the taint manager's tasks (producer ``TaintManager`` or reason ``TaintUntolerated``),
+``ApplicationFailure`` for application failover's (reason ``ApplicationFailure``, or an application-failover
+controller as producer), ``PlannedMove`` for a move (a move annotation from the task's cluster, or a task with
+reason ``PlannedMove``), ``Other`` for any other task (one a person or another tool wrote). ``at`` is the
+start: the move's ``startedAt`` for a move, else the task's ``creationTimestamp``; ``evictedAt`` is the task's
+``creationTimestamp`` when there is a task. A failover is the same as an entry when ``from`` matches and
+``at`` or ``evictedAt`` matches, so a move whose task appears later, or whose annotation goes while its task
+stays, is one entry. The entry is written at once with ``phase: InProgress`` and ``runningAt: null``: a
+restart of the controller-manager finds it on the binding and neither loses nor repeats the failover.
 
 **Where it goes.** ``to`` is decided once the scheduler has caught up with the eviction
 (``schedulerObservedGeneration == generation``): the move's ``toCluster``; else the binding's target clusters
-that did not run the workload before the failover (the task's ``clustersBeforeFailover``, else the targets seen
-when the entry was written, if the scheduler had not caught up yet); when there is no such cluster (the
+that did not run the workload before the failover (the task's ``clustersBeforeFailover``, else the targets
+seen when the entry was written, if the scheduler had not caught up yet); when there is no such cluster (the
 survivors took the workload over), the remaining targets. Several clusters are joined with ``,``.
 
 **When it finishes** (phase ``Completed``). When every cluster of ``to`` has an ``aggregatedStatus`` item with
-``health: Healthy`` whose reflected status, when it reports a job state (``jobStatus.state``, FlinkDeployment),
-reports ``RUNNING``: the new copy runs. ``runningAt`` is when that was first seen, ``timeToRunning`` is
-``runningAt - at`` in seconds (``at`` has whole seconds, so it may read up to one second long). The removal of
-the eviction task does not finish it: a ``Gracefully`` task goes when every target is Healthy (the same moment),
-a task that timed out goes while the new copy may still not run, and the entry keeps waiting for it. An entry
-still in progress when a newer failover moves the workload from one of its ``to`` clusters (or again from its
-``from`` cluster) is ``Superseded``: its new copy never ran.
+``health: Healthy`` whose reflected status, when it reports a job state (``jobStatus.state``,
+FlinkDeployment), reports ``RUNNING``: the new copy runs. ``runningAt`` is when that was first seen,
+``timeToRunning`` is ``runningAt - at`` in seconds (``at`` has whole seconds, so it may read up to one second
+long). The removal of the eviction task does not finish it: a ``Gracefully`` task goes when every target is
+Healthy (the same moment), a task that timed out goes while the new copy may still not run, and the entry
+keeps waiting for it. An entry still in progress when a newer failover moves the workload from one of its
+``to`` clusters (or again from its ``from`` cluster) is ``Superseded``: its new copy never ran.
 
 **Restore and state gap.** The native restore record (annotation ``failover.flotilla.io/restore``) of the same
 failover (its ``fromCluster`` is ``from``, its ``cluster`` one of ``to``, its ``faultAt`` not before ``at``)
 gives ``restoredPath``, ``restoreOutcome`` (``Restored``, ``Fresh``; ``Holding`` while the restore waits) and
-``stateGap.ageAtFault`` (seconds from the restored checkpoint's completion to the fault). Without such a record
-(no native restore, or a kind without state) they stay ``null``.
+``stateGap.ageAtFault`` (seconds from the restored checkpoint's completion to the fault). Without such a
+record (no native restore, or a kind without state) they stay ``null``.
 
 ``stateGap.recordsReprocessed`` is known for the simulated Flink job only: its operator reports, as
 simulation-only keys of ``status.clusterInfo`` (a string map the operator's CRD allows and FlinkDeployment's
-status interpretation keeps), ``sim.flotilla.io/records-processed`` (the stream offset the job had reached when
-the status was written) and ``sim.flotilla.io/restored-offset`` (where its current run started). The old copy's
-last reported offset is kept as ``stateGap.recordsAtFault`` (the controller passes the last offset it saw from
-that cluster, for when its item is already gone), raised while the failover is in progress and the old copy still
-reports (it runs until its Work is deleted); ``recordsReprocessed`` is then
-``recordsAtFault - restored offset of the new copy`` (never below 0): the records the new copy processes a second
-time, at least; the old job may have gone on for up to one reporting interval after its last report. A real
-Flink operator reports no record counts: ``null``.
+status interpretation keeps), ``sim.flotilla.io/records-processed`` (the stream offset the job had reached
+when the status was written) and ``sim.flotilla.io/restored-offset`` (where its current run started). The old
+copy's last reported offset is kept as ``stateGap.recordsAtFault`` (the controller passes the last offset it
+saw from that cluster, for when its item is already gone), raised while the failover is in progress and the
+old copy still reports (it runs until its Work is deleted); ``recordsReprocessed`` is then ``recordsAtFault -
+restored offset of the new copy`` (never below 0): the records the new copy processes a second time, at least;
+the old job may have gone on for up to one reporting interval after its last report. A real Flink operator
+reports no record counts: ``null``.
 """
 
 from __future__ import annotations
@@ -203,7 +203,8 @@ def trigger_of_task(task: Mapping[str, Any]) -> str:
     reason, producer = task.get("reason"), task.get("producer")
     if producer == _TAINT_PRODUCER or reason == _TAINT_REASON:
         return TRIGGER_CLUSTER_TAINT
-    if reason == _APPLICATION_REASON or (isinstance(producer, str) and producer.endswith("application-failover-controller")):
+    by_application = isinstance(producer, str) and producer.endswith("application-failover-controller")
+    if reason == _APPLICATION_REASON or by_application:
         return TRIGGER_APPLICATION_FAILURE
     if reason == _PLANNED_MOVE_REASON:
         return TRIGGER_PLANNED_MOVE
@@ -212,8 +213,10 @@ def trigger_of_task(task: Mapping[str, Any]) -> str:
 
 def metric_trigger(trigger: Any) -> str:
     """The ``trigger`` label of the history's metrics (the failover metrics' spelling)."""
+    if not isinstance(trigger, str):
+        return "unknown"
     return {TRIGGER_CLUSTER_TAINT: "cluster_taint", TRIGGER_APPLICATION_FAILURE: "application",
-            TRIGGER_PLANNED_MOVE: "planned_move"}.get(trigger, "unknown") if isinstance(trigger, str) else "unknown"
+            TRIGGER_PLANNED_MOVE: "planned_move"}.get(trigger, "unknown")
 
 
 def job_progress(status: Any) -> tuple[int | None, int | None]:
@@ -224,7 +227,7 @@ def job_progress(status: Any) -> tuple[int | None, int | None]:
 
 
 def copy_running(item: Mapping[str, Any] | None) -> bool:
-    """The copy an ``aggregatedStatus`` item describes runs: Healthy, and ``RUNNING`` if it reports a job state."""
+    """The copy of an ``aggregatedStatus`` item runs: Healthy, and ``RUNNING`` if it reports a job state."""
     if item is None or item.get("health") != "Healthy":
         return False
     state = _map(_map(item.get("status")).get("jobStatus")).get("state")
@@ -266,16 +269,18 @@ def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
         if source is None or evicted is None:
             continue
         before = task.get("clustersBeforeFailover")
-        before_names = tuple(str(c) for c in before if isinstance(c, str)) if isinstance(before, list) else None
+        before_names = tuple(c for c in before if isinstance(c, str)) if isinstance(before, list) else None
         planned = move_start is not None and source == move_from
         state = _map(task.get("preservedLabelState"))
         out.append(Failover(
             from_cluster=source, at=move_start if planned and move_start else evicted,
             trigger=TRIGGER_PLANNED_MOVE if planned else trigger_of_task(task), evicted_at=evicted,
-            purge_mode=_str(task.get("purgeMode")), preserved_state={str(k): str(v) for k, v in state.items()},
+            purge_mode=_str(task.get("purgeMode")),
+            preserved_state={str(k): str(v) for k, v in state.items()},
             before=before_names, to_hint=move_to if planned else None))
     if move_start is not None and move_from and all(f.from_cluster != move_from for f in out):
-        out.append(Failover(from_cluster=move_from, at=move_start, trigger=TRIGGER_PLANNED_MOVE, to_hint=move_to))
+        out.append(Failover(from_cluster=move_from, at=move_start, trigger=TRIGGER_PLANNED_MOVE,
+                            to_hint=move_to))
     return out
 
 
@@ -296,7 +301,8 @@ class HistoryUpdate:
         """The metadata-only merge patch writing the history (None when nothing changed)."""
         if not self.changed:
             return None
-        md: dict[str, Any] = {"annotations": {HISTORY_ANNOTATION: json.dumps(self.entries, separators=(",", ":"))}}
+        text = json.dumps(self.entries, separators=(",", ":"))
+        md: dict[str, Any] = {"annotations": {HISTORY_ANNOTATION: text}}
         if resource_version is not None:
             md["resourceVersion"] = resource_version
         return {"metadata": md}
@@ -326,7 +332,8 @@ def _items(binding: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _new_entry(f: Failover, targets: Sequence[str], caught_up: bool, records_at_fault: int | None) -> dict[str, Any]:
+def _new_entry(f: Failover, targets: Sequence[str], caught_up: bool,
+               records_at_fault: int | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "at": f.at, "from": f.from_cluster, "to": None, "trigger": f.trigger, "purgeMode": f.purge_mode,
         "preservedState": dict(f.preserved_state), "restoredPath": None, "restoreOutcome": None,
@@ -440,7 +447,8 @@ def plan_history(binding: Mapping[str, Any], now: datetime, *,
                 _fill_in(same, f)
             continue
         for e in entries:
-            if e.get("phase") == PHASE_IN_PROGRESS and (f.from_cluster in _to_list(e) or e.get("from") == f.from_cluster):
+            replaced = f.from_cluster in _to_list(e) or e.get("from") == f.from_cluster
+            if e.get("phase") == PHASE_IN_PROGRESS and replaced:
                 e["phase"] = PHASE_SUPERSEDED
                 update.superseded.append(e)
         entry = _new_entry(f, targets, caught_up, _records_at_fault(f.from_cluster, items, progress))
@@ -484,7 +492,8 @@ def state_gap_text(entry: Mapping[str, Any]) -> str:
     else:
         age = f"checkpoint age at fault {_seconds_text(gap.get('ageAtFault'))}"
     records = gap.get("recordsReprocessed")
-    return f"{age}, " + (f"{records} records reprocessed" if isinstance(records, int) else "records reprocessed unknown")
+    counted = f"{records} records reprocessed" if isinstance(records, int) else "records reprocessed unknown"
+    return f"{age}, {counted}"
 
 
 def completed_message(entry: Mapping[str, Any]) -> str:
@@ -498,10 +507,10 @@ def completed_message(entry: Mapping[str, Any]) -> str:
 def superseded_message(entry: Mapping[str, Any]) -> str:
     """The ``FailoverSuperseded`` Event's message."""
     return (f"Failover from {entry.get('from')} to {entry.get('to') or 'an undecided cluster'} "
-            f"({entry.get('trigger')}, started {entry.get('at')}) was replaced by a newer failover before its "
-            "new copy ran.")
+            f"({entry.get('trigger')}, started {entry.get('at')}) was replaced by a newer failover before "
+            "its new copy ran.")
 
 
 def entries_of(bindings: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
-    """``(binding, entry)`` for every history entry of ``bindings``, in the bindings' order, newest first each."""
+    """``(binding, entry)`` for every history entry of ``bindings``, in their order, newest first each."""
     return [(b, e) for b in bindings for e in parse_history(_map(_map(b.get("metadata")).get("annotations")))]

@@ -99,8 +99,8 @@ class FlinkSimSettings:
     checkpoint_dir: Path = field(default_factory=default_checkpoint_dir)
     model: FlinkModelConfig = field(default_factory=FlinkModelConfig)
     progress_interval: float = 2.0  # seconds between sim.flotilla.io/records-processed refreshes
-    #: seconds between refreshes of the progress in status.clusterInfo while the job runs (0: only when the job
-    #: starts, completes a checkpoint or stops); each refresh is a status write the control plane reflects
+    #: seconds between refreshes of the progress in status.clusterInfo while the job runs (0: only when the
+    #: job starts, completes a checkpoint or stops); each refresh is a status write the control plane reflects
     status_progress_interval: float = 0.0
     finalizer: bool = True  # add the operator's finalizer (deletion waits for the job to stop)
     savepoint_rule: bool = False  # register the savepoint rule on the member's admission chain
@@ -201,7 +201,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self.models: dict[str, FlinkJobModel] = {}  # uid -> model
         self.rule: SavepointRule | None = None
         self._published: dict[str, tuple[float, dict[str, str]]] = {}  # uid -> (when, annotations written)
-        self._progress_reported: dict[str, float] = {}  # uid -> when the progress in status was last refreshed
+        self._progress_reported: dict[str, float] = {}  # uid -> when the progress in status was refreshed
         # the runs of FlinkDeployments that are gone, newest last: (namespace, name) -> runs (bounded)
         self.ended: OrderedDict[ObjectKey, list[JobRun]] = OrderedDict()
 

@@ -698,7 +698,7 @@ class FlinkJobModel:
         return status
 
     def report_progress(self, now: float) -> None:
-        """Show the offset the job has reached at ``now`` in the status (``clusterInfo``, simulation-only keys)."""
+        """Show the offset the job reached at ``now`` in its status (``clusterInfo``, simulation-only)."""
         run = self.run or (self.runs[-1] if self.runs else None)
         if run is not None:
             self.progress = (run.offset_at(now), run.base_offset)

@@ -584,8 +584,8 @@ class FailoverHistoryMetrics:
             "creationTimestamp, or a planned move's start) to its new copy running, by trigger.", ["trigger"],
             buckets=FAILOVER_SECONDS_BUCKETS)
         self.state_gap = r.histogram(
-            "flotilla_failover_state_gap_seconds", "Age at the fault of the checkpoint a failover's new copy was "
-            "restored from, by trigger.", ["trigger"], buckets=FAILOVER_SECONDS_BUCKETS)
+            "flotilla_failover_state_gap_seconds", "Age at the fault of the checkpoint a failover's new copy "
+            "was restored from, by trigger.", ["trigger"], buckets=FAILOVER_SECONDS_BUCKETS)
         self.records_reprocessed = r.histogram(
             "flotilla_failover_records_reprocessed", "Records a failover's new copy processes a second time "
             "(simulated Flink jobs only), by trigger.", ["trigger"],

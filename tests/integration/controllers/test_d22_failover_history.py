@@ -1,7 +1,7 @@
 """D22: the failover-history controller against a real in-process API server.
 
-Only the ``failoverHistory`` controller runs; the test writes what the taint manager, the scheduler, the restore
-step and the status controllers write during a taint failover, in their order.
+Only the ``failoverHistory`` controller runs; the test writes what the taint manager, the scheduler, the
+restore step and the status controllers write during a taint failover, in their order.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ class Env:
         await self.patch({"spec": {"clusters": None, "gracefulEvictionTasks": [{
             "fromCluster": "member1", "purgeMode": "Directly", "reason": "TaintUntolerated",
             "producer": "TaintManager", "creationTimestamp": when,
-            "preservedLabelState": {"failover.flink.io/job-id": "4f2c"}, "clustersBeforeFailover": ["member1"]}]}})
+            "preservedLabelState": {"failover.flink.io/job-id": "4f2c"},
+            "clustersBeforeFailover": ["member1"]}]}})
 
 
 def item(cluster: str, health: str = "Healthy", state: str = "RUNNING", processed: int | None = None,
@@ -91,7 +92,8 @@ def restore_record() -> str:
     return json.dumps({"cluster": "member2", "fromCluster": "member1", "jobId": "4f2c", "outcome": "Restored",
                        "reason": "newest complete checkpoint", "path": "s3://ck/flink/4f2c/chk-25",
                        "kind": "checkpoint", "checkpointId": 25, "completedAt": "2026-01-01T11:59:58Z",
-                       "faultAt": "2026-01-01T12:00:00Z", "ageAtFault": 2.0, "resolvedAt": "2026-01-01T12:00:01Z"})
+                       "faultAt": "2026-01-01T12:00:00Z", "ageAtFault": 2.0,
+                       "resolvedAt": "2026-01-01T12:00:01Z"})
 
 
 @pytest.fixture
@@ -187,8 +189,9 @@ async def test_d22_a_restart_mid_failover_neither_loses_nor_repeats_it(env: Env)
 
 
 async def test_d22_the_eleventh_failover_drops_the_oldest(env: Env) -> None:
-    old = [{"at": f"2025-12-{day:02d}T00:00:00Z", "from": "member3", "to": "member1", "trigger": "ClusterTaint",
-            "phase": "Completed", "timeToRunning": 10.0} for day in range(20, 10, -1)]
+    old = [{"at": f"2025-12-{day:02d}T00:00:00Z", "from": "member3", "to": "member1",
+            "trigger": "ClusterTaint", "phase": "Completed", "timeToRunning": 10.0}
+           for day in range(20, 10, -1)]
     await env.create({HISTORY_ANNOTATION: json.dumps(old)})
     await env.start()
     await env.taint_failover()

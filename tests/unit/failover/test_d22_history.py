@@ -33,8 +33,8 @@ def at(seconds: float) -> datetime:
 
 
 def taint_task(cluster: str = "member1", **extra: Any) -> dict[str, Any]:
-    return {"fromCluster": cluster, "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager",
-            "creationTimestamp": STAMP, "preservedLabelState": {"jobid": "abc"},
+    return {"fromCluster": cluster, "purgeMode": "Directly", "reason": "TaintUntolerated",
+            "producer": "TaintManager", "creationTimestamp": STAMP, "preservedLabelState": {"jobid": "abc"},
             "clustersBeforeFailover": [cluster], **extra}
 
 
@@ -48,7 +48,8 @@ def binding(*, tasks: list[dict[str, Any]] | None = None, clusters: tuple[str, .
             caught_up: bool = True) -> dict[str, Any]:
     return {"metadata": {"name": "job", "namespace": "default", "generation": 3, "resourceVersion": "7",
                          "annotations": dict(annotations or {})},
-            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "name": "job"},
+            "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+                                  "name": "job"},
                      "clusters": [{"name": c} for c in clusters], "gracefulEvictionTasks": tasks or []},
             "status": {"schedulerObservedGeneration": 3 if caught_up else 2, "aggregatedStatus": items or []}}
 
@@ -60,8 +61,9 @@ def with_history(b: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, 
 
 def restore(**fields: Any) -> str:
     record = {"cluster": "member2", "fromCluster": "member1", "jobId": "abc", "outcome": "Restored",
-              "reason": "newest complete checkpoint", "path": "s3://bucket/ck/abc/chk-42", "kind": "checkpoint",
-              "checkpointId": 42, "completedAt": "2026-01-01T11:59:48Z", "faultAt": STAMP, "ageAtFault": 12.5,
+              "reason": "newest complete checkpoint", "path": "s3://bucket/ck/abc/chk-42",
+              "kind": "checkpoint", "checkpointId": 42, "completedAt": "2026-01-01T11:59:48Z",
+              "faultAt": STAMP, "ageAtFault": 12.5,
               "resolvedAt": "2026-01-01T12:00:02Z"}
     record.update(fields)
     return json.dumps(record)
@@ -93,10 +95,11 @@ def test_d22_a_move_annotation_is_a_planned_move_and_its_task_joins_it() -> None
     assert [(f.from_cluster, f.at, f.trigger, f.to_hint) for f in alone] == [
         ("member1", "2026-01-01T11:59:50Z", "PlannedMove", "member3")]
     joined = ongoing_failovers(binding(tasks=[taint_task()], annotations={MOVE_ANNOTATION: move}))
-    assert [(f.at, f.evicted_at, f.trigger) for f in joined] == [("2026-01-01T11:59:50Z", STAMP, "PlannedMove")]
+    assert [(f.at, f.evicted_at, f.trigger) for f in joined] == [
+        ("2026-01-01T11:59:50Z", STAMP, "PlannedMove")]
 
 
-# ----------------------------------------------------------------------------------------------- start and finish
+# ------------------------------------------------------------------------------------------ start and finish
 
 
 def test_d22_a_taint_failover_is_recorded_in_progress_then_completed_with_every_field() -> None:
@@ -124,7 +127,7 @@ def test_d22_a_taint_failover_is_recorded_in_progress_then_completed_with_every_
 
 def test_d22_the_new_copy_runs_only_when_healthy_and_its_job_running() -> None:
     assert copy_running(flink_item("m", "Healthy", "RUNNING"))
-    assert not copy_running(flink_item("m", "Healthy", "FAILED")), "a terminal job state is Healthy, not running"
+    assert not copy_running(flink_item("m", "Healthy", "FAILED")), "a terminal state is Healthy, not running"
     assert not copy_running(flink_item("m", "Unknown", "RUNNING"))
     assert copy_running({"clusterName": "m", "health": "Healthy", "status": {"readyReplicas": 2}})
     assert not copy_running(None)
@@ -194,7 +197,7 @@ def test_d22_records_reprocessed_is_unknown_for_a_real_job() -> None:
     assert job_progress({"clusterInfo": {"flink-version": "1.20"}}) == (None, None)
 
 
-# ----------------------------------------------------------------------------------------------- durability, bounds
+# ---------------------------------------------------------------------------------------- durability, bounds
 
 
 def test_d22_a_pass_on_the_same_binding_changes_nothing() -> None:
@@ -216,7 +219,8 @@ def test_d22_the_eleventh_entry_drops_the_oldest() -> None:
 
 def test_d22_a_failover_from_the_copy_that_never_ran_supersedes_its_entry() -> None:
     first = plan_history(binding(tasks=[taint_task()]), at(1)).entries
-    second_task = taint_task("member2", creationTimestamp="2026-01-01T12:01:00Z", clustersBeforeFailover=["member2"])
+    second_task = taint_task("member2", creationTimestamp="2026-01-01T12:01:00Z",
+                             clustersBeforeFailover=["member2"])
     update = plan_history(with_history(binding(tasks=[second_task], clusters=("member3",)), first), at(61))
     assert [e["phase"] for e in update.entries] == [PHASE_IN_PROGRESS, PHASE_SUPERSEDED]
     assert [e["from"] for e in update.superseded] == ["member1"]
