@@ -10,22 +10,18 @@ measured from the simulated job).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from flotilla.member.flink_crd import flink_deployment_crd
+from tests.e2e.test_up_cli import eventually, flotilla, get
 from tests.support.apiserver import Kubectl
 
 pytestmark = pytest.mark.kubectl
 
-FLOTILLA = str(Path(sys.executable).parent / "flotilla")
-T = TypeVar("T")
 NAME = "wc-history"
 TAINT_KEY = "fail-wc-history"
 
@@ -51,26 +47,6 @@ FLINK = {
 }
 
 
-def flotilla(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FLOTILLA, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def eventually(check: Callable[[], T], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            return check()
-        except (AssertionError, subprocess.CalledProcessError, KeyError, ValueError, OSError) as e:
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}: {last}")
-
-
-def get(k: Kubectl, *args: str) -> dict[str, Any]:
-    return json.loads(k.run("get", *args, "-o", "json").stdout)
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[tuple[Path, Kubectl]]:
     data_dir = tmp_path / "flotilla"
@@ -92,7 +68,7 @@ def test_d22_a_flink_failover_by_taint_is_listed_with_its_state_gap(stack: tuple
                                          for x in (c.get("status") or {}).get("conditions") or [])]
         assert len(up) == 2, [c["metadata"]["name"] for c in up]
 
-    eventually(ready, "both members Ready")
+    eventually(ready, "both members Ready", timeout=60)
     k.run("apply", "-f", "-", input=json.dumps(flink_deployment_crd()))
     k.run("wait", "--for=condition=Established", "crd/flinkdeployments.flink.apache.org", "--timeout=30s")
     k.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
@@ -109,7 +85,7 @@ def test_d22_a_flink_failover_by_taint_is_listed_with_its_state_gap(stack: tuple
             return member
         raise AssertionError("not in any member yet")
 
-    old = eventually(running_with_checkpoint, f"{NAME} RUNNING with a checkpoint")
+    old = eventually(running_with_checkpoint, f"{NAME} RUNNING with a checkpoint", timeout=60)
     new = "member2" if old == "member1" else "member1"
     r = flotilla("taint", "clusters", old, f"{TAINT_KEY}=true:NoExecute", "--kubeconfig", kubeconfig)
     assert r.returncode == 0, r.stderr

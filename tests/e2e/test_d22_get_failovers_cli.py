@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.apiserver import Kubectl, ServerProcess
+from tests.e2e.test_cluster_cli import Env
+from tests.support.apiserver import ServerProcess
 
 pytestmark = pytest.mark.kubectl
 
-FLOTILLA = str(Path(sys.executable).parent / "flotilla")
 HISTORY = "failover.flotilla.io/history"
-
-
-class Env:
-    def __init__(self, server: ServerProcess, home: Path) -> None:
-        self.kubeconfig = server.data_dir / "kubeconfig"
-        self.kubectl = Kubectl(self.kubeconfig, home)
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLOTILLA, *args, "--kubeconfig", str(self.kubeconfig)], capture_output=True,
-                              text=True, timeout=60)
 
 
 def entry(at: str, source: str, to: str, **fields: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import Resource
-from flotilla.controllers.base import Controller
+from flotilla.controllers.base import Controller, binding_key, template_ref
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.history import (
     EVENT_FAILOVER_COMPLETED,
@@ -71,14 +71,6 @@ def needs_history_pass(old: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
     return _has_failover_signals(new) or _has_failover_signals(old)
 
 
-def _template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
-    ref = _map(_map(binding.get("spec")).get("resource"))
-    if not ref.get("name"):
-        return None
-    md = {k: ref[k] for k in ("name", "namespace", "uid") if ref.get(k)}
-    return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"), "metadata": md}
-
-
 class FailoverHistoryController(Controller):
     name: ClassVar[str] = "failoverHistory"
     workers: ClassVar[int] = 2
@@ -100,16 +92,8 @@ class FailoverHistoryController(Controller):
                             on_update=lambda old, new, s=scoped: self._on_binding(s, old, new),
                             on_delete=lambda b, s=scoped: self._forget(s, b))
 
-    @staticmethod
-    def _key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
-        md = _map(binding.get("metadata"))
-        name = md.get("name")
-        if not name:
-            return None
-        return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
-
     def _on_binding(self, cluster_scoped: bool, old: _Obj | None, new: _Obj) -> None:
-        key = self._key(new, cluster_scoped)
+        key = binding_key(new, cluster_scoped)
         if key is None:
             return
         self._note_progress(key, new)
@@ -125,7 +109,7 @@ class FailoverHistoryController(Controller):
                 self.progress.setdefault(key, {})[cluster] = processed
 
     def _forget(self, cluster_scoped: bool, binding: _Obj) -> None:
-        key = self._key(binding, cluster_scoped)
+        key = binding_key(binding, cluster_scoped)
         if key is not None:
             self.progress.pop(key, None)
 
@@ -164,7 +148,7 @@ class FailoverHistoryController(Controller):
         if patched is None or update is None or not update.changed:
             return None
         target = {"apiVersion": res.api_version, "kind": res.kind, **patched}
-        template = _template_ref(patched)
+        template = template_ref(patched)
         for entry in update.superseded:
             self._event(target, template, "Warning", EVENT_FAILOVER_SUPERSEDED, superseded_message(entry))
         for entry in update.completed:
