@@ -27,10 +27,11 @@ stays, is one entry. The entry is written at once with ``phase: InProgress`` and
 restart of the controller-manager finds it on the binding and neither loses nor repeats the failover.
 
 **Where it goes.** ``to`` is decided once the scheduler has caught up with the eviction
-(``schedulerObservedGeneration == generation``): the move's ``toCluster``; else the binding's target clusters
-that did not run the workload before the failover (the task's ``clustersBeforeFailover``, else the targets
-seen when the entry was written, if the scheduler had not caught up yet); when there is no such cluster (the
-survivors took the workload over), the remaining targets. Several clusters are joined with ``,``.
+(``schedulerObservedGeneration == generation``): the move's ``toCluster`` once it is a target (while the move
+is still ``Savepointing``, nothing yet); else the binding's target clusters that did not run the workload
+before the failover (the task's ``clustersBeforeFailover``, else the targets seen when the entry was written,
+if the scheduler had not caught up yet); when there is no such cluster (the survivors took the workload over),
+the remaining targets. Several clusters are joined with ``,``.
 
 **When it finishes** (phase ``Completed``). When every cluster of ``to`` has an ``aggregatedStatus`` item with
 ``health: Healthy`` whose reflected status, when it reports a job state (``jobStatus.state``,
@@ -135,6 +136,7 @@ _TAINT_PRODUCER = "TaintManager"
 _TAINT_REASON = "TaintUntolerated"
 _APPLICATION_REASON = "ApplicationFailure"
 _PLANNED_MOVE_REASON = "PlannedMove"
+_MOVE_SAVEPOINTING = "Savepointing"
 #: a restore's ``faultAt`` may read up to this much before the entry's ``at`` (whole-second timestamps)
 _FAULT_SLACK = timedelta(seconds=1)
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
@@ -362,10 +364,12 @@ def _fill_in(entry: dict[str, Any], f: Failover) -> None:
         entry["before"] = [c for c in f.before if c != f.from_cluster]
 
 
-def _decide_to(entry: Mapping[str, Any], targets: Sequence[str]) -> str | None:
+def _decide_to(entry: Mapping[str, Any], targets: Sequence[str], move: Mapping[str, Any]) -> str | None:
     hint = _str(entry.get("toHint"))
-    if hint:
+    if hint and hint in targets:
         return hint
+    if hint and move.get("fromCluster") == entry.get("from") and move.get("phase") == _MOVE_SAVEPOINTING:
+        return None  # the move's target is not placed yet
     source = entry.get("from")
     rest = [c for c in targets if c != source]
     before = entry.get("before")
@@ -456,12 +460,13 @@ def plan_history(binding: Mapping[str, Any], now: datetime, *,
         update.started.append(entry)
 
     restore = _json_annotation(annotations, RESTORE_ANNOTATION)
+    move = _json_annotation(annotations, MOVE_ANNOTATION)
     for e in entries:
         if e.get("phase") != PHASE_IN_PROGRESS:
             continue
         _note_records_at_fault(e, items, progress)
         if e.get("to") is None and caught_up:
-            e["to"] = _decide_to(e, targets)
+            e["to"] = _decide_to(e, targets, move)
         if e.get("to") is None:
             continue
         if restore:

@@ -102,6 +102,30 @@ def test_d22_a_move_annotation_is_a_planned_move_and_its_task_joins_it() -> None
 # ------------------------------------------------------------------------------------------ start and finish
 
 
+def test_d22_a_planned_move_waits_for_its_savepoint_then_completes_with_zero_reprocessed() -> None:
+    move = {"fromCluster": "member1", "toCluster": "member3", "phase": "Savepointing",
+            "startedAt": "2026-01-01T11:59:50Z", "nonce": 1}
+    old = flink_item("member1", state="FINISHED", **{"sim.flotilla.io/records-processed": "7000"})
+    saving = binding(clusters=("member3",), items=[old], annotations={MOVE_ANNOTATION: json.dumps(move)})
+    [entry] = plan_history(saving, at(1)).entries
+    assert (entry["trigger"], entry["at"], entry["to"]) == ("PlannedMove", "2026-01-01T11:59:50Z", "member3")
+    assert entry["stateGap"]["recordsAtFault"] == 7000
+
+    waiting = binding(clusters=("member2",), items=[old], annotations={MOVE_ANNOTATION: json.dumps(move)})
+    assert plan_history(waiting, at(1)).entries[0]["to"] is None, "the move's target is not placed yet"
+
+    done = {**move, "phase": "Done", "path": "s3://bucket/sp/savepoint-abc123-1"}
+    new = flink_item("member3", **{"sim.flotilla.io/restored-offset": "7000"})
+    record = restore(cluster="member3", kind="savepoint", path=done["path"], ageAtFault=0.0,
+                     faultAt="2026-01-01T11:59:55Z")
+    after = with_history(binding(clusters=("member3",), items=[new],
+                                 annotations={MOVE_ANNOTATION: json.dumps(done), RESTORE_ANNOTATION: record}),
+                         [entry])
+    [entry] = plan_history(after, at(12)).entries
+    assert entry["phase"] == PHASE_COMPLETED and entry["restoredPath"] == done["path"]
+    assert entry["stateGap"]["recordsReprocessed"] == 0 and entry["timeToRunning"] == 22.0
+
+
 def test_d22_a_taint_failover_is_recorded_in_progress_then_completed_with_every_field() -> None:
     b = binding(tasks=[taint_task()], items=[flink_item("member2", state="CREATED", health="Unhealthy")])
     started = plan_history(b, at(3))
