@@ -51,6 +51,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                           [entry("2026-01-01T11:00:00Z", "member3", "member1",
                                  trigger="ApplicationFailure")])):
             e.kubectl.run("apply", "-f", "-", input=json.dumps(b))
+        garbled = binding("garbled-flinkdeployment", "batch", "garbled", [])
+        garbled["metadata"]["annotations"] = {HISTORY: "{not a list"}
+        e.kubectl.run("apply", "-f", "-", input=json.dumps(garbled))
         yield e
     finally:
         server.stop()
@@ -96,3 +99,10 @@ def test_d22_get_failovers_wide_name_and_filters(env: Env) -> None:
     r = env.run("get", "rb", "-n", "streaming", "-o", "name")
     assert sorted(r.stdout.split()) == ["resourcebinding.work.karmada.io/orders-flinkdeployment",
                                         "resourcebinding.work.karmada.io/quiet-flinkdeployment"]
+
+
+def test_d22_get_failovers_says_which_history_it_cannot_read(env: Env) -> None:
+    r = env.run("get", "failovers", "-n", "batch")
+    assert r.returncode == 0, r.stderr
+    assert "FlinkDeployment/etl" in r.stdout and "garbled" not in r.stdout
+    assert "batch/garbled-flinkdeployment" in r.stderr and "not a JSON list" in r.stderr

@@ -31,7 +31,13 @@ from flotilla.apiserver.builtin_kinds import human_age
 from flotilla.client import ApiException, Client, Resource, is_not_found
 from flotilla.client.kubeconfig import KubeconfigError
 from flotilla.failover.auto_fence import fence_reason
-from flotilla.failover.history import PHASE_IN_PROGRESS, PHASE_SUPERSEDED, entries_of
+from flotilla.failover.history import (
+    HISTORY_ANNOTATION,
+    PHASE_IN_PROGRESS,
+    PHASE_SUPERSEDED,
+    entries_of,
+    history_unreadable,
+)
 
 __all__ = ["add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "render_table",
            "work_row"]
@@ -281,6 +287,11 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
     if args.name is not None:
         bindings = [b for b in bindings if args.name in (
             _map(b.get("metadata")).get("name"), _map(_map(b.get("spec")).get("resource")).get("name"))]
+    for b in bindings:
+        md = _map(b.get("metadata"))
+        if history_unreadable(_map(md.get("annotations"))):
+            print(f"warning: {md.get('namespace') or ''}/{md.get('name')}: the annotation {HISTORY_ANNOTATION} is "
+                  "not a JSON list; its failovers are not shown", file=sys.stderr)
     pairs = entries_of(bindings)
     if args.output in ("yaml", "json"):
         doc = _as_list([failover_item(b, e) for b, e in pairs])

@@ -96,6 +96,7 @@ __all__ = [
     "completed_message",
     "copy_running",
     "entries_of",
+    "history_unreadable",
     "job_progress",
     "metric_trigger",
     "ongoing_failovers",
@@ -188,6 +189,17 @@ def parse_history(annotations: Mapping[str, Any] | None) -> list[dict[str, Any]]
     except ValueError:
         return []
     return [dict(e) for e in _list(value) if isinstance(e, dict)][:MAX_ENTRIES]
+
+
+def history_unreadable(annotations: Mapping[str, Any] | None) -> bool:
+    """The history annotation is there but is not a JSON list (it is replaced by the next entry written)."""
+    raw = _map(annotations).get(HISTORY_ANNOTATION)
+    if raw is None:
+        return False
+    try:
+        return not isinstance(json.loads(raw), list) if isinstance(raw, str) else True
+    except ValueError:
+        return True
 
 
 def _json_annotation(annotations: Mapping[str, Any], key: str) -> Mapping[str, Any]:

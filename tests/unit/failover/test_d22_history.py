@@ -6,6 +6,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from flotilla.failover.history import (
     HISTORY_ANNOTATION,
     MAX_ENTRIES,
@@ -16,6 +19,7 @@ from flotilla.failover.history import (
     RESTORE_ANNOTATION,
     completed_message,
     copy_running,
+    history_unreadable,
     job_progress,
     ongoing_failovers,
     parse_history,
@@ -252,6 +256,8 @@ def test_d22_a_failover_from_the_copy_that_never_ran_supersedes_its_entry() -> N
 
 def test_d22_an_unreadable_history_is_read_as_empty() -> None:
     assert parse_history({HISTORY_ANNOTATION: "{not json"}) == []
+    assert history_unreadable({HISTORY_ANNOTATION: "{not json"}) and history_unreadable({HISTORY_ANNOTATION: "{}"})
+    assert not history_unreadable({HISTORY_ANNOTATION: "[]"}) and not history_unreadable({})
     assert parse_history({HISTORY_ANNOTATION: json.dumps([1, "x", {"from": "a"}])}) == [{"from": "a"}]
     assert parse_history(None) == []
 
@@ -262,3 +268,30 @@ def test_d22_credentials_in_a_path_never_reach_the_history() -> None:
                 annotations={RESTORE_ANNOTATION: restore(path="s3://AKIA:secret@bucket/ck/abc/chk-42")})
     update = plan_history(b, at(5))
     assert "secret" not in json.dumps(update.entries) and "secret" not in completed_message(update.entries[0])
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=3), max_leaves=12)
+_fields = st.sampled_from(["at", "from", "to", "phase", "stateGap", "fromCluster", "cluster", "outcome", "path",
+                           "faultAt", "ageAtFault", "toCluster", "startedAt", "creationTimestamp", "health",
+                           "clusterName", "status", "toHint", "before", "restoredPath"])
+_objects = st.dictionaries(_fields, _json | st.sampled_from(["member1", "member2", STAMP, "Healthy", "InProgress"]),
+                           max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=st.lists(_objects, max_size=4) | _json, restore_record=_objects | _json, move=_objects | _json,
+       tasks=st.lists(_objects, max_size=3), items=st.lists(_objects, max_size=3))
+def test_d22_bad_input_never_crashes_the_rules(history: Any, restore_record: Any, move: Any, tasks: Any,
+                                                items: Any) -> None:
+    b = binding(tasks=tasks, items=items, annotations={
+        HISTORY_ANNOTATION: json.dumps(history), RESTORE_ANNOTATION: json.dumps(restore_record),
+        MOVE_ANNOTATION: json.dumps(move)})
+    update = plan_history(b, at(5), progress={"member1": 3})
+    assert len(update.entries) <= MAX_ENTRIES
+    patch = update.annotation_patch("1")
+    if patch is not None:
+        json.loads(patch["metadata"]["annotations"][HISTORY_ANNOTATION])
+    for entry in update.completed:
+        completed_message(entry)
