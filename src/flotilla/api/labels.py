@@ -140,3 +140,5 @@ KARMADA_SYSTEM_NAMESPACE: Final = "karmada-system"
 TAINT_CLUSTER_OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
 #: Binding annotation: JSON ``{cluster, labels, fromCluster, at}`` of the last injected state (D4).
 INJECTED_STATE_ANNOTATION: Final = "failover.flotilla.io/injected-state"
+#: Binding annotation: JSON list, newest first, of the binding's last failovers (D22, failover/history.py).
+FAILOVER_HISTORY_ANNOTATION: Final = "failover.flotilla.io/history"

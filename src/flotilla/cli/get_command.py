@@ -1,13 +1,17 @@
-"""``flotilla get clusters|bindings|works [NAME]``: the failover-relevant view of Flotilla's own objects.
+"""``flotilla get clusters|bindings|works|failovers [NAME]``: the failover view of Flotilla's own objects.
 
-``clusters``: readiness, taints (fenced, cordoned, not-ready...) and what runs there. ``bindings`` (ResourceBindings
-and, without a namespace filter, ClusterResourceBindings): the workload, where it is placed, its graceful-eviction
-tasks (from which cluster, purge mode, preserved state) and its scheduling/apply conditions. ``works``: one row per
-Work, with its cluster, workload and Applied condition. ``-o wide`` adds columns; ``-o yaml|json`` prints the objects
-as kubectl does (a ``List`` when there are several).
+``clusters``: readiness, taints (fenced, cordoned, not-ready...) and what runs there. ``bindings``
+(ResourceBindings and, without a namespace filter, ClusterResourceBindings): the workload, where it is placed,
+its graceful-eviction tasks (from which cluster, purge mode, preserved state) and its scheduling/apply
+conditions. ``works``: one row per Work, with its cluster, workload and Applied condition. ``failovers``: one
+row per entry of the bindings' failover history (D22, annotation ``failover.flotilla.io/history``), newest
+first per binding, in-progress ones included. ``-o wide`` adds columns; ``-o yaml|json`` prints the objects as
+kubectl does (a ``List`` when there are several; for failovers a ``List`` of the history entries, each with
+the binding's namespace, name and workload); ``-o name`` prints ``kind/name`` (for failovers
+``failover/<binding>/<from>@<start>``).
 
-The rows are computed by pure functions (:func:`cluster_row`, :func:`binding_row`, :func:`work_row`) so that tests and
-``flotilla demo`` can use them.
+The rows are computed by pure functions (:func:`cluster_row`, :func:`binding_row`, :func:`work_row`,
+:func:`failover_row`) so that tests and ``flotilla demo`` can use them.
 """
 
 from __future__ import annotations
@@ -27,8 +31,16 @@ from flotilla.apiserver.builtin_kinds import human_age
 from flotilla.client import ApiException, Client, Resource, is_not_found
 from flotilla.client.kubeconfig import KubeconfigError
 from flotilla.failover.auto_fence import fence_reason
+from flotilla.failover.history import (
+    HISTORY_ANNOTATION,
+    PHASE_IN_PROGRESS,
+    PHASE_SUPERSEDED,
+    entries_of,
+    history_unreadable,
+)
 
-__all__ = ["add_get_parser", "binding_row", "cluster_row", "render_table", "work_row"]
+__all__ = ["add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "render_table",
+           "work_row"]
 
 KINDS: dict[str, str] = {
     "cluster": "clusters", "clusters": "clusters",
@@ -36,6 +48,7 @@ KINDS: dict[str, str] = {
     "resourcebindings": "bindings", "crb": "bindings", "clusterresourcebinding": "bindings",
     "clusterresourcebindings": "bindings",
     "work": "works", "works": "works",
+    "failover": "failovers", "failovers": "failovers",
 }
 
 GET_EPILOG = """\
@@ -44,18 +57,25 @@ examples:
   flotilla get bindings -A                    # where every workload runs, eviction tasks in progress
   flotilla get bindings web-deployment -n default -o yaml
   flotilla get works -A -o wide               # one row per Work, with its cluster and applied state
+  flotilla get failovers -A                   # every recorded failover: from, to, trigger, time to running
+  flotilla get failovers -n streaming -o json | jq '.items[] | {from, to, stateGap}'
 """
 
 
 def add_get_parser(sub: Any) -> None:
-    g = sub.add_parser("get", help="show clusters, bindings (placement and eviction tasks) or works",
-                       description="Show Flotilla's clusters, bindings or works, with what matters for failover.",
+    g = sub.add_parser("get", help="show clusters, bindings (placement, eviction tasks), works or failovers",
+                       description="Show Flotilla's clusters, bindings, works or failover history, with what "
+                       "matters for failover.",
                        epilog=GET_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("kind", help="clusters, bindings (rb, crb) or works")
-    g.add_argument("name", nargs="?", default=None, help="only this object")
-    g.add_argument("-n", "--namespace", default=None, help="namespace of bindings/works (default: the context's)")
-    g.add_argument("-A", "--all-namespaces", action="store_true", help="bindings/works of every namespace")
-    g.add_argument("-o", "--output", default="", choices=["", "wide", "yaml", "json"], help="wide, yaml or json")
+    g.add_argument("kind", help="clusters, bindings (rb, crb), works or failovers")
+    g.add_argument("name", nargs="?", default=None,
+                   help="only this object (failovers: those of this binding or of the workload of this name)")
+    g.add_argument("-n", "--namespace", default=None,
+                   help="namespace of bindings/works/failovers (default: the context's)")
+    g.add_argument("-A", "--all-namespaces", action="store_true",
+                   help="bindings/works/failovers of every namespace")
+    g.add_argument("-o", "--output", default="", choices=["", "wide", "yaml", "json", "name"],
+                   help="wide, yaml, json or name")
     g.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
     g.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
@@ -156,6 +176,69 @@ WORK_HEADERS = ["NAMESPACE", "NAME", "CLUSTER", "WORKLOAD", "APPLIED", "AGE"]
 WORK_WIDE = ["NAMESPACE", "NAME", "CLUSTER", "WORKLOAD", "APPLIED", "DELETING", "AGE"]
 
 
+def _workload(binding: Mapping[str, Any]) -> str:
+    resource = _map(_map(binding.get("spec")).get("resource"))
+    return f"{resource.get('kind')}/{resource.get('name')}"
+
+
+def _secs(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return f"{value:.1f}s"
+
+
+def _state_gap(entry: Mapping[str, Any]) -> str:
+    gap = _map(entry.get("stateGap"))
+    records = gap.get("recordsReprocessed")
+    counted = isinstance(records, int) and not isinstance(records, bool)
+    records_text = f"{records} records" if counted else None
+    if entry.get("restoreOutcome") == "Fresh":
+        age = "fresh start"
+    else:
+        age = _secs(gap.get("ageAtFault"))
+    parts = [p for p in (age, records_text) if p]
+    if parts:
+        return " / ".join(parts)
+    return "<pending>" if entry.get("phase") == PHASE_IN_PROGRESS else "<unknown>"
+
+
+def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: datetime | None = None, *,
+                 wide: bool = False) -> list[str]:
+    """One history entry: NAMESPACE, WORKLOAD, FROM, TO, TRIGGER, STARTED, TIME-TO-RUNNING, STATE-GAP (wide:
+    PURGE-MODE, RESTORED-PATH, PRESERVED-STATE before STATE-GAP's successor columns)."""
+    meta = _map(binding.get("metadata"))
+    phase = entry.get("phase")
+    if phase == PHASE_IN_PROGRESS:
+        ttr = "<in progress>"
+    elif phase == PHASE_SUPERSEDED:
+        ttr = "<superseded>"
+    else:
+        ttr = _secs(entry.get("timeToRunning")) or "<unknown>"
+    row = [str(meta.get("namespace") or ""), _workload(binding), str(entry.get("from") or "<unknown>"),
+           str(entry.get("to") or "<pending>"), str(entry.get("trigger") or "<unknown>"),
+           human_age(entry.get("at"), now), ttr, _state_gap(entry)]
+    if wide:
+        state = _map(entry.get("preservedState"))
+        row += [str(entry.get("purgeMode") or "<none>"), str(entry.get("restoredPath") or "<none>"),
+                ",".join(f"{k}={v}" for k, v in sorted(state.items())) or "<none>"]
+    return row
+
+
+def failover_item(binding: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A history entry as ``-o json|yaml`` prints it: with the binding and workload it belongs to."""
+    meta = _map(binding.get("metadata"))
+    resource = _map(_map(binding.get("spec")).get("resource"))
+    return {"namespace": meta.get("namespace"), "binding": meta.get("name"),
+            "bindingKind": binding.get("kind") or ("ResourceBinding" if meta.get("namespace")
+                                                   else "ClusterResourceBinding"),
+            "workload": {k: resource.get(k) for k in ("apiVersion", "kind", "name")}, **entry}
+
+
+FAILOVER_HEADERS = ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED", "TIME-TO-RUNNING",
+                    "STATE-GAP"]
+FAILOVER_WIDE = [*FAILOVER_HEADERS, "PURGE-MODE", "RESTORED-PATH", "PRESERVED-STATE"]
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns separated by three spaces, as kubectl prints them."""
     widths = [len(h) for h in headers]
@@ -188,10 +271,52 @@ async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | N
     return list((await cp.list(res, namespace)).get("items") or [])
 
 
+def _object_name(kind: str, obj: Mapping[str, Any]) -> str:
+    prefix = {"clusters": "cluster.cluster.karmada.io", "works": "work.work.karmada.io"}.get(kind)
+    if prefix is None:
+        prefix = ("resourcebinding.work.karmada.io" if _map(obj.get("metadata")).get("namespace")
+                  else "clusterresourcebinding.work.karmada.io")
+    return f"{prefix}/{_map(obj.get('metadata')).get('name')}"
+
+
+async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | None,
+                         out: Callable[[str], None]) -> int:
+    bindings = await _fetch(cp, R.RESOURCE_BINDINGS, None, namespace)
+    if args.all_namespaces:
+        bindings += await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, None, None)
+    if args.name is not None:
+        bindings = [b for b in bindings if args.name in (
+            _map(b.get("metadata")).get("name"), _map(_map(b.get("spec")).get("resource")).get("name"))]
+    for b in bindings:
+        md = _map(b.get("metadata"))
+        if history_unreadable(_map(md.get("annotations"))):
+            print(f"warning: {md.get('namespace') or ''}/{md.get('name')}: the annotation {HISTORY_ANNOTATION} is "
+                  "not a JSON list; its failovers are not shown", file=sys.stderr)
+    pairs = entries_of(bindings)
+    if args.output in ("yaml", "json"):
+        doc = _as_list([failover_item(b, e) for b, e in pairs])
+        out(json.dumps(doc, indent=4) if args.output == "json"
+            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip())
+        return 0
+    if args.output == "name":
+        for b, e in pairs:
+            out(f"failover/{_map(b.get('metadata')).get('name')}/{e.get('from')}@{e.get('at')}")
+        return 0
+    if not pairs:
+        where = f" in {namespace} namespace" if namespace else ""
+        what = f" for {args.name}" if args.name is not None else ""
+        print(f"No failovers recorded{what}{where}.", file=sys.stderr)
+        return 0
+    wide = args.output == "wide"
+    rows = [failover_row(b, e, wide=wide) for b, e in pairs]
+    out(render_table(FAILOVER_WIDE if wide else FAILOVER_HEADERS, rows))
+    return 0
+
+
 async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     kind = KINDS.get(args.kind.lower())
     if kind is None:
-        raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb) or works')
+        raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb), works or failovers')
     try:
         cp = Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
     except KubeconfigError as e:
@@ -199,6 +324,8 @@ async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     wide = args.output == "wide"
     namespace = None if args.all_namespaces else (args.namespace or cp.namespace or "default")
     async with cp:
+        if kind == "failovers":
+            return await _get_failovers(cp, args, namespace, out)
         if kind == "clusters":
             items = await _fetch(cp, R.CLUSTERS, args.name, None)
             headers = CLUSTER_WIDE if wide else CLUSTER_HEADERS
@@ -228,6 +355,10 @@ async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             missing = f'works.work.karmada.io "{args.name}" not found'
     if args.name is not None and not items:
         raise GetError(missing)
+    if args.output == "name":
+        for obj in items:
+            out(_object_name(kind, obj))
+        return 0
     if args.output in ("yaml", "json"):
         doc: Any = items[0] if args.name is not None else _as_list(items)
         out(json.dumps(doc, indent=4) if args.output == "json"

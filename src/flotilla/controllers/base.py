@@ -174,3 +174,24 @@ class Controller(ABC):
 def split_key(key: str) -> tuple[str | None, str]:
     ns, sep, name = key.partition("/")
     return (ns, name) if sep else (None, ns)
+
+
+def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
+    """The key of a ResourceBinding (``rb|<ns>|<name>``) or ClusterResourceBinding (``crb|<name>``) in the
+    queues of the controllers that handle both; None without a name."""
+    md = binding.get("metadata")
+    md = md if isinstance(md, Mapping) else {}
+    name = md.get("name")
+    if not name:
+        return None
+    return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
+
+
+def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The binding's resource template as an object the event recorder accepts (``None``: no name)."""
+    spec = binding.get("spec")
+    ref = spec.get("resource") if isinstance(spec, Mapping) else None
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        return None
+    md = {k: ref[k] for k in ("name", "namespace", "uid") if ref.get(k)}
+    return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"), "metadata": md}

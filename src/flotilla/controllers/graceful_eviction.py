@@ -45,7 +45,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Informer, Resource, label_indexer
-from flotilla.controllers.base import Controller
+from flotilla.controllers.base import Controller, binding_key, template_ref
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
@@ -106,23 +106,6 @@ def ensure_label_index(inf: Informer, label: str) -> str:
     except ValueError:
         pass  # another controller indexes the same label under the same name
     return _label_index(label)
-
-
-def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
-    md = _map(binding.get("metadata"))
-    name = md.get("name")
-    if not name:
-        return None
-    return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
-
-
-def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The binding's resource template as an object the event recorder accepts (``None``: no name)."""
-    ref = _map(_map(binding.get("spec")).get("resource"))
-    if not ref.get("name"):
-        return None
-    md = {k: ref[k] for k in ("name", "namespace", "uid") if ref.get(k)}
-    return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"), "metadata": md}
 
 
 def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:

@@ -29,6 +29,7 @@ from flotilla.failover.auto_fence import (
 from flotilla.failover.eviction import EVENT_EVICT_FAILED, EVENT_EVICT_SUCCEEDED
 from flotilla.failover.fencing import EVENT_WORK_ABANDONED
 from flotilla.failover.graceful import EVENT_TASK_REMOVED
+from flotilla.failover.history import EVENT_FAILOVER_COMPLETED, EVENT_FAILOVER_SUPERSEDED
 from flotilla.failover.state import (
     EVENT_STATE_CARRIED_FORWARD,
     EVENT_STATE_PRESERVATION_FAILED,
@@ -81,4 +82,6 @@ FAILOVER_EVENT_REASONS: Final[frozenset[str]] = frozenset({
     # fencing (D2)
     EVENT_WORK_ABANDONED, EVENT_STALE_OBJECTS_DELETED, EVENT_CLUSTER_FENCED_AUTOMATICALLY,
     EVENT_CLUSTER_FENCE_PENDING, EVENT_CLUSTER_FENCE_CANCELLED,
+    # the failover history (D22)
+    EVENT_FAILOVER_COMPLETED, EVENT_FAILOVER_SUPERSEDED,
 })

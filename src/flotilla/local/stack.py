@@ -53,11 +53,13 @@ LAPTOP_TIMINGS: Final[dict[str, float]] = {
     "fence_margin": 15.0,
 }
 
-#: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on.
+#: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on, progress in status.
 MEMBER_SIM_OPTIONS: Final[dict[str, str]] = {
     "savepoint_rule": "true",
     "flink_checkpoint_interval": "2",
     "flink_progress_interval": "0.5",
+    # the job's progress in its status every second: the failover history's records reprocessed (D22)
+    "flink_status_progress_interval": "1",
 }
 
 NOT_READY_TAINT: Final = "cluster.karmada.io/not-ready"

@@ -21,6 +21,9 @@ What the member gets:
 
   refreshed every ``progress_interval`` seconds while the job runs and whenever a checkpoint completes (input:
   ``sim.flotilla.io/records-per-second`` overrides the member's rate for one FlinkDeployment);
+* the first two also in ``status.clusterInfo`` (simulation-only keys of the operator's string map, which the
+  FlinkDeployment status interpretation reflects to the control plane): set when the job starts, completes a
+  checkpoint or stops, and every ``status_progress_interval`` seconds while it runs when that is above 0;
 * the member's crash switch: ``sim.flotilla.io/broken: "true"`` makes the JobManager crash-loop (job down, JM
   ERROR, CrashLoopBackOff error); removing it brings the job back under HA from its newest checkpoint;
 * optionally the savepoint rule (``savepoint_rule.py``) on the member's admission chain.
@@ -34,6 +37,7 @@ name), all optional:
     flink_checkpoint_interval (2.0 s, when flinkConfiguration sets none)
     flink_checkpoints_retained (1, when flinkConfiguration sets none)
     flink_progress_interval (2.0 s)  flink_finalizer (true)
+    flink_status_progress_interval (0: the progress in status.clusterInfo only at start, checkpoints and stop)
     savepoint_rule (false)           savepoint_rule_label ("failover.flink.io/job-id")
 
 Or they are given explicitly as :class:`FlinkSimSettings` (``FlinkDeploymentSimulator(settings)``).
@@ -95,6 +99,9 @@ class FlinkSimSettings:
     checkpoint_dir: Path = field(default_factory=default_checkpoint_dir)
     model: FlinkModelConfig = field(default_factory=FlinkModelConfig)
     progress_interval: float = 2.0  # seconds between sim.flotilla.io/records-processed refreshes
+    #: seconds between refreshes of the progress in status.clusterInfo while the job runs (0: only when the
+    #: job starts, completes a checkpoint or stops); each refresh is a status write the control plane reflects
+    status_progress_interval: float = 0.0
     finalizer: bool = True  # add the operator's finalizer (deletion waits for the job to stop)
     savepoint_rule: bool = False  # register the savepoint rule on the member's admission chain
     savepoint_rule_label: str = DEFAULT_LABEL
@@ -139,6 +146,7 @@ class FlinkSimSettings:
             checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else default_checkpoint_dir(),
             model=model,
             progress_interval=num("flink_progress_interval", 2.0),
+            status_progress_interval=num("flink_status_progress_interval", 0.0),
             finalizer=flag("flink_finalizer", True),
             savepoint_rule=flag("savepoint_rule", False),
             savepoint_rule_label=str(get("savepoint_rule_label") or DEFAULT_LABEL),
@@ -193,6 +201,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self.models: dict[str, FlinkJobModel] = {}  # uid -> model
         self.rule: SavepointRule | None = None
         self._published: dict[str, tuple[float, dict[str, str]]] = {}  # uid -> (when, annotations written)
+        self._progress_reported: dict[str, float] = {}  # uid -> when the progress in status was refreshed
         # the runs of FlinkDeployments that are gone, newest last: (namespace, name) -> runs (bounded)
         self.ended: OrderedDict[ObjectKey, list[JobRun]] = OrderedDict()
 
@@ -243,6 +252,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         effects += model.set_crashed(self._crashed(obj), now)
         effects += model.tick(now)
         await self._apply(model, effects)
+        self._report_progress(model, now)
         current = obj
         if self.settings.finalizer and FINALIZER not in (md.get("finalizers") or []):
             current = await self._add_finalizer(obj) or obj
@@ -251,6 +261,12 @@ class FlinkDeploymentSimulator(ResourceSimulator):
             current = written
         await self._publish(model, current, now)
         return self._next_delay(model, time.time())
+
+    def _report_progress(self, model: FlinkJobModel, now: float) -> None:
+        interval = self.settings.status_progress_interval
+        if interval > 0 and model.running and now - self._progress_reported.get(model.uid, 0.0) >= interval:
+            model.report_progress(now)
+            self._progress_reported[model.uid] = now
 
     def _crashed(self, obj: dict[str, Any]) -> bool:
         """The member's crash switch for one object (``sim.flotilla.io/broken: "true"``), or its guard stopping
@@ -285,6 +301,9 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         if model.running:
             last = self._published.get(model.uid, (0.0, {}))[0]
             times.append(max(0.05, last + self.settings.progress_interval - now))
+            if self.settings.status_progress_interval > 0:
+                reported = self._progress_reported.get(model.uid, 0.0)
+                times.append(max(0.05, reported + self.settings.status_progress_interval - now))
         return max(0.001, min(times)) if times else None
 
     async def _apply(self, model: FlinkJobModel, effects: list[Any]) -> None:
@@ -393,6 +412,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         uid = (last.get("metadata") or {}).get("uid") or ""
         model = self.models.pop(uid, None)
         self._published.pop(uid, None)
+        self._progress_reported.pop(uid, None)
         if model is not None and model.running:
             await self._apply(model, model.stop(time.time(), deleted=True))
         if model is not None and model.runs:

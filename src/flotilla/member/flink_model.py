@@ -51,6 +51,10 @@ ANN_RESTORED_OFFSET = SIM_PREFIX + "restored-offset"  # the offset the current r
 ANN_LAST_CHECKPOINT = SIM_PREFIX + "last-checkpoint"  # newest checkpoint this run completed, or "none"
 ANN_RECORDS_PER_SECOND = SIM_PREFIX + "records-per-second"  # input: overrides the member's rate for this job
 SIM_ANNOTATIONS = (ANN_RECORDS_PROCESSED, ANN_RESTORED_FROM, ANN_RESTORED_OFFSET, ANN_LAST_CHECKPOINT)
+# The job's progress also goes into status.clusterInfo (a string map) under the same two simulation-only keys,
+# so that the control plane sees it through the reflected status (the failover history's records reprocessed):
+# updated when the job starts, completes a checkpoint or stops, and when the adapter asks (report_progress).
+PROGRESS_INFO_KEYS = (ANN_RECORDS_PROCESSED, ANN_RESTORED_OFFSET)
 
 PIPELINE_JOB_ID = "$internal.pipeline.job-id"
 LAST_STATE_DUMMY_SP_PATH = "KUBERNETES_OPERATOR_LAST_STATE"
@@ -364,6 +368,8 @@ class FlinkJobModel:
         self.observed_generation: int | None = None
         self.task_manager: dict[str, Any] | None = None
         self.cluster_info: dict[str, str] = {}
+        #: (records processed, restored offset) shown in clusterInfo (PROGRESS_INFO_KEYS); None before a run
+        self.progress: tuple[int, int] | None = None
         self.deleting = False
 
         # simulation state
@@ -555,6 +561,8 @@ class FlinkJobModel:
         if run is not None:
             run.last_checkpoint_path = snap.path
             run.last_checkpoint_offset = snap.offset
+            if self.progress is None or snap.offset > self.progress[0]:
+                self.progress = (snap.offset, run.base_offset)
         self.last_checkpoint = {"timeStamp": snap.timestamp, "triggerType": "PERIODIC", "formatType": "FULL"}
         self.last_periodic_checkpoint_ts = snap.timestamp
         size = snap.extra.get("stateSize")
@@ -671,9 +679,12 @@ class FlinkJobModel:
             recon["lastReconciledSpec"] = self.last_reconciled
         if self.last_stable is not None:
             recon["lastStableSpec"] = self.last_stable
+        info = dict(self.cluster_info)
+        if self.progress is not None:
+            info.update(zip(PROGRESS_INFO_KEYS, (str(self.progress[0]), str(self.progress[1])), strict=True))
         status: dict[str, Any] = {
             "jobStatus": job,
-            "clusterInfo": dict(self.cluster_info),
+            "clusterInfo": info,
             "jobManagerDeploymentStatus": self.jm_status,
             "reconciliationStatus": recon,
             "lifecycleState": self.lifecycle_state(),
@@ -685,6 +696,12 @@ class FlinkJobModel:
         if self.task_manager is not None:
             status["taskManager"] = dict(self.task_manager)
         return status
+
+    def report_progress(self, now: float) -> None:
+        """Show the offset the job reached at ``now`` in its status (``clusterInfo``, simulation-only)."""
+        run = self.run or (self.runs[-1] if self.runs else None)
+        if run is not None:
+            self.progress = (run.offset_at(now), run.base_offset)
 
     def sim_annotations(self, now: float) -> dict[str, str]:
         """The simulation's own data (annotations ``sim.flotilla.io/*``; not operator fields). Empty before the
@@ -820,6 +837,7 @@ class FlinkJobModel:
         )
         self.runs.append(self.run)
         self.has_run = True
+        self.progress = (self.run.base_offset, self.run.base_offset)
         self._set_job_state("RUNNING", t)
         self.error = None  # a healthy deployment clears errors
         self.last_stable = self.last_reconciled
@@ -844,6 +862,7 @@ class FlinkJobModel:
         if run is None or run.stop is not None:
             return []
         run.stop = t
+        self.progress = (run.offset_at(t), run.base_offset)
         return [RunningChanged(False, t, run.job_id)]
 
     def _take_savepoint(self, t: float) -> list[Effect]:

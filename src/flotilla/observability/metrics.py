@@ -59,6 +59,7 @@ __all__ = [
     "ControllerMetrics",
     "Counter",
     "EventMetrics",
+    "FailoverHistoryMetrics",
     "FailoverMetrics",
     "Gauge",
     "Histogram",
@@ -568,6 +569,37 @@ class FailoverMetrics:
         for labels, _ in self.rate_limiter_mode.children():
             if labels["name"] == name:
                 self.rate_limiter_mode.remove(**labels)
+
+
+class FailoverHistoryMetrics:
+    """The failover history's metrics (D22), recorded once per failover whose new copy runs; ``trigger`` is
+    ``cluster_taint``, ``application``, ``planned_move`` or ``unknown``."""
+
+    def __init__(self, registry: MetricsRegistry) -> None:
+        r = registry
+        self.completed = r.counter(
+            "flotilla_failovers_completed_total", "Failovers whose new copy runs, by trigger.", ["trigger"])
+        self.time_to_running = r.histogram(
+            "flotilla_failover_time_to_running_seconds", "Time from a failover's start (its eviction task's "
+            "creationTimestamp, or a planned move's start) to its new copy running, by trigger.", ["trigger"],
+            buckets=FAILOVER_SECONDS_BUCKETS)
+        self.state_gap = r.histogram(
+            "flotilla_failover_state_gap_seconds", "Age at the fault of the checkpoint a failover's new copy "
+            "was restored from, by trigger.", ["trigger"], buckets=FAILOVER_SECONDS_BUCKETS)
+        self.records_reprocessed = r.histogram(
+            "flotilla_failover_records_reprocessed", "Records a failover's new copy processes a second time "
+            "(simulated Flink jobs only), by trigger.", ["trigger"],
+            buckets=(0, 10, 100, 1000, 10_000, 100_000, 1_000_000))
+
+    def record_completed(self, trigger: str, *, time_to_running: float | None, state_gap: float | None,
+                         records_reprocessed: int | None) -> None:
+        self.completed.labels(trigger).inc()
+        if time_to_running is not None:
+            self.time_to_running.labels(trigger).observe(_seconds(time_to_running))
+        if state_gap is not None:
+            self.state_gap.labels(trigger).observe(_seconds(state_gap))
+        if records_reprocessed is not None:
+            self.records_reprocessed.labels(trigger).observe(max(0.0, float(records_reprocessed)))
 
 
 #: ``cause`` label values of ``flotilla_events_dropped_total``: the per-object spam filter held it back; the
