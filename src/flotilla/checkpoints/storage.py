@@ -1,7 +1,7 @@
 """Reading and writing checkpoint storage through fsspec (local files, S3 and S3-compatible stores...).
 
-Every call builds its own file system object (no instance cache, no listings cache), so a later call sees the
-checkpoints written meanwhile. The async functions run fsspec's synchronous calls in a thread under a timeout;
+File systems keep no listings between calls (``use_listings_cache=False``, caches dropped on each call), so a
+later call sees the checkpoints written meanwhile. The async functions run fsspec's synchronous calls in a thread under a timeout;
 the ``*_sync`` ones are for code already off the event loop (the simulated members' writers).
 
 Failures raise :class:`SnapshotStorageError` with a ``reason``:
@@ -71,7 +71,8 @@ class SnapshotExistsError(SnapshotStorageError):
 
 # ---------------------------------------------------------------------------------------------- file systems
 def _fs(config: StorageConfig, uri: str) -> tuple[Any, str]:
-    """A fresh fsspec file system for ``uri`` and the path inside it."""
+    """The fsspec file system for ``uri`` and the path inside it. Instances are shared (building an S3 client
+    is costly) but keep no listings: ``use_listings_cache=False``, and what was cached is dropped."""
     import fsspec
 
     scheme, rest = split_uri(uri)
@@ -80,9 +81,10 @@ def _fs(config: StorageConfig, uri: str) -> tuple[Any, str]:
     if protocol == "s3":
         options.setdefault("use_listings_cache", False)
     try:
-        fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+        fs = fsspec.filesystem(protocol, **options)
     except (ImportError, ValueError) as e:
         raise SnapshotStorageError("invalid", f"{uri}: no usable file system for {scheme!r}: {e}") from None
+    fs.invalidate_cache()
     return fs, rest.rstrip("/") if rest != "/" else rest
 
 

@@ -2,7 +2,9 @@
 
 A thin adapter: :class:`~flotilla.member.flink_model.FlinkJobModel` decides (status, checkpoints due, running
 or not); this module feeds it the member's objects and the clock, writes its status and simulation annotations,
-completes its checkpoints and savepoints in the shared :class:`~flotilla.member.checkpoints.CheckpointStore`,
+completes its checkpoints and savepoints where its ``flinkConfiguration`` says (``execution.checkpointing.dir`` or
+``state.checkpoints.dir``, the savepoint directory, Flink's ``s3.*`` keys; any fsspec URI, through
+:mod:`flotilla.checkpoints`), else in the member's shared :class:`~flotilla.member.checkpoints.CheckpointStore`,
 and records running intervals in the member's history (running from job RUNNING until it stops, is deleted or the
 simulator stops).
 
@@ -55,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import MERGE_PATCH
 from flotilla.files import private_dir
-from flotilla.member.checkpoints import CheckpointStore, SnapshotError
+from flotilla.member.checkpoints import CheckpointStore, JobStorage, SnapshotError
 from flotilla.member.flink_crd import ensure_flink_crd
 from flotilla.member.flink_model import (
     ANN_RECORDS_PROCESSED,
@@ -191,6 +193,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self.settings = settings or FlinkSimSettings()
         self.store = CheckpointStore(self.settings.checkpoint_dir)
         self.models: dict[str, FlinkJobModel] = {}  # uid -> model
+        self.storages: dict[str, JobStorage] = {}  # uid -> where that job's snapshots go
         self.rule: SavepointRule | None = None
         self._published: dict[str, tuple[float, dict[str, str]]] = {}  # uid -> (when, annotations written)
         # the runs of FlinkDeployments that are gone, newest last: (namespace, name) -> runs (bounded)
@@ -227,6 +230,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
             if model.running:
                 await self._apply(model, model.stop(now, deleted=False))
         self.models.clear()
+        self.storages.clear()
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
@@ -235,7 +239,10 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         now = time.time()
         model = self.models.get(uid)
         if model is None:
-            model = self.models[uid] = FlinkJobModel(obj, self._model_config(obj), self.store, now)
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            storage = self.storages[uid] = JobStorage(self.store, lambda: spec.get("flinkConfiguration"))
+            model = self.models[uid] = FlinkJobModel(obj, self._model_config(obj), storage, now)
+            storage.conf = lambda m=model: m.flink_conf  # type: ignore[misc]
         if md.get("deletionTimestamp"):
             await self._delete(model, obj, now)
             return None
@@ -289,11 +296,12 @@ class FlinkDeploymentSimulator(ResourceSimulator):
 
     async def _apply(self, model: FlinkJobModel, effects: list[Any]) -> None:
         """Carry out the model's effects in order (file writes off the event loop)."""
+        storage = self.storages.get(model.uid) or self.store
         for eff in effects:
             if isinstance(eff, WriteCheckpoint):
                 try:
                     snap = await asyncio.to_thread(
-                        self.store.write_checkpoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
+                        storage.write_checkpoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         retained=eff.retained, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
                 except (SnapshotError, OSError) as e:
@@ -304,7 +312,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
             elif isinstance(eff, WriteSavepoint):
                 try:
                     await asyncio.to_thread(
-                        self.store.write_savepoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
+                        storage.write_savepoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         path=eff.path, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
                 except (SnapshotError, OSError) as e:
@@ -395,6 +403,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self._published.pop(uid, None)
         if model is not None and model.running:
             await self._apply(model, model.stop(time.time(), deleted=True))
+        self.storages.pop(uid, None)
         if model is not None and model.runs:
             self.ended.pop(key, None)
             self.ended[key] = list(model.runs)
