@@ -58,6 +58,12 @@ class SnapshotCorruptError(SnapshotError):
     java_type = "java.io.IOException"
 
 
+class StorageConfigurationError(SnapshotError):
+    """The job's checkpoint storage configuration cannot be used (the message names the key)."""
+
+    java_type = "org.apache.flink.configuration.IllegalConfigurationException"
+
+
 class CheckpointExistsError(SnapshotError):
     """Another writer completed the same checkpoint first (two jobs with one job id: split brain)."""
 
@@ -506,9 +512,14 @@ class JobStorage:
                     self._remote = RemoteCheckpointStore(cfg, self.shared)
         return self._remote
 
+    def configuration_error(self) -> str | None:
+        """Why the job's storage configuration cannot be used (None: it can)."""
+        self.remote()
+        return self.error
+
     def _check(self) -> None:
-        if self.remote() is None and self.error:
-            raise SnapshotError(self.error)
+        if self.configuration_error():
+            raise StorageConfigurationError(self.error or "")
 
     def _owns(self, remote: RemoteCheckpointStore, pointer: str) -> bool:
         from flotilla.checkpoints.config import split_uri

@@ -246,9 +246,16 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         if md.get("deletionTimestamp"):
             await self._delete(model, obj, now)
             return None
-        effects = model.observe(obj, now)
-        effects += model.set_crashed(self._crashed(obj), now)
-        effects += model.tick(now)
+        crashed = self._crashed(obj)
+
+        def step() -> list[Any]:
+            return model.observe(obj, now) + model.set_crashed(crashed, now) + model.tick(now)
+
+        storage = self.storages.get(uid)
+        if storage is not None and storage.remote() is not None:
+            effects = await asyncio.to_thread(step)  # its restore lookups read remote storage
+        else:
+            effects = step()
         await self._apply(model, effects)
         current = obj
         if self.settings.finalizer and FINALIZER not in (md.get("finalizers") or []):

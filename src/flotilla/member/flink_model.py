@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flotilla.member.checkpoints import Snapshot, SnapshotError, valid_job_id
+from flotilla.member.checkpoints import Snapshot, SnapshotError, StorageConfigurationError, valid_job_id
 
 GROUP = "flink.apache.org"
 VERSION = "v1beta1"
@@ -88,6 +88,8 @@ class SnapshotSource(Protocol):
     def latest_checkpoint(self, job_id: str) -> Snapshot | None: ...
 
     def new_savepoint_path(self, job_id: str) -> str: ...
+
+    # optional: ``configuration_error() -> str | None``, why the job's checkpoint storage cannot be used
 
 
 @dataclass(frozen=True)
@@ -773,14 +775,19 @@ class FlinkJobModel:
         self._restore_snapshot = None
         path = plan.path
         marker = plan.upgrade_savepoint_path
-        if plan.last_state:
+        problem = getattr(self.snapshots, "configuration_error", None)
+        problem = problem() if callable(problem) else None
+        if problem:  # the JobManager refuses a checkpoint storage it cannot use
+            self._restore_failure = StorageConfigurationError(problem)
+            plan = RestorePlan(first_deployment=plan.first_deployment)
+        elif plan.last_state:
             latest = self.snapshots.latest_checkpoint(self.job_id)
             if latest is not None:
                 path, marker = latest.path, LAST_STATE_DUMMY_SP_PATH
         elif plan.first_deployment:
             initial = self.job_spec.get("initialSavepointPath")
             path = initial if isinstance(initial, str) and initial else None
-        if path:
+        if path and not problem:
             try:
                 self._restore_snapshot = self.snapshots.resolve(path)
             except SnapshotError as e:

@@ -127,3 +127,11 @@ def test_restore_from_a_missing_s3_path_fails_the_job(kubectl: Kubectl, ns: str,
                   timeout=20, msg="FAILED")
     assert missing in st["error"] and "FileNotFoundException" in st["error"]
     assert s3_server.secret_key not in st["error"]
+
+
+def test_unusable_storage_configuration_fails_the_job_naming_the_key(kubectl: Kubectl, ns: str) -> None:
+    kubectl.run("apply", "-n", ns, "-f", "-",
+                input=deployment("typo", {"execution.checkpointing.dir": "flink/checkpoints"}))
+    st = wait_for(lambda: (s := status_of(kubectl, ns, "typo")).get("jobStatus", {}).get("state") == "FAILED" and s,
+                  timeout=20, msg="FAILED")
+    assert "IllegalConfigurationException" in st["error"] and "execution.checkpointing.dir" in st["error"]
