@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -35,18 +34,13 @@ from typing import Any
 import pytest
 
 from flotilla.checkpoints import StorageConfig, storage_config
+from tests.support.pipeline import free_port
 from tests.support.processes import LoggedProcess
 
 REGION = "us-east-1"
 # requests the server serves before it enforces authentication: the set-up below makes exactly these
 _SETUP_REQUESTS = 3
 _POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

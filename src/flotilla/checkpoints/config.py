@@ -50,8 +50,9 @@ class StorageConfigError(ValueError):
         self.key = key
 
 
-def conf_value(conf: Mapping[str, Any] | None, key: str) -> Any:
-    """A Flink option: flat (``a.b.c: v``) or nested YAML (``a: {b: {c: v}}``); None when unset."""
+def conf_value(conf: Any, key: str) -> Any:
+    """A Flink option from spec.flinkConfiguration: flat (``a.b.c: v``) or nested YAML (``a: {b: {c: v}}``);
+    None when unset (or when ``key`` names a whole section)."""
     if not isinstance(conf, Mapping):
         return None
     if key in conf:
@@ -62,12 +63,10 @@ def conf_value(conf: Mapping[str, Any] | None, key: str) -> Any:
         if not isinstance(node, Mapping):
             return None
         rest = ".".join(parts[i:])
-        if rest in node:
+        if rest in node and not isinstance(node[rest], Mapping):
             return node[rest]
-        if part not in node:
-            return None
-        node = node[part]
-    return node
+        node = node.get(part)
+    return node if not isinstance(node, Mapping) else None
 
 
 def split_uri(uri: str) -> tuple[str, str]:

@@ -37,9 +37,11 @@ from flotilla.checkpoints.layout import (
     savepoint_prefix,
     valid_job_id,
 )
+from flotilla.files import PRIVATE_DIR, PRIVATE_FILE, private_dir
 
 __all__ = [
-    "SnapshotExistsError", "SnapshotStorageError", "describe_snapshot", "describe_snapshot_sync",
+    "SnapshotExistsError", "SnapshotStorageError", "describe_snapshot", "describe_snapshot_sync", "fsync_dir",
+    "write_local_snapshot",
     "list_snapshots", "list_snapshots_sync", "new_savepoint_dir", "prune_checkpoints", "prune_checkpoints_sync",
     "read_metadata", "read_metadata_sync", "write_snapshot", "write_snapshot_sync",
 ]
@@ -305,7 +307,8 @@ def new_savepoint_dir(savepoint_dir: str, job_id: str) -> str:
     return join(savepoint_dir, savepoint_prefix(job_id) + secrets.token_hex(6))
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -318,25 +321,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_local(final: Path, metadata: bytes, files: dict[str, bytes]) -> None:
-    """Temporary hidden directory, payload, ``_metadata`` (fsynced), then one rename."""
+def write_local_snapshot(final: Path, metadata: bytes, files: dict[str, bytes] | None = None) -> None:
+    """Write a snapshot directory on a local file system atomically: a hidden temporary directory gets the
+    payload and ``_metadata`` (fsynced, private modes), then one rename. Raises SnapshotExistsError when
+    ``final`` is already there, OSError for other failures (the temporary directory is removed)."""
     parent = final.parent
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".inprogress", dir=parent))
     try:
-        for name, data in files.items():
+        for name, data in (files or {}).items():
             (tmp / name).write_bytes(data)
-        with os.fdopen(os.open(tmp / METADATA, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        with os.fdopen(os.open(tmp / METADATA, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE), "wb") as f:
             f.write(metadata)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, PRIVATE_DIR)
         try:
             os.rename(tmp, final)  # atomic; fails when ``final`` exists and is not empty
         except OSError as e:
             if final.exists():
                 raise SnapshotExistsError(f"snapshot {final} already exists") from e
             raise
-        _fsync_dir(parent)
+        fsync_dir(parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -354,7 +360,7 @@ def _write(config: StorageConfig, directory: str, metadata: bytes, files: dict[s
             if not fs.exists(target):
                 fs.pipe_file(target, b"")
     if protocol == "file":
-        _write_local(Path(fs_dir), metadata, files)
+        write_local_snapshot(Path(fs_dir), metadata, files)
     else:
         if _complete(fs, fs_dir) is not None:
             raise SnapshotExistsError(f"snapshot {directory} already exists")

@@ -26,7 +26,6 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,8 @@ from typing import Any
 
 import orjson
 
-from flotilla.files import PRIVATE_DIR, PRIVATE_FILE, private_dir
+from flotilla.checkpoints.storage import write_local_snapshot
+from flotilla.files import private_dir
 
 METADATA = "_metadata"
 FORMAT = "flotilla-sim-snapshot/v1"
@@ -109,19 +109,6 @@ def snapshot_from_meta(path: str, meta: dict[str, Any]) -> Snapshot:
     )
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class CheckpointStore:
     """Reads and writes snapshots under one root directory. Safe to share between members and processes."""
 
@@ -145,26 +132,12 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ writing
     def _write_snapshot_dir(self, final: Path, meta: dict[str, Any]) -> None:
-        parent = final.parent
-        private_dir(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".inprogress", dir=parent))
+        from flotilla.checkpoints import SnapshotExistsError
+
         try:
-            data = orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
-            with os.fdopen(os.open(tmp / METADATA, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, PRIVATE_DIR)
-            try:
-                os.rename(tmp, final)  # atomic; fails if ``final`` exists and is not empty
-            except OSError as e:
-                if final.exists():
-                    raise CheckpointExistsError(f"snapshot {final} already exists") from e
-                raise
-            _fsync_dir(parent)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            write_local_snapshot(final, orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
+        except SnapshotExistsError as e:
+            raise CheckpointExistsError(str(e)) from e
 
     def write_checkpoint(
         self,

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from flotilla.checkpoints.config import conf_value as conf_get
 from flotilla.member.checkpoints import Snapshot, SnapshotError, StorageConfigurationError, valid_job_id
 
 GROUP = "flink.apache.org"
@@ -148,23 +149,6 @@ class FlinkModelConfig:
 # ---------------------------------------------------------------------------------------------- small helpers
 def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
-
-
-def conf_get(conf: Any, key: str) -> Any:
-    """A Flink option from spec.flinkConfiguration: flat (``a.b.c: v``) or nested YAML (``a: {b: {c: v}}``)."""
-    conf = _d(conf)
-    if key in conf:
-        return conf[key]
-    node: Any = conf
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict):
-            return None
-        rest = ".".join(parts[i:])
-        if rest in node and not isinstance(node[rest], dict):
-            return node[rest]
-        node = node.get(part)
-    return node if not isinstance(node, dict) else None
 
 
 _DURATION_UNITS = {

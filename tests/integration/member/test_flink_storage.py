@@ -31,13 +31,6 @@ def member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemberThread]:
     m.stop()
 
 
-@pytest.fixture
-def ns(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
-    name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    kubectl.run("apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
-    return name
-
-
 def deployment(name: str, conf: dict[str, str], *, upgrade_mode: str = "last-state",
                initial: str | None = None) -> str:
     job: dict[str, Any] = {"jarURI": "local:///opt/flink/examples/streaming/WordCount.jar", "parallelism": 2,
