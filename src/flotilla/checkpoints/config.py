@@ -36,8 +36,6 @@ KEY_ACCESS = "s3.access-key"
 KEY_SECRET = "s3.secret-key"
 S3_SCHEMES = frozenset({"s3", "s3a", "s3p", "s3n"})
 _URI_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
-_SECRET_OPTIONS = frozenset({"key", "secret", "token", "password", "aws_secret_access_key",
-                             "aws_access_key_id", "aws_session_token"})
 # botocore settings: fail fast so a caller's timeout means "unreachable", not a long retry loop
 _S3_CONFIG_KWARGS = {"connect_timeout": 3, "read_timeout": 10, "retries": {"max_attempts": 1}}
 
@@ -212,7 +210,3 @@ def storage_config(flink_configuration: Mapping[str, Any] | None, secret: Mappin
             raise StorageConfigError(KEY_SECRET if access else KEY_ACCESS,
                                      f"{KEY_ACCESS} and {KEY_SECRET} must be given together")
     return StorageConfig(checkpoint_dir, savepoint_dir, MappingProxyType(options))
-
-
-def is_secret_option(name: str) -> bool:
-    return name in _SECRET_OPTIONS
