@@ -26,14 +26,15 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from flotilla.files import PRIVATE_DIR, PRIVATE_FILE, private_dir
+from flotilla.checkpoints.storage import write_local_snapshot
+from flotilla.files import private_dir
 
 METADATA = "_metadata"
 FORMAT = "flotilla-sim-snapshot/v1"
@@ -55,6 +56,12 @@ class SnapshotNotFoundError(SnapshotError):
 
 class SnapshotCorruptError(SnapshotError):
     java_type = "java.io.IOException"
+
+
+class StorageConfigurationError(SnapshotError):
+    """The job's checkpoint storage configuration cannot be used (the message names the key)."""
+
+    java_type = "org.apache.flink.configuration.IllegalConfigurationException"
 
 
 class CheckpointExistsError(SnapshotError):
@@ -87,17 +94,19 @@ def valid_job_id(job_id: Any) -> bool:
     return isinstance(job_id, str) and bool(JOB_ID_RE.match(job_id))
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def snapshot_from_meta(path: str, meta: dict[str, Any]) -> Snapshot:
+    """The snapshot a simulated ``_metadata`` describes, at ``path``."""
+    known = {"format", "kind", "jobId", "checkpointId", "offset", "timestamp", "restoredFrom"}
+    return Snapshot(
+        path=path,
+        kind=str(meta.get("kind") or "checkpoint"),
+        job_id=str(meta["jobId"]),
+        checkpoint_id=int(meta["checkpointId"]),
+        offset=int(meta["offset"]),
+        timestamp=int(meta["timestamp"]),
+        restored_from=meta.get("restoredFrom"),
+        extra={k: v for k, v in meta.items() if k not in known},
+    )
 
 
 class CheckpointStore:
@@ -123,26 +132,12 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ writing
     def _write_snapshot_dir(self, final: Path, meta: dict[str, Any]) -> None:
-        parent = final.parent
-        private_dir(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".inprogress", dir=parent))
+        from flotilla.checkpoints import SnapshotExistsError
+
         try:
-            data = orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
-            with os.fdopen(os.open(tmp / METADATA, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, PRIVATE_DIR)
-            try:
-                os.rename(tmp, final)  # atomic; fails if ``final`` exists and is not empty
-            except OSError as e:
-                if final.exists():
-                    raise CheckpointExistsError(f"snapshot {final} already exists") from e
-                raise
-            _fsync_dir(parent)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            write_local_snapshot(final, orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
+        except SnapshotExistsError as e:
+            raise CheckpointExistsError(str(e)) from e
 
     def write_checkpoint(
         self,
@@ -232,17 +227,7 @@ class CheckpointStore:
         return sorted(int(m.group(1)) for m in (_CHK_RE.match(n) for n in names) if m)
 
     def _snapshot(self, directory: Path, meta: dict[str, Any]) -> Snapshot:
-        known = {"format", "kind", "jobId", "checkpointId", "offset", "timestamp", "restoredFrom"}
-        return Snapshot(
-            path=str(directory),
-            kind=str(meta.get("kind") or "checkpoint"),
-            job_id=str(meta["jobId"]),
-            checkpoint_id=int(meta["checkpointId"]),
-            offset=int(meta["offset"]),
-            timestamp=int(meta["timestamp"]),
-            restored_from=meta.get("restoredFrom"),
-            extra={k: v for k, v in meta.items() if k not in known},
-        )
+        return snapshot_from_meta(str(directory), meta)
 
     def _read_dir(self, directory: Path) -> Snapshot:
         try:
@@ -347,3 +332,225 @@ class CheckpointStore:
             return sorted(n for n in os.listdir(self.root) if valid_job_id(n))
         except FileNotFoundError:
             return []
+
+
+# ---------------------------------------------------------------------------------------------- any fsspec storage
+class RemoteCheckpointStore:
+    """The same layout and ``_metadata`` format in the storage a :class:`~flotilla.checkpoints.StorageConfig`
+    names (``s3://``, ``file://``, any fsspec URI), read and written through :mod:`flotilla.checkpoints`.
+
+    Synchronous (call it off the event loop for writes); storage failures become :class:`SnapshotError`s
+    with the message Flink gives, so a job whose restore path cannot be read fails as it would."""
+
+    def __init__(self, config: Any, shared: CheckpointStore | None = None) -> None:
+        self.config = config  # flotilla.checkpoints.StorageConfig
+        self.shared = shared  # where savepoints go when the configuration names no savepoint directory
+
+    def _meta_snapshot(self, path: str, raw: bytes) -> Snapshot:
+        try:
+            meta = orjson.loads(raw)
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise ValueError("not a simulated snapshot")
+            return snapshot_from_meta(path, meta)
+        except (ValueError, KeyError, TypeError) as e:
+            raise SnapshotCorruptError(f"Failed to load checkpoint metadata '{path}/{METADATA}': {e}") from None
+
+    def _error(self, err: Exception, pointer: str) -> SnapshotError:
+        from flotilla.checkpoints import SnapshotExistsError
+
+        if isinstance(err, SnapshotExistsError):
+            return CheckpointExistsError(str(err))
+        reason = getattr(err, "reason", "invalid")
+        scheme = pointer.split("://", 1)[0] if "://" in pointer else "file"
+        if reason == "invalid":
+            return SnapshotNotFoundError(
+                f"Cannot find checkpoint or savepoint file/directory '{pointer}' on file system '{scheme}'.")
+        return SnapshotError(f"Could not read '{pointer}' on file system '{scheme}': {err}")
+
+    # ------------------------------------------------------------------ SnapshotSource
+    def resolve(self, pointer: str) -> Snapshot:
+        from flotilla.checkpoints.storage import SnapshotStorageError, read_metadata_sync
+
+        try:
+            snap, raw = read_metadata_sync(self.config, pointer)
+        except SnapshotStorageError as e:
+            raise self._error(e, pointer) from None
+        return self._meta_snapshot(snap.path, raw)
+
+    def checkpoints(self, job_id: str) -> list[Snapshot]:
+        from flotilla.checkpoints.storage import SnapshotStorageError, list_snapshots_sync
+
+        if not valid_job_id(job_id) or not self.config.checkpoint_dir:
+            return []
+        try:
+            found = [s for s in list_snapshots_sync(self.config, job_id) if s.kind == "checkpoint"]
+        except SnapshotStorageError:
+            return []
+        out = []
+        for s in sorted(found, key=lambda s: s.checkpoint_id or 0):
+            try:
+                out.append(self.resolve(s.path))
+            except SnapshotError:
+                continue  # pruned or broken meanwhile
+        return out
+
+    def latest_checkpoint(self, job_id: str) -> Snapshot | None:
+        found = self.checkpoints(job_id)
+        return found[-1] if found else None
+
+    def new_savepoint_path(self, job_id: str) -> str:
+        from flotilla.checkpoints import new_savepoint_dir
+
+        if self.config.savepoint_dir:
+            return new_savepoint_dir(self.config.savepoint_dir, job_id)
+        if self.shared is not None:
+            return self.shared.new_savepoint_path(job_id)
+        raise ValueError("no savepoint directory configured")
+
+    # ------------------------------------------------------------------ writing
+    def checkpoint_path(self, job_id: str, checkpoint_id: int) -> str:
+        from flotilla.checkpoints.layout import join
+
+        if not valid_job_id(job_id):
+            raise ValueError(f"not a Flink job id (32 hex digits): {job_id!r}")
+        return join(self.config.checkpoint_dir, job_id, f"chk-{checkpoint_id}")
+
+    def _write(self, directory: str, meta: dict[str, Any], markers: tuple[str, ...]) -> Snapshot:
+        from flotilla.checkpoints.storage import SnapshotStorageError, write_snapshot_sync
+
+        data = orjson.dumps(meta, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        try:
+            write_snapshot_sync(self.config, directory, data, markers=markers)
+        except SnapshotStorageError as e:
+            raise self._error(e, directory) from None
+        return self._meta_snapshot(directory, data)
+
+    def write_checkpoint(self, job_id: str, checkpoint_id: int, offset: int, timestamp: int, *, retained: int = 1,
+                         restored_from: str | None = None, extra: dict[str, Any] | None = None) -> Snapshot:
+        from flotilla.checkpoints.storage import SnapshotStorageError, prune_checkpoints_sync
+
+        meta = CheckpointStore._meta("checkpoint", job_id, checkpoint_id, offset, timestamp, restored_from, extra)
+        snap = self._write(self.checkpoint_path(job_id, checkpoint_id), meta, ("shared", "taskowned"))
+        try:
+            prune_checkpoints_sync(self.config, job_id, retained)
+        except SnapshotStorageError as e:
+            raise SnapshotError(f"pruning checkpoints of {job_id}: {e}") from None
+        return snap
+
+    def write_savepoint(self, job_id: str, checkpoint_id: int, offset: int, timestamp: int, *,
+                        path: str | None = None, restored_from: str | None = None,
+                        extra: dict[str, Any] | None = None) -> Snapshot:
+        target = path or self.new_savepoint_path(job_id)
+        if self.shared is not None and not self.config.savepoint_dir and "://" not in target:
+            return self.shared.write_savepoint(job_id, checkpoint_id, offset, timestamp, path=target,
+                                               restored_from=restored_from, extra=extra)
+        meta = CheckpointStore._meta("savepoint", job_id, checkpoint_id, offset, timestamp, restored_from, extra)
+        return self._write(target, meta, ())
+
+
+class JobStorage:
+    """Where one FlinkDeployment's job keeps its snapshots: the storage its ``flinkConfiguration`` names
+    (``execution.checkpointing.dir`` / ``state.checkpoints.dir``, the savepoint directory and Flink's ``s3.*``
+    keys), else the member's shared store. ``conf`` returns the current ``flinkConfiguration``.
+
+    Restore paths in another scheme than ``file`` (``s3://...``) are read through :mod:`flotilla.checkpoints`
+    with the job's storage options; local paths under the job's own directories too; other local paths from the
+    shared store (the simulation's only other file system). A configuration that cannot be used makes restores
+    fail and writes fail (logged by the simulator), with the message naming the key."""
+
+    def __init__(self, shared: CheckpointStore, conf: Callable[[], Mapping[str, Any] | None]) -> None:
+        self.shared = shared
+        self.conf = conf
+        self._key: bytes | None = None
+        self._remote: RemoteCheckpointStore | None = None
+        self.error: str | None = None  # why the configuration cannot be used
+
+    def remote(self) -> RemoteCheckpointStore | None:
+        """The store of the configured directories (None: the job uses the shared store)."""
+        from flotilla.checkpoints import StorageConfigError, storage_config
+
+        conf = self.conf()
+        try:
+            key = orjson.dumps(conf, option=orjson.OPT_SORT_KEYS, default=str)
+        except TypeError:
+            key = repr(conf).encode()
+        if key != self._key:
+            self._key, self._remote, self.error = key, None, None
+            try:
+                cfg = storage_config(conf)
+            except StorageConfigError as e:
+                self.error = f"Invalid Flink configuration: {e}"
+            else:
+                if cfg.checkpoint_dir or cfg.savepoint_dir:
+                    self._remote = RemoteCheckpointStore(cfg, self.shared)
+        return self._remote
+
+    def configuration_error(self) -> str | None:
+        """Why the job's storage configuration cannot be used (None: it can)."""
+        self.remote()
+        return self.error
+
+    def _check(self) -> None:
+        if self.configuration_error():
+            raise StorageConfigurationError(self.error or "")
+
+    def _owns(self, remote: RemoteCheckpointStore, pointer: str) -> bool:
+        from flotilla.checkpoints.config import split_uri
+
+        scheme, path = split_uri(pointer.strip())
+        if scheme != "file":
+            return True
+        for d in (remote.config.checkpoint_dir, remote.config.savepoint_dir):
+            if d and split_uri(d)[0] == "file":
+                root = split_uri(d)[1].rstrip("/")
+                if os.path.normpath(path) == root or os.path.normpath(path).startswith(root + "/"):
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ SnapshotSource
+    def resolve(self, pointer: str) -> Snapshot:
+        self._check()
+        remote = self.remote()
+        if isinstance(pointer, str) and "://" in pointer and not pointer.strip().lower().startswith("file://"):
+            if remote is None:
+                from flotilla.checkpoints import storage_config
+
+                remote = RemoteCheckpointStore(storage_config(None), self.shared)
+            return remote.resolve(pointer.strip())
+        if remote is not None and isinstance(pointer, str) and self._owns(remote, pointer):
+            return remote.resolve(pointer.strip())
+        return self.shared.resolve(pointer)
+
+    def latest_checkpoint(self, job_id: str) -> Snapshot | None:
+        remote = self.remote()
+        if remote is not None and remote.config.checkpoint_dir:
+            return remote.latest_checkpoint(job_id)
+        if self.error:
+            return None
+        return self.shared.latest_checkpoint(job_id)
+
+    def new_savepoint_path(self, job_id: str) -> str:
+        remote = self.remote()
+        return remote.new_savepoint_path(job_id) if remote is not None else self.shared.new_savepoint_path(job_id)
+
+    # ------------------------------------------------------------------ writing (off the event loop)
+    def write_checkpoint(self, job_id: str, checkpoint_id: int, offset: int, timestamp: int, *, retained: int = 1,
+                         restored_from: str | None = None, extra: dict[str, Any] | None = None) -> Snapshot:
+        self._check()
+        remote = self.remote()
+        if remote is not None and remote.config.checkpoint_dir:
+            return remote.write_checkpoint(job_id, checkpoint_id, offset, timestamp, retained=retained,
+                                           restored_from=restored_from, extra=extra)
+        return self.shared.write_checkpoint(job_id, checkpoint_id, offset, timestamp, retained=retained,
+                                            restored_from=restored_from, extra=extra)
+
+    def write_savepoint(self, job_id: str, checkpoint_id: int, offset: int, timestamp: int, *,
+                        path: str | None = None, restored_from: str | None = None,
+                        extra: dict[str, Any] | None = None) -> Snapshot:
+        self._check()
+        remote = self.remote()
+        if remote is not None and (path is None or self._owns(remote, path)):
+            return remote.write_savepoint(job_id, checkpoint_id, offset, timestamp, path=path,
+                                          restored_from=restored_from, extra=extra)
+        return self.shared.write_savepoint(job_id, checkpoint_id, offset, timestamp, path=path,
+                                           restored_from=restored_from, extra=extra)

@@ -2,7 +2,9 @@
 
 A thin adapter: :class:`~flotilla.member.flink_model.FlinkJobModel` decides (status, checkpoints due, running
 or not); this module feeds it the member's objects and the clock, writes its status and simulation annotations,
-completes its checkpoints and savepoints in the shared :class:`~flotilla.member.checkpoints.CheckpointStore`,
+completes its checkpoints and savepoints where its ``flinkConfiguration`` says (``execution.checkpointing.dir`` or
+``state.checkpoints.dir``, the savepoint directory, Flink's ``s3.*`` keys; any fsspec URI, through
+:mod:`flotilla.checkpoints`), else in the member's shared :class:`~flotilla.member.checkpoints.CheckpointStore`,
 and records running intervals in the member's history (running from job RUNNING until it stops, is deleted or the
 simulator stops).
 
@@ -59,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import MERGE_PATCH
 from flotilla.files import private_dir
-from flotilla.member.checkpoints import CheckpointStore, SnapshotError
+from flotilla.member.checkpoints import CheckpointStore, JobStorage, SnapshotError
 from flotilla.member.flink_crd import ensure_flink_crd
 from flotilla.member.flink_model import (
     ANN_RECORDS_PROCESSED,
@@ -199,6 +201,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self.settings = settings or FlinkSimSettings()
         self.store = CheckpointStore(self.settings.checkpoint_dir)
         self.models: dict[str, FlinkJobModel] = {}  # uid -> model
+        self.storages: dict[str, JobStorage] = {}  # uid -> where that job's snapshots go
         self.rule: SavepointRule | None = None
         self._published: dict[str, tuple[float, dict[str, str]]] = {}  # uid -> (when, annotations written)
         self._progress_reported: dict[str, float] = {}  # uid -> when the progress in status was refreshed
@@ -236,6 +239,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
             if model.running:
                 await self._apply(model, model.stop(now, deleted=False))
         self.models.clear()
+        self.storages.clear()
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
@@ -244,13 +248,23 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         now = time.time()
         model = self.models.get(uid)
         if model is None:
-            model = self.models[uid] = FlinkJobModel(obj, self._model_config(obj), self.store, now)
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            storage = self.storages[uid] = JobStorage(self.store, lambda: spec.get("flinkConfiguration"))
+            model = self.models[uid] = FlinkJobModel(obj, self._model_config(obj), storage, now)
+            storage.conf = lambda m=model: m.flink_conf  # type: ignore[misc]
         if md.get("deletionTimestamp"):
             await self._delete(model, obj, now)
             return None
-        effects = model.observe(obj, now)
-        effects += model.set_crashed(self._crashed(obj), now)
-        effects += model.tick(now)
+        crashed = self._crashed(obj)
+
+        def step() -> list[Any]:
+            return model.observe(obj, now) + model.set_crashed(crashed, now) + model.tick(now)
+
+        storage = self.storages.get(uid)
+        if storage is not None and storage.remote() is not None:
+            effects = await asyncio.to_thread(step)  # its restore lookups read remote storage
+        else:
+            effects = step()
         await self._apply(model, effects)
         self._report_progress(model, now)
         current = obj
@@ -308,11 +322,12 @@ class FlinkDeploymentSimulator(ResourceSimulator):
 
     async def _apply(self, model: FlinkJobModel, effects: list[Any]) -> None:
         """Carry out the model's effects in order (file writes off the event loop)."""
+        storage = self.storages.get(model.uid) or self.store
         for eff in effects:
             if isinstance(eff, WriteCheckpoint):
                 try:
                     snap = await asyncio.to_thread(
-                        self.store.write_checkpoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
+                        storage.write_checkpoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         retained=eff.retained, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
                 except (SnapshotError, OSError) as e:
@@ -323,7 +338,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
             elif isinstance(eff, WriteSavepoint):
                 try:
                     await asyncio.to_thread(
-                        self.store.write_savepoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
+                        storage.write_savepoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         path=eff.path, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
                 except (SnapshotError, OSError) as e:
@@ -415,6 +430,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self._progress_reported.pop(uid, None)
         if model is not None and model.running:
             await self._apply(model, model.stop(time.time(), deleted=True))
+        self.storages.pop(uid, None)
         if model is not None and model.runs:
             self.ended.pop(key, None)
             self.ended[key] = list(model.runs)

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flotilla.member.checkpoints import Snapshot, SnapshotError, valid_job_id
+from flotilla.checkpoints.config import conf_value as conf_get
+from flotilla.member.checkpoints import Snapshot, SnapshotError, StorageConfigurationError, valid_job_id
 
 GROUP = "flink.apache.org"
 VERSION = "v1beta1"
@@ -93,6 +94,8 @@ class SnapshotSource(Protocol):
 
     def new_savepoint_path(self, job_id: str) -> str: ...
 
+    # optional: ``configuration_error() -> str | None``, why the job's checkpoint storage cannot be used
+
 
 @dataclass(frozen=True)
 class WriteCheckpoint:
@@ -150,23 +153,6 @@ class FlinkModelConfig:
 # ---------------------------------------------------------------------------------------------- small helpers
 def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
-
-
-def conf_get(conf: Any, key: str) -> Any:
-    """A Flink option from spec.flinkConfiguration: flat (``a.b.c: v``) or nested YAML (``a: {b: {c: v}}``)."""
-    conf = _d(conf)
-    if key in conf:
-        return conf[key]
-    node: Any = conf
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict):
-            return None
-        rest = ".".join(parts[i:])
-        if rest in node and not isinstance(node[rest], dict):
-            return node[rest]
-        node = node.get(part)
-    return node if not isinstance(node, dict) else None
 
 
 _DURATION_UNITS = {
@@ -790,14 +776,19 @@ class FlinkJobModel:
         self._restore_snapshot = None
         path = plan.path
         marker = plan.upgrade_savepoint_path
-        if plan.last_state:
+        problem = getattr(self.snapshots, "configuration_error", None)
+        problem = problem() if callable(problem) else None
+        if problem:  # the JobManager refuses a checkpoint storage it cannot use
+            self._restore_failure = StorageConfigurationError(problem)
+            plan = RestorePlan(first_deployment=plan.first_deployment)
+        elif plan.last_state:
             latest = self.snapshots.latest_checkpoint(self.job_id)
             if latest is not None:
                 path, marker = latest.path, LAST_STATE_DUMMY_SP_PATH
         elif plan.first_deployment:
             initial = self.job_spec.get("initialSavepointPath")
             path = initial if isinstance(initial, str) and initial else None
-        if path:
+        if path and not problem:
             try:
                 self._restore_snapshot = self.snapshots.resolve(path)
             except SnapshotError as e:
