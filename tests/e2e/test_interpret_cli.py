@@ -149,8 +149,8 @@ def test_interpret_replica(files: dict[str, str]) -> None:
         ---
         # [2/2] requires:
         resourceRequest:
-          cpu: 250m
-          memory: 1Gi
+            cpu: 250m
+            memory: 1Gi
         """)
 
 

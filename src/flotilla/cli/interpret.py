@@ -9,7 +9,8 @@ Examples::
     flotilla interpret -f customization.yaml --operation RestoreState --desired-file d.yaml --restore-file r.yaml
     flotilla interpret -f customization.yaml --check
 
-Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML. Operation names are
+Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML, written as karmadactl writes it
+(:mod:`flotilla.cli.goyaml`). Operation names are
 matched ignoring case. Only the customizations' scripts run unless ``--with-builtin`` is given, which
 lets Flotilla's built-in rules (third-party, native, default) answer when no script is defined.
 Errors go to stderr, with exit status 1.
@@ -25,6 +26,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from flotilla.cli import goyaml
 from flotilla.interpreter import (
     GVK,
     CustomizationRegistry,
@@ -57,18 +59,6 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
-
-
 # ---------------------------------------------------------------------------------- arguments
 
 
@@ -92,8 +82,8 @@ def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--observed-file", default="", metavar="FILE",
                    help="the object passed as observedObj (- for stdin)")
     p.add_argument("--status-file", default="", metavar="FILE",
-                   help="AggregatedStatusItem objects (clusterName, status, applied, health) passed as statusItems "
-                        "(YAML documents or a list; - for stdin)")
+                   help="AggregatedStatusItem objects (clusterName, status, applied, appliedMessage, health) passed "
+                        "as statusItems, one per YAML document (a YAML list of them is accepted too; - for stdin)")
     p.add_argument("--desired-replica", type=int, default=0, metavar="N",
                    help="the desiredReplica argument of ReviseReplica (default 0)")
     p.add_argument("--restore-file", default="", metavar="FILE",
@@ -168,17 +158,39 @@ def _one_object(option: str, name: str, stdin: TextIO | None) -> dict[str, Any]:
     return obj
 
 
+#: The fields of an AggregatedStatusItem and the JSON type each takes (``status`` takes any JSON value).
+_ITEM_FIELDS: dict[str, tuple[type, ...] | None] = {
+    "clusterName": (str,), "status": None, "applied": (bool,), "appliedMessage": (str,), "health": (str,)}
+
+
+def status_item(label: str, doc: Any) -> dict[str, Any]:
+    """One ``--status-file`` document as Karmada decodes it into an ``AggregatedStatusItem``: field names match
+    ignoring case (an exact match wins), unknown fields are ignored, ``null`` is an unset field, a missing
+    ``clusterName`` is ``""``; a field of the wrong type is an error naming it."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{label}: a status item must be an object (clusterName, status, applied, appliedMessage, "
+                         f"health), got {type(doc).__name__}")
+    item: dict[str, Any] = {"clusterName": ""}
+    exact = {k for k in doc if k in _ITEM_FIELDS}
+    for key, value in doc.items():
+        field = key if key in exact else next((f for f in _ITEM_FIELDS if f.lower() == str(key).lower()
+                                               and f not in exact), None)
+        if field is None or value is None:
+            continue
+        types = _ITEM_FIELDS[field]
+        if types is not None and (not isinstance(value, types) or (types == (str,) and isinstance(value, bool))):
+            expected = "true or false" if types == (bool,) else "a string"
+            where = f" of cluster {item['clusterName']!r}" if item["clusterName"] else ""
+            raise UsageError(f"{label}: {field}{where} must be {expected}, got {value!r}")
+        item[field] = value
+    return item
+
+
 def _status_items(name: str, stdin: TextIO | None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for label, doc in _documents(name, stdin=stdin):
-        for item in doc if isinstance(doc, list) else [doc]:
-            if not isinstance(item, dict) or not isinstance(item.get("clusterName"), str):
-                raise UsageError(f"{label}: every status item must be an object with a clusterName "
-                                 "(and status, applied, health)")
-            if item.get("status") is not None and not isinstance(item["status"], dict):
-                raise UsageError(f"{label}: status of cluster {item['clusterName']!r} must be an object")
-            items.append({k: item[k] for k in ("clusterName", "status", "applied", "appliedMessage", "health")
-                          if k in item})
+        for entry in doc if isinstance(doc, list) else [doc]:
+            items.append(status_item(label, entry))
     return items
 
 
@@ -218,12 +230,8 @@ def _customizations(args: argparse.Namespace, stdin: TextIO | None) -> list[tupl
 
 
 def to_yaml(value: Any) -> str:
-    """A value as ``karmadactl`` prints it: block YAML, sorted keys, scalars without an end marker."""
-    text: str = yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=True, allow_unicode=True,
-                     width=1 << 30)
-    if text.endswith("\n...\n"):
-        text = text[: -len("...\n")]
-    return text
+    """A value as ``karmadactl interpret`` prints it (Go's yaml.v3 of the value's JSON: :mod:`flotilla.cli.goyaml`)."""
+    return goyaml.dump(value)
 
 
 def print_results(results: Sequence[tuple[str, Any]], out: TextIO) -> None:
@@ -291,6 +299,7 @@ def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str,
 
     desired = _one_object("--desired-file", args.desired_file, stdin) if args.desired_file else None
     observed = _one_object("--observed-file", args.observed_file, stdin) if args.observed_file else None
+    # as karmadactl (since v1.17): without --status-file a Lua script gets nil, with one a table (maybe empty)
     items = _status_items(args.status_file, stdin) if args.status_file else None
     if op is not Operation.RESTORE_STATE and (args.restore or args.restore_file):
         raise UsageError(f"--restore and --restore-file are inputs of RestoreState, not of {op}")

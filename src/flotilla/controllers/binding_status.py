@@ -462,7 +462,8 @@ class BindingStatusController(Controller):
                 return  # this template was aggregated from these very items already
             try:
                 new = await interpreter.offload(Operation.AGGREGATE_STATUS, template, functools.partial(
-                    interpreter.aggregate_status, template, items, now=self.ctx.now()))
+                    # a binding without items passes nil to a Lua script, as in Karmada (omitempty field)
+                    interpreter.aggregate_status, template, items or None, now=self.ctx.now()))
             except InterpreterError as e:
                 msg = f"Aggregating the status of {kind} {_display(namespace, name)} failed: {e}"
                 self.ctx.recorder.event(binding, WARNING, "AggregateStatusFailed", msg)

@@ -66,6 +66,7 @@ from flotilla.propagation.binding_spec import (
     binding_name_for,
     binding_update_patch,
     build_binding,
+    replica_interpretation,
 )
 from flotilla.propagation.jsondiff import with_precondition
 from flotilla.propagation.policy_changes import (
@@ -103,6 +104,10 @@ __all__ = [
 APPLY_POLICY_SUCCEED = "ApplyPolicySucceed"
 APPLY_POLICY_FAILED = "ApplyPolicyFailed"
 GET_REPLICAS_FAILED = "GetReplicasFailed"
+#: Flotilla's: Karmada's detector only logs a failing InterpretComponent
+GET_COMPONENTS_FAILED = "GetComponentsFailed"
+#: the feature gate of Karmada's multi-component scheduling (off by default, as in Karmada)
+MULTIPLE_POD_TEMPLATES_SCHEDULING = "MultiplePodTemplatesScheduling"
 PREEMPT_POLICY_SUCCEED = "PreemptPolicySucceed"
 PREEMPT_POLICY_FAILED = "PreemptPolicyFailed"
 
@@ -506,17 +511,27 @@ class DetectorController(Controller):
 
     async def _desired_binding(self, template: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
         interpreter = self.interpreters.get()
-        replicas, requirements = 0, None
-        if interpreter.hook_enabled(GVK.of(template), Operation.INTERPRET_REPLICA):
+        gvk = GVK.of(template)
+        operation = replica_interpretation(
+            multiple_pod_templates=self.options.gate(MULTIPLE_POD_TEMPLATES_SCHEDULING),
+            component_hook=interpreter.hook_enabled(gvk, Operation.INTERPRET_COMPONENT),
+            replica_hook=interpreter.hook_enabled(gvk, Operation.INTERPRET_REPLICA))
+        replicas, requirements, components = 0, None, None
+        if operation is Operation.INTERPRET_COMPONENT:
             try:
-                result = await interpreter.offload(Operation.INTERPRET_REPLICA, template,
-                                                   lambda: interpreter.get_replicas(template))
+                components = await interpreter.offload(operation, template, lambda: interpreter.get_components(template))
+            except InterpreterError as e:
+                self.ctx.recorder.event(template, WARNING, GET_COMPONENTS_FAILED, str(e))
+                raise
+        elif operation is Operation.INTERPRET_REPLICA:
+            try:
+                result = await interpreter.offload(operation, template, lambda: interpreter.get_replicas(template))
             except InterpreterError as e:
                 self.ctx.recorder.event(template, WARNING, GET_REPLICAS_FAILED, str(e))
                 raise
             replicas, requirements = result.replicas, result.requirements
         return build_binding(template, policy, replicas=replicas, replica_requirements=requirements,
-                             schedule_priority=await self._schedule_priority(policy))
+                             components=components, schedule_priority=await self._schedule_priority(policy))
 
     async def _schedule_priority(self, policy: Mapping[str, Any]) -> int | None:
         sp = _spec(policy).get("schedulePriority")

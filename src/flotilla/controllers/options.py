@@ -22,6 +22,9 @@ DEFAULT_FEATURE_GATES: dict[str, bool] = {
     "StatefulFailoverInjection": True,
     "PropagateDeps": True,
     "PolicyPreemption": False,
+    # Karmada's default (alpha, off): with it on, the detector fills a binding's spec.components from
+    # InterpretComponent instead of spec.replicas/replicaRequirements from InterpretReplica
+    "MultiplePodTemplatesScheduling": False,
 }
 
 

@@ -343,7 +343,8 @@ class SchedulerController(Controller):
                 parsed: tuple[Cluster, ...] | None, now: Any) -> ScheduleResult:
         try:
             return schedule(binding, None, parsed if parsed is not None else clusters, now=now,
-                            enable_empty_workload_propagation=self.empty_workload_propagation)
+                            enable_empty_workload_propagation=self.empty_workload_propagation,
+                            multiple_pod_templates=self.options.gate("MultiplePodTemplatesScheduling"))
         except (ModelError, ValueError, TypeError) as e:
             return ScheduleResult(error=SchedulerError(f"cannot schedule {key}: {e}"))
 

@@ -231,7 +231,7 @@ class CustomizationRegistry:
         return self._call(obj, Operation.INTERPRET_REPLICA, lambda s: _lua.lua_get_replicas(
             s, obj, limits=self.limits, print_sink=self.print_sink))
 
-    def get_components(self, obj: JSON) -> list[dict[str, Any]]:
+    def get_components(self, obj: JSON) -> list[dict[str, Any]] | None:
         return self._call(obj, Operation.INTERPRET_COMPONENT, lambda s: _lua.lua_get_components(
             s, obj, limits=self.limits, print_sink=self.print_sink))
 
@@ -248,7 +248,7 @@ class CustomizationRegistry:
             s, obj, limits=self.limits, print_sink=self.print_sink))
 
     def aggregate_status(self, obj: JSON, items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-        listed = list(items or ())
+        listed = None if items is None else list(items)
         return self._call(obj, Operation.AGGREGATE_STATUS, lambda s: _lua.lua_aggregate_status(
             s, obj, listed, limits=self.limits, print_sink=self.print_sink))
 

@@ -161,9 +161,9 @@ class ResourceInterpreter:
         }, None)
 
     def get_components(self, obj: JSON) -> list[dict[str, Any]]:
-        """InterpretComponent: ``[{name, replicas, replicaRequirements}]`` (no fallback)."""
-        value: list[dict[str, Any]] = self.interpret_component(obj).value
-        return value
+        """InterpretComponent: ``[{name, replicas, replicaRequirements}]`` (no fallback; a script returning nil: [])."""
+        value: list[dict[str, Any]] | None = self.interpret_component(obj).value
+        return value or []
 
     def interpret_revise_replica(self, obj: JSON, replicas: int) -> InterpretResult:
         return self._dispatch(Operation.REVISE_REPLICA, obj, {
@@ -200,11 +200,11 @@ class ResourceInterpreter:
 
     def interpret_aggregate_status(self, obj: JSON, items: Iterable[Mapping[str, Any]] | None, *,
                                    now: datetime | None = None) -> InterpretResult:
-        listed = list(items or ())
+        listed = None if items is None else list(items)
         return self._dispatch(Operation.AGGREGATE_STATUS, obj, {
             Source.CUSTOMIZATION: lambda: self.customizations.aggregate_status(obj, listed),
-            Source.THIRD_PARTY: lambda: thirdparty.aggregate_status(obj, listed),
-            Source.NATIVE: lambda: native.aggregate_status(obj, listed, now=now),
+            Source.THIRD_PARTY: lambda: thirdparty.aggregate_status(obj, listed or []),
+            Source.NATIVE: lambda: native.aggregate_status(obj, listed or [], now=now),
         }, lambda: copy.deepcopy(obj))
 
     def aggregate_status(self, obj: JSON, items: Iterable[Mapping[str, Any]] | None, *,

@@ -10,6 +10,13 @@ raise an error; ``io``, ``debug``, ``coroutine``, ``package`` and lupa's ``pytho
 Strings keep the library as their metatable's ``__index``, so ``("x"):rep(9)`` is refused as well.
 Precompiled (binary) chunks are refused.
 
+Where scripts could tell gopher-lua (Karmada's Lua) from Lua 5.1, the sandbox follows gopher-lua: ``pairs`` yields
+the keys 1, 2, ... ascending and then the other keys in the order they were first set (every table constructor of
+the script is rewritten by :func:`ordered_constructors`, on the same lines, so that the tables it builds record that
+order; the objects passed in have no order to keep, as in Karmada where they come from Go maps), and ``tostring``
+and ``print`` write numbers as Go does (``1e15`` is ``1000000000000000``, ``1/3`` is ``0.3333333333333333``).
+The ``..`` operator and ``string.format`` keep Lua 5.1's ``%.14g``.
+
 Limits: one call (loading the script, then calling the function) may run for ``timeout`` seconds
 (1 s by default, like Karmada). A count hook installed from the privileged side before the script
 starts checks a monotonic clock every few thousand VM instructions and raises an error once time is
@@ -43,8 +50,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -128,10 +136,11 @@ local clock, limit, every, max_subject, max_print, max_result,
 
 local sethook = debug.sethook
 local loadstring, setfenv, pcall, xpcall, error = loadstring, setfenv, pcall, xpcall, error
-local select, type, tostring, pairs, next, rawget = select, type, tostring, pairs, next, rawget
+local select, type, tostring, pairs, next, rawget, rawset = select, type, tostring, pairs, next, rawget, rawset
 local unpack, setmetatable, getmetatable = unpack, setmetatable, getmetatable
-local format, gsub, byte, concat, sort, floor, huge =
-      string.format, string.gsub, string.byte, table.concat, table.sort, math.floor, math.huge
+local format, gsub, byte, concat, sort, floor, huge, tonumber =
+      string.format, string.gsub, string.byte, table.concat, table.sort, math.floor, math.huge, tonumber
+local rep, match, sub = string.rep, string.match, string.sub
 
 local TIMEOUT = "\0timeout"
 local deadline, expired = 0, false
@@ -270,10 +279,108 @@ for _, name in ipairs({"collectgarbage", "dofile", "getfenv", "getmetatable", "l
   env[name] = stub(name)
 end
 
+-- Numbers as gopher-lua writes them (tostring, print): whole numbers in int64 range as integers, others with the
+-- shortest digits that read back the same, in exponent form when the exponent is below -4 or at least 6 (Go's %v).
+local function num2str(n)
+  if n ~= n then return "NaN" end
+  if n == huge then return "+Inf" elseif n == -huge then return "-Inf" end
+  if n == floor(n) and n >= -9.2233720368547758e18 and n < 9.2233720368547758e18 then return format("%d", n) end
+  local s
+  for p = 0, 16 do
+    s = format("%." .. p .. "e", n)
+    if tonumber(s) == n then break end
+  end
+  local sign, lead, rest, e = match(s, "^(-?)(%d)%.?(%d*)e([-+]%d+)$")
+  local digits = gsub(lead .. rest, "0+$", "")
+  local exp = tonumber(e)
+  if exp < -4 or exp >= 6 then
+    local mantissa = #digits > 1 and (sub(digits, 1, 1) .. "." .. sub(digits, 2)) or digits
+    return format("%s%se%s%02d", sign, mantissa, exp < 0 and "-" or "+", exp < 0 and -exp or exp)
+  end
+  if exp < 0 then return sign .. "0." .. rep("0", -exp - 1) .. digits end
+  if #digits <= exp + 1 then return sign .. digits .. rep("0", exp + 1 - #digits) end
+  return sign .. sub(digits, 1, exp + 1) .. "." .. sub(digits, exp + 2)
+end
+local function tostr(v)
+  if type(v) == "number" then return num2str(v) end
+  return tostring(v)
+end
+env.tostring = tostr
+
+-- pairs in gopher-lua's order: the whole numbers 1, 2, ... (its array part) ascending, then the other keys in the
+-- order they were first set. Tables a script builds record that order: the host rewrites every table constructor
+-- `{...}` into `__flotilla_t({...}, "key", ...)` (the constructor's named fields, in source order), which gives the
+-- table a metatable whose __newindex notes each new key. Other tables (the objects passed in) have no such record;
+-- gopher-lua's order for them is Go's map order, which is random, so Lua's own order stands in for it.
+local MAX_ARRAY_INDEX = 67108864
+local orders = setmetatable({}, { __mode = "k" })
+local function array_key(k)
+  return type(k) == "number" and k >= 1 and k < MAX_ARRAY_INDEX and k == floor(k)
+end
+local function note(t, k)
+  local o = orders[t]
+  if o.index[k] == nil then
+    o.n = o.n + 1
+    o.keys[o.n] = k
+    o.index[k] = o.n
+  end
+end
+local ordered_mt = {
+  __newindex = function(t, k, v)
+    rawset(t, k, v)
+    if v ~= nil and not array_key(k) then note(t, k) end
+  end,
+}
+env.__flotilla_t = function(t, ...)
+  orders[t] = { keys = {}, index = {}, n = 0 }
+  for i = 1, select("#", ...) do
+    local k = select(i, ...)
+    if rawget(t, k) ~= nil then note(t, k) end
+  end
+  for k in next, t do
+    if not array_key(k) then note(t, k) end
+  end
+  return setmetatable(t, ordered_mt)
+end
+env.pairs = function(t)
+  if type(t) ~= "table" then return pairs(t) end
+  local keys, n, ints = {}, 0, {}
+  for k in next, t do
+    if array_key(k) then ints[#ints + 1] = k end
+  end
+  sort(ints)
+  for i = 1, #ints do keys[i] = ints[i] end
+  n = #ints
+  local o = orders[t]
+  if o ~= nil then
+    for i = 1, o.n do
+      n = n + 1
+      keys[n] = o.keys[i]
+    end
+  else
+    for k in next, t do
+      if not array_key(k) then
+        n = n + 1
+        keys[n] = k
+      end
+    end
+  end
+  local i = 0
+  return function()
+    while i < n do
+      i = i + 1
+      local k = keys[i]
+      local v = rawget(t, k)
+      if v ~= nil then return k, v end
+    end
+    return nil
+  end, t, nil
+end
+
 local output, output_size = {}, 0
 env.print = function(...)
   local parts = {}
-  for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+  for i = 1, select("#", ...) do parts[i] = tostr((select(i, ...))) end
   local line = concat(parts, "\t")
   if output_size + #line <= max_print then
     output[#output + 1] = line
@@ -378,11 +485,14 @@ end
 
 -- run(script, function name, number of results, args...) ->
 --   status, message, print output, then for each result: type, JSON text
-return function(script, fname, nrets, ...)
+return function(script, ordered, fname, nrets, ...)
   if byte(script, 1) == 27 then
     return "error", "precompiled (binary) Lua chunks are not allowed; give the script as source text", ""
   end
-  local chunk, err = loadstring(script, "=luaScript")
+  local chunk, err = loadstring(ordered, "=luaScript")
+  if not chunk then
+    chunk, err = loadstring(script, "=luaScript")
+  end
   if not chunk then return "syntax", err, "" end
   setfenv(chunk, env)
   local args = pack(...)
@@ -425,6 +535,101 @@ return function(script, fname, nrets, ...)
   return unpack(out)
 end
 """
+
+
+# -------------------------------------------------------------------------- constructor rewrite
+
+_KEYWORDS = frozenset("and break do else elseif end false for function if in local nil not or repeat return then "
+                      "true until while".split())
+_LONG_OPEN = re.compile(r"\[(=*)\[")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(?:0[xX][0-9a-fA-F]*|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]*)?)")
+_SYMBOLS = ("...", "..", "==", "~=", "<=", ">=")
+
+
+def _lua_tokens(src: str) -> Iterator[tuple[str, int, int]]:
+    """``(kind, start, end)`` of each token of a Lua 5.1 chunk; kind is "name", "keyword", "string", "number" or the
+    symbol itself. Comments and white space are skipped. Unterminated strings or comments end the scan."""
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c.isspace():
+            i += 1
+        elif src.startswith("--", i):
+            m = _LONG_OPEN.match(src, i + 2)
+            if m:
+                close = src.find("]" + m.group(1) + "]", m.end())
+                i = n if close < 0 else close + len(m.group(1)) + 2
+            else:
+                nl = src.find("\n", i)
+                i = n if nl < 0 else nl + 1
+        elif c == "[" and _LONG_OPEN.match(src, i):
+            m = _LONG_OPEN.match(src, i)
+            assert m is not None
+            close = src.find("]" + m.group(1) + "]", m.end())
+            if close < 0:
+                return
+            end = close + len(m.group(1)) + 2
+            yield "string", i, end
+            i = end
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c:
+                j += 2 if src[j] == "\\" else 1
+            if j >= n:
+                return
+            yield "string", i, j + 1
+            i = j + 1
+        elif c.isalpha() or c == "_":
+            m = _NAME.match(src, i)
+            assert m is not None
+            yield ("keyword" if m.group() in _KEYWORDS else "name"), i, m.end()
+            i = m.end()
+        elif c.isdigit() or (c == "." and i + 1 < n and src[i + 1].isdigit()):
+            m = _NUMBER.match(src, i)
+            end = m.end() if m and m.end() > i else i + 1
+            yield "number", i, end
+            i = end
+        else:
+            sym = next((s for s in _SYMBOLS if src.startswith(s, i)), c)
+            yield sym, i, i + len(sym)
+            i += len(sym)
+
+
+def ordered_constructors(src: str) -> str:
+    """``src`` with every table constructor ``{...}`` wrapped as ``__flotilla_t({...}, "a", "b")``, the constructor's
+    ``name = value`` fields in source order (``f{...}`` becomes ``f(__flotilla_t({...}))``), so that the sandbox's
+    ``pairs`` can follow gopher-lua's insertion order. Lines are kept, so error messages point at the same lines.
+    """
+    out: list[str] = []
+    last = 0
+    prev = ""  # the kind of the previous token
+    opened: list[Any] = []  # "(" / "[" or [call, names] for a constructor
+    pending_name: str | None = None
+    for kind, start, end in _lua_tokens(src):
+        if kind == "=" and pending_name is not None and opened and isinstance(opened[-1], list):
+            opened[-1][1].append(pending_name)
+        pending_name = None
+        if kind == "name" and opened and isinstance(opened[-1], list) and prev in ("{", ",", ";"):
+            pending_name = src[start:end]
+        if kind == "{":
+            call = prev in ("name", ")", "]", "}", "string")
+            out.append(src[last:start])
+            out.append("(__flotilla_t({" if call else "__flotilla_t({")
+            last = end
+            opened.append([call, []])
+        elif kind == "}" and opened and isinstance(opened[-1], list):
+            call, names = opened.pop()
+            out.append(src[last:end])
+            out.append("".join(f', "{k}"' for k in names) + (")" * (2 if call else 1)))
+            last = end
+        elif kind in ("(", "["):
+            opened.append(kind)
+        elif kind in (")", "]") and opened and not isinstance(opened[-1], list):
+            opened.pop()
+        prev = kind
+    out.append(src[last:])
+    return "".join(out)
 
 
 # ------------------------------------------------------------------------------ JSON <-> Lua
@@ -648,7 +853,8 @@ def run_script(script: str, function: str, args: Sequence[Any], *, nrets: int = 
     try:
         rt, runner, box = _new_runtime(limits)
         lua_args = [_lua_arg(rt, a) for a in args]
-        raw = runner(script.encode("utf-8"), function.encode(), nrets, *lua_args)
+        raw = runner(script.encode("utf-8"), ordered_constructors(script).encode("utf-8"), function.encode(), nrets,
+                     *lua_args)
     except lua51.LuaMemoryError:
         raise _memory(limits) from None
     except lua51.LuaError as e:  # the limit hit between two protected regions
@@ -844,12 +1050,13 @@ def lua_get_replicas(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMI
 
 
 def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMITS,
-                       print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}`` (or nil)."""
+                       print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
+    """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}``; ``None`` when the script
+    returns nil (Karmada's nil slice: no components, ``null`` in karmadactl's output)."""
     op = Operation.INTERPRET_COMPONENT
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
     if result.type == "nil":
-        return []
+        return None
     value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
     if not isinstance(value, list):
         raise _fail(op, "the result must be an array of components")
@@ -892,15 +1099,19 @@ def lua_reflect_status(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LI
 
 
 def status_items_for_lua(items: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """``AggregatedStatusItem`` values as a script sees them (fields at their zero value left out)."""
+    """``AggregatedStatusItem`` values as a script sees them (Karmada marshals them to JSON: ``clusterName`` always,
+    the other fields only when not at their zero value). ``None`` stays ``None`` (nil in Lua); an empty list stays
+    a list (an empty table)."""
+    if items is None:
+        return None
     out = []
-    for item in items or ():
+    for item in items:
         entry: dict[str, Any] = {"clusterName": item.get("clusterName", "")}
         for key in ("status", "applied", "appliedMessage", "health"):
             if item.get(key) not in (None, False, ""):
                 entry[key] = item[key]
         out.append(entry)
-    return out or None
+    return out
 
 
 def lua_aggregate_status(script: str, obj: JSON, items: Iterable[Mapping[str, Any]] | None, *,
@@ -908,7 +1119,8 @@ def lua_aggregate_status(script: str, obj: JSON, items: Iterable[Mapping[str, An
                          print_sink: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``AggregateStatus(desiredObj, statusItems)`` -> the whole template with its aggregated status.
 
-    No items (``None`` or empty) reach the script as ``nil``.
+    ``None`` reaches the script as ``nil`` (what Karmada's status controller passes for a binding without items),
+    a list, even an empty one, as a table (what ``karmadactl interpret`` and Karmada's customization tests pass).
     """
     op = Operation.AGGREGATE_STATUS
     (result,) = _run(op, script, [obj, status_items_for_lua(items)], limits=limits, print_sink=print_sink)

@@ -28,11 +28,12 @@ are written: ``spec.clusters``, ``gracefulEvictionTasks``, ``requiredBy``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.jsoncopy import json_copy
+from flotilla.interpreter.operations import Operation
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
@@ -46,6 +47,7 @@ __all__ = [
     "binding_name_for",
     "binding_update_patch",
     "build_binding",
+    "replica_interpretation",
     "controller_owner",
     "controller_ref",
     "owner_conflict",
@@ -157,18 +159,34 @@ def _policy_suspension(policy: Mapping[str, Any]) -> dict[str, Any] | None:
     return json_copy(dict(suspension)) if isinstance(suspension, Mapping) else None
 
 
+def replica_interpretation(*, multiple_pod_templates: bool, component_hook: bool, replica_hook: bool) -> Operation | None:
+    """The interpreter operation that fills a binding's replica fields (Karmada's ``applyReplicaInterpretation``).
+
+    InterpretComponent (``spec.components``) when the ``MultiplePodTemplatesScheduling`` gate is on and the kind
+    has that hook; otherwise InterpretReplica (``spec.replicas``, ``spec.replicaRequirements``) when it has that
+    hook; otherwise none (the template is not a workload).
+    """
+    if multiple_pod_templates and component_hook:
+        return Operation.INTERPRET_COMPONENT
+    if replica_hook:
+        return Operation.INTERPRET_REPLICA
+    return None
+
+
 def build_binding(
     template: Mapping[str, Any],
     policy: Mapping[str, Any],
     *,
     replicas: int = 0,
     replica_requirements: Mapping[str, Any] | None = None,
+    components: Sequence[Mapping[str, Any]] | None = None,
     schedule_priority: int | None = None,
 ) -> dict[str, Any]:
     """The binding the detector wants for ``template`` claimed by ``policy`` (a PP or CPP object).
 
     ``replicas``/``replica_requirements``: the interpreter's InterpretReplica answer (leave the
-    defaults when the kind has no such hook). ``schedule_priority``: the value resolved from the
+    defaults when the kind has no such hook). ``components``: the InterpretComponent answer, set instead of
+    them when :func:`replica_interpretation` chose that operation. ``schedule_priority``: the value resolved from the
     policy's ``schedulePriority`` (None: not set).
     """
     meta = _meta(template)
@@ -192,6 +210,8 @@ def build_binding(
         spec["replicaRequirements"] = json_copy(dict(replica_requirements))
     if replicas:
         spec["replicas"] = int(replicas)
+    if components:
+        spec["components"] = json_copy([dict(c) for c in components])
     placement = pspec.get("placement")
     spec["placement"] = json_copy(dict(placement)) if isinstance(placement, Mapping) else {}
     if pspec.get("schedulerName"):

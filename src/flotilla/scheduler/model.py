@@ -36,6 +36,7 @@ __all__ = [
     "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE",
     "APIEnablement",
+    "Component",
     "BindingSpec",
     "BindingStatus",
     "Cluster",
@@ -769,6 +770,15 @@ class ReplicaRequirements:
 
 
 @dataclass(frozen=True)
+class Component:
+    """One entry of a binding's ``spec.components``: a pod template's replicas and per-replica resource request."""
+
+    name: str = ""
+    replicas: int = 0
+    resource_request: Mapping[str, Fraction] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ResourceRef:
     api_version: str = ""
     kind: str = ""
@@ -785,6 +795,8 @@ class BindingSpec:
     replicas: int = 0
     replica_requirements: ReplicaRequirements | None = None
     components: int = 0
+    #: the components themselves (``components`` is their number)
+    component_specs: tuple[Component, ...] = ()
     clusters: tuple[TargetCluster, ...] = ()
     graceful_eviction_tasks: tuple[GracefulEvictionTask, ...] = ()
     placement: Placement = field(default_factory=Placement)
@@ -816,8 +828,17 @@ class BindingStatus:
     last_scheduled_time: datetime | None = None
 
 
-def _components(value: Any, where: str) -> int:
-    return len(_list(value, where))
+def _components(value: Any, where: str) -> tuple[Component, ...]:
+    out = []
+    for i, raw in enumerate(_list(value, where)):
+        c = _mapping(raw, f"{where}[{i}]")
+        req = _mapping(c.get("replicaRequirements") or {}, f"{where}[{i}].replicaRequirements")
+        out.append(Component(
+            name=_str(c.get("name"), f"{where}[{i}].name"),
+            replicas=_int(c.get("replicas"), f"{where}[{i}].replicas"),
+            resource_request=_resource_list(req.get("resourceRequest"),
+                                            f"{where}[{i}].replicaRequirements.resourceRequest") or {}))
+    return tuple(out)
 
 
 def parse_binding_spec(spec: Mapping[str, Any] | BindingSpec) -> BindingSpec:
@@ -836,6 +857,7 @@ def parse_binding_spec(spec: Mapping[str, Any] | BindingSpec) -> BindingSpec:
             )
             or {}
         )
+    components = _components(spec.get("components"), "spec.components")
     return BindingSpec(
         resource=ResourceRef(
             api_version=_str(res.get("apiVersion"), "spec.resource.apiVersion"),
@@ -846,7 +868,8 @@ def parse_binding_spec(spec: Mapping[str, Any] | BindingSpec) -> BindingSpec:
         ),
         replicas=_int(spec.get("replicas"), "spec.replicas"),
         replica_requirements=requirements,
-        components=_components(spec.get("components"), "spec.components"),
+        components=len(components),
+        component_specs=components,
         clusters=tuple(
             TargetCluster.from_dict(c, f"spec.clusters[{i}]")
             for i, c in enumerate(_list(spec.get("clusters"), "clusters"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from .division import assign_replicas
 from .errors import FilterFailure, FitError, SchedulerError, SchedulingError, UnschedulableError
-from .estimation import allocatable_replicas
+from .estimation import allocatable_replicas, multi_template_applicable
 from .filters import FilterContext, run_filters
 from .model import (
     BindingSpec,
@@ -137,6 +137,7 @@ def run_algorithm(
     fresh: bool = False,
     extra_estimates: Mapping[str, int] | None = None,
     enable_empty_workload_propagation: bool = False,
+    multiple_pod_templates: bool = False,
 ) -> list[TargetCluster]:
     """One scheduling attempt (Karmada's ``genericScheduler.Schedule``); raises :class:`SchedulingError`.
 
@@ -157,10 +158,13 @@ def run_algorithm(
     if not feasible:
         raise FitError(len(all_clusters), failures)
     scores = score_clusters(spec, feasible)
-    allocatable = allocatable_replicas(feasible, spec, extra_estimates)
+    # MultiplePodTemplatesScheduling: a multi-component workload bound to one cluster is estimated, and selected,
+    # as whole sets of its components (one set needed), as in Karmada
+    sets = multiple_pod_templates and multi_template_applicable(spec)
+    allocatable = allocatable_replicas(feasible, spec, extra_estimates, component_sets=sets)
     candidates = build_candidates(feasible, spec, affinity_name, scores, allocatable)
     try:
-        selected = select_clusters(spec.placement, candidates, spec.replicas)
+        selected = select_clusters(spec.placement, candidates, 1 if sets else spec.replicas)
     except SchedulingError as e:
         raise type(e)(f"failed to select clusters: {e.message}") from e
     try:
@@ -186,6 +190,7 @@ def schedule(
     previous: Mapping[str, Any] | BindingStatus | Sequence[Mapping[str, Any] | TargetCluster] | None = None,
     extra_estimates: Mapping[str, int] | None = None,
     enable_empty_workload_propagation: bool = False,
+    multiple_pod_templates: bool = False,
 ) -> ScheduleResult:
     """Decide where a binding goes.
 
@@ -202,6 +207,8 @@ def schedule(
     ``extra_estimates``: per-cluster replica estimates from other estimators (min-merged, -1 ignored).
     ``enable_empty_workload_propagation``: Karmada's flag of that name (selected clusters that got no
     replicas are kept with 0).
+    ``multiple_pod_templates``: the ``MultiplePodTemplatesScheduling`` gate (a workload of several components bound
+    to one cluster is estimated in whole component sets).
     """
     spec, embedded_status = parse_binding(binding)
     if placement is not None:
@@ -218,6 +225,7 @@ def schedule(
         "fresh": fresh,
         "extra_estimates": extra_estimates,
         "enable_empty_workload_propagation": enable_empty_workload_propagation,
+        "multiple_pod_templates": multiple_pod_templates,
     }
 
     terms = spec.placement.cluster_affinities

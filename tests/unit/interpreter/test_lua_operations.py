@@ -150,7 +150,7 @@ def test_get_components() -> None:
         {"name": "follower", "replicas": 3, "replicaRequirements": {
             "resourceRequest": {"cpu": "250m", "memory": "1Gi"}, "priorityClassName": "high"}},
     ]
-    assert lua_get_components("function GetComponents(o) return nil end", samples.widget()) == []
+    assert lua_get_components("function GetComponents(o) return nil end", samples.widget()) is None
     with pytest.raises(LuaScriptError, match="whole number"):
         lua_get_components("function GetComponents(o) return {{name = 'a', replicas = 1.5}} end", samples.widget())
 
