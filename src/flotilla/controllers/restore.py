@@ -178,7 +178,7 @@ class RestoreController(Controller):
             existed=self._work_exists(binding, need.cluster))
         written = await self._write(res, binding, need, decision)
         if not written:
-            return 0.5  # the binding changed under the pass: decide again on the new one
+            return 0.5  # the binding changed under the pass: look again at the new one
         return self._after(key, decision)
 
     def _after(self, key: str, decision: RestoreDecision) -> float | None:
@@ -251,9 +251,10 @@ class RestoreController(Controller):
             if not plan.job_id:
                 return Found(location=location)
             if not config.checkpoint_dir and not config.savepoint_dir:
-                return Found(failure=RestoreFailure.STORAGE_NOT_CONFIGURED, location=location,
+                return Found(failure=RestoreFailure.NO_STORAGE, location=location,
                              message="the job's flinkConfiguration names no checkpoint directory "
-                                     "(execution.checkpointing.dir or state.checkpoints.dir)")
+                                     "(execution.checkpointing.dir or state.checkpoints.dir) and the "
+                                     "controller-manager has no --restore-default-checkpoint-dir")
             snapshots = await list_snapshots(config, plan.job_id, timeout=timeout)
             if snapshots or not plan.carry_over:
                 return Found(snapshots, "storage", location=location)
@@ -273,6 +274,7 @@ class RestoreController(Controller):
     # ------------------------------------------------------------------ writes
     async def _write(self, res: Resource, binding: dict[str, Any], need: RestoreNeed,
                      decision: RestoreDecision) -> bool:
+        """Write the record; ``False`` when the binding changed under the pass (or another pass resolved it)."""
         md = _meta(binding)
         generation = md.get("generation")
         stale = False
@@ -280,7 +282,9 @@ class RestoreController(Controller):
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             nonlocal stale
             meta = _meta(obj)
-            stale = meta.get("generation") != generation or bool(meta.get("deletionTimestamp"))
+            # a newer spec, or a record resolved meanwhile (this pass read a cache that had not seen it yet)
+            stale = (meta.get("generation") != generation or bool(meta.get("deletionTimestamp"))
+                     or record_resolves(parse_restore_record(obj), need))
             if stale:
                 return None
             if (meta.get("annotations") or {}).get(RESTORE_ANNOTATION) == decision.record.to_json():

@@ -25,6 +25,10 @@ it restored that job id or that cluster): carried over until the job completes a
 **The continuity guard**: with ``restore.flotilla.io/max-checkpoint-age`` a snapshot that completed longer than that
 before the fault is refused.
 
+**No storage**: a job whose configuration names no checkpoint directory (and no default is set) keeps Karmada's
+behaviour at once (record ``Fresh``, failure ``NoCheckpointStorage``, a Warning Event): its state may be where only
+the member knows (the Flink operator's default configuration), and a member-side rule may still restore it.
+
 **Failures** (:func:`decide_restore`): no snapshot, storage unreachable, credentials refused, a snapshot too old,
 no storage configured or no job id in the preserved state. With ``--restore-missing=hold`` (the default) the Work
 waits (record ``Holding``, Warning ``StateRestoreFailed`` on every attempt) until the lookup succeeds or
@@ -137,6 +141,9 @@ class RestoreFailure(StrEnum):
     CHECKPOINT_TOO_OLD = "CheckpointTooOld"
     STORAGE_NOT_CONFIGURED = "StorageNotConfigured"
     NO_JOB_ID = "NoJobId"
+    #: the job names no checkpoint directory (and there is no default): the control plane cannot know where its
+    #: state is (it may be in the member's Flink operator configuration), so native restore stands aside at once
+    NO_STORAGE = "NoCheckpointStorage"
 
 
 def failure_of(storage_reason: str) -> RestoreFailure:
@@ -576,6 +583,14 @@ def decide_restore(
     assert failure is not None
     problem = f"Cannot restore the state of {_job(need)} for cluster {need.cluster}: {detail}"
     fresh = replace(base, outcome=OUTCOME_FRESH, resolved_at=now, failure=failure.value)
+    if failure is RestoreFailure.NO_STORAGE:
+        message = (f"{problem}; native restore is skipped: the new copy gets the preserved labels only, and the "
+                   "member cluster decides its restore")
+        record = replace(fresh, reason=f"{detail}; native restore skipped")
+        condition = {"type": CONDITION_STATE_RESTORED, "status": "False", "reason": failure.value,
+                     "message": message}
+        return RestoreDecision(record, EventSpec("Warning", EVENT_STATE_RESTORE_FAILED, message), condition,
+                               OUTCOME_FRESH, failure)
     if missing == MISSING_FRESH:
         message = f"{problem}; the job starts from empty state (--restore-missing=fresh)"
         record = replace(fresh, reason=f"{detail}; --restore-missing=fresh")

@@ -290,3 +290,10 @@ def test_d20_policy_annotations_parse_and_validate() -> None:
     assert validate_restore_annotations({MAX_CHECKPOINT_AGE_ANNOTATION: "0s"})
     policy = {"metadata": {"annotations": {**ann, "other": "x"}}}
     assert policy_restore_annotations(policy) == ann
+
+
+def test_d20_no_checkpoint_storage_named_stands_aside_at_once_whatever_the_choice() -> None:
+    found = Found(failure=RestoreFailure.NO_STORAGE, message="no checkpoint directory")
+    d = decide_restore(NEED, found, now=FAULT, missing="hold")
+    assert d.record.outcome == "Fresh" and d.record.failure == "NoCheckpointStorage"
+    assert "labels only" in d.event.message and d.event.type == "Warning"
