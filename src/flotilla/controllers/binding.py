@@ -34,7 +34,8 @@ the labels survive the task's removal. With the gate off nothing is injected and
 Native restore (D20, :mod:`flotilla.failover.restore`): a target that needs a restore
 (:func:`~flotilla.failover.restore.restore_needs`) gets no Work until the binding's record
 (``failover.flotilla.io/restore``, written by the restore controller) resolves it; the other targets are written as
-usual and the binding is looked at again when the record changes. A ``Restored`` record is written into its
+usual and the binding is looked at again when the record changes. Works are held only while the restore controller
+runs in the same controller-manager. A ``Restored`` record is written into its
 cluster's manifest through ``RestoreState`` on every render (:func:`~flotilla.failover.restore.applied_restore`).
 
 Flotilla also deletes the Works of a binding that disappears without its finalizer (e.g. created by
@@ -59,6 +60,7 @@ from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
 from flotilla.failover.restore import (
     RESTORE_ANNOTATION,
+    RESTORE_CONTROLLER_RUNNING,
     applied_restore,
     held_targets,
     parse_restore_record,
@@ -348,8 +350,9 @@ class BindingController(Controller):
         interpreter = self._interpreters.get(self._rics.store.list())
         gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
         record = parse_restore_record(binding)
+        restoring = bool(self.ctx.extras.get(RESTORE_CONTROLLER_RUNNING))
         needs = restore_needs(binding, injection, hook_enabled=restore_state_enabled(interpreter, template),
-                              gate=gate)
+                              gate=gate and restoring)
         held = held_targets(needs, record)
         restores = {}
         for target in injection.decisions:

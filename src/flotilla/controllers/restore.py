@@ -18,6 +18,9 @@ a fresh state injection, a kind with ``RestoreState``, not turned off by the pol
    binding, the ``StateRestored`` condition on its status, and the metrics ``flotilla_state_restore_total{outcome}``,
    ``flotilla_state_restore_failures_total{reason}`` and ``flotilla_state_restore_age_at_fault_seconds``.
 
+While this controller runs, the binding controller of the same controller-manager holds the Works it must resolve;
+with ``--controllers=-restore`` nothing is held (Karmada's behaviour: labels only).
+
 A ``Holding`` record is retried with backoff (1 s doubling to 30 s) and at the hold's deadline. Messages name the
 storage location and the cause, never a credential.
 """
@@ -42,6 +45,7 @@ from flotilla.controllers.members import SECRETS
 from flotilla.failover.restore import (
     CREDENTIALS_SECRET_ANNOTATION,
     RESTORE_ANNOTATION,
+    RESTORE_CONTROLLER_RUNNING,
     Found,
     LookupPlan,
     RestoreDecision,
@@ -108,6 +112,7 @@ class RestoreController(Controller):
     workers: ClassVar[int] = 2
 
     def setup(self) -> None:
+        self.ctx.extras[RESTORE_CONTROLLER_RUNNING] = True
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)

@@ -71,6 +71,7 @@ __all__ = [
     "NATIVE_ANNOTATION",
     "POLICY_ANNOTATION_PREFIX",
     "RESTORE_ANNOTATION",
+    "RESTORE_CONTROLLER_RUNNING",
     "Found",
     "LookupPlan",
     "RestoreDecision",
@@ -100,6 +101,10 @@ __all__ = [
 RESTORE_ANNOTATION: Final = "failover.flotilla.io/restore"
 #: A planned move's savepoint (JSON ``{"fromCluster", "toCluster", "path", "at"}``), written by the move.
 MOVE_SAVEPOINT_ANNOTATION: Final = "failover.flotilla.io/move-savepoint"
+
+#: ``ControllerContext.extras`` key set while the restore controller runs in a controller-manager: only then does the
+#: binding controller hold a Work for its restore (with ``--controllers=-restore``, Karmada's behaviour).
+RESTORE_CONTROLLER_RUNNING: Final = "restore-controller-running"
 
 #: Policy annotations (Flotilla extensions; a Karmada policy stays valid), copied to the bindings the policy makes.
 POLICY_ANNOTATION_PREFIX: Final = "restore.flotilla.io/"
