@@ -8,7 +8,8 @@ a fresh state injection, a kind with ``RestoreState``, not turned off by the pol
    (``restore.flotilla.io/credentials-secret``), the Secret in the template's namespace (its ``s3.access-key`` /
    ``s3.secret-key``); builds the storage configuration (:func:`flotilla.checkpoints.config.storage_config`,
    with ``--restore-default-checkpoint-dir`` when the job names no directory);
-2. looks the snapshot up (:func:`flotilla.failover.restore.lookup_plan`): a planned move's savepoint is checked
+2. once the old copy's Work is gone (``Directly``: its job has stopped and completes no more checkpoints; the
+   Work's deletion wakes the binding), looks the snapshot up (:func:`flotilla.failover.restore.lookup_plan`): a planned move's savepoint is checked
    with ``describe_snapshot``; otherwise the preserved job id's complete snapshots are listed, and when it has none
    the path the failed copy started from is checked (D5 carry-over); every call is bounded by
    ``--restore-storage-timeout``;
@@ -42,6 +43,7 @@ from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import SECRETS
+from flotilla.failover.purge import directly_purge_pending
 from flotilla.failover.restore import (
     CREDENTIALS_SECRET_ANNOTATION,
     RESTORE_ANNOTATION,
@@ -84,6 +86,9 @@ _RB_INDEX = "restore:" + L.RESOURCE_BINDING_PERMANENT_ID_LABEL
 _CRB_INDEX = "restore:" + L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
 RETRY_INITIAL = 1.0
 RETRY_MAX = 30.0
+#: Seconds before a binding whose old copy's Work (purged Directly) still exists is looked at again, if the Work's
+#: deletion did not wake it first.
+PURGE_RECHECK = 5.0
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,6 +133,16 @@ class RestoreController(Controller):
         for kind, inf in (("ResourceBinding", self._rbs), ("ClusterResourceBinding", self._crbs)):
             inf.add_handler(on_add=lambda obj, k=kind: self._changed(k, None, obj),
                             on_update=lambda old, new, k=kind: self._changed(k, old, new))
+        self._works.add_handler(on_delete=self._work_deleted)
+
+    def _work_deleted(self, work: Mapping[str, Any]) -> None:
+        """The old copy's Work is gone: its binding's restore can be looked up now (its job has stopped)."""
+        ann = _meta(work).get("annotations") or {}
+        ns, name = ann.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION), ann.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
+        if ns and name:
+            self.enqueue(f"ResourceBinding/{ns}/{name}")
+        elif ann.get(L.CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION):
+            self.enqueue(f"ClusterResourceBinding/{ann[L.CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION]}")
 
     # ------------------------------------------------------------------ triggers
     def _changed(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
@@ -173,6 +188,8 @@ class RestoreController(Controller):
         if not pending:
             self._attempts.pop(key, None)
             return None
+        if directly_purge_pending(self._works_of(binding), _spec(binding)):
+            return PURGE_RECHECK  # the old copy may still checkpoint: look up once its Work is gone
         need = pending[0]
         settings = restore_settings(binding)
         plan = lookup_plan(need, record, move_savepoint(binding, need))
@@ -207,15 +224,17 @@ class RestoreController(Controller):
         ns = (resource.get("namespace") or None) if res.namespaced else None
         return await self.client.get_or_none(res, str(resource.get("name") or ""), ns)
 
-    def _work_exists(self, binding: Mapping[str, Any], cluster: str) -> bool:
+    def _works_of(self, binding: Mapping[str, Any]) -> list[dict[str, Any]]:
         ref = binding_ref(binding)
         if not ref.permanent_id:
-            return False
+            return []
         index = _CRB_INDEX if ref.cluster_scoped else _RB_INDEX
+        return list(self._works.store.by_index(index, ref.permanent_id))
+
+    def _work_exists(self, binding: Mapping[str, Any], cluster: str) -> bool:
         namespace = generate_execution_space_name(cluster)
         return any(_meta(w).get("namespace") == namespace and work_cluster(w) == cluster
-                   and not _meta(w).get("deletionTimestamp")
-                   for w in self._works.store.by_index(index, ref.permanent_id))
+                   and not _meta(w).get("deletionTimestamp") for w in self._works_of(binding))
 
     async def _secret(self, namespace: str | None, name: str) -> dict[str, str] | Found:
         if not namespace:
