@@ -51,6 +51,7 @@ CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "Cust
 FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
 CONTROLLERS = ["restore", "binding"]
 JOB = "0123456789abcdef0123456789abcdef"
+JOB2 = "fedcba9876543210fedcba9876543210"
 LABEL = "failover.flink.io/job-id"
 BINDING = "wc-flinkdeployment"
 WORK = generate_work_name("FlinkDeployment", "wc", "default")
@@ -89,7 +90,8 @@ class Env:
         return manager
 
     async def failed_over(self, flink_configuration: dict[str, str], annotations: dict[str, str] | None = None,
-                          fault_at: str | None = None) -> None:
+                          fault_at: str | None = None, *, job: str = JOB, from_cluster: str = "member1",
+                          to_cluster: str = "member2") -> None:
         """The template, and its binding as the scheduler and taint manager leave it after member1 failed."""
         await self.cp.create(FLINK, {
             "apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
@@ -101,9 +103,9 @@ class Env:
                      "job": {"jarURI": "local:///opt/flink/examples/streaming/WordCount.jar", "parallelism": 1,
                              "upgradeMode": "stateless"}}})
         template = await self.cp.get(FLINK, "wc", "default")
-        task = {"fromCluster": "member1", "purgeMode": "Directly", "reason": "TaintUntolerated",
-                "producer": "TaintManager", "preservedLabelState": {LABEL: JOB},
-                "clustersBeforeFailover": ["member1"], "creationTimestamp": fault_at or now_stamp()}
+        task = {"fromCluster": from_cluster, "purgeMode": "Directly", "reason": "TaintUntolerated",
+                "producer": "TaintManager", "preservedLabelState": {LABEL: job},
+                "clustersBeforeFailover": [from_cluster], "creationTimestamp": fault_at or now_stamp()}
         await self.cp.create(RESOURCE_BINDINGS, {
             "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": BINDING, "namespace": "default", "finalizers": [L.BINDING_CONTROLLER_FINALIZER],
@@ -111,7 +113,7 @@ class Env:
                          "annotations": annotations or {}},
             "spec": {"resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
                                   "namespace": "default", "name": "wc", "uid": template["metadata"]["uid"]},
-                     "replicas": 1, "clusters": [{"name": "member2", "replicas": 1}],
+                     "replicas": 1, "clusters": [{"name": to_cluster, "replicas": 1}],
                      "failover": {"cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [
                          {"aliasLabelName": LABEL, "jsonPath": "{ .jobStatus.jobId }"}]}}},
                      "gracefulEvictionTasks": [task]}})
@@ -320,3 +322,33 @@ async def test_d20_storage_down_holds_the_work_then_starts_fresh_after_the_hold_
     condition = await env.condition()
     assert condition is not None and condition["reason"] == "StateRestoreTimedOut"
     assert manager.metrics.failover.state_restores.value("Fresh") == 1
+
+
+async def test_d20_d5_copy_that_failed_before_its_first_checkpoint_restarts_from_where_it_started(
+        env: Env, tmp_path: Path) -> None:
+    """member2's copy was restored from JOB's chk-4 and ran as JOB2, then failed before checkpointing: the failover
+    back to member1 restores chk-4 again (JOB2 has nothing)."""
+    conf = file_configuration(tmp_path)
+    config = storage_config(conf)
+    started_from = write_checkpoint(config, 4)
+    previous = {"cluster": "member2", "fromCluster": "member1", "jobId": JOB, "outcome": "Restored",
+                "reason": "newest complete checkpoint", "path": started_from, "kind": "checkpoint",
+                "checkpointId": 4, "resolvedAt": "2026-01-01T00:00:00Z"}
+    await env.start()
+    await env.failed_over(conf, {RESTORE_ANNOTATION: json.dumps(previous)}, job=JOB2, from_cluster="member2",
+                          to_cluster="member1")
+
+    async def restored() -> dict[str, Any] | None:
+        record = await env.record()
+        return record if record and record.get("cluster") == "member1" else None
+
+    record = await eventually(restored, what="the record for member1")
+    assert (record["outcome"], record["jobId"], record["path"]) == ("Restored", JOB2, started_from)
+    assert "started from" in record["reason"]
+
+    async def work() -> dict[str, Any] | None:
+        w = await env.work("member1")
+        return w
+
+    manifest = (await eventually(work, what="member1's Work"))["spec"]["workload"]["manifests"][0]
+    assert manifest["spec"]["job"]["initialSavepointPath"] == started_from
