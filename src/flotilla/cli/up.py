@@ -291,6 +291,9 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
             argv += [flag, repr(float(value))]
     if args.feature_gates:
         argv += ["--feature-gates", args.feature_gates]
+    argv += ["--restore-missing", args.restore_missing, "--restore-hold-timeout", repr(float(args.restore_hold_timeout))]
+    if args.savepoint_rule:
+        argv.append("--savepoint-rule")
     for name in LAPTOP_TIMINGS:
         argv += ["--" + name.replace("_", "-"), repr(float(getattr(args, name)))]
     return argv
