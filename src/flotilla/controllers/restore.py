@@ -40,7 +40,7 @@ from flotilla.checkpoints.config import StorageConfigError, storage_config
 from flotilla.checkpoints.storage import SnapshotStorageError, describe_snapshot, list_snapshots
 from flotilla.client import Informer, Resource, label_indexer
 from flotilla.controllers.base import Controller
-from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.detector import patch_condition, patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import SECRETS
 from flotilla.failover.purge import directly_purge_pending
@@ -69,7 +69,6 @@ from flotilla.failover.state import (
     plan_injection,
 )
 from flotilla.policy.naming import generate_execution_space_name
-from flotilla.propagation.status import set_condition
 from flotilla.propagation.works import (
     RESOURCE_INTERPRETER_CUSTOMIZATIONS,
     InterpreterCache,
@@ -324,19 +323,8 @@ class RestoreController(Controller):
         return True
 
     async def _set_condition(self, res: Resource, binding: Mapping[str, Any], condition: Mapping[str, Any]) -> None:
-        now = self.ctx.now()
-
-        def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            new = set_condition(conditions, condition, now)
-            if new == conditions:
-                return None
-            return {"metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
-                    "status": {"conditions": new}}
-
         md = _meta(binding)
         try:
-            await patch_with_retry(self.client, res, binding, str(md.get("name")), md.get("namespace"), make,
-                                   subresource="status")
+            await patch_condition(self.client, res, binding, condition, self.ctx.now())
         except Exception as e:  # noqa: BLE001 - the record is written; the condition follows on the next pass
             log.warning("restore: could not set condition %s on %s: %s", condition.get("type"), md.get("name"), e)
