@@ -301,31 +301,13 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
 
 def restore_state_enabled(interpreter: ResourceInterpreter, obj: Mapping[str, Any]) -> bool:
     """Whether the interpreter has ``RestoreState`` for ``obj``'s kind (D20)."""
-    op = getattr(Operation, "RESTORE_STATE", None)
-    if op is not None:
-        return interpreter.hook_enabled(obj, op)
-    return _str(obj.get("kind")) == "FlinkDeployment" and _str(obj.get("apiVersion")).startswith("flink.apache.org/")
+    return interpreter.hook_enabled(obj, Operation.RESTORE_STATE)
 
 
 def apply_restore_state(interpreter: ResourceInterpreter, manifest: Mapping[str, Any],
                         restore: Mapping[str, Any]) -> dict[str, Any]:
     """``manifest`` with ``restore`` written in by the interpreter's ``RestoreState`` (D20)."""
-    hook = getattr(interpreter, "restore_state", None)
-    if hook is not None:
-        return dict(hook(manifest, restore))
-    out = json_copy(dict(manifest))
-    spec = out.get("spec")
-    if not isinstance(spec, dict):
-        spec = out["spec"] = {}
-    job = spec.get("job")
-    if not isinstance(job, dict):
-        job = spec["job"] = {}
-    job["initialSavepointPath"] = restore["path"]
-    if job.get("upgradeMode") in (None, "stateless"):
-        job["upgradeMode"] = "savepoint"
-    if restore.get("existed"):
-        job["savepointRedeployNonce"] = restore.get("nonce")
-    return out
+    return dict(interpreter.restore_state(manifest, restore))
 
 
 def _with_labels(manifest: dict[str, Any], injected: Mapping[str, str]) -> dict[str, Any]:
