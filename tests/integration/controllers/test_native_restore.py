@@ -352,3 +352,56 @@ async def test_d20_d5_copy_that_failed_before_its_first_checkpoint_restarts_from
 
     manifest = (await eventually(work, what="member1's Work"))["spec"]["workload"]["manifests"][0]
     assert manifest["spec"]["job"]["initialSavepointPath"] == started_from
+
+
+RIC = {"apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+       "metadata": {"name": "ledger-restore"},
+       "spec": {"target": {"apiVersion": "apps/v1", "kind": "Deployment"},
+                "customizations": {"restoreState": {"luaScript": """
+function RestoreState(desiredObj, restore)
+  desiredObj.metadata.annotations = desiredObj.metadata.annotations or {}
+  desiredObj.metadata.annotations["example.io/restore-from"] = restore.path
+  return desiredObj
+end
+"""}}}}
+
+
+async def test_d20_another_kind_restores_through_its_customizations_restore_state(env: Env, tmp_path: Path) -> None:
+    """A Deployment has no RestoreState of its own; a ResourceInterpreterCustomization's restoreState script gives it
+    one, and the job's storage is the controller-manager's --restore-default-checkpoint-dir."""
+    from flotilla.client.resources import DEPLOYMENTS
+    from flotilla.propagation.works import RESOURCE_INTERPRETER_CUSTOMIZATIONS
+
+    root = (tmp_path / "ck").as_uri()
+    newest = write_checkpoint(storage_config({}, default_checkpoint_dir=root), 6)
+    await env.cp.create(RESOURCE_INTERPRETER_CUSTOMIZATIONS, RIC)
+    await env.start(restore_default_checkpoint_dir=root)
+    template = await env.cp.create(DEPLOYMENTS, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ledger", "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "ledger"}},
+                 "template": {"metadata": {"labels": {"app": "ledger"}},
+                              "spec": {"containers": [{"name": "l", "image": "ledger:1"}]}}}})
+    task = {"fromCluster": "member1", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager",
+            "preservedLabelState": {"example.io/ledger-id": JOB}, "clustersBeforeFailover": ["member1"],
+            "creationTimestamp": now_stamp()}
+    await env.cp.create(RESOURCE_BINDINGS, {
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": "ledger-deployment", "namespace": "default",
+                     "finalizers": [L.BINDING_CONTROLLER_FINALIZER],
+                     "labels": {L.RESOURCE_BINDING_PERMANENT_ID_LABEL: "21111111-2222-4333-8444-555555555555"}},
+        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                              "name": "ledger", "uid": template["metadata"]["uid"]},
+                 "replicas": 1, "clusters": [{"name": "member2", "replicas": 1}],
+                 "gracefulEvictionTasks": [task]}})
+    work_name = generate_work_name("Deployment", "ledger", "default")
+
+    async def restored() -> dict[str, Any] | None:
+        work = await get_or_none(env.cp, WORKS, work_name, "karmada-es-member2")
+        if work is None:
+            return None
+        manifest: dict[str, Any] = work["spec"]["workload"]["manifests"][0]
+        return manifest if (manifest["metadata"].get("annotations") or {}).get("example.io/restore-from") else None
+
+    manifest = await eventually(restored, what="member2's Work restored by the customization")
+    assert manifest["metadata"]["annotations"]["example.io/restore-from"] == newest
+    assert manifest["metadata"]["labels"]["example.io/ledger-id"] == JOB
