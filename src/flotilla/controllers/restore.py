@@ -56,6 +56,7 @@ from flotilla.failover.restore import (
     decide_restore,
     failure_of,
     lookup_plan,
+    move_in_progress,
     move_savepoint,
     parse_restore_record,
     record_resolves,
@@ -190,6 +191,8 @@ class RestoreController(Controller):
         if directly_purge_pending(self._works_of(binding), _spec(binding)):
             return PURGE_RECHECK  # the old copy may still checkpoint: look up once its Work is gone
         need = pending[0]
+        if move_in_progress(binding, need.cluster):
+            return None  # the move's savepoint is on its way; the move's annotation changes wake the binding
         settings = restore_settings(binding)
         plan = lookup_plan(need, record, move_savepoint(binding, need))
         found = await self._look_up(binding, template, plan, settings.credentials_secret)

@@ -67,6 +67,7 @@ __all__ = [
     "MAX_CHECKPOINT_AGE_ANNOTATION",
     "MISSING_FRESH",
     "MISSING_HOLD",
+    "MOVE_ANNOTATION",
     "MOVE_SAVEPOINT_ANNOTATION",
     "NATIVE_ANNOTATION",
     "POLICY_ANNOTATION_PREFIX",
@@ -85,6 +86,7 @@ __all__ = [
     "failure_of",
     "held_targets",
     "lookup_plan",
+    "move_in_progress",
     "move_savepoint",
     "parse_restore_record",
     "policy_restore_annotations",
@@ -105,6 +107,10 @@ MOVE_SAVEPOINT_ANNOTATION: Final = "failover.flotilla.io/move-savepoint"
 #: ``ControllerContext.extras`` key set while the restore controller runs in a controller-manager: only then does the
 #: binding controller hold a Work for its restore (with ``--controllers=-restore``, Karmada's behaviour).
 RESTORE_CONTROLLER_RUNNING: Final = "restore-controller-running"
+
+#: A planned move in progress (JSON ``{"fromCluster", "toCluster", "phase", ...}``), written by the move: while its
+#: phase is ``Savepointing`` the savepoint does not exist yet, so the restore for ``toCluster`` waits.
+MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
 
 #: Policy annotations (Flotilla extensions; a Karmada policy stays valid), copied to the bindings the policy makes.
 POLICY_ANNOTATION_PREFIX: Final = "restore.flotilla.io/"
@@ -455,6 +461,17 @@ def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
     if doc.get("fromCluster") and _str(doc.get("fromCluster")) != need.from_cluster:
         return None
     return _str(doc.get("path")) or None
+
+
+def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
+    """Whether a planned move to ``cluster`` is still taking its savepoint (``failover.flotilla.io/move`` phase
+    ``Savepointing``): the restore waits for it instead of settling on an older checkpoint."""
+    raw = _annotations(binding).get(MOVE_ANNOTATION)
+    try:
+        doc = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("phase") == "Savepointing" and _str(doc.get("toCluster")) == cluster
 
 
 @dataclass(frozen=True)

@@ -297,3 +297,16 @@ def test_d20_no_checkpoint_storage_named_stands_aside_at_once_whatever_the_choic
     d = decide_restore(NEED, found, now=FAULT, missing="hold")
     assert d.record.outcome == "Fresh" and d.record.failure == "NoCheckpointStorage"
     assert "labels only" in d.event.message and d.event.type == "Warning"
+
+
+def test_d20_restore_waits_while_a_planned_move_takes_its_savepoint() -> None:
+    from flotilla.failover.restore import MOVE_ANNOTATION, move_in_progress
+
+    def b(phase: str, to: str = "member2") -> dict[str, Any]:
+        return {"metadata": {"annotations": {MOVE_ANNOTATION: json.dumps(
+            {"fromCluster": "member1", "toCluster": to, "phase": phase})}}}
+
+    assert move_in_progress(b("Savepointing"), "member2")
+    assert not move_in_progress(b("Done"), "member2") and not move_in_progress(b("Failed"), "member2")
+    assert not move_in_progress(b("Savepointing", "member3"), "member2")
+    assert not move_in_progress({"metadata": {"annotations": {MOVE_ANNOTATION: "{broken"}}}, "member2")
