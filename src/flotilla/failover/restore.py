@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from flotilla.api.durations import go_duration, parse_go_duration
 from flotilla.failover.purge import eviction_tasks
@@ -57,6 +57,9 @@ from flotilla.failover.state import (
     render_targets,
     rules_of,
 )
+
+if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
+    from flotilla.checkpoints.layout import Snapshot
 
 __all__ = [
     "CONDITION_STATE_RESTORED",
@@ -180,21 +183,6 @@ def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-class SnapshotLike(Protocol):
-    """A complete snapshot (``flotilla.checkpoints.layout.Snapshot``)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def job_id(self) -> str | None: ...
-    @property
-    def checkpoint_id(self) -> int | None: ...
-    @property
-    def completed_at(self) -> datetime | None: ...
 
 
 # ============================================================================================ policy knobs
@@ -502,21 +490,18 @@ class Found:
     ``storage``, ``carry-over``), or a ``failure`` with a ``message`` that holds no credential. ``location`` is the
     storage described for messages."""
 
-    snapshots: Sequence[SnapshotLike] = ()
+    snapshots: Sequence[Snapshot] = ()
     source: Literal["savepoint", "storage", "carry-over"] = "storage"
     failure: RestoreFailure | None = None
     message: str = ""
     location: str = ""
 
 
-def _key(s: SnapshotLike) -> tuple[float, int]:
-    t = s.completed_at.timestamp() if s.completed_at is not None else float("-inf")
-    return (t, s.checkpoint_id if s.checkpoint_id is not None else -1)
-
-
-def choose_snapshot(found: Found) -> SnapshotLike | None:
+def choose_snapshot(found: Found) -> Snapshot | None:
     """The newest complete snapshot found (by completion time, then checkpoint id)."""
-    return max(found.snapshots, key=_key) if found.snapshots else None
+    from flotilla.checkpoints.layout import newest
+
+    return newest(found.snapshots)
 
 
 # ============================================================================================ the decision
@@ -541,7 +526,7 @@ def _job(need: RestoreNeed) -> str:
     return f"job {need.job_id}" if need.job_id else "the job"
 
 
-def _snapshot_text(s: SnapshotLike) -> str:
+def _snapshot_text(s: Snapshot) -> str:
     what = f"checkpoint {s.checkpoint_id}" if s.kind == "checkpoint" and s.checkpoint_id is not None else s.kind
     return f"{what} {s.path}"
 

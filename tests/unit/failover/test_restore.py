@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from flotilla.checkpoints.layout import Snapshot
 from flotilla.failover.restore import (
     CONDITION_STATE_RESTORED,
     CREDENTIALS_SECRET_ANNOTATION,
@@ -49,13 +49,9 @@ T0 = datetime(2026, 12, 7, 6, 0, 0, tzinfo=UTC)
 FAULT = T0 + timedelta(seconds=60)
 
 
-@dataclass(frozen=True)
-class Snap:
-    path: str
-    kind: str = "checkpoint"
-    job_id: str | None = JOB
-    checkpoint_id: int | None = None
-    completed_at: datetime | None = None
+def Snap(path: str, kind: str = "checkpoint", job_id: str | None = JOB, checkpoint_id: int | None = None,  # noqa: N802
+         completed_at: datetime | None = None) -> Snapshot:
+    return Snapshot(path, kind, job_id, checkpoint_id, completed_at)  # type: ignore[arg-type]
 
 
 def chk(n: int, at: float, job: str = JOB) -> Snap:
