@@ -306,3 +306,9 @@ def test_d20_restore_waits_while_a_planned_move_takes_its_savepoint() -> None:
     assert not move_in_progress(b("Done"), "member2") and not move_in_progress(b("Failed"), "member2")
     assert not move_in_progress(b("Savepointing", "member3"), "member2")
     assert not move_in_progress({"metadata": {"annotations": {MOVE_ANNOTATION: "{broken"}}}, "member2")
+
+
+def test_d20_restore_events_are_never_dropped() -> None:
+    from flotilla.failover.events import FAILOVER_EVENT_REASONS
+
+    assert {EVENT_STATE_RESTORED, EVENT_STATE_RESTORE_FAILED, EVENT_STATE_RESTORE_TIMED_OUT} <= FAILOVER_EVENT_REASONS
