@@ -9,6 +9,7 @@ condition and metrics.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -405,3 +406,35 @@ async def test_d20_another_kind_restores_through_its_customizations_restore_stat
     manifest = await eventually(restored, what="member2's Work restored by the customization")
     assert manifest["metadata"]["annotations"]["example.io/restore-from"] == newest
     assert manifest["metadata"]["labels"]["example.io/ledger-id"] == JOB
+
+
+async def test_d20_lookup_waits_until_the_old_copys_work_is_gone(env: Env, tmp_path: Path) -> None:
+    """The old copy's Work (purged Directly) is still terminating: its job may still checkpoint, so nothing is looked
+    up yet; a checkpoint it completes meanwhile is the one restored once the Work is gone."""
+    conf = file_configuration(tmp_path)
+    config = storage_config(conf)
+    write_checkpoint(config, 3)
+    old_work = await env.cp.create(WORKS, {
+        "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+        "metadata": {"name": WORK, "namespace": "karmada-es-member1", "finalizers": ["example.io/hold"],
+                     "labels": {L.RESOURCE_BINDING_PERMANENT_ID_LABEL: "11111111-2222-4333-8444-555555555555"},
+                     "annotations": {L.RESOURCE_BINDING_NAMESPACE_ANNOTATION: "default",
+                                     L.RESOURCE_BINDING_NAME_ANNOTATION: BINDING}},
+        "spec": {"workload": {"manifests": []}}})
+    await env.start()
+    await env.failed_over(conf)
+
+    async def terminating() -> bool:
+        work = await env.work("member1")
+        return bool(work and work["metadata"].get("deletionTimestamp"))
+
+    await eventually(terminating, what="the old Work deleted by the binding controller (held by a finalizer)")
+    await asyncio.sleep(1.5)
+    assert await env.record() is None  # nothing looked up while the old copy may still run
+    last = write_checkpoint(config, 4)  # the old job's last checkpoint, completed while it was being stopped
+    work = await env.work("member1")
+    assert work is not None and work["metadata"]["uid"] == old_work["metadata"]["uid"]
+    work["metadata"]["finalizers"] = []
+    await env.cp.update(WORKS, work)
+    record = await env.outcome("Restored")
+    assert record["path"] == last and record["checkpointId"] == 4
