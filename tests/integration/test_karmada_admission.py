@@ -612,3 +612,21 @@ def test_t1_no_execute_policy_refused_when_the_server_disallows_it(tmp_path_fact
         assert "clustertaintpolicy.policy.karmada.io/keep-away created" in ok.stdout
     finally:
         srv.stop()
+
+
+def test_d20_malformed_restore_annotations_rejected_naming_the_annotation(kubectl: Kubectl) -> None:
+    manifest = pp("bad-restore", """
+        placement:
+          clusterAffinity:
+            clusterNames: [m1]
+        """).replace("  namespace: default\n", """  namespace: default
+      annotations:
+        restore.flotilla.io/max-checkpoint-age: ten minutes
+        restore.flotilla.io/native: "maybe"
+""", 1)
+    proc = apply(kubectl, manifest, check=False)
+    assert proc.returncode != 0
+    assert "metadata.annotations[restore.flotilla.io/max-checkpoint-age]: Invalid value: \"ten minutes\"" in proc.stderr
+    assert "metadata.annotations[restore.flotilla.io/native]: Invalid value: \"maybe\"" in proc.stderr
+    good = manifest.replace("ten minutes", "10m").replace('"maybe"', '"false"')
+    assert apply(kubectl, good, check=False).returncode == 0

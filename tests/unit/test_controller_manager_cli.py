@@ -418,3 +418,16 @@ def test_flotilla_up_passes_the_pull_monitor_settings_to_its_controllers(capsys:
         parser.parse_args(["up", "--cluster-monitor-grace-period", "0"])
     err = capsys.readouterr().err
     assert "--cluster-monitor-grace-period" in err and "must be greater than 0" in err, err
+
+
+def test_d20_restore_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    o = options("--restore-missing", "fresh", "--restore-hold-timeout", "2m", "--restore-storage-timeout", "3s",
+                "--restore-default-checkpoint-dir", "s3://flink/checkpoints")
+    assert (o.restore_missing, o.restore_hold_timeout, o.restore_storage_timeout) == ("fresh", 120.0, 3.0)
+    assert o.restore_default_checkpoint_dir == "s3://flink/checkpoints"
+    defaults = options()
+    assert (defaults.restore_missing, defaults.restore_hold_timeout) == ("hold", 300.0)
+    err = parse_error(capsys, "--restore-missing", "maybe")
+    assert "--restore-missing" in err and "maybe" in err
+    assert any("RestoreStorageTimeout" in e for e in ControllerOptions(restore_storage_timeout=0).validate())
+    assert any("RestoreMissing" in e for e in ControllerOptions(restore_missing="maybe").validate())

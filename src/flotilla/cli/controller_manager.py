@@ -219,6 +219,17 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
                convert=_ratio),
     OptionFlag("state_preservation_timeout", "duration",
                "let an eviction proceed without preserved state after this long (0: wait forever, as Karmada)"),
+    OptionFlag("restore_missing", "choice",
+               "what a native restore does when no snapshot can be used (none found, storage unreachable, "
+               "credentials refused, too old): hold the new copy's Work, or start the job from empty state",
+               choices=("hold", "fresh")),
+    OptionFlag("restore_hold_timeout", "duration",
+               "with --restore-missing=hold, start the job from empty state after holding this long (0: hold "
+               "until the lookup succeeds)"),
+    OptionFlag("restore_storage_timeout", "duration",
+               "timeout of each native-restore call to checkpoint storage"),
+    OptionFlag("restore_default_checkpoint_dir", "str",
+               "checkpoint directory (URI or path) for jobs whose flinkConfiguration names none"),
     OptionFlag("concurrent_syncs", "int", "workers per controller", convert=_positive_int),
     OptionFlag("skipped_propagating_namespaces", "list",
                "comma-separated namespaces whose resources are never propagated"),

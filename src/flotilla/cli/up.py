@@ -110,6 +110,15 @@ def add_up_parsers(sub: Any) -> None:
                    help="serve the controllers' Prometheus metrics on http://HOST:PORT/metrics (default "
                         "127.0.0.1:8080; a busy port is reported and skipped); every agent serves its own on a free "
                         "port, printed when it starts; 0 disables them all")
+    u.add_argument("--restore-missing", choices=("hold", "fresh"), default="hold",
+                   help="the controllers' --restore-missing: when a failed-over job's checkpoint cannot be used, hold "
+                        "its new copy (default) or start it from empty state")
+    u.add_argument("--restore-hold-timeout", type=_duration, default=300.0, metavar="DURATION",
+                   help="the controllers' --restore-hold-timeout (default 5m; 0: hold until the lookup succeeds)")
+    u.add_argument("--savepoint-rule", action="store_true",
+                   help="install the member-side savepoint rule (the simulated Kyverno policy that turns the "
+                        "preserved job-id label into spec.job.initialSavepointPath) in every member; not needed: "
+                        "the control plane restores natively")
     for name, value in LAPTOP_TIMINGS.items():
         u.add_argument("--" + name.replace("_", "-"), type=_seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")
@@ -136,6 +145,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    from flotilla.cli.controller_manager import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _err(message: str) -> None:
     print(f"flotilla up: {message}", file=sys.stderr, flush=True)
 
@@ -160,7 +178,8 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
                        feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure,
                        pull_members=args.pull_members, guard=args.guard, fence_after=fence_after,
-                       permit_hold=permit_hold)
+                       permit_hold=permit_hold, savepoint_rule=args.savepoint_rule,
+                       restore_missing=args.restore_missing, restore_hold_timeout=args.restore_hold_timeout)
 
 
 def _guard_settings(args: argparse.Namespace) -> tuple[float, float]:
@@ -272,6 +291,9 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
             argv += [flag, repr(float(value))]
     if args.feature_gates:
         argv += ["--feature-gates", args.feature_gates]
+    argv += ["--restore-missing", args.restore_missing, "--restore-hold-timeout", repr(float(args.restore_hold_timeout))]
+    if args.savepoint_rule:
+        argv.append("--savepoint-rule")
     for name in LAPTOP_TIMINGS:
         argv += ["--" + name.replace("_", "-"), repr(float(getattr(args, name)))]
     return argv

@@ -31,6 +31,13 @@ its generation is still the rendered one, decided again (the binding-status cont
 the record before the Works means a Work never carries injected labels the binding has no record of, so
 the labels survive the task's removal. With the gate off nothing is injected and the record is left alone.
 
+Native restore (D20, :mod:`flotilla.failover.restore`): a target that needs a restore
+(:func:`~flotilla.failover.restore.restore_needs`) gets no Work until the binding's record
+(``failover.flotilla.io/restore``, written by the restore controller) resolves it; the other targets are written as
+usual and the binding is looked at again when the record changes. Works are held only while the restore controller
+runs in the same controller-manager. A ``Restored`` record is written into its
+cluster's manifest through ``RestoreState`` on every render (:func:`~flotilla.failover.restore.applied_restore`).
+
 Flotilla also deletes the Works of a binding that disappears without its finalizer (e.g. created by
 hand): Karmada would leave them behind.
 """
@@ -51,6 +58,14 @@ from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
+from flotilla.failover.restore import (
+    RESTORE_ANNOTATION,
+    RESTORE_CONTROLLER_RUNNING,
+    applied_restore,
+    held_targets,
+    parse_restore_record,
+    restore_needs,
+)
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     InjectionPlan,
@@ -79,6 +94,7 @@ from flotilla.propagation.works import (
     orphan_works,
     plan_works,
     render_work,
+    restore_state_enabled,
     work_cluster,
     work_update,
 )
@@ -96,6 +112,9 @@ DIRECTLY_PURGE_SAFETY_REQUEUE = 60.0
 #: Seconds before a binding whose spec changed while its injected-state record was written is looked at again
 #: (the generation change queues it too; this covers a cache that has not seen the change yet).
 STALE_RENDER_REQUEUE = 0.5
+#: Seconds before a binding with a Work held for its native restore is looked at again if the record's change did
+#: not wake it first.
+RESTORE_HOLD_REQUEUE = 5.0
 _WRITE_ATTEMPTS = 5
 
 
@@ -161,6 +180,9 @@ class BindingController(Controller):
         o, n = _meta(old), _meta(new)
         if o.get("generation") != n.get("generation") or o.get("deletionTimestamp") != n.get("deletionTimestamp"):
             self.enqueue(binding_key(new))
+        elif (o.get("annotations") or {}).get(RESTORE_ANNOTATION) != (n.get("annotations") or {}).get(
+                RESTORE_ANNOTATION):
+            self.enqueue(binding_key(new))  # a native restore resolved: the held Work can be written (D20)
 
     def _binding_deleted(self, obj: dict[str, Any]) -> None:
         ref = binding_ref(obj)
@@ -284,8 +306,8 @@ class BindingController(Controller):
         injection = await self._sync_injected_state(binding)
         if injection is None:
             return STALE_RENDER_REQUEUE
-        await self._ensure_works(binding, template, injection)
-        return None
+        held = await self._ensure_works(binding, template, injection)
+        return RESTORE_HOLD_REQUEUE if held else None
 
     async def _sync_injected_state(self, binding: dict[str, Any]) -> InjectionPlan | None:
         """D4: what this render injects; the binding's record is written first when it changes.
@@ -322,9 +344,24 @@ class BindingController(Controller):
         return plan
 
     async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any],
-                            injection: InjectionPlan) -> None:
+                            injection: InjectionPlan) -> set[str]:
+        """Write the Works; returns the targets held for their native restore (D20)."""
         clusters = {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
         interpreter = self._interpreters.get(self._rics.store.list())
+        gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
+        record = parse_restore_record(binding)
+        restoring = bool(self.ctx.extras.get(RESTORE_CONTROLLER_RUNNING))
+        needs = restore_needs(binding, injection, hook_enabled=restore_state_enabled(interpreter, template),
+                              gate=gate and restoring)
+        held = held_targets(needs, record)
+        restores = {}
+        for target in injection.decisions:
+            restore = applied_restore(_spec(binding), record, target)
+            if restore is not None:
+                restores[target] = restore
+        if held:
+            log.info("%s: Work for %s held until its native restore is resolved", binding_key(binding),
+                     ", ".join(sorted(held)))
         # a ReviseReplica customization runs in the Lua worker threads, not on the event loop
         intents, build_errors = await interpreter.offload(Operation.REVISE_REPLICA, template, functools.partial(
             plan_works,
@@ -336,6 +373,8 @@ class BindingController(Controller):
             inject_preserved_labels=self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE),
             injections=injection.labels,
             default_purge_mode=self.options.no_execute_taint_eviction_purge_mode,
+            restores=restores,
+            held=held,
         ))
         errors = [e.message for e in build_errors]
         for intent in intents:
@@ -350,9 +389,12 @@ class BindingController(Controller):
             self.ctx.recorder.event(binding, "Warning", EVENT_SYNC_WORK_FAILED, message)
             self.ctx.recorder.event(template, "Warning", EVENT_SYNC_WORK_FAILED, message)
             raise BindingSyncError(f"{binding.get('kind')} {who}: {message}")
+        if held and not intents:
+            return held
         message = f"Sync work of {binding.get('kind')}({who}) successful."
         self.ctx.recorder.event(binding, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
         self.ctx.recorder.event(template, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
+        return held
 
     async def _write_work(self, intent: WorkIntent) -> None:
         """Create or update one Work (optimistic lock on its resourceVersion, retried on conflict)."""

@@ -82,6 +82,7 @@ from flotilla.propagation.policy_changes import (
     unclaimed_matching,
     unmatched_bindings,
 )
+from flotilla.propagation.status import set_condition
 from flotilla.propagation.template_versions import SpecificationVersions
 from flotilla.propagation.written import WrittenObjects
 
@@ -183,6 +184,23 @@ async def patch_with_retry(
                 raise
             obj = None
     raise RuntimeError("unreachable")
+
+
+async def patch_condition(client: Any, res: Resource, obj: Mapping[str, Any], condition: Mapping[str, Any],
+                          now: Any) -> dict[str, Any] | None:
+    """Set ``condition`` in the object's ``status.conditions`` (``meta.SetStatusCondition``, at ``now``) with a
+    status-subresource patch guarded by the resourceVersion, re-read on 409; nothing is written when it is set."""
+    def make(current: Mapping[str, Any]) -> dict[str, Any] | None:
+        conditions = (current.get("status") or {}).get("conditions") or []
+        new = set_condition(conditions, condition, now)
+        if new == conditions:
+            return None
+        return {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+                "status": {"conditions": new}}
+
+    md = _meta(obj)
+    return await patch_with_retry(client, res, obj, str(md.get("name")), md.get("namespace"), make,
+                                  subresource="status")
 
 
 class InterpreterCache:

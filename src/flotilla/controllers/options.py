@@ -15,6 +15,9 @@ from flotilla.jsonpath.formatting import go_float_v
 #: Values of ``--no-execute-taint-eviction-purge-mode`` (Karmada's ``ClusterFailoverOptions.Validate``).
 NO_EXECUTE_TAINT_EVICTION_PURGE_MODES = ("Gracefully", "Directly")
 
+#: Values of ``--restore-missing`` (D20).
+RESTORE_MISSING_CHOICES = ("hold", "fresh")
+
 # D1: the failover machinery is on by default; each gate can still be switched off.
 DEFAULT_FEATURE_GATES: dict[str, bool] = {
     "Failover": True,
@@ -56,6 +59,12 @@ class ControllerOptions:
     secondary_resource_eviction_rate: float = 1.0
     unhealthy_cluster_threshold: float = 0.55
     state_preservation_timeout: float = 0.0
+    # native restore (D20): what a failed lookup leads to, how long a Work is held, the storage call timeout,
+    # and the checkpoint directory of jobs whose configuration names none ("" for none)
+    restore_missing: str = "hold"
+    restore_hold_timeout: float = 300.0
+    restore_storage_timeout: float = 10.0
+    restore_default_checkpoint_dir: str = ""
     # generic
     concurrent_syncs: int = 5
     skipped_propagating_namespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease",
@@ -112,6 +121,15 @@ class ControllerOptions:
         if not self.state_preservation_timeout >= 0:
             errs.append("Options.StatePreservationTimeout: Invalid value: "
                         f"{_go_duration_json(self.state_preservation_timeout)}: must be greater than or equal to 0")
+        if self.restore_missing not in RESTORE_MISSING_CHOICES:
+            errs.append(f"Options.RestoreMissing: Unsupported value: {go_quote(self.restore_missing)}: supported "
+                        "values: \"hold\", \"fresh\"")
+        if not self.restore_hold_timeout >= 0:
+            errs.append("Options.RestoreHoldTimeout: Invalid value: "
+                        f"{_go_duration_json(self.restore_hold_timeout)}: must be greater than or equal to 0")
+        if not self.restore_storage_timeout > 0:
+            errs.append("Options.RestoreStorageTimeout: Invalid value: "
+                        f"{_go_duration_json(self.restore_storage_timeout)}: must be greater than 0")
         return errs
 
     def gate(self, name: str) -> bool:

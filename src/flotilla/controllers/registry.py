@@ -15,6 +15,7 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("dependencies-distributor", "flotilla.controllers.dependencies", "DependenciesDistributor"),
     ("scheduler", "flotilla.controllers.scheduler", "SchedulerController"),
     ("taint-manager", "flotilla.controllers.taint_manager", "TaintManager"),
+    ("restore", "flotilla.controllers.restore", "RestoreController"),
     ("binding", "flotilla.controllers.binding", "BindingController"),
     ("execution", "flotilla.controllers.execution", "ExecutionController"),
     ("work-status", "flotilla.controllers.work_status", "WorkStatusController"),

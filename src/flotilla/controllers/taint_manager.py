@@ -73,7 +73,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE
 from flotilla.client import ApiException, Resource, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.binding_status import drop_handed_off_conditions, hand_off_conditions
-from flotilla.controllers.detector import patch_with_retry
+from flotilla.controllers.detector import patch_condition, patch_with_retry
 from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.failover.brake import PROBE_BOARD, brake_count, halted_recheck, recovering
 from flotilla.failover.events import EVENT_EVICTION_HALTED, EVENT_EVICTION_PERFORMED, EVENT_EVICTION_QUEUED
@@ -120,7 +120,6 @@ from flotilla.observability.metrics import (
     RESULT_SUCCESS,
     TRIGGER_CLUSTER_TAINT,
 )
-from flotilla.propagation.status import set_condition
 
 log = logging.getLogger(__name__)
 
@@ -555,19 +554,7 @@ class TaintManager(Controller):
         raise _Blocked(backoff if result.retry_after is None else max(min(backoff, result.retry_after), 0.05))
 
     async def _set_condition(self, res: Resource, binding: Mapping[str, Any], condition: Mapping[str, Any]) -> None:
-        now = self.ctx.now()
-
-        def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            conditions = _map(obj.get("status")).get("conditions") or []
-            new = set_condition(conditions, condition, now)
-            if new == conditions:
-                return None
-            return {"metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
-                    "status": {"conditions": new}}
-
-        md = _meta(binding)
-        await patch_with_retry(self.client, res, binding, md["name"], md.get("namespace"), make,
-                               subresource="status")
+        await patch_condition(self.client, res, binding, condition, self.ctx.now())
 
     # ------------------------------------------------------------------ the eviction
 

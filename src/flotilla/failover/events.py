@@ -30,6 +30,11 @@ from flotilla.failover.eviction import EVENT_EVICT_FAILED, EVENT_EVICT_SUCCEEDED
 from flotilla.failover.fencing import EVENT_WORK_ABANDONED
 from flotilla.failover.graceful import EVENT_TASK_REMOVED
 from flotilla.failover.history import EVENT_FAILOVER_COMPLETED, EVENT_FAILOVER_SUPERSEDED
+from flotilla.failover.restore import (
+    EVENT_STATE_RESTORE_FAILED,
+    EVENT_STATE_RESTORE_TIMED_OUT,
+    EVENT_STATE_RESTORED,
+)
 from flotilla.failover.state import (
     EVENT_STATE_CARRIED_FORWARD,
     EVENT_STATE_PRESERVATION_FAILED,
@@ -77,6 +82,8 @@ FAILOVER_EVENT_REASONS: Final[frozenset[str]] = frozenset({
     EVENT_EVICT_SUCCEEDED, EVENT_EVICT_FAILED, EVENT_TASK_REMOVED,
     # state preservation and injection (D5, D6)
     EVENT_STATE_PRESERVATION_FAILED, EVENT_STATE_PRESERVATION_TIMED_OUT, EVENT_STATE_CARRIED_FORWARD,
+    # native restore (D20)
+    EVENT_STATE_RESTORED, EVENT_STATE_RESTORE_FAILED, EVENT_STATE_RESTORE_TIMED_OUT,
     # the new placement and its Works
     EVENT_SCHEDULE_BINDING_SUCCEED, EVENT_SCHEDULE_BINDING_FAILED, EVENT_SYNC_WORK_SUCCEED, EVENT_SYNC_WORK_FAILED,
     # fencing (D2)

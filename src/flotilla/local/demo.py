@@ -482,6 +482,8 @@ class Demo:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         n.say(f"{NAME} RUNNING on {f.new_member}, created with label {JOB_LABEL}={f.injected_label}; restored from "
               f"{Path(f.restored_from).name or 'nothing'} at record {f.restored_offset}")
+        n.say(f"the control plane wrote spec.job.initialSavepointPath={f.initial_savepoint_path or '(none)'} into "
+              f"its Work: nothing is installed in the members")
         if labels.get(JOB_LABEL) != f.injected_label:
             n.say(f"(the label on {f.new_member} now reads {labels.get(JOB_LABEL)!r})")
 
@@ -607,6 +609,8 @@ class Demo:
             if _job(obj).get("state") == "RUNNING" and _ann(obj, "restored-offset"):
                 f.new_member = member
                 f.restored_from = _ann(obj, "restored-from")
+                initial = ((obj.get("spec") or {}).get("job") or {}).get("initialSavepointPath")
+                f.initial_savepoint_path = initial if isinstance(initial, str) else ""
                 f.restored_offset = int(_ann(obj, "restored-offset") or 0)
                 return obj
         return None

@@ -29,6 +29,7 @@ class DemoFacts:
     newest_checkpoint_offset: int | None = None
     injected_label: str | None = None  # the job-id label the new copy was created with
     restored_from: str = ""  # the snapshot the new copy's job started from
+    initial_savepoint_path: str = ""  # the new copy's spec.job.initialSavepointPath, written by the control plane
     restored_offset: int | None = None
     records_at_end: int | None = None
     failover_seconds: float | None = None  # fault -> the new copy RUNNING
@@ -86,6 +87,10 @@ def _state_checks(f: DemoFacts) -> list[Check]:
     return [
         Check(bool(f.job_id) and f.injected_label == f.job_id, "the job id moved with the job",
               f"label on the new copy: {f.injected_label!r}, old job id: {f.job_id!r}"),
+        Check(bool(f.newest_checkpoint) and f.initial_savepoint_path.removeprefix("file://") == f.newest_checkpoint,
+              "the control plane gave the new copy its newest checkpoint",
+              f"spec.job.initialSavepointPath {f.initial_savepoint_path or 'unset'}; newest checkpoint "
+              f"{f.newest_checkpoint or 'none'} (nothing installed in the members)"),
         Check(bool(f.newest_checkpoint) and f.restored_from == f.newest_checkpoint,
               "the job resumed from its newest checkpoint",
               f"restored from {f.restored_from or 'nothing'}; newest checkpoint {f.newest_checkpoint or 'none'}"),

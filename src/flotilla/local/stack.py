@@ -3,7 +3,10 @@
 * the control plane API server (SQLite in ``D/controlplane``); the controllers call it through the in-process
   transport (same client interface and semantics, no sockets, no JSON round trip), everyone else over HTTP;
 * ``members`` simulated member clusters (``flotilla.member``; SQLite each, so their workloads survive a restart),
-  with the member-side savepoint rule on, sharing ``D/members/checkpoints``;
+  sharing ``D/members/checkpoints``, with nothing installed for restores: the control plane's native restore
+  resolves a failed-over Flink job's checkpoint (D20; ``D/members/checkpoints`` is the controllers'
+  ``--restore-default-checkpoint-dir``); the member-side savepoint rule (the simulated Kyverno) only with
+  ``savepoint_rule``;
 * each member joined (Push mode, like ``flotilla join``), except the last ``pull_members``: those join in Pull
   mode, each with its own ``flotilla agent`` process (restarted when it exits) that registers the Cluster;
   with ``guard`` those agents keep the run permit (``--guard``) and their members run the guard
@@ -53,9 +56,9 @@ LAPTOP_TIMINGS: Final[dict[str, float]] = {
     "fence_margin": 15.0,
 }
 
-#: Flink simulator settings: checkpoints every 2 s, the member-side restore rule on, progress in status.
+#: Flink simulator settings: checkpoints every 2 s, progress in status (the member-side savepoint rule:
+#: StackConfig.savepoint_rule).
 MEMBER_SIM_OPTIONS: Final[dict[str, str]] = {
-    "savepoint_rule": "true",
     "flink_checkpoint_interval": "2",
     "flink_progress_interval": "0.5",
     # the job's progress in its status every second: the failover history's records reprocessed (D22)
@@ -125,6 +128,11 @@ class StackConfig:
     guard: bool = False
     fence_after: float = 15.0
     permit_hold: float = 15.0
+    # the member-side savepoint rule (the simulated Kyverno) in every member; off: the control plane restores (D20)
+    savepoint_rule: bool = False
+    # the controller-manager's --restore-missing and --restore-hold-timeout (D20)
+    restore_missing: str = "hold"
+    restore_hold_timeout: float = 300.0
 
     def member_names(self) -> list[str]:
         return [f"member{i}" for i in range(1, self.members + 1)]
@@ -312,6 +320,8 @@ class LocalStack:
         from flotilla.member.guard import GUARD_OPTION
 
         options = dict(self.config.sim_options)
+        if self.config.savepoint_rule:
+            options["savepoint_rule"] = "true"
         if self.config.guard:
             options[GUARD_OPTION] = repr(float(self.config.fence_after))
         return options
@@ -554,6 +564,9 @@ class LocalStack:
         from flotilla.observability.metrics import ControllerMetrics, MetricsServer
 
         options = ControllerOptions(**self.config.timings)
+        options.restore_missing = self.config.restore_missing
+        options.restore_hold_timeout = self.config.restore_hold_timeout
+        options.restore_default_checkpoint_dir = (self.layout.members / "checkpoints").absolute().as_uri()
         if self.config.feature_gates:
             options.set_gates(self.config.feature_gates)
         metrics = ControllerMetrics()

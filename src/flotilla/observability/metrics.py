@@ -513,7 +513,29 @@ class FailoverMetrics:
             "added) by the control plane's controllers, by trigger (lease: a guarded Pull cluster's Lease went "
             "unrenewed past its bound).", ["trigger"])
 
+        # native restore (D20)
+        self.state_restores = r.counter(
+            "flotilla_state_restore_total", "Native restores resolved for a failed-over workload, by outcome "
+            "(Restored: from a snapshot; Fresh: from empty state) (D20).", ["outcome"])
+        self.state_restore_failures = r.counter(
+            "flotilla_state_restore_failures_total", "Failed native-restore lookups (each attempt counts), by "
+            "reason (NoCheckpointFound, StorageUnreachable, CredentialsRefused, CheckpointTooOld, "
+            "StorageNotConfigured, NoJobId) (D20).", ["reason"])
+        self.state_restore_age = r.histogram(
+            "flotilla_state_restore_age_at_fault_seconds", "Age at the fault of the snapshot a native restore "
+            "resumed from: the state gap (D20).", buckets=FAILOVER_SECONDS_BUCKETS)
+
     # -- the calls controllers make ----------------------------------------------------------------
+
+    def record_state_restore(self, outcome: str, age_at_fault: float | None = None) -> None:
+        """A native restore resolved (``Restored`` with the snapshot's age at the fault, or ``Fresh``) (D20)."""
+        self.state_restores.labels(outcome).inc()
+        if age_at_fault is not None:
+            self.state_restore_age.observe(_seconds(age_at_fault))
+
+    def record_state_restore_failure(self, reason: str) -> None:
+        """A native-restore lookup failed (D20); call once per attempt."""
+        self.state_restore_failures.labels(reason).inc()
 
     def record_eviction(self, *, trigger: str, reason: str, result: str) -> None:
         """One eviction attempt: ``result`` is :data:`RESULT_SUCCESS`, :data:`RESULT_ERROR` (writing it failed;

@@ -20,6 +20,9 @@ template), carries the binding controller's finalizer and the policy's claim lab
   policy's part; a ``scheduling`` flag set by others is kept), ``schedulePriority`` (when a
   priority was resolved).
 
+The policy's ``restore.flotilla.io/*`` annotations (native restore settings, D20) are copied to the binding's
+annotations; on update the ones the policy no longer has are removed.
+
 On update only those fields, the labels/annotations/finalizers (merged) and the owner references
 are written: ``spec.clusters``, ``gracefulEvictionTasks``, ``requiredBy``,
 ``rescheduleTriggeredAt`` and the status belong to other controllers. A ClusterResourceBinding's
@@ -33,6 +36,7 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.jsoncopy import json_copy
+from flotilla.failover.restore import POLICY_ANNOTATION_PREFIX, policy_restore_annotations
 from flotilla.interpreter.operations import Operation
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
@@ -196,7 +200,7 @@ def build_binding(
     if kind == RESOURCE_BINDING:
         binding_meta["namespace"] = meta.get("namespace")
     binding_meta["labels"] = labels
-    binding_meta["annotations"] = annotations
+    binding_meta["annotations"] = {**annotations, **policy_restore_annotations(policy)}
     binding_meta["ownerReferences"] = [controller_ref(template)]
     binding_meta["finalizers"] = [
         L.BINDING_CONTROLLER_FINALIZER if kind == RESOURCE_BINDING else L.CLUSTER_RESOURCE_BINDING_CONTROLLER_FINALIZER
@@ -266,7 +270,10 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
     labels = _str_map(emeta.get("labels"))
     labels.update(_str_map(dmeta.get("labels")))
     annotations = _str_map(emeta.get("annotations"))
-    annotations.update(_str_map(dmeta.get("annotations")))
+    desired_annotations = _str_map(dmeta.get("annotations"))
+    for key in [k for k in annotations if k.startswith(POLICY_ANNOTATION_PREFIX) and k not in desired_annotations]:
+        del annotations[key]  # the policy dropped a restore setting
+    annotations.update(desired_annotations)
     pp_claim = L.PROPAGATION_POLICY_PERMANENT_ID_LABEL in _str_map(dmeta.get("labels"))
     if pp_claim and L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL in labels:
         for key in CPP_CLAIM_LABELS:

@@ -28,7 +28,11 @@ there), on a copy of the template:
    ``clustersBeforeFailover`` get the task's ``preservedLabelState``;
 6. the objects of a binding whose failover resolves to ``purgeMode: Directly`` get
    ``guard.flotilla.io/guarded: "true"`` (:func:`flotilla.failover.run_permit.is_guarded`; docs/fencing.md);
-7. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
+7. a target restored natively (D20, :mod:`flotilla.failover.restore`) gets the snapshot written in through the
+   interpreter's ``RestoreState`` (``restores``, decided by the caller) on every render, after the overrides, so
+   neither the template nor an override drops it; a target whose restore is not resolved yet (``held``) gets no
+   Work at all in this render;
+8. the object gets ``karmada.io/managed=true`` and the template-uid / Work name / Work namespace /
    conflict-resolution annotations, is pruned of server-set fields, and finally records
    ``resourcetemplate.karmada.io/managed-annotations``, the Work's permanent id as a label, and
    ``resourcetemplate.karmada.io/managed-labels`` (:func:`render_work`).
@@ -119,6 +123,8 @@ __all__ = [
     "target_clusters",
     "work_cluster",
     "work_update",
+    "apply_restore_state",
+    "restore_state_enabled",
 ]
 
 RESOURCE_BINDING_KIND = "ResourceBinding"
@@ -293,6 +299,17 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
     return _with_labels(manifest, state)
 
 
+def restore_state_enabled(interpreter: ResourceInterpreter, obj: Mapping[str, Any]) -> bool:
+    """Whether the interpreter has ``RestoreState`` for ``obj``'s kind (D20)."""
+    return interpreter.hook_enabled(obj, Operation.RESTORE_STATE)
+
+
+def apply_restore_state(interpreter: ResourceInterpreter, manifest: Mapping[str, Any],
+                        restore: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` with ``restore`` written in by the interpreter's ``RestoreState`` (D20)."""
+    return dict(interpreter.restore_state(manifest, restore))
+
+
 def _with_labels(manifest: dict[str, Any], injected: Mapping[str, str]) -> dict[str, Any]:
     """A copy of ``manifest`` with ``injected`` among its labels (overwriting the same keys)."""
     out = json_copy(manifest)
@@ -371,6 +388,7 @@ def build_work_intent(
     inject_preserved_labels: bool = True,
     injected_labels: Mapping[str, str] | None = None,
     guarded: bool = False,
+    restore: Mapping[str, Any] | None = None,
 ) -> WorkIntent:
     """The Work for ``target`` (karmada-core.md §4 step 5). Raises :class:`WorkBuildError`.
 
@@ -381,6 +399,7 @@ def build_work_intent(
     this cluster (D4, may be empty), ``None`` for Karmada's rule (:func:`inject_preserved_label_state`).
     ``guarded``: the binding's failover resolves to ``purgeMode: Directly``
     (:func:`flotilla.failover.run_permit.is_guarded`): the object gets ``guard.flotilla.io/guarded: "true"``.
+    ``restore``: the ``RestoreState`` argument for this cluster (D20), written in after the overrides.
     """
     spec = _map(binding.get("spec"))
     ref = binding_ref(binding)
@@ -418,6 +437,11 @@ def build_work_intent(
             manifest = inject_preserved_label_state(spec, name, manifest, targets)
         elif injected_labels:
             manifest = _with_labels(manifest, injected_labels)
+    if restore is not None:
+        try:
+            manifest = apply_restore_state(interpreter, manifest, restore)
+        except InterpreterError as e:
+            raise WorkBuildError(name, f"failed to restore state for cluster {name}: {e}") from None
 
     meta = _meta(manifest)
     work_name = generate_work_name(_str(manifest.get("kind")), _str(meta.get("name")), _str(meta.get("namespace")))
@@ -457,13 +481,17 @@ def plan_works(
     inject_preserved_labels: bool = True,
     injections: Mapping[str, Mapping[str, str]] | None = None,
     default_purge_mode: str = PURGE_MODE_GRACEFULLY,
+    restores: Mapping[str, Mapping[str, Any]] | None = None,
+    held: Iterable[str] = (),
 ) -> tuple[list[WorkIntent], list[WorkBuildError]]:
     """Every target cluster's Work; errors for one cluster do not stop the others.
 
     ``clusters``: Cluster objects by name; ``inject_preserved_labels``: gate ``StatefulFailoverInjection``;
     ``injections``: the labels to inject per cluster (D4, :attr:`flotilla.failover.state.InjectionPlan.labels`;
     a cluster not in it gets none), ``None`` for Karmada's rule; ``default_purge_mode``: the controller-manager's
-    ``--no-execute-taint-eviction-purge-mode`` (whether the binding's objects are guarded, :func:`is_guarded`).
+    ``--no-execute-taint-eviction-purge-mode`` (whether the binding's objects are guarded, :func:`is_guarded`);
+    ``restores``: the ``RestoreState`` argument per cluster (D20); ``held``: clusters whose Work waits for its
+    restore to be resolved (none is built for them).
     """
     spec = _map(binding.get("spec"))
     targets = target_clusters(spec)
@@ -475,13 +503,17 @@ def plan_works(
         return [], [WorkBuildError(t.name, f"failed to divide the Job's completions: {e}") for t in targets]
     intents: list[WorkIntent] = []
     errors: list[WorkBuildError] = []
+    skipped = set(held)
     for target in targets:
+        if target.name in skipped:
+            continue
         try:
             intents.append(build_work_intent(
                 template, binding, target, interpreter=interpreter, cluster=(clusters or {}).get(target.name),
                 override_policies=ops, cluster_override_policies=cops, completions=completions,
                 targets=len(targets), inject_preserved_labels=inject_preserved_labels,
-                injected_labels=None if injections is None else injections.get(target.name, {}), guarded=guarded))
+                injected_labels=None if injections is None else injections.get(target.name, {}), guarded=guarded,
+                restore=(restores or {}).get(target.name)))
         except WorkBuildError as e:
             errors.append(e)
     return intents, errors

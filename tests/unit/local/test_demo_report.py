@@ -15,7 +15,7 @@ CUT = 1_000_000.0  # the partition, in the running history's wall-clock seconds
 def good_manual() -> DemoFacts:
     return DemoFacts(story=MANUAL, job_id="j1", old_member="member1", new_member="member2", records_at_fault=300,
                      newest_checkpoint="/c/j1/chk-2", newest_checkpoint_offset=200, injected_label="j1",
-                     restored_from="/c/j1/chk-2", restored_offset=200, records_at_end=900, detection_seconds=3.5,
+                     restored_from="/c/j1/chk-2", initial_savepoint_path="file:///c/j1/chk-2", restored_offset=200, records_at_end=900, detection_seconds=3.5,
                      taint_seconds=3.6, eviction_seconds=3.7, failover_seconds=9.0, stale_copy_removed=True,
                      copies_max=1)
 
@@ -23,7 +23,8 @@ def good_manual() -> DemoFacts:
 def good_automatic() -> DemoFacts:
     return DemoFacts(job_id="j1", old_member="member1", new_member="member2", records_at_fault=1385,
                      newest_checkpoint="/c/j1/chk-6", newest_checkpoint_offset=1200, injected_label="j1",
-                     restored_from="/c/j1/chk-6", restored_offset=1200, records_at_end=3151, failover_seconds=17.4,
+                     restored_from="/c/j1/chk-6", initial_savepoint_path="file:///c/j1/chk-6",
+                     restored_offset=1200, records_at_end=3151, failover_seconds=17.4,
                      stale_copy_removed=True, copies_max=1, permit_hold=12.0, fence_after=4.0, fence_margin=4.0,
                      cut_at=CUT, old_copy_started_at=CUT - 4.0, old_copy_stopped_at=CUT + 10.6,
                      old_member_starts=[CUT - 4.0], fenced_since=CUT + 16.0, fence_status="True/LeaseExpired",
@@ -49,6 +50,7 @@ def test_each_broken_promise_of_the_manual_story_fails_its_own_check() -> None:
     cases = {
         "the job id moved with the job": {"injected_label": None},
         "the job resumed from its newest checkpoint": {"restored_from": "/c/j1/chk-1"},
+        "the control plane gave the new copy its newest checkpoint": {"initial_savepoint_path": ""},
         "no record lost": {"restored_offset": 300},
         "the job makes progress after the failover": {"records_at_end": 200},
         "never two copies running at once": {"copies_max": 2},

@@ -258,3 +258,20 @@ def test_binding_without_controller_is_adopted() -> None:
     patch = binding_update_patch(existing, build_binding(DEPLOYMENT, PP))
     assert patch is not None
     assert apply_merge_patch(existing, patch)["metadata"]["ownerReferences"][0]["uid"] == "dep-uid"
+
+
+def test_d20_policy_restore_annotations_go_to_the_binding_and_leave_with_the_policy() -> None:
+    policy = copy.deepcopy(PP)
+    policy["metadata"].setdefault("annotations", {}).update(
+        {"restore.flotilla.io/native": "false", "restore.flotilla.io/max-checkpoint-age": "10m", "team": "x"})
+    b = build_binding(DEPLOYMENT, policy)
+    ann = b["metadata"]["annotations"]
+    assert ann["restore.flotilla.io/native"] == "false" and ann["restore.flotilla.io/max-checkpoint-age"] == "10m"
+    assert "team" not in ann
+    existing = stored(b)
+    del policy["metadata"]["annotations"]["restore.flotilla.io/native"]
+    patch = binding_update_patch(existing, build_binding(DEPLOYMENT, policy))
+    assert patch is not None
+    after = apply_merge_patch(existing, patch)
+    assert "restore.flotilla.io/native" not in after["metadata"]["annotations"]
+    assert after["metadata"]["annotations"]["restore.flotilla.io/max-checkpoint-age"] == "10m"

@@ -21,6 +21,8 @@ Validation: Karmada's ``ValidatePropagationSpec`` with its field paths and messa
     be empty, and ``aliasLabelName`` must be unique within its block;
   - resource selectors: ``apiVersion``/``kind`` not empty, label selectors valid; cluster-affinity
     label selectors valid; toleration operators and effects among the supported ones.
+  - D20: the native-restore annotations (``restore.flotilla.io/native``, ``.../max-checkpoint-age``,
+    ``.../credentials-secret``) must be well formed; the field path names the annotation.
 Warnings (D3): state preservation with a purge mode other than Directly, or on a placement that
 can select more than one cluster (the state is injected only for a one-cluster workload).
 """
@@ -60,6 +62,7 @@ from flotilla.api.admission.common import (
 from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.errors import Cause
 from flotilla.apiserver.schemas import karmada_common as karmada_schemas
+from flotilla.failover.restore import validate_restore_annotations
 from flotilla.jsonpath import JSONPathSyntaxError, parse
 
 SERVICE_IMPORT_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
@@ -599,6 +602,9 @@ class PropagationPolicyAdmission(NoOpPlugin):
             )
         if isinstance(spec, dict) and not spec_unchanged(obj, old, op):
             causes.extend(validate_propagation_spec(spec, self._namespace(obj)))
+        annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+        for key, problem in validate_restore_annotations(annotations):
+            causes.append(invalid(f"metadata.annotations[{key}]", annotations.get(key), problem))
         return causes
 
     def warnings(self, obj: dict[str, Any], old: dict[str, Any] | None, op: Operation) -> list[str]:
