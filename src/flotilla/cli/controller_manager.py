@@ -219,6 +219,9 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
                convert=_ratio),
     OptionFlag("state_preservation_timeout", "duration",
                "let an eviction proceed without preserved state after this long (0: wait forever, as Karmada)"),
+    OptionFlag("move_savepoint_timeout", "duration",
+               "how long a planned move waits for the old copy's savepoint before it goes on as an unplanned "
+               "failover (restoring the newest checkpoint)"),
     OptionFlag("concurrent_syncs", "int", "workers per controller", convert=_positive_int),
     OptionFlag("skipped_propagating_namespaces", "list",
                "comma-separated namespaces whose resources are never propagated"),

@@ -51,6 +51,7 @@ from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
+from flotilla.failover.moves import MOVE_ANNOTATION, MoveRender, apply_move_restore, render_rule
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     InjectionPlan,
@@ -161,6 +162,8 @@ class BindingController(Controller):
         o, n = _meta(old), _meta(new)
         if o.get("generation") != n.get("generation") or o.get("deletionTimestamp") != n.get("deletionTimestamp"):
             self.enqueue(binding_key(new))
+        elif (o.get("annotations") or {}).get(MOVE_ANNOTATION) != (n.get("annotations") or {}).get(MOVE_ANNOTATION):
+            self.enqueue(binding_key(new))  # a planned move changed phase (D21)
 
     def _binding_deleted(self, obj: dict[str, Any]) -> None:
         ref = binding_ref(obj)
@@ -272,6 +275,10 @@ class BindingController(Controller):
             raise BindingSyncError(f"{kind} {rest} has no {ref.id_label} label yet")
         spec = _spec(binding)
         works = self._works_of(ref)
+        move = render_rule(binding, works, {str(_meta(c).get("name")): c for c in self._clusters.store.list()},
+                           self._cached_template(binding))
+        if move.hold:
+            return await self._render_move(binding, works, move)
         orphans = orphan_works(works, spec)
         if orphans:
             await self._delete_orphans(binding, orphans)
@@ -286,6 +293,22 @@ class BindingController(Controller):
             return STALE_RENDER_REQUEUE
         await self._ensure_works(binding, template, injection)
         return None
+
+    async def _render_move(self, binding: dict[str, Any], works: list[dict[str, Any]], move: MoveRender) -> float:
+        """D21: a planned move is under way: the old copy is kept (stopped with a savepoint) or deleted, other
+        orphans go, and nothing else is written (:func:`flotilla.failover.moves.render_rule`)."""
+        log.debug("%s: %s", binding_key(binding), move.reason)
+        doomed = {id(w): w for w in orphan_works(works, _spec(binding)) if work_cluster(w) not in move.keep_clusters}
+        doomed.update((id(w), w) for w in move.delete)
+        await self._delete_orphans(binding, list(doomed.values()))
+        for body in move.update:
+            try:
+                await self.client.update(WORKS, body)
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+                return STALE_RENDER_REQUEUE
+        return DIRECTLY_PURGE_SAFETY_REQUEUE
 
     async def _sync_injected_state(self, binding: dict[str, Any]) -> InjectionPlan | None:
         """D4: what this render injects; the binding's record is written first when it changes.
@@ -338,6 +361,10 @@ class BindingController(Controller):
             default_purge_mode=self.options.no_execute_taint_eviction_purge_mode,
         ))
         errors = [e.message for e in build_errors]
+        for intent in intents:  # D21: the new copy of a planned move starts from its savepoint
+            restored = apply_move_restore(intent.manifest, binding, intent.cluster, interpreter)
+            if restored is not None:
+                intent.manifest = restored
         for intent in intents:
             try:
                 await self._write_work(intent)

@@ -22,6 +22,7 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("graceful-eviction", "flotilla.controllers.graceful_eviction", "GracefulEvictionController"),
     ("application-failover", "flotilla.controllers.application_failover", "ApplicationFailoverController"),
     ("workloadRebalancer", "flotilla.controllers.workload_rebalancer", "WorkloadRebalancerController"),
+    ("plannedMove", "flotilla.controllers.planned_move", "PlannedMoveController"),
 )
 
 
