@@ -13,6 +13,7 @@ from flotilla.cli.main import main
 @pytest.mark.parametrize("argv", [
     ["sim", "fault", "--mode", "partition"],  # neither a member nor --all-members
     ["sim", "fault", "member1", "--all-members", "--mode", "partition"],  # both
+    ["sim", "fault", "member1", "member2", "--all-members", "--mode", "partition"],
     ["sim", "fault", "member1", "--mode", "partition-sideways"],
     ["sim", "agent", "member3", "--mode", "pause"],
     ["sim", "agent", "--mode", "kill"],
@@ -28,6 +29,7 @@ def test_usage_errors_exit_2_saying_what_is_wrong(argv: list[str], capsys: pytes
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["sim", "fault", "--all-members", "--mode", "partition"], "no member admin file"),
+    (["sim", "fault", "member2", "member4", "--mode", "partition"], "member2/admin.json not found"),
     (["sim", "agent", "member3", "--mode", "kill"], "member3/admin.json not found"),
     (["sim", "controlplane", "--mode", "restart"], "no member admin file"),
 ])

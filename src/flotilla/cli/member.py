@@ -113,7 +113,9 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                                "  flotilla sim fault member3 --mode partition-to-member --data-dir .flotilla/members\n"
                                "  flotilla sim fault --all-members --mode partition --data-dir .flotilla/members",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    f.add_argument("member", nargs="?", default=None, help="the member's name (or --all-members)")
+    f.add_argument("member", nargs="*", default=[],
+                   help="the member's name; several names apply the fault to all of them at once "
+                        "(or --all-members)")
     f.add_argument("--all-members", action="store_true",
                    help="every member of the data directory, at once (instead of one member's name)")
     f.add_argument("--mode", required=True, choices=list(FAULT_MODES))
@@ -229,13 +231,13 @@ def run_member_command(args: argparse.Namespace) -> int:
 
 
 def run_fault_command(args: argparse.Namespace) -> int:
-    from flotilla.member.runner import admin_urls, send_admin, send_fault
+    from flotilla.member.runner import admin_urls, read_admin_file, send_admin, send_fault
 
-    if args.all_members == (args.member is not None):
-        args.parser.error("name one member, or pass --all-members (not both)")
+    if args.all_members == bool(args.member):
+        args.parser.error("name a member (or several), or pass --all-members (not both)")
     try:
-        if not args.all_members:
-            state = send_fault(Path(args.data_dir), args.member, args.mode, args.latency,
+        if len(args.member) == 1:
+            state = send_fault(Path(args.data_dir), args.member[0], args.mode, args.latency,
                                boot_delay=args.boot_delay, admin_url=args.admin_url)
             print(json.dumps(state))
             return 0
@@ -244,10 +246,19 @@ def run_fault_command(args: argparse.Namespace) -> int:
             body["latency"] = args.latency
         if args.boot_delay is not None:
             body["boot_delay"] = args.boot_delay
-        urls = [args.admin_url] if args.admin_url else admin_urls(Path(args.data_dir))
+        # every member named gets the fault in one request to the process running it (at once, when one
+        # process runs them all, as in flotilla up)
+        groups: dict[str, list[str]] = {}
+        if args.all_members:
+            groups = {url: [] for url in ([args.admin_url] if args.admin_url else admin_urls(Path(args.data_dir)))}
+        else:
+            for name in dict.fromkeys(args.member):
+                url = args.admin_url or read_admin_file(Path(args.data_dir), name)["admin_url"]
+                groups.setdefault(url, []).append(name)
         members = []
-        for url in urls:
-            members += send_admin(url, "/fault", body, what="the members")["members"]
+        for url, names in groups.items():
+            one = dict(body, members=names) if names else body
+            members += send_admin(url, "/fault", one, what=", ".join(names) or "the members")["members"]
     except (OSError, RuntimeError, ValueError) as e:
         print(f"flotilla sim fault: {e}", file=sys.stderr)
         return 1

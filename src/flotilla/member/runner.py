@@ -9,7 +9,8 @@ member is ``down``):
   "boot_delay": 0.0}`` (both optional) - apply a fault; answers the member's new state (400 for a bad mode,
   latency or boot delay, 404 for an unknown member)
 * ``POST /fault`` with the same body - the fault applied to every member of this process at once (``{"members":
-  [...]}``, each one's new state); ``partition`` there cuts the control plane off from all of them
+  [...]}``, each one's new state); ``partition`` there cuts the control plane off from all of them. With
+  ``"members": [names]`` in the body, to those members only (404 naming any this process does not run)
 * ``POST /members/<name>/agent`` with ``{"mode": "kill|freeze|thaw|start"}`` - control the member's agent, when the
   process runs one (``flotilla up``'s Pull members; 400 otherwise); answers ``{"state", "pid", "starts"}``
 * ``POST /controlplane`` with ``{"mode": "restart"}`` - restart the controller-manager, when the process runs the
@@ -200,16 +201,28 @@ class MemberGroup:
         return self._json(self._state(m))
 
     async def _fault_all(self, request: web.Request) -> web.Response:
-        """One fault for every member of this process: checked on all of them first (one refusing refuses it
-        for all), then applied to each in turn without yielding to the network in between."""
+        """One fault for every member of this process, or for those the body names: checked on all of them first
+        (one refusing refuses it for all), then applied to each in turn without yielding to the network in
+        between."""
         body = await self._mode_body(request, self._FAULT_USAGE)
         if isinstance(body, web.Response):
             return body
+        names = body.get("members")
+        if names is None:
+            chosen = list(self.members.values())
+        elif not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            return self._json({"error": '"members" must be a non-empty list of member names'}, 400)
+        else:
+            unknown = [n for n in names if n not in self.members]
+            if unknown:
+                return self._json({"error": f"no member named {', '.join(unknown)} in this process "
+                                            f"(it runs {', '.join(self.members)})"}, 404)
+            chosen = [self.members[n] for n in dict.fromkeys(names)]
         states = []
         try:
-            for m in self.members.values():
+            for m in chosen:
                 m.faults.check(body["mode"], body.get("latency"), body.get("boot_delay"))
-            for m in self.members.values():
+            for m in chosen:
                 await m.set_fault(body["mode"], body.get("latency"), body.get("boot_delay"))
                 states.append(self._state(m))
         except FaultError as e:

@@ -276,6 +276,29 @@ def test_admin_endpoint_of_a_group(tmp_path: Path) -> None:
     assert not (tmp_path / "g1" / "admin.json").exists()  # removed on a clean stop
 
 
+def test_one_fault_request_names_several_members_and_leaves_the_others(tmp_path: Path) -> None:
+    """`flotilla sim fault g1 g2 --mode down` is one POST /fault naming both: both go down, g3 keeps answering;
+    an unknown name or a malformed list refuses the whole request and changes nothing."""
+    from flotilla.cli.main import main
+
+    configs = [MemberConfig(name=f"g{i}", data_dir=tmp_path, ready_delay=0.2) for i in (1, 2, 3)]
+    with GroupThread(MemberGroup(configs)) as g:
+        admin = g.admin_url
+        code, body = post(f"{admin}/fault", {"mode": "down", "members": ["g1", "g9"]})
+        assert code == 404 and "g9" in body
+        assert post(f"{admin}/fault", {"mode": "down", "members": "g1"})[0] == 400
+        assert post(f"{admin}/fault", {"mode": "down", "members": []})[0] == 400
+        assert all(m["mode"] == "normal" for m in json.loads(get(admin + "/members")[1])["members"])
+
+        assert main(["sim", "fault", "g1", "g2", "--mode", "down", "--data-dir", str(tmp_path)]) == 0
+        modes = {m["name"]: m["mode"] for m in json.loads(get(admin + "/members")[1])["members"]}
+        assert modes == {"g1": "down", "g2": "down", "g3": "normal"}
+        assert refused(g.members["g1"].port) and refused(g.members["g2"].port)
+        assert get(g.members["g3"].url + "/readyz") == (200, "ok")
+        assert main(["sim", "fault", "g2", "g1", "--mode", "recover", "--data-dir", str(tmp_path)]) == 0
+        assert all(m["mode"] == "normal" for m in json.loads(get(admin + "/members")[1])["members"])
+
+
 def test_partition_without_a_link_is_refused_saying_to_use_down(member: MemberThread) -> None:
     from flotilla.member.faults import FaultError
 
