@@ -27,7 +27,7 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -501,12 +501,10 @@ async def _main(args: argparse.Namespace) -> PreviewResult:
                                   no_execute_taint_eviction_purge_mode=args.no_execute_taint_eviction_purge_mode)
 
 
-def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``flotilla failover preview``; returns the exit status (see the module docstring)."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO) -> int | None:
+    """Run ``main``; None when it returned, else the exit status of the usage or lookup error it printed."""
     try:
-        result = asyncio.run(_main(args))
+        asyncio.run(main())
     except PreviewCommandError as e:
         err.write(f"error: {e}\n")
         return EXIT_USAGE
@@ -518,6 +516,22 @@ def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None,
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    return None
+
+
+def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``flotilla failover preview``; returns the exit status (see the module docstring)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    results: list[PreviewResult] = []
+
+    async def main() -> None:
+        results.append(await _main(args))
+
+    code = _run_command(main, err)
+    if code is not None:
+        return code
+    result = results[0]
     out.write(render(result, args.output))
     out.flush()
     return exit_code(result.report)
@@ -729,19 +743,8 @@ def run_failover_move(args: argparse.Namespace, *, out: TextIO | None = None, er
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        asyncio.run(_move_main(args, out))
+        code = _run_command(lambda: _move_main(args, out), err)
     except MoveFailed as e:
         err.write(f"error: {e}\n")
         return EXIT_BLOCKED
-    except PreviewCommandError as e:
-        err.write(f"error: {e}\n")
-        return EXIT_USAGE
-    except ConnectionFailed as e:
-        err.write(f"error: cannot reach the control plane: {e.message} (check --kubeconfig / --context)\n")
-        return EXIT_USAGE
-    except ApiException as e:
-        err.write(f"error: the control plane answered: {e}\n")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
-    return EXIT_OK
+    return EXIT_OK if code is None else code

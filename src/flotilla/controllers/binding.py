@@ -45,8 +45,8 @@ from typing import Any, ClassVar
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
-from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller
+from flotilla.controllers.binding_works import index_works_by_binding, works_of
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
@@ -88,9 +88,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["BindingController", "BindingSyncError", "binding_key"]
 
-#: Work cache indexes: the binding permanent id a Work carries.
-RB_ID_INDEX = "resourcebinding-permanent-id"
-CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
 #: Seconds before a binding held by the ``Directly`` barrier is looked at again if no Work deletion woke it first
 #: (the deletion of the old Work is what normally queues it: :meth:`BindingController._work_deleted`).
 DIRECTLY_PURGE_SAFETY_REQUEUE = 60.0
@@ -120,13 +117,6 @@ def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
-def _add_index(inf: Informer, name: str, label: str) -> None:
-    try:
-        inf.add_indexer(name, label_indexer(label))
-    except ValueError:  # another controller sharing the informer added it already
-        pass
-
-
 class BindingController(Controller):
     name: ClassVar[str] = "binding"
     role: ClassVar[str] = "forward"
@@ -136,8 +126,7 @@ class BindingController(Controller):
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
-        _add_index(self._works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        _add_index(self._works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self._works)
         self._ops = self.informer(OVERRIDE_POLICIES)
         self._cops = self.informer(CLUSTER_OVERRIDE_POLICIES)
         self._clusters = self.informer(CLUSTERS)
@@ -254,8 +243,7 @@ class BindingController(Controller):
         return self._crbs if kind == CLUSTER_RESOURCE_BINDING_KIND else self._rbs
 
     def _works_of(self, ref: BindingRef) -> list[dict[str, Any]]:
-        index = CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX
-        return self._works.store.by_index(index, ref.permanent_id) if ref.permanent_id else []
+        return works_of(self._works, ref)
 
     async def reconcile(self, key: str) -> float | None:
         kind, _, rest = key.partition("/")

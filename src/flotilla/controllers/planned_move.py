@@ -42,9 +42,9 @@ from flotilla.api.resources import (
     WORKS,
 )
 from flotilla.client import Informer
-from flotilla.client.informer import label_indexer
 from flotilla.cluster.health import is_ready
 from flotilla.controllers.base import Controller
+from flotilla.controllers.binding_works import index_works_by_binding, works_of
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.moves import (
     EVENT_PLANNED_MOVE_COMPLETED,
@@ -81,8 +81,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["PlannedMoveController"]
 
-RB_ID_INDEX = "resourcebinding-permanent-id"
-CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
 #: seconds between looks at a move waiting for its target cluster (the binding's updates wake it sooner)
 WAIT_REQUEUE = 5.0
 
@@ -95,13 +93,6 @@ def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def _key(binding: Mapping[str, Any]) -> str:
     ref = binding_ref(binding)
     return f"{ref.kind}/{ref.key}"
-
-
-def _add_index(inf: Informer, name: str, label: str) -> None:
-    try:
-        inf.add_indexer(name, label_indexer(label))
-    except ValueError:  # another controller sharing the informer added it already
-        pass
 
 
 class _MoveMetrics:
@@ -127,8 +118,7 @@ class PlannedMoveController(Controller):
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
-        _add_index(self._works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        _add_index(self._works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self._works)
         self._clusters = self.informer(CLUSTERS)
         self._pps = self.informer(PROPAGATION_POLICIES)
         self._cpps = self.informer(CLUSTER_PROPAGATION_POLICIES)
@@ -164,10 +154,7 @@ class PlannedMoveController(Controller):
         return self._crbs if kind == CLUSTER_RESOURCE_BINDING_KIND else self._rbs
 
     def _works_of(self, binding: Mapping[str, Any]) -> list[dict[str, Any]]:
-        ref = binding_ref(binding)
-        if not ref.permanent_id:
-            return []
-        return self._works.store.by_index(CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX, ref.permanent_id)
+        return works_of(self._works, binding_ref(binding))
 
     def _clusters_by_name(self) -> dict[str, dict[str, Any]]:
         return {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
