@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.controllers.base import Controller
-from flotilla.controllers.binding_works import index_works_by_binding, works_of
+from flotilla.controllers.binding_works import index_works_by_binding, planned_moves_running, works_of
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
@@ -264,7 +264,7 @@ class BindingController(Controller):
         spec = _spec(binding)
         works = self._works_of(ref)
         move = render_rule(binding, works, {str(_meta(c).get("name")): c for c in self._clusters.store.list()},
-                           self._cached_template(binding))
+                           self._cached_template(binding), pending=planned_moves_running(self.ctx))
         if move.hold:
             return await self._render_move(binding, works, move)
         orphans = orphan_works(works, spec)

@@ -44,7 +44,7 @@ from flotilla.api.resources import (
 from flotilla.client import Informer
 from flotilla.cluster.health import is_ready
 from flotilla.controllers.base import Controller
-from flotilla.controllers.binding_works import index_works_by_binding, works_of
+from flotilla.controllers.binding_works import index_works_by_binding, mark_planned_moves_running, works_of
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.moves import (
     EVENT_PLANNED_MOVE_COMPLETED,
@@ -119,6 +119,7 @@ class PlannedMoveController(Controller):
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
         index_works_by_binding(self._works)
+        mark_planned_moves_running(self.ctx)
         self._clusters = self.informer(CLUSTERS)
         self._pps = self.informer(PROPAGATION_POLICIES)
         self._cpps = self.informer(CLUSTER_PROPAGATION_POLICIES)

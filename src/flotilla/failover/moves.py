@@ -384,8 +384,13 @@ def _suspended_work(work: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def render_rule(binding: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
-                clusters: Mapping[str, Mapping[str, Any]], template: Mapping[str, Any] | None = None) -> MoveRender:
-    """How the binding controller renders while a planned move is under way (see the module docstring)."""
+                clusters: Mapping[str, Mapping[str, Any]], template: Mapping[str, Any] | None = None, *,
+                pending: bool = True) -> MoveRender:
+    """How the binding controller renders while a planned move is under way (see the module docstring).
+
+    ``pending``: whether the plannedMove controller runs. Only then does a move in phase Savepointing, or one that
+    should start and has no record yet, hold the render: nothing else would end the hold.
+    """
     spec = _map(binding.get("spec"))
     move = parse_move(binding)
     by_cluster: dict[str, list[Mapping[str, Any]]] = {}
@@ -393,7 +398,7 @@ def render_rule(binding: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
         cluster = work_cluster(w)
         if cluster:
             by_cluster.setdefault(cluster, []).append(w)
-    if move is not None and move.savepointing and move.from_cluster not in _targets(spec):
+    if pending and move is not None and move.savepointing and move.from_cluster not in _targets(spec):
         old = [w for w in by_cluster.get(move.from_cluster, []) if not _terminating(w)]
         if old:
             updates = [u for u in (_suspended_work(w) for w in old) if u is not None]
@@ -404,7 +409,7 @@ def render_rule(binding: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
         if old:
             return MoveRender(hold=True, delete=[w for w in old if not _terminating(w)],
                               reason=f"the savepoint is taken: removing the old copy in {move.from_cluster} first")
-    candidate = move_candidate(binding, works, clusters, template)
+    candidate = move_candidate(binding, works, clusters, template) if pending else None
     if candidate is not None:
         return MoveRender(hold=True, keep_clusters={candidate.from_cluster},
                           reason=f"a planned move out of {candidate.from_cluster} is starting")

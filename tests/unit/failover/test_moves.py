@@ -198,11 +198,15 @@ def test_d21_while_savepointing_the_old_work_is_kept_and_stopped_and_nothing_els
     # once the Work carries it, nothing more to write, still held
     again = render_rule(b, [updated], clusters("member1", "member2"))
     assert again.hold and again.update == []
+    assert not render_rule(b, [work("member1")], clusters("member1", "member2"), pending=False).hold
 
 
 def test_d21_between_the_eviction_and_the_record_the_render_holds_the_old_copy() -> None:
     rule = render_rule(binding(["member2"], [task("member1")]), [work("member1")], clusters("member1", "member2"))
     assert rule.hold and rule.keep_clusters == {"member1"} and rule.update == [] and rule.delete == []
+    # without the plannedMove controller nothing would end the hold: Karmada's render
+    assert not render_rule(binding(["member2"], [task("member1")]), [work("member1")], clusters("member1", "member2"),
+                           pending=False).hold
 
 
 def test_d21_once_done_the_old_copy_is_deleted_before_the_new_one_is_written() -> None:
