@@ -51,7 +51,13 @@ from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
-from flotilla.failover.moves import MOVE_ANNOTATION, MoveRender, apply_move_restore, render_rule
+from flotilla.failover.moves import (
+    MOVE_ANNOTATION,
+    MoveRender,
+    apply_move_restore,
+    render_rule,
+    waits_on_old_copy,
+)
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     InjectionPlan,
@@ -161,7 +167,8 @@ class BindingController(Controller):
         self.enqueue(binding_key(obj))
 
     def _work_deleted(self, work: dict[str, Any]) -> None:
-        """The old copy of a ``Directly`` eviction is gone: its binding may write the new Works now."""
+        """The old copy of a ``Directly`` eviction or of a planned move is gone: its binding may write the new Works
+        now."""
         annotations = _meta(work).get("annotations") or {}
         namespace = annotations.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION)
         name = annotations.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
@@ -172,7 +179,8 @@ class BindingController(Controller):
         else:
             return
         binding = self._binding_informer(kind).store.get(rest)
-        if binding is not None and work_cluster(work) in directly_purged_clusters(_spec(binding)):
+        if binding is not None and (work_cluster(work) in directly_purged_clusters(_spec(binding))
+                                    or waits_on_old_copy(binding, work_cluster(work))):
             self.enqueue(f"{kind}/{rest}")
 
     def _override_changed(self, policy: dict[str, Any]) -> None:

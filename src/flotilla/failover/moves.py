@@ -95,6 +95,7 @@ __all__ = [
     "savepoint_capable",
     "savepoint_on_move_enabled",
     "stop_with_savepoint",
+    "waits_on_old_copy",
 ]
 
 MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
@@ -414,6 +415,12 @@ def render_rule(binding: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
         return MoveRender(hold=True, keep_clusters={candidate.from_cluster},
                           reason=f"a planned move out of {candidate.from_cluster} is starting")
     return MoveRender()
+
+
+def waits_on_old_copy(binding: Mapping[str, Any], cluster: str | None) -> bool:
+    """Whether a render of the binding waits for its Work in ``cluster`` to go (a planned move out of it)."""
+    move = parse_move(binding)
+    return move is not None and move.from_cluster == cluster and move.phase in (PHASE_SAVEPOINTING, PHASE_DONE)
 
 
 def move_restore(binding: Mapping[str, Any], cluster: str, *, existed: bool = False) -> dict[str, Any] | None:

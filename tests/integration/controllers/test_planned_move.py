@@ -213,3 +213,33 @@ async def test_d21_a_job_that_cannot_take_a_savepoint_times_out_and_fails_over_a
 
     await eventually(moved, what="the ordinary failover: member1's Work deleted, member2's written")
     assert "initialSavepointPath" not in manifest(await env.work("member2")).get("spec", {}).get("job", {})
+
+
+async def test_d21_a_placement_change_that_drops_the_cluster_moves_the_job_with_a_savepoint(env: Env) -> None:
+    await env.start()
+    template = await env.cp.create(FLINK, flink())
+    await env.running_in_member1(template)
+
+    async def running() -> bool:
+        obj = await env.job("member1")
+        items = (await env.binding()).get("status", {}).get("aggregatedStatus") or []
+        state = ((obj or {}).get("status") or {}).get("jobStatus", {}).get("state")
+        return state == "RUNNING" and any(i.get("clusterName") == "member1" for i in items)
+
+    await eventually(running, what="the job RUNNING in member1")
+    # what the scheduler writes after a policy edit or a WorkloadRebalancer: another cluster, no eviction task
+    await env.cp.patch(RESOURCE_BINDINGS, BINDING, {"spec": {"clusters": [{"name": "member2", "replicas": 1}]}},
+                       namespace="default")
+    await env.scheduled()
+
+    async def restored() -> dict[str, Any] | None:
+        move = await env.move()
+        obj = await env.job("member2")
+        ann = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+        if move is None or move["phase"] != "Done" or ann.get("sim.flotilla.io/restored-from") != move["path"]:
+            return None
+        return move
+
+    move = await eventually(restored, what="the job restored in member2 from the move's savepoint")
+    assert (move["fromCluster"], move["toCluster"], move["trigger"]) == ("member1", "member2", "PlacementChange")
+    assert await env.work("member1") is None
