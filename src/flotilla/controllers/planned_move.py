@@ -60,6 +60,7 @@ from flotilla.failover.moves import (
     RESTORE_ANNOTATION,
     Move,
     completed_patch,
+    current_savepoint,
     failure_reason,
     move_candidate,
     move_patch,
@@ -224,7 +225,7 @@ class PlannedMoveController(Controller):
         reason = (f"{candidate.trigger}: leaving {candidate.from_cluster} while it is Ready" if enabled else
                   "savepoints on moves are turned off (restore.flotilla.io/savepoint-on-move: \"false\")")
         new = Move(candidate.from_cluster, candidate.to_cluster, phase, now, nonce=nonce, reason=reason,
-                   trigger=candidate.trigger)
+                   trigger=candidate.trigger, previous_path=current_savepoint(binding, candidate.from_cluster))
         written = await self._patch(binding, None, lambda obj, rv: move_patch(new, resource_version=rv))
         if written is None or parse_move(written) != new:
             return 0.5
@@ -269,7 +270,7 @@ class PlannedMoveController(Controller):
         if to is None and len(targets) == 1 and targets[0] != move.from_cluster:
             to = str(targets[0])
         remaining = max(0.1, timeout - (now - move.started_at).total_seconds())
-        found = reflected_savepoint(binding, move.from_cluster, move.started_at)
+        found = reflected_savepoint(binding, move.from_cluster, move.started_at, move.previous_path)
         if found is None or to is None:
             if to != move.to_cluster:
                 moving = replace(move, to_cluster=to)

@@ -88,6 +88,7 @@ __all__ = [
     "new_copy_healthy",
     "parse_move",
     "plan_move_request",
+    "current_savepoint",
     "reflected_savepoint",
     "render_rule",
     "restore_record",
@@ -180,6 +181,8 @@ class Move:
     path: str | None = None
     trigger: str = TRIGGER_PLANNED_MOVE
     completed_at: datetime | None = None
+    #: the savepoint the old copy reported before the move (a newer one without a time is the move's)
+    previous_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fromCluster": self.from_cluster, "toCluster": self.to_cluster, "phase": self.phase,
@@ -187,6 +190,8 @@ class Move:
                                "reason": self.reason, "path": self.path, "trigger": self.trigger}
         if self.completed_at is not None:
             out["completedAt"] = format_time(self.completed_at)
+        if self.previous_path is not None:
+            out["previousSavepoint"] = self.previous_path
         return out
 
     def to_json(self) -> str:
@@ -217,7 +222,8 @@ def parse_move(binding: Mapping[str, Any] | None) -> Move | None:
                 started_at=started, nonce=nonce if isinstance(nonce, int) and not isinstance(nonce, bool) else 1,
                 reason=_str(data.get("reason")), path=_str(data.get("path")) or None,
                 trigger=_str(data.get("trigger")) or TRIGGER_PLANNED_MOVE,
-                completed_at=parse_time(data.get("completedAt")))
+                completed_at=parse_time(data.get("completedAt")),
+                previous_path=_str(data.get("previousSavepoint")) or None)
 
 
 def move_patch(move: Move | None, extra: Mapping[str, str | None] | None = None,
@@ -481,33 +487,44 @@ def _reflected(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any] | 
     return None
 
 
-def reflected_savepoint(binding: Mapping[str, Any], cluster: str, since: datetime) -> tuple[str, datetime] | None:
-    """The savepoint the old copy in ``cluster`` reports it stopped with, taken after ``since``: ``(path, at)``.
-
-    The job must be suspended (``lifecycleState: SUSPENDED``; job ``FINISHED``), and the savepoint is the
-    ``upgradeSavepointPath`` (operator 1.10+) or ``savepointInfo.lastSavepoint.location`` with its ``timeStamp``
-    (epoch milliseconds), not older than ``since`` (less :data:`CLOCK_SKEW_TOLERANCE`).
-    """
+def _savepoint_fields(binding: Mapping[str, Any], cluster: str) -> tuple[Mapping[str, Any], str, datetime | None]:
+    """``(status, path, at)``: the reflected status of ``cluster``, its newest savepoint and that savepoint's time."""
     item = _reflected(binding, cluster)
     status = _map(item.get("status")) if item is not None else {}
-    if status.get("lifecycleState") != "SUSPENDED":
-        return None
     job = _map(status.get("jobStatus"))
-    if job.get("state") not in _SUSPENDED_JOB_STATES:
-        return None
     last = _map(_map(job.get("savepointInfo")).get("lastSavepoint"))
     location = _str(last.get("location"))
-    upgrade = _str(job.get("upgradeSavepointPath"))
-    path = upgrade or location
-    if not path:
-        return None
+    path = _str(job.get("upgradeSavepointPath")) or location
     stamp = last.get("timeStamp") if location == path else None
     try:
         at = datetime.fromtimestamp(int(stamp) / 1000, UTC) if stamp is not None else None
     except (TypeError, ValueError, OverflowError):
         at = None
+    return status, path, at
+
+
+def current_savepoint(binding: Mapping[str, Any], cluster: str) -> str | None:
+    """The newest savepoint the copy in ``cluster`` reports now (recorded when a move starts), or None."""
+    return _savepoint_fields(binding, cluster)[1] or None
+
+
+def reflected_savepoint(binding: Mapping[str, Any], cluster: str, since: datetime,
+                        previous: str | None = None) -> tuple[str, datetime] | None:
+    """The savepoint the old copy in ``cluster`` reports it stopped with for the move: ``(path, at)``.
+
+    The job must be suspended (``lifecycleState: SUSPENDED``; job ``FINISHED``), and the savepoint is the
+    ``upgradeSavepointPath`` (operator 1.10+) or ``savepointInfo.lastSavepoint.location``. With its ``timeStamp``
+    (epoch milliseconds, operators that still fill ``savepointInfo``) it must not be older than ``since`` (less
+    :data:`CLOCK_SKEW_TOLERANCE`); without one it must differ from ``previous``, the savepoint reported when the
+    move started (its time is then taken as ``since``).
+    """
+    status, path, at = _savepoint_fields(binding, cluster)
+    if status.get("lifecycleState") != "SUSPENDED" or not path:
+        return None
+    if _map(status.get("jobStatus")).get("state") not in _SUSPENDED_JOB_STATES:
+        return None
     if at is None:
-        return None  # no time for the savepoint: it cannot be told from an older one
+        return (path, since) if path != previous else None
     if at < since - timedelta(seconds=CLOCK_SKEW_TOLERANCE):
         return None
     return path, at
@@ -681,7 +698,7 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     if not why_not:
         nonce = (current.nonce + 1) if current is not None else 1
         move = Move(source, to, PHASE_SAVEPOINTING, now, nonce=nonce, reason="requested by flotilla failover move",
-                    trigger=TRIGGER_PLANNED_MOVE)
+                    trigger=TRIGGER_PLANNED_MOVE, previous_path=current_savepoint(binding, source))
         annotations[MOVE_ANNOTATION] = move.to_json()
     patch: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                              "spec": {"clusters": [new_target], "gracefulEvictionTasks": tasks}}

@@ -277,6 +277,16 @@ def test_d21_an_older_savepoint_or_a_running_job_is_not_the_moves_savepoint() ->
     assert reflected_savepoint(binding(["member2"], status=[running]), "member1", T0) is None
 
 
+def test_d21_without_a_savepoint_time_a_savepoint_other_than_the_one_before_the_move_counts() -> None:
+    # operator 1.10+ may report upgradeSavepointPath only (savepointInfo is deprecated)
+    item = suspended_status("member1", "s3://b/sp/savepoint-aaaaaa-2", T0)
+    del item["status"]["jobStatus"]["savepointInfo"]
+    b = binding(["member2"], status=[item])
+    assert reflected_savepoint(b, "member1", T0, previous="s3://b/sp/savepoint-aaaaaa-1") == (
+        "s3://b/sp/savepoint-aaaaaa-2", T0)
+    assert reflected_savepoint(b, "member1", T0, previous="s3://b/sp/savepoint-aaaaaa-2") is None
+
+
 def test_d21_a_move_fails_when_the_old_cluster_goes_the_copy_goes_or_time_runs_out() -> None:
     move = Move("member1", "member2", PHASE_SAVEPOINTING, T0)
     b = binding(["member2"], [task("member1")], move=move)
