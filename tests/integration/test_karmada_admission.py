@@ -317,38 +317,61 @@ def test_cluster_taints_and_time_added(kubectl: Kubectl) -> None:
     assert "taints must be unique by key and effect pair" in bad.stderr
 
 
-def test_resource_interpreter_customization(kubectl: Kubectl) -> None:
-    def ric(name: str, script: str) -> str:
-        return f"""
-        apiVersion: config.karmada.io/v1alpha1
-        kind: ResourceInterpreterCustomization
-        metadata:
-          name: {name}
-        spec:
-          target:
-            apiVersion: flink.apache.org/v1beta1
-            kind: FlinkDeployment
-          customizations:
-            healthInterpretation:
-              luaScript: |
-{textwrap.indent(script, " " * 16)}
-        """
+def ric(name: str, hook: str, body: dict, *, api_version: str = "flink.apache.org/v1beta1",
+        kind: str = "FlinkDeployment") -> str:
+    """A ResourceInterpreterCustomization manifest with one hook."""
+    return yaml.safe_dump({"apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+                           "metadata": {"name": name},
+                           "spec": {"target": {"apiVersion": api_version, "kind": kind},
+                                    "customizations": {hook: body}}})
 
-    ok = apply(kubectl, ric("flink-health", "function InterpretHealth(observedObj)\n  return true\nend\n"))
+
+def test_resource_interpreter_customization(kubectl: Kubectl) -> None:
+    def health(name: str, script: str) -> str:
+        return ric(name, "healthInterpretation", {"luaScript": script})
+
+    ok = apply(kubectl, health("flink-health", "function InterpretHealth(observedObj)\n  return true\nend\n"))
     assert "created" in ok.stdout
-    broken = apply(kubectl, ric("flink-broken", "function InterpretHealth(observedObj\n  return true\nend\n"), check=False)
+    broken = apply(kubectl, health("flink-broken", "function InterpretHealth(observedObj\n  return true\nend\n"), check=False)
     assert broken.returncode != 0
     assert "spec.customizations.healthInterpretation.luaScript: Invalid value: InterpreterOperation(InterpretHealth) Lua script error:" in broken.stderr
-    misnamed = apply(kubectl, ric("flink-misnamed", "function interpretHealth(observedObj)\n  return true\nend\n"), check=False)
+    misnamed = apply(kubectl, health("flink-misnamed", "function interpretHealth(observedObj)\n  return true\nend\n"), check=False)
     assert "does not define the global function InterpretHealth" in misnamed.stderr
-    conflict = apply(kubectl, ric("flink-other", "function InterpretHealth(o)\n  return false\nend\n"), check=False)
+    conflict = apply(kubectl, health("flink-other", "function InterpretHealth(o)\n  return false\nend\n"), check=False)
     assert conflict.returncode != 0
     assert (
         "conflicting with InterpreterOperation(InterpretHealth) of existing "
         "ResourceInterpreterCustomization(flink-health)" in conflict.stderr
     )
     # updating the first one is no conflict with itself
-    assert apply(kubectl, ric("flink-health", "function InterpretHealth(o)\n  return o ~= nil\nend\n")).returncode == 0
+    assert apply(kubectl, health("flink-health", "function InterpretHealth(o)\n  return o ~= nil\nend\n")).returncode == 0
+
+
+def test_d20_restore_state_customization_accepted_and_checked(kubectl: Kubectl) -> None:
+    def restore(name: str, script: object) -> str:
+        return ric(name, "restoreState", {"luaScript": script}, api_version="example.io/v1", kind="Ledger")
+
+    script = "function RestoreState(desiredObj, restore)\n  return desiredObj\nend\n"
+    ok = apply(kubectl, restore("ledger-restore", script))
+    assert "created" in ok.stdout
+    stored = yaml.safe_load(kubectl.run("get", "resourceinterpretercustomizations", "ledger-restore", "-o",
+                                        "yaml").stdout)
+    assert stored["spec"]["customizations"]["restoreState"]["luaScript"].startswith("function RestoreState(")
+    not_a_string = apply(kubectl, restore("ledger-number", 42), check=False)
+    assert not_a_string.returncode != 0
+    assert 'ResourceInterpreterCustomization "ledger-number" is invalid' in not_a_string.stderr  # a 422
+    assert ("spec.customizations.restoreState.luaScript: Invalid value: \"integer\": "
+            "spec.customizations.restoreState.luaScript in body must be of type string") in not_a_string.stderr
+    misnamed = apply(kubectl, restore("ledger-misnamed", script.replace("RestoreState(", "Restore(")), check=False)
+    assert misnamed.returncode != 0
+    assert ("spec.customizations.restoreState.luaScript: Invalid value: InterpreterOperation(RestoreState) Lua "
+            "script error: the script does not define the global function RestoreState") in misnamed.stderr
+    conflict = apply(kubectl, restore("ledger-other", script), check=False)
+    assert conflict.returncode != 0
+    assert ("conflicting with InterpreterOperation(RestoreState) of existing "
+            "ResourceInterpreterCustomization(ledger-restore)") in conflict.stderr
+    for name in ("ledger-number", "ledger-misnamed", "ledger-other"):
+        assert kubectl.run("get", "resourceinterpretercustomizations", name, check=False).returncode != 0
 
 
 def test_cluster_propagation_policy_and_override_policy(kubectl: Kubectl) -> None:

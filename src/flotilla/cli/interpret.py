@@ -6,6 +6,7 @@ Examples::
     flotilla interpret -f customization.yaml --operation Retain --desired-file d.yaml --observed-file o.yaml
     flotilla interpret -f customization.yaml --operation ReviseReplica --observed-file o.yaml --desired-replica 2
     flotilla interpret -f customization.yaml --operation AggregateStatus --observed-file o.yaml --status-file items.yaml
+    flotilla interpret -f customization.yaml --operation RestoreState --desired-file d.yaml --restore-file r.yaml
     flotilla interpret -f customization.yaml --check
 
 Each result is printed as ``---``, ``# [i/n] <name>:`` and the value as YAML. Operation names are
@@ -33,6 +34,7 @@ from flotilla.interpreter import (
     Source,
     check_script,
     parse_customization,
+    restore_input,
 )
 from flotilla.interpreter.customization import RIC_KIND
 
@@ -94,6 +96,12 @@ def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(YAML documents or a list; - for stdin)")
     p.add_argument("--desired-replica", type=int, default=0, metavar="N",
                    help="the desiredReplica argument of ReviseReplica (default 0)")
+    p.add_argument("--restore-file", default="", metavar="FILE",
+                   help="the restore argument of RestoreState: an object with path, kind (checkpoint|savepoint), "
+                        "jobId, checkpointId, existed, nonce (YAML or JSON; - for stdin)")
+    p.add_argument("--restore", default="", metavar="JSON",
+                   help="the restore argument of RestoreState given inline, e.g. "
+                        "'{\"path\": \"s3://b/ck/<jobId>/chk-42\", \"kind\": \"checkpoint\"}'")
     p.add_argument("--check", action="store_true",
                    help="validate the customizations and compile their scripts instead of running an operation")
     p.add_argument("--with-builtin", action="store_true",
@@ -174,6 +182,30 @@ def _status_items(name: str, stdin: TextIO | None) -> list[dict[str, Any]]:
     return items
 
 
+def _restore(args: argparse.Namespace, stdin: TextIO | None) -> dict[str, Any]:
+    """The checked restore input of RestoreState, from ``--restore`` or ``--restore-file``."""
+    if args.restore and args.restore_file:
+        raise UsageError("give the restore input once: --restore or --restore-file, not both")
+    if args.restore:
+        label = "--restore"
+        try:
+            value = yaml.load(args.restore, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass; JSON is YAML
+        except yaml.YAMLError as e:
+            raise UsageError(f"--restore: not valid JSON: {e}") from None
+    elif args.restore_file:
+        docs = list(_documents(args.restore_file, stdin=stdin))
+        if len(docs) != 1:
+            raise UsageError(f"--restore-file {args.restore_file} holds {len(docs)} objects; give exactly one")
+        label, value = docs[0]
+    else:
+        raise UsageError("RestoreState needs the restore input: give --restore-file FILE or --restore JSON "
+                         "(path, kind, jobId, checkpointId, existed, nonce)")
+    try:
+        return restore_input(value)
+    except InterpreterError as e:
+        raise UsageError(f"{label}: {e.message.removeprefix('RestoreState: ')}") from None
+
+
 def _customizations(args: argparse.Namespace, stdin: TextIO | None) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for name in args.filename:
@@ -221,6 +253,8 @@ def _check(customizations: list[tuple[str, dict[str, Any]]], out: TextIO) -> int
         width = max(len(o.value) for o in Operation) + 1
         for op in Operation:
             script = ric.scripts.get(op, "")
+            if not script and not op.karmada:
+                continue  # Flotilla's operations are listed when set: a Karmada RIC's rules print as karmadactl's
             status = "UNSET"
             if script:
                 try:
@@ -258,6 +292,9 @@ def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str,
     desired = _one_object("--desired-file", args.desired_file, stdin) if args.desired_file else None
     observed = _one_object("--observed-file", args.observed_file, stdin) if args.observed_file else None
     items = _status_items(args.status_file, stdin) if args.status_file else None
+    if op is not Operation.RESTORE_STATE and (args.restore or args.restore_file):
+        raise UsageError(f"--restore and --restore-file are inputs of RestoreState, not of {op}")
+    restore = _restore(args, stdin) if op is Operation.RESTORE_STATE else None
     target: dict[str, Any] | None
     if op is Operation.RETAIN:
         if desired is None or observed is None:
@@ -285,7 +322,7 @@ def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str,
     try:
         result = interpreter.interpret(op, desired=desired if op is Operation.RETAIN else target,
                                        observed=observed if op is Operation.RETAIN else None,
-                                       status_items=items, replicas=args.desired_replica)
+                                       status_items=items, replicas=args.desired_replica, restore=restore)
     except InterpreterError as e:
         err.write(f"error: {op} failed: {e}\n")
         return 1
@@ -307,7 +344,8 @@ def run_interpret(args: argparse.Namespace, *, out: TextIO | None = None, err: T
         if args.check and not args.filename:
             raise UsageError("--check needs the customizations to check: pass -f FILE")
         dashes = [o for o, v in (("-f", args.filename), ("--desired-file", [args.desired_file]),
-                                 ("--observed-file", [args.observed_file]), ("--status-file", [args.status_file]))
+                                 ("--observed-file", [args.observed_file]), ("--status-file", [args.status_file]),
+                                 ("--restore-file", [args.restore_file]))
                   if "-" in v]
         if len(dashes) > 1:
             raise UsageError(f"only one input can come from stdin (-), got {', '.join(dashes)}")

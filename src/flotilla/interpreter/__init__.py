@@ -13,6 +13,8 @@ the built-in third-party rules (:mod:`~flotilla.interpreter.thirdparty`), then t
     interp.reflect_status(member_object)       # the status stored in the Work
     interp.health(member_object)               # ResourceHealth.HEALTHY / UNHEALTHY / UNKNOWN
     interp.interpret(Operation.RETAIN, desired=d, observed=o)   # InterpretResult(value, source)
+    interp.restore_state(flink_deployment, {"path": "s3://b/ck/<jobId>/chk-42", "kind": "checkpoint",
+                                            "jobId": "<jobId>", "checkpointId": 42, "existed": False, "nonce": 1})
 """
 
 from flotilla.interpreter.customization import (
@@ -28,7 +30,9 @@ from flotilla.interpreter.native import prune_irrelevant_fields
 from flotilla.interpreter.operations import (
     GVK,
     HOOK_FIELDS,
+    KARMADA_OPERATIONS,
     LUA_FUNCTIONS,
+    RESTORE_KINDS,
     RESULT_NAMES,
     HookNotFoundError,
     InterpreterError,
@@ -38,12 +42,15 @@ from flotilla.interpreter.operations import (
     ReplicaResult,
     ResourceHealth,
     Source,
+    restore_input,
 )
 
 __all__ = [
     "GVK",
     "HOOK_FIELDS",
+    "KARMADA_OPERATIONS",
     "LUA_FUNCTIONS",
+    "RESTORE_KINDS",
     "RESULT_NAMES",
     "DEFAULT_LIMITS",
     "Customization",
@@ -64,4 +71,5 @@ __all__ = [
     "interpret",
     "parse_customization",
     "prune_irrelevant_fields",
+    "restore_input",
 ]

@@ -6,7 +6,8 @@ they are taken in ascending ``metadata.name`` order and, per operation, the firs
 wins, except ``dependencyInterpretation`` where every script runs and the results are merged
 (deduplicated, sorted by apiVersion, kind, namespace, name). Karmada's admission webhook refuses two
 RICs that define the same non-dependency hook for the same target; :meth:`CustomizationRegistry.conflicts`
-reports such pairs.
+reports such pairs. Besides Karmada's hooks, ``spec.customizations.restoreState`` (Flotilla's extension) holds
+the ``RestoreState(desiredObj, restore)`` script of the RestoreState operation.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from flotilla.interpreter.operations import (
     Operation,
     ReplicaResult,
     Source,
+    restore_input,
 )
 
 __all__ = ["RIC_API_VERSION", "RIC_KIND", "Customization", "CustomizationFailure", "CustomizationRules", "CustomizationRegistry",
@@ -253,6 +255,11 @@ class CustomizationRegistry:
     def interpret_health(self, obj: JSON) -> bool:
         return self._call(obj, Operation.INTERPRET_HEALTH, lambda s: _lua.lua_interpret_health(
             s, obj, limits=self.limits, print_sink=self.print_sink))
+
+    def restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> dict[str, Any]:
+        checked = restore_input(restore)  # the caller's mistake, not the script's: checked before it runs
+        return self._call(obj, Operation.RESTORE_STATE, lambda s: _lua.lua_restore_state(
+            s, obj, checked, limits=self.limits, print_sink=self.print_sink))
 
     def get_dependencies(self, obj: JSON) -> list[dict[str, Any]]:
         gvk = GVK.of(obj)

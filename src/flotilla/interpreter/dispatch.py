@@ -10,7 +10,8 @@ For an operation on an object, the first link that has a hook for the object's e
 4. the default for kinds nobody interprets: 0 replicas and no requirements (not a workload: the
    object goes unchanged to every selected cluster), replicas not revised, nothing retained, status
    not aggregated (the template is returned unchanged), **healthy**, no dependencies. There is no
-   default for InterpretComponent (:class:`HookNotFoundError`).
+   default for InterpretComponent or RestoreState (:class:`HookNotFoundError`): a kind nobody taught to restore
+   is not silently sent without its restore path.
 
 Lua customizations are the one link that can be slow: a script may use its whole time budget
 (:class:`~flotilla.interpreter.lua.LuaLimits`). Async callers therefore await
@@ -47,6 +48,7 @@ from flotilla.interpreter.operations import (
     ReplicaResult,
     ResourceHealth,
     Source,
+    restore_input,
 )
 
 __all__ = ["LUA_WORKERS", "ResourceInterpreter", "interpret", "lua_executor"]
@@ -240,15 +242,31 @@ class ResourceInterpreter:
         value: list[dict[str, Any]] = self.interpret_dependency(obj).value
         return value
 
+    def interpret_restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> InterpretResult:
+        checked = restore_input(restore)
+        return self._dispatch(Operation.RESTORE_STATE, obj, {
+            Source.CUSTOMIZATION: lambda: self.customizations.restore_state(obj, checked),
+            Source.THIRD_PARTY: lambda: thirdparty.restore_state(obj, checked),
+        }, None)
+
+    def restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> JSON:
+        """RestoreState (Flotilla's operation): ``obj`` set to restart from the snapshot ``restore`` names.
+
+        ``restore``: ``{"path", "kind": "checkpoint"|"savepoint", "jobId", "checkpointId": int|None,
+        "existed": bool, "nonce": int}`` (:func:`~flotilla.interpreter.operations.restore_input`). No fallback:
+        ask :meth:`hook_enabled` first; a kind nobody interprets raises :class:`HookNotFoundError`.
+        """
+        return self.interpret_restore_state(obj, restore).value
+
     # ---------------------------------------------------------------------------- one entry
 
     def interpret(self, operation: Operation | str, *, desired: JSON = None, observed: JSON = None,
                   status_items: Iterable[Mapping[str, Any]] | None = None, replicas: int = 0,
-                  now: datetime | None = None) -> InterpretResult:
+                  now: datetime | None = None, restore: Mapping[str, Any] | None = None) -> InterpretResult:
         """Run any operation. The object is ``desired`` or ``observed`` (Retain takes both).
 
         Retain(desired, observed); ReviseReplica(object, replicas); AggregateStatus(object,
-        status_items); the others take the one object.
+        status_items); RestoreState(object, restore); the others take the one object.
         """
         op = operation if isinstance(operation, Operation) else Operation.parse(operation)
         if op is Operation.RETAIN:
@@ -270,13 +288,19 @@ class ResourceInterpreter:
             return self.interpret_aggregate_status(obj, status_items, now=now)
         if op is Operation.INTERPRET_HEALTH:
             return self.interpret_health(obj)
+        if op is Operation.RESTORE_STATE:
+            if restore is None:
+                raise InterpreterError("RestoreState needs the restore input (path, kind, jobId, checkpointId, "
+                                       "existed, nonce)", operation=op)
+            return self.interpret_restore_state(obj, restore)
         return self.interpret_dependency(obj)
 
 
 def interpret(operation: Operation | str, *, customizations: Iterable[Mapping[str, Any]] = (),
               desired: JSON = None, observed: JSON = None,
               status_items: Iterable[Mapping[str, Any]] | None = None, replicas: int = 0,
-              now: datetime | None = None) -> InterpretResult:
+              now: datetime | None = None, restore: Mapping[str, Any] | None = None) -> InterpretResult:
     """One-shot :meth:`ResourceInterpreter.interpret` with the given RIC objects."""
     return ResourceInterpreter(customizations).interpret(operation, desired=desired, observed=observed,
-                                                         status_items=status_items, replicas=replicas, now=now)
+                                                         status_items=status_items, replicas=replicas, now=now,
+                                                         restore=restore)

@@ -32,8 +32,8 @@ or sparse keys, functions, NaN, a table reached twice) is an error. An **empty t
 like Karmada it is decided from reference objects given per operation, by its path (object keys,
 array positions ignored): ``{}`` where a reference has an empty object at that path, ``[]`` where one
 has an empty array, and otherwise the entry is **dropped**. The references are the inputs the
-result is derived from for Retain (desired and observed) and ReviseReplica (the object); the
-other operations have none, so their empty tables are dropped (for instance a FlinkDeployment's
+result is derived from for Retain (desired and observed), ReviseReplica and RestoreState (the
+object); the other operations have none, so their empty tables are dropped (for instance a FlinkDeployment's
 ``savepointHistory: []`` disappears from a reflected status). An empty table returned as the whole
 result is ``{}`` for operations that return an object or status and ``[]`` for lists.
 """
@@ -84,6 +84,7 @@ __all__ = [
     "lua_aggregate_status",
     "lua_interpret_health",
     "lua_get_dependencies",
+    "lua_restore_state",
 ]
 
 log = logging.getLogger(__name__)
@@ -950,3 +951,15 @@ def lua_get_dependencies(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_
     except InterpreterError as e:
         raise _fail(op, e.message) from None
     return out
+
+
+def lua_restore_state(script: str, obj: JSON, restore: Mapping[str, Any], *, limits: LuaLimits = DEFAULT_LIMITS,
+                      print_sink: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``RestoreState(desiredObj, restore)`` -> the object to send, set to restart from ``restore.path``.
+
+    ``restore`` is the checked restore input (:func:`~flotilla.interpreter.operations.restore_input`); its
+    ``checkpointId`` is nil in Lua when unknown.
+    """
+    op = Operation.RESTORE_STATE
+    (result,) = _run(op, script, [obj, dict(restore)], limits=limits, print_sink=print_sink)
+    return _object_result(op, result, [obj])

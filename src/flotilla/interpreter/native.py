@@ -1182,6 +1182,7 @@ _TABLES: dict[Operation, Mapping[GVK, Any]] = {
     Operation.INTERPRET_DEPENDENCY: DEPENDENCY_RULES,
     Operation.INTERPRET_STATUS: REFLECT_RULES,
     Operation.INTERPRET_COMPONENT: {},
+    Operation.RESTORE_STATE: {},  # no native kind restores from a snapshot
 }
 
 

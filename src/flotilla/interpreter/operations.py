@@ -30,6 +30,9 @@ __all__ = [
     "HOOK_FIELDS",
     "LUA_FUNCTIONS",
     "RESULT_NAMES",
+    "KARMADA_OPERATIONS",
+    "RESTORE_KINDS",
+    "restore_input",
 ]
 
 JSON = Any  # a decoded JSON value
@@ -39,7 +42,11 @@ RESOURCE_TEMPLATE_GENERATION_ANNOTATION = "resourcetemplate.karmada.io/generatio
 
 
 class Operation(StrEnum):
-    """The interpreter operations (Karmada's ``InterpreterOperation`` values)."""
+    """The interpreter operations: Karmada's ``InterpreterOperation`` values, and Flotilla's ``RestoreState``.
+
+    ``RestoreState`` (Flotilla only) writes where a stateful workload restarts from into the object sent to a
+    cluster: it takes the object and a restore input (:func:`restore_input`) and returns the object.
+    """
 
     INTERPRET_REPLICA = "InterpretReplica"
     INTERPRET_COMPONENT = "InterpretComponent"
@@ -49,6 +56,7 @@ class Operation(StrEnum):
     AGGREGATE_STATUS = "AggregateStatus"
     INTERPRET_HEALTH = "InterpretHealth"
     INTERPRET_DEPENDENCY = "InterpretDependency"
+    RESTORE_STATE = "RestoreState"
 
     @classmethod
     def parse(cls, name: str) -> Operation:
@@ -69,6 +77,11 @@ class Operation(StrEnum):
         """The global function a customization script must define."""
         return LUA_FUNCTIONS[self]
 
+    @property
+    def karmada(self) -> bool:
+        """Whether Karmada has this operation (``RestoreState`` is Flotilla's)."""
+        return self in KARMADA_OPERATIONS
+
 
 HOOK_FIELDS: dict[Operation, str] = {
     Operation.RETAIN: "retention",
@@ -79,6 +92,7 @@ HOOK_FIELDS: dict[Operation, str] = {
     Operation.AGGREGATE_STATUS: "statusAggregation",
     Operation.INTERPRET_HEALTH: "healthInterpretation",
     Operation.INTERPRET_DEPENDENCY: "dependencyInterpretation",
+    Operation.RESTORE_STATE: "restoreState",
 }
 
 LUA_FUNCTIONS: dict[Operation, str] = {
@@ -90,6 +104,7 @@ LUA_FUNCTIONS: dict[Operation, str] = {
     Operation.AGGREGATE_STATUS: "AggregateStatus",
     Operation.INTERPRET_HEALTH: "InterpretHealth",
     Operation.INTERPRET_DEPENDENCY: "GetDependencies",
+    Operation.RESTORE_STATE: "RestoreState",
 }
 
 # The names ``flotilla interpret`` (like ``karmadactl interpret``) prints before each result.
@@ -102,7 +117,78 @@ RESULT_NAMES: dict[Operation, tuple[str, ...]] = {
     Operation.AGGREGATE_STATUS: ("aggregatedStatus",),
     Operation.INTERPRET_HEALTH: ("healthy",),
     Operation.INTERPRET_DEPENDENCY: ("dependencies",),
+    Operation.RESTORE_STATE: ("restored",),
 }
+
+#: The operations Karmada has (every one but Flotilla's ``RestoreState``).
+KARMADA_OPERATIONS = frozenset(op for op in Operation if op is not Operation.RESTORE_STATE)
+
+#: What a restore input's ``kind`` may be.
+RESTORE_KINDS = ("checkpoint", "savepoint")
+_RESTORE_KEYS = ("path", "kind", "jobId", "checkpointId", "existed", "nonce")
+
+
+def restore_input(restore: Any) -> dict[str, Any]:
+    """The restore input of ``RestoreState``, checked: a new dict with exactly the keys below.
+
+    ``path`` (non-empty string: the snapshot's URI), ``kind`` (``checkpoint`` or ``savepoint``), ``jobId`` (string,
+    the job the snapshot belongs to; ``""`` when unknown), ``checkpointId`` (whole number or ``None``),
+    ``existed`` (boolean: the object already exists in the cluster, default false) and ``nonce`` (whole number,
+    default 0: for kinds that must be told to redeploy from the path, e.g. FlinkDeployment's
+    ``savepointRedeployNonce``). Raises :class:`InterpreterError` naming the key to fix.
+    """
+    op = Operation.RESTORE_STATE
+    if type(restore) is not dict and not isinstance(restore, Mapping):
+        raise InterpreterError(f"RestoreState: the restore input must be an object with {', '.join(_RESTORE_KEYS)}, "
+                               f"got {type(restore).__name__}", operation=op)
+    unknown = sorted(str(k) for k in restore if k not in _RESTORE_KEYS)
+    if unknown:
+        raise InterpreterError(f"RestoreState: restore.{unknown[0]} is not a restore key; use "
+                               f"{', '.join(_RESTORE_KEYS)}", operation=op)
+    path = restore.get("path")
+    if not isinstance(path, str) or not path.strip():
+        raise InterpreterError("RestoreState: restore.path must be a non-empty string (the snapshot's URI)",
+                               operation=op)
+    kind = restore.get("kind")
+    if kind not in RESTORE_KINDS:
+        raise InterpreterError(f"RestoreState: restore.kind must be one of {', '.join(RESTORE_KINDS)}, got {kind!r}",
+                               operation=op)
+    job_id = restore.get("jobId")
+    if job_id is None:
+        job_id = ""
+    if not isinstance(job_id, str):
+        raise InterpreterError(f"RestoreState: restore.jobId must be a string, got {_kind_of(job_id)}", operation=op)
+    checkpoint_id = restore.get("checkpointId")
+    if checkpoint_id is not None and not _whole(checkpoint_id):
+        raise InterpreterError(f"RestoreState: restore.checkpointId must be a whole number or null, got "
+                               f"{_kind_of(checkpoint_id)}", operation=op)
+    existed = restore.get("existed", False)
+    if not isinstance(existed, bool):
+        raise InterpreterError(f"RestoreState: restore.existed must be true or false, got {_kind_of(existed)}",
+                               operation=op)
+    nonce = restore.get("nonce", 0)
+    if not _whole(nonce):
+        raise InterpreterError(f"RestoreState: restore.nonce must be a whole number, got {_kind_of(nonce)}",
+                               operation=op)
+    return {"path": path, "kind": kind, "jobId": job_id,
+            "checkpointId": None if checkpoint_id is None else int(checkpoint_id),
+            "existed": existed, "nonce": int(nonce)}
+
+
+def _whole(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    return isinstance(v, float) and v.is_integer()
+
+
+def _kind_of(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    return repr(v)
 
 
 class Source(StrEnum):

@@ -25,10 +25,19 @@ from what a script returns, numbers that are whole become integers).
   come from ``spec.podTemplate.spec``; the namespace is set.
 * **InterpretComponent**: ``jobmanager`` and ``taskmanager`` components with their own replicas and
   resources. No ReviseReplica or InterpretDependency rule: the object moves whole.
-* **Retain** (Flotilla's addition): when the member set ``spec.job.initialSavepointPath`` (the member-side
-  restore step, Kyverno in Karmada's proposal, Flotilla's savepoint rule) and the control plane's copy sets
-  none, the member's path and ``upgradeMode`` are kept; otherwise re-applying the Work would drop the path the
-  job restored from, and a later restart of the job would start from nothing.
+* **Retain** (Flotilla's addition; Karmada's customization has no retention): when the member set
+  ``spec.job.initialSavepointPath`` (the member-side restore step, Kyverno in Karmada's proposal, Flotilla's
+  savepoint rule) and the control plane's copy sets none, the member's path and ``upgradeMode`` are kept;
+  otherwise re-applying the Work would drop the path the job restored from, and a later restart of the job would
+  start from nothing. Likewise the member's ``spec.job.savepointRedeployNonce`` is kept when the control plane's
+  copy sets none (dropping it would be a spec change the operator may act on). Whatever the control plane's copy
+  sets wins.
+* **RestoreState** (Flotilla's operation): ``spec.job.initialSavepointPath`` = the restore path;
+  ``spec.job.upgradeMode`` = ``savepoint`` when it is ``stateless`` or unset (a job restored from a snapshot
+  must go on taking savepoints on upgrades; ``last-state`` and ``savepoint`` stay); when the object already
+  exists in the cluster (``existed``), ``spec.job.savepointRedeployNonce`` = the restore nonce, since the
+  operator honours ``initialSavepointPath`` only on a first deploy and redeploys from it when that nonce
+  changes. A FlinkDeployment without ``spec.job`` (a session cluster) has no job to restore: an error.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from flotilla.interpreter.operations import (
     InterpreterError,
     Operation,
     ReplicaResult,
+    restore_input,
 )
 from flotilla.interpreter.quantity import QuantityError, parse_quantity
 
@@ -61,6 +71,7 @@ __all__ = [
     "aggregate_status",
     "interpret_health",
     "get_dependencies",
+    "restore_state",
     "lua_round_trip",
 ]
 
@@ -318,15 +329,40 @@ def _flink_components(obj: JSON) -> list[dict[str, Any]]:
 def _flink_retain(desired: JSON, observed: JSON) -> JSON:
     out = json_copy(desired)
     observed_job = _get(observed, "spec", "job")
-    if not isinstance(observed_job, Mapping) or not observed_job.get("initialSavepointPath"):
+    if not isinstance(observed_job, Mapping):
+        return out
+    path, nonce = observed_job.get("initialSavepointPath"), observed_job.get("savepointRedeployNonce")
+    if not path and nonce is None:
         return out
     spec = out.setdefault("spec", {})
     job = spec.setdefault("job", {}) if isinstance(spec, dict) else None
-    if not isinstance(job, dict) or job.get("initialSavepointPath"):
+    if not isinstance(job, dict):
         return out
-    job["initialSavepointPath"] = observed_job["initialSavepointPath"]
-    if observed_job.get("upgradeMode"):
-        job["upgradeMode"] = observed_job["upgradeMode"]
+    if path and not job.get("initialSavepointPath"):
+        job["initialSavepointPath"] = path
+        if observed_job.get("upgradeMode"):
+            job["upgradeMode"] = observed_job["upgradeMode"]
+    if nonce is not None and job.get("savepointRedeployNonce") is None:
+        job["savepointRedeployNonce"] = nonce
+    return out
+
+
+def _flink_restore(obj: JSON, restore: Mapping[str, Any]) -> JSON:
+    out = json_copy(obj)
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        raise InterpreterError("spec must be an object holding spec.job (the job to restore)")
+    job = spec.get("job")
+    if job is None:
+        raise InterpreterError("spec.job is not set: a session cluster has no job to restore "
+                               f"from {restore['path']}")
+    if not isinstance(job, dict):
+        raise InterpreterError("spec.job must be an object")
+    job["initialSavepointPath"] = restore["path"]
+    if job.get("upgradeMode") in (None, "", "stateless"):
+        job["upgradeMode"] = "savepoint"
+    if restore["existed"]:
+        job["savepointRedeployNonce"] = restore["nonce"]
     return out
 
 
@@ -340,6 +376,7 @@ _RULES: dict[GVK, dict[Operation, Callable[..., Any]]] = {
         Operation.INTERPRET_REPLICA: _flink_replicas,
         Operation.INTERPRET_COMPONENT: _flink_components,
         Operation.RETAIN: _flink_retain,
+        Operation.RESTORE_STATE: _flink_restore,
     },
 }
 
@@ -392,3 +429,7 @@ def interpret_health(obj: JSON) -> bool:
 def get_dependencies(obj: JSON) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = _rule(obj, Operation.INTERPRET_DEPENDENCY)(obj)
     return result
+
+
+def restore_state(obj: JSON, restore: Mapping[str, Any]) -> JSON:
+    return _rule(obj, Operation.RESTORE_STATE)(obj, restore_input(restore))

@@ -29,7 +29,7 @@ def ric(name: str = "flink", kind: str = "FlinkDeployment", **scripts: str) -> d
 GOOD = {h.field: f"function {h.function}(a, b)\n  return a\nend\n" for h in HOOKS}
 
 
-def test_hook_names_are_karmadas() -> None:
+def test_hook_names_are_karmadas_then_d20_restore_state() -> None:
     assert [(h.field, h.operation, h.function) for h in HOOKS] == [
         ("retention", "Retain", "Retain"),
         ("replicaResource", "InterpretReplica", "GetReplicas"),
@@ -39,6 +39,7 @@ def test_hook_names_are_karmadas() -> None:
         ("statusAggregation", "AggregateStatus", "AggregateStatus"),
         ("healthInterpretation", "InterpretHealth", "InterpretHealth"),
         ("dependencyInterpretation", "InterpretDependency", "GetDependencies"),
+        ("restoreState", "RestoreState", "RestoreState"),
     ]
 
 
@@ -148,3 +149,16 @@ def test_ric_index_follows_writes() -> None:
     assert sorted(r["metadata"]["name"] for r in index.items()) == ["a", "b"]
     index.on_write(RT(), "DELETED", ric("a"))
     assert [r["metadata"]["name"] for r in index.items()] == ["b"]
+
+
+def test_d20_restore_state_script_is_checked_like_karmadas_hooks() -> None:
+    good = ric(restoreState="function RestoreState(desiredObj, restore)\n  return desiredObj\nend\n")
+    assert validate_customization_scripts(good["spec"]) == []
+    misnamed = ric(restoreState="function Restore(desiredObj, restore)\n  return desiredObj\nend\n")
+    msgs = [f"{c.field}: {c.message}" for c in validate_customization_scripts(misnamed["spec"])]
+    assert msgs == ["spec.customizations.restoreState.luaScript: Invalid value: InterpreterOperation(RestoreState) "
+                    "Lua script error: the script does not define the global function RestoreState"]
+    other = ric("b-other", restoreState="function RestoreState(o, r)\n  return o\nend\n")
+    msgs = [f"{c.field}: {c.message}" for c in conflicting_customizations(other, [good])]
+    assert msgs == ["spec.customizations.restoreState: Forbidden: conflicting with InterpreterOperation(RestoreState) "
+                    "of existing ResourceInterpreterCustomization(flink)"]

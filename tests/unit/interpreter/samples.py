@@ -96,6 +96,29 @@ end
 """
 
 
+# RestoreState for a StatefulSet-like kind: the snapshot path goes into an annotation and into the RESTORE_FROM
+# variable of every container (replacing an earlier one); an existing object gets a new restore-nonce annotation.
+RESTORE_STATE = """
+function RestoreState(desiredObj, restore)
+  desiredObj.metadata.annotations = desiredObj.metadata.annotations or {}
+  desiredObj.metadata.annotations["example.io/restore-from"] = restore.path
+  desiredObj.metadata.annotations["example.io/restore-kind"] = restore.kind
+  if restore.existed then
+    desiredObj.metadata.annotations["example.io/restore-nonce"] = tostring(restore.nonce)
+  end
+  for _, c in ipairs(desiredObj.spec.template.spec.containers) do
+    local env = {}
+    for _, e in ipairs(c.env or {}) do
+      if e.name ~= "RESTORE_FROM" then table.insert(env, e) end
+    end
+    table.insert(env, {name = "RESTORE_FROM", value = restore.path})
+    c.env = env
+  end
+  return desiredObj
+end
+"""
+
+
 def ric(name: str = "widgets", api_version: str = WIDGET_API, kind: str = "Widget",
         **scripts: str) -> dict[str, Any]:
     """A RIC with the given hook scripts (keyword = hook field name)."""
@@ -112,7 +135,7 @@ def widget_ric(name: str = "widgets") -> dict[str, Any]:
     return ric(name, replicaResource=GET_REPLICAS, replicaRevision=REVISE_REPLICA, retention=RETAIN,
                statusReflection=REFLECT_STATUS, statusAggregation=AGGREGATE_STATUS,
                healthInterpretation=INTERPRET_HEALTH, dependencyInterpretation=GET_DEPENDENCIES,
-               componentResource=GET_COMPONENTS)
+               componentResource=GET_COMPONENTS, restoreState=RESTORE_STATE)
 
 
 def widget(size: int = 3, *, status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:

@@ -41,7 +41,8 @@ def test_hooks() -> None:
     gvk = GVK("flink.apache.org/v1beta1", "FlinkDeployment")
     enabled = {op for op in Operation if thirdparty.has_hook(gvk, op)}
     assert enabled == {Operation.INTERPRET_HEALTH, Operation.INTERPRET_STATUS, Operation.AGGREGATE_STATUS,
-                       Operation.INTERPRET_REPLICA, Operation.INTERPRET_COMPONENT, Operation.RETAIN}
+                       Operation.INTERPRET_REPLICA, Operation.INTERPRET_COMPONENT, Operation.RETAIN,
+                       Operation.RESTORE_STATE}
     assert not thirdparty.has_hook(GVK("flink.apache.org/v1beta2", "FlinkDeployment"), Operation.INTERPRET_HEALTH)
 
 

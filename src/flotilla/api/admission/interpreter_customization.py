@@ -6,10 +6,12 @@ Karmada's validating webhook (``pkg/webhook/resourceinterpretercustomization``):
     scripts are all run and their results merged) for the same ``target`` apiVersion and kind:
     ``conflicting with InterpreterOperation(<Operation>) of existing ResourceInterpreterCustomization(<name>)``.
 Flotilla adds:
+  - the hook ``spec.customizations.restoreState`` (operation ``RestoreState``, function
+    ``RestoreState(desiredObj, restore)``), checked like Karmada's hooks; Karmada's RICs stay valid as they are;
   - each script must define, at its top level, the global function Karmada calls for the operation
     (``Retain``, ``GetReplicas``, ``GetComponents``, ``ReviseReplica``, ``ReflectStatus``,
-    ``AggregateStatus``, ``InterpretHealth``, ``GetDependencies``); Karmada finds out only when it
-    first calls the hook;
+    ``AggregateStatus``, ``InterpretHealth``, ``GetDependencies``; ``RestoreState``); Karmada finds out only
+    when it first calls the hook;
   - at least one customization, and a non-empty ``target.apiVersion``/``target.kind``.
 
 Scripts are compiled with Lua 5.1 (lupa, as Flotilla's interpreter runs them; Karmada's gopher-lua
@@ -60,7 +62,7 @@ class Hook:
     function: str  # global Lua function the script must define
 
 
-#: In Karmada's order (``interpreter.AllResourceInterpreterCustomizationRules``).
+#: In Karmada's order (``interpreter.AllResourceInterpreterCustomizationRules``), then Flotilla's ``restoreState``.
 HOOKS: tuple[Hook, ...] = (
     Hook("retention", "Retain", "Retain"),
     Hook("replicaResource", "InterpretReplica", "GetReplicas"),
@@ -70,6 +72,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("statusAggregation", "AggregateStatus", "AggregateStatus"),
     Hook("healthInterpretation", "InterpretHealth", "InterpretHealth"),
     Hook("dependencyInterpretation", "InterpretDependency", "GetDependencies"),
+    Hook("restoreState", "RestoreState", "RestoreState"),
 )
 MULTI_SCRIPT_OPERATIONS = frozenset({"InterpretDependency"})
 

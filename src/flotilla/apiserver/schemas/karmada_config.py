@@ -1,4 +1,8 @@
-"""config.karmada.io/v1alpha1 ResourceInterpreterCustomization. Complete schema (Karmada v1.19)."""
+"""config.karmada.io/v1alpha1 ResourceInterpreterCustomization. Complete schema (Karmada v1.19).
+
+Flotilla extension: ``spec.customizations.restoreState`` (the RestoreState operation's script). Every RIC valid
+for Karmada stays valid.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,12 @@ HOOKS: dict[str, tuple[str, str]] = {
     "dependencyInterpretation": (
         "GetDependencies(desiredObj)",
         "returns the objects the template depends on ({apiVersion, kind, namespace, name})",
+    ),
+    # Flotilla's extension (no Karmada counterpart)
+    "restoreState": (
+        "RestoreState(desiredObj, restore)",
+        "returns the object set to restart from the snapshot restore.path (Flotilla extension; restore holds "
+        "path, kind, jobId, checkpointId, existed, nonce)",
     ),
 }
 
