@@ -65,7 +65,7 @@ from flotilla.failover.state import (
     parse_injected_state_record,
     plan_injection,
 )
-from flotilla.interpreter import Operation, prune_irrelevant_fields
+from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
 from flotilla.policy.matching import resource_matches_selector
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.works import (
@@ -357,10 +357,7 @@ class BindingController(Controller):
             default_purge_mode=self.options.no_execute_taint_eviction_purge_mode,
         ))
         errors = [e.message for e in build_errors]
-        for intent in intents:  # D21: the new copy of a planned move starts from its savepoint
-            restored = apply_move_restore(intent.manifest, binding, intent.cluster, interpreter)
-            if restored is not None:
-                intent.manifest = restored
+        intents = self._restore_moved(binding, intents, interpreter, errors)
         for intent in intents:
             try:
                 await self._write_work(intent)
@@ -376,6 +373,22 @@ class BindingController(Controller):
         message = f"Sync work of {binding.get('kind')}({who}) successful."
         self.ctx.recorder.event(binding, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
         self.ctx.recorder.event(template, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
+
+    @staticmethod
+    def _restore_moved(binding: Mapping[str, Any], intents: list[WorkIntent], interpreter: ResourceInterpreter,
+                       errors: list[str]) -> list[WorkIntent]:
+        """D21: the new copy of a planned move starts from its savepoint; a copy that cannot is not written."""
+        kept = []
+        for intent in intents:
+            try:
+                restored = apply_move_restore(intent.manifest, binding, intent.cluster, interpreter)
+            except InterpreterError as e:
+                errors.append(f"failed to restore the planned move's savepoint in cluster {intent.cluster}: {e}")
+                continue
+            if restored is not None:
+                intent.manifest = restored
+            kept.append(intent)
+        return kept
 
     async def _write_work(self, intent: WorkIntent) -> None:
         """Create or update one Work (optimistic lock on its resourceVersion, retried on conflict)."""

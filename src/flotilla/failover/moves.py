@@ -30,7 +30,8 @@ Step by step (the planned-move controller writes the record, the binding control
    ``failover.flotilla.io/restore`` for ``toCluster`` with outcome ``Restored`` (:func:`restore_record`), then
    phase ``Done``.
 4. **Done**: the Work in ``X`` is deleted, and no other Work is written until it is gone; then the new copy's Work
-   is written with the savepoint as ``spec.job.initialSavepointPath`` (the interpreter's RestoreState).
+   is written with the savepoint as ``spec.job.initialSavepointPath`` (:func:`apply_move_restore`, through the
+   interpreter's RestoreState).
    ``completedAt`` is added to the record once the new copy reports Healthy.
 5. **Failed** (:func:`failure_reason`): ``X`` turns not Ready, the old copy's Work disappears, or no savepoint is
    seen within ``--move-savepoint-timeout``: the move goes on as an unplanned failover (the new copy restores the
@@ -52,6 +53,7 @@ from flotilla.cluster.health import is_ready
 from flotilla.failover.eviction import PRODUCER_TAINT_MANAGER
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
 from flotilla.failover.state import format_time, parse_time
+from flotilla.interpreter import Operation, ResourceInterpreter
 
 __all__ = [
     "DEFAULT_MOVE_SAVEPOINT_TIMEOUT",
@@ -92,7 +94,6 @@ __all__ = [
     "reflected_savepoint",
     "render_rule",
     "restore_record",
-    "restore_state_fallback",
     "savepoint_capable",
     "savepoint_on_move_enabled",
     "stop_with_savepoint",
@@ -270,23 +271,6 @@ def stop_with_savepoint(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def restore_state_fallback(obj: Mapping[str, Any], restore: Mapping[str, Any]) -> dict[str, Any]:
-    """FlinkDeployment's RestoreState, for an interpreter without the operation: the snapshot becomes
-    ``spec.job.initialSavepointPath``; a stateless job restores in savepoint mode; an object that existed in the
-    cluster gets ``savepointRedeployNonce``."""
-    out = json.loads(json.dumps(obj))
-    spec = out.setdefault("spec", {})
-    job = spec.setdefault("job", {}) if isinstance(spec, dict) else {}
-    if not isinstance(job, dict):
-        return out
-    job["initialSavepointPath"] = restore.get("path")
-    if job.get("upgradeMode") in (None, "", "stateless"):
-        job["upgradeMode"] = "savepoint"
-    if restore.get("existed"):
-        job["savepointRedeployNonce"] = restore.get("nonce")
-    return out
-
-
 # --------------------------------------------------------------------------------------------- candidates
 
 
@@ -459,22 +443,19 @@ def _valid_json(value: Any) -> bool:
 
 
 def apply_move_restore(manifest: Mapping[str, Any], binding: Mapping[str, Any], cluster: str,
-                       interpreter: Any = None) -> dict[str, Any] | None:
-    """``manifest`` (the new copy's, for ``cluster``) starting from the move's savepoint, or None when no move
-    into ``cluster`` applies or the manifest already names it. Uses the interpreter's RestoreState when it has
-    one, else :func:`restore_state_fallback` (FlinkDeployment only)."""
+                       interpreter: ResourceInterpreter) -> dict[str, Any] | None:
+    """``manifest`` (the new copy's, for ``cluster``) starting from the move's savepoint through the interpreter's
+    RestoreState, or None when no move into ``cluster`` applies, the manifest already names the savepoint, or the
+    kind has no RestoreState. Raises :class:`~flotilla.interpreter.InterpreterError` when the operation fails."""
     restore = move_restore(binding, cluster)
     if restore is None:
         return None
     job = _map(_map(manifest.get("spec")).get("job"))
     if job.get("initialSavepointPath") == restore["path"]:
         return None
-    fn = getattr(interpreter, "restore_state", None)
-    if callable(fn):
-        return dict(fn(manifest, restore))
-    if not savepoint_capable(manifest):
+    if not interpreter.hook_enabled(dict(manifest), Operation.RESTORE_STATE):
         return None
-    return restore_state_fallback(manifest, restore)
+    return dict(interpreter.restore_state(dict(manifest), restore))
 
 
 # --------------------------------------------------------------------------------------------- the savepoint

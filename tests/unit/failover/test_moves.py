@@ -35,6 +35,7 @@ from flotilla.failover.moves import (
     savepoint_on_move_enabled,
     stop_with_savepoint,
 )
+from flotilla.interpreter import InterpreterError, ResourceInterpreter
 
 T0 = datetime(2026, 12, 7, 8, 0, 0, tzinfo=UTC)
 FLINK = {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "metadata": {"name": "wc"},
@@ -232,29 +233,25 @@ def test_d21_the_new_copy_gets_the_savepoint_as_initial_savepoint_path() -> None
         MOVE_SAVEPOINT_ANNOTATION: move_savepoint_record(done, path, T0),
         RESTORE_ANNOTATION: restore_record(done, binding([], status=[suspended_status("member1", path, T0)]), path,
                                            T0, T0)})
-    restored = apply_move_restore(FLINK, b, "member2")
+    restored = apply_move_restore(FLINK, b, "member2", ResourceInterpreter())
     assert restored is not None
     assert restored["spec"]["job"]["initialSavepointPath"] == path
     assert restored["spec"]["job"]["upgradeMode"] == "savepoint"
     assert "savepointRedeployNonce" not in restored["spec"]["job"]
-    assert apply_move_restore(restored, b, "member2") is None  # already there
-    assert apply_move_restore(FLINK, b, "member3") is None  # not the move's target
+    assert apply_move_restore(restored, b, "member2", ResourceInterpreter()) is None  # already there
+    assert apply_move_restore(FLINK, b, "member3", ResourceInterpreter()) is None  # not the move's target
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "wc"}, "spec": {}}
+    assert apply_move_restore(deployment, b, "member2", ResourceInterpreter()) is None  # no RestoreState
 
 
-def test_d21_the_interpreters_restore_state_is_used_when_it_has_one() -> None:
+def test_d21_a_session_cluster_cannot_be_restored_and_says_so() -> None:
     path = "s3://b/sp/savepoint-aaaaaa-1"
     done = Move("member1", "member2", PHASE_DONE, T0, nonce=4, path=path)
     b = binding(["member2"], move=done, annotations={MOVE_SAVEPOINT_ANNOTATION: move_savepoint_record(done, path, T0)})
-    seen: list[dict[str, Any]] = []
-
-    class Interpreter:
-        def restore_state(self, obj: dict[str, Any], restore: dict[str, Any]) -> dict[str, Any]:
-            seen.append(restore)
-            return {**obj, "restored": True}
-
-    assert apply_move_restore(FLINK, b, "member2", Interpreter()) == {**FLINK, "restored": True}
-    assert seen == [{"path": path, "kind": "savepoint", "jobId": None, "checkpointId": None, "existed": False,
-                     "nonce": 4}]
+    session = {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "metadata": {"name": "wc"},
+               "spec": {"image": "flink:1.20"}}
+    with pytest.raises(InterpreterError, match="spec.job"):
+        apply_move_restore(session, b, "member2", ResourceInterpreter())
 
 
 # ------------------------------------------------------------------------------------------------ the savepoint
