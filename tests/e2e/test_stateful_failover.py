@@ -104,6 +104,13 @@ STATEFULSET = {
                           "spec": {"containers": [{"name": "db", "image": "fake/postgres:16"}]}}},
 }
 
+def without_savepoint_on_move(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` (a policy) turning D21 off: a taint on a Ready cluster then moves the job as Karmada does (the
+    savepoint rule restores the newest checkpoint), which is what the taint test here is about."""
+    obj["metadata"].setdefault("annotations", {})["restore.flotilla.io/savepoint-on-move"] = "false"
+    return obj
+
+
 def _retaining(obj: dict[str, Any], checkpoints: int) -> dict[str, Any]:
     """``obj`` (a FlinkDeployment) keeping its newest ``checkpoints`` completed checkpoints (Flink keeps 1)."""
     obj["spec"].setdefault("flinkConfiguration", {})["state.checkpoints.num-retained"] = str(checkpoints)
@@ -122,7 +129,8 @@ SCENARIOS = {
                                        [{"aliasLabelName": ALIAS, "jsonPath": "{.replicas}"}]), DEPLOYMENT),
     "statefulset": docs(stateful_policy("ssts", "StatefulSet", "apps/v1",
                                         [{"aliasLabelName": ALIAS, "jsonPath": "{.replicas}"}]), STATEFULSET),
-    "flink-taint": docs(stateful_policy("wc-taint", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE),
+    "flink-taint": docs(without_savepoint_on_move(stateful_policy("wc-taint", "FlinkDeployment",
+                                                                  "flink.apache.org/v1beta1", JOB_RULE)),
                         flink_deployment("wc-taint")),
     "flink-outage": docs(stateful_policy("wc-outage", "FlinkDeployment", "flink.apache.org/v1beta1", JOB_RULE),
                          PARTITIONED_FLINK),

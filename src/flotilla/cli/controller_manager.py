@@ -230,6 +230,9 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
                "timeout of each native-restore call to checkpoint storage"),
     OptionFlag("restore_default_checkpoint_dir", "str",
                "checkpoint directory (URI or path) for jobs whose flinkConfiguration names none"),
+    OptionFlag("move_savepoint_timeout", "duration",
+               "how long a planned move waits for the old copy's savepoint before it goes on as an unplanned "
+               "failover (restoring the newest checkpoint)"),
     OptionFlag("concurrent_syncs", "int", "workers per controller", convert=_positive_int),
     OptionFlag("skipped_propagating_namespaces", "list",
                "comma-separated namespaces whose resources are never propagated"),

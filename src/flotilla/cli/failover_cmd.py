@@ -27,7 +27,7 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -108,10 +108,10 @@ def feature_gates(spec: str) -> dict[str, bool]:
 
 
 def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``failover`` command group (with ``preview``) to the ``flotilla`` command's sub-parsers."""
+    """Add the ``failover`` command group (``preview``, ``move``) to the ``flotilla`` command's sub-parsers."""
     group: argparse.ArgumentParser = subparsers.add_parser(
-        "failover", help="inspect how workloads would fail over",
-        description="Inspect how workloads would fail over between member clusters.",
+        "failover", help="inspect how workloads would fail over; move a workload to another cluster",
+        description="Inspect how workloads would fail over between member clusters, or move one (planned move).",
         epilog="example:\n  flotilla failover preview flinkdeployment/wordcount -n default", formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = group.add_subparsers(dest="failover_command", required=True)
     p: argparse.ArgumentParser = sub.add_parser(
@@ -142,6 +142,7 @@ def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
                         "(default: Gracefully)")
     p.add_argument("-o", "--output", default="text", choices=_OUTPUTS, help="output format (default: text)")
     p.set_defaults(fn=run_failover_preview)
+    _add_move_parser(sub)
     sub.metavar = "{" + ",".join(sub.choices) + "}"  # named in "the following arguments are required"
     return p
 
@@ -500,12 +501,10 @@ async def _main(args: argparse.Namespace) -> PreviewResult:
                                   no_execute_taint_eviction_purge_mode=args.no_execute_taint_eviction_purge_mode)
 
 
-def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``flotilla failover preview``; returns the exit status (see the module docstring)."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO) -> int | None:
+    """Run ``main``; None when it returned, else the exit status of the usage or lookup error it printed."""
     try:
-        result = asyncio.run(_main(args))
+        asyncio.run(main())
     except PreviewCommandError as e:
         err.write(f"error: {e}\n")
         return EXIT_USAGE
@@ -517,6 +516,235 @@ def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None,
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    return None
+
+
+def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``flotilla failover preview``; returns the exit status (see the module docstring)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    results: list[PreviewResult] = []
+
+    async def main() -> None:
+        results.append(await _main(args))
+
+    code = _run_command(main, err)
+    if code is not None:
+        return code
+    result = results[0]
     out.write(render(result, args.output))
     out.flush()
     return exit_code(result.report)
+
+
+# ============================================================================================ failover move
+
+_MOVE_EPILOG: Final = """\
+examples:
+  flotilla failover move flinkdeployment/orders -n shop --to member2
+  flotilla failover move fdep/orders -n shop --to member2 --wait --timeout 5m
+
+A FlinkDeployment whose cluster is Ready first stops with a savepoint there; the new copy starts from it
+(docs/failover.md, "Planned moves"). Other kinds, or an old cluster that is not Ready, move as a failover does.
+
+exit status:
+  0  the move is requested (with --wait: the new copy runs, Healthy, in the target cluster)
+  1  the move cannot be done (the message says why), or with --wait: the savepoint failed (the workload goes on
+     moving as an unplanned failover, from its newest checkpoint) or --timeout passed
+  2  usage or lookup error: unknown kind, workload or binding not found, unusable kubeconfig, control plane
+     unreachable
+"""
+
+
+def _duration(text: str) -> float:
+    from flotilla.api.durations import parse_go_duration
+
+    try:
+        seconds = float(parse_go_duration(text))
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s or 5m, got {text!r} ({e})") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration greater than 0, got {text!r}")
+    return seconds
+
+
+def _add_move_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "move", help="move a workload to another cluster (a FlinkDeployment with a savepoint)",
+        description="Move a workload that runs in one cluster to CLUSTER. The target must be Ready and fit the\n"
+                    "placement (the scheduler keeps it there). A FlinkDeployment whose cluster is Ready is first\n"
+                    "stopped with a savepoint there; the new copy starts from that savepoint.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_MOVE_EPILOG)
+    p.add_argument("target", metavar="KIND/NAME", help="the workload, as for kubectl: flinkdeployment/orders")
+    p.add_argument("--to", required=True, metavar="CLUSTER", help="the cluster to move it to")
+    p.add_argument("-n", "--namespace", default=None,
+                   help="the workload's namespace (default: the kubeconfig context's namespace, else default)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--context", default=None, help="context in --kubeconfig (default: current)")
+    p.add_argument("--wait", action="store_true",
+                   help="follow the move and print its steps until the new copy is Healthy (default: return once "
+                        "the move is requested)")
+    p.add_argument("--timeout", type=_duration, default=300.0, metavar="DURATION",
+                   help="with --wait: give up waiting after this long (default 5m; the move itself goes on)")
+    p.set_defaults(fn=run_failover_move)
+
+
+class MoveFailed(Exception):
+    """The move cannot be done or did not succeed (exit status 1)."""
+
+
+@dataclass
+class _Target:
+    res: ApiResource
+    namespace: str | None
+    name: str
+    binding_res: Resource
+    binding_name: str
+
+    @property
+    def binding_ref(self) -> str:
+        return _where(self.namespace, self.binding_name)
+
+
+async def _policy(client: Client, binding: Mapping[str, Any]) -> dict[str, Any] | None:
+    from flotilla.api.resources import CLUSTER_PROPAGATION_POLICIES, PROPAGATION_POLICIES
+
+    annotations = _map(_map(binding.get("metadata")).get("annotations"))
+    try:
+        if annotations.get(L.PROPAGATION_POLICY_NAME_ANNOTATION):
+            return await client.get_or_none(PROPAGATION_POLICIES, str(annotations[L.PROPAGATION_POLICY_NAME_ANNOTATION]),
+                                            str(annotations.get(L.PROPAGATION_POLICY_NAMESPACE_ANNOTATION) or ""))
+        if annotations.get(L.CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION):
+            return await client.get_or_none(CLUSTER_PROPAGATION_POLICIES,
+                                            str(annotations[L.CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION]), None)
+    except ApiException:
+        return None
+    return None
+
+
+def _preserved_state(binding: Mapping[str, Any], source: str) -> dict[str, str] | None:
+    """The state the binding's cluster-failover rules preserve from ``source`` now (None: none, or it fails)."""
+    from flotilla.failover.state import StateExtractionError, extract_state, rules_of
+
+    spec = _map(binding.get("spec"))
+    rules = rules_of(_map(spec.get("failover")), "cluster")
+    if not rules:
+        return None
+    try:
+        return extract_state(rules, reflected_status(_map(binding.get("status")).get("aggregatedStatus"), source),
+                             cluster=source) or None
+    except StateExtractionError:
+        return None
+
+
+async def _request_move(client: Client, args: argparse.Namespace, out: TextIO) -> _Target:
+    from datetime import UTC, datetime
+
+    from flotilla.client import is_conflict
+    from flotilla.failover.moves import MoveRequestError, plan_move_request
+
+    kind_text, name = parse_target(args.target)
+    res = resolve_kind(kind_text, await discover(client))
+    ns = (args.namespace or client.namespace or "default") if res.namespaced else None
+    in_ns = f" in namespace {ns}" if ns else ""
+    workload = await _get(client, res.resource, name, ns, f"{res.kind} {name} not found{in_ns}")
+    binding_res = RESOURCE_BINDINGS if res.namespaced else CLUSTER_RESOURCE_BINDINGS
+    target = _Target(res, ns, name, binding_res, generate_binding_name(res.kind, name))
+    policy: dict[str, Any] | None = None
+    for _ in range(3):
+        binding = await _get(client, binding_res, target.binding_name, ns,
+                             no_binding_message(res, name, ns, target.binding_name))
+        clusters = (await client.list(CLUSTERS)).get("items") or []
+        policy = policy or await _policy(client, binding)
+        spec = _map(binding.get("spec"))
+        sources = [str(_map(c).get("name")) for c in spec.get("clusters") or [] if _map(c).get("name")]
+        preserved = _preserved_state(binding, sources[0]) if len(sources) == 1 else None
+        try:
+            request = plan_move_request(binding, clusters, args.to, datetime.now(UTC), template=workload,
+                                        policy=policy, preserved_label_state=preserved)
+        except MoveRequestError as e:
+            raise MoveFailed(f"cannot move {res.kind} {_where(ns, name)}: {e}") from None
+        try:
+            await client.patch(binding_res, target.binding_name, request.patch, namespace=ns)
+        except ApiException as e:
+            if is_conflict(e):
+                continue  # the binding changed meanwhile: check again
+            raise
+        how = ("its job stops with a savepoint first, the new copy starts from it" if request.savepoint
+               else f"without a savepoint ({request.why_no_savepoint})")
+        out.write(f"{res.kind} {_where(ns, name)}: move from {request.from_cluster} to {request.to_cluster} "
+                  f"requested; {how}\n")
+        out.flush()
+        return target
+    raise MoveFailed(f"{binding_res.kind} {target.binding_ref} kept changing; try again")
+
+
+async def _follow_move(client: Client, target: _Target, to: str, wait_for: float, out: TextIO) -> None:
+    import time
+
+    from flotilla.failover.moves import PHASE_DONE, PHASE_FAILED, PHASE_SAVEPOINTING, parse_move
+
+    deadline = time.monotonic() + wait_for
+    said: set[str] = set()
+
+    def say(key: str, text: str) -> None:
+        if key not in said:
+            said.add(key)
+            out.write(f"  {text}\n")
+            out.flush()
+
+    while True:
+        binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
+                             f"{target.binding_res.kind} {target.binding_ref} is gone")
+        move = parse_move(binding)
+        items = {str(_map(i).get("clusterName")): _map(i)
+                 for i in _map(binding.get("status")).get("aggregatedStatus") or []}
+        if move is not None and move.to_cluster == to:
+            if move.phase == PHASE_SAVEPOINTING:
+                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+            elif move.phase == PHASE_DONE:
+                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+                say("done", f"savepoint taken: {move.path}")
+            elif move.phase == PHASE_FAILED:
+                raise MoveFailed(f"the planned move failed: {move.reason}. The workload goes on moving to {to} as "
+                                 "an unplanned failover, from its newest checkpoint; follow it with `kubectl get "
+                                 f"{target.binding_res.plural} {target.binding_name}"
+                                 f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
+            if move.from_cluster not in items and "done" in said:
+                say("old-gone", f"old copy removed from {move.from_cluster}")
+        item = items.get(to)
+        if item is not None and item.get("applied") is True:
+            say("applied", f"new copy applied in {to}")
+        if item is not None and item.get("applied") is True and item.get("health") == "Healthy":
+            say("healthy", f"new copy Healthy in {to}")
+            return
+        if time.monotonic() >= deadline:
+            raise MoveFailed(f"the new copy is not Healthy in {to} after {wait_for:g}s (--timeout); the move goes on: "
+                             f"follow it with `kubectl get {target.binding_res.plural} {target.binding_name}"
+                             f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
+        await asyncio.sleep(0.5)
+
+
+async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
+    try:
+        client = Client.from_kubeconfig(args.kubeconfig, args.context, request_timeout=10.0)
+    except KubeconfigError as e:
+        raise PreviewCommandError(f"control plane: {e} (use --kubeconfig)") from None
+    async with client:
+        target = await _request_move(client, args, out)
+        if args.wait:
+            await _follow_move(client, target, args.to, args.timeout, out)
+            out.write(f"{target.res.kind} {_where(target.namespace, target.name)} runs in {args.to}\n")
+
+
+def run_failover_move(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``flotilla failover move``; returns the exit status (0 done, 1 failed, 2 usage or lookup error)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        code = _run_command(lambda: _move_main(args, out), err)
+    except MoveFailed as e:
+        err.write(f"error: {e}\n")
+        return EXIT_BLOCKED
+    return EXIT_OK if code is None else code

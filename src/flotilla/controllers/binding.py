@@ -52,12 +52,19 @@ from typing import Any, ClassVar
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
-from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller
+from flotilla.controllers.binding_works import index_works_by_binding, planned_moves_running, works_of
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
+from flotilla.failover.moves import (
+    MOVE_ANNOTATION,
+    MoveRender,
+    apply_move_restore,
+    render_rule,
+    waits_on_old_copy,
+)
 from flotilla.failover.restore import (
     RESTORE_ANNOTATION,
     RESTORE_CONTROLLER_RUNNING,
@@ -73,7 +80,7 @@ from flotilla.failover.state import (
     parse_injected_state_record,
     plan_injection,
 )
-from flotilla.interpreter import Operation, prune_irrelevant_fields
+from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
 from flotilla.policy.matching import resource_matches_selector
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.works import (
@@ -103,9 +110,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["BindingController", "BindingSyncError", "binding_key"]
 
-#: Work cache indexes: the binding permanent id a Work carries.
-RB_ID_INDEX = "resourcebinding-permanent-id"
-CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
 #: Seconds before a binding held by the ``Directly`` barrier is looked at again if no Work deletion woke it first
 #: (the deletion of the old Work is what normally queues it: :meth:`BindingController._work_deleted`).
 DIRECTLY_PURGE_SAFETY_REQUEUE = 60.0
@@ -138,13 +142,6 @@ def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
-def _add_index(inf: Informer, name: str, label: str) -> None:
-    try:
-        inf.add_indexer(name, label_indexer(label))
-    except ValueError:  # another controller sharing the informer added it already
-        pass
-
-
 class BindingController(Controller):
     name: ClassVar[str] = "binding"
     role: ClassVar[str] = "forward"
@@ -154,8 +151,7 @@ class BindingController(Controller):
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
-        _add_index(self._works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        _add_index(self._works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self._works)
         self._ops = self.informer(OVERRIDE_POLICIES)
         self._cops = self.informer(CLUSTER_OVERRIDE_POLICIES)
         self._clusters = self.informer(CLUSTERS)
@@ -183,6 +179,8 @@ class BindingController(Controller):
         elif (o.get("annotations") or {}).get(RESTORE_ANNOTATION) != (n.get("annotations") or {}).get(
                 RESTORE_ANNOTATION):
             self.enqueue(binding_key(new))  # a native restore resolved: the held Work can be written (D20)
+        elif (o.get("annotations") or {}).get(MOVE_ANNOTATION) != (n.get("annotations") or {}).get(MOVE_ANNOTATION):
+            self.enqueue(binding_key(new))  # a planned move changed phase (D21)
 
     def _binding_deleted(self, obj: dict[str, Any]) -> None:
         ref = binding_ref(obj)
@@ -191,7 +189,8 @@ class BindingController(Controller):
         self.enqueue(binding_key(obj))
 
     def _work_deleted(self, work: dict[str, Any]) -> None:
-        """The old copy of a ``Directly`` eviction is gone: its binding may write the new Works now."""
+        """The old copy of a ``Directly`` eviction or of a planned move is gone: its binding may write the new Works
+        now."""
         annotations = _meta(work).get("annotations") or {}
         namespace = annotations.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION)
         name = annotations.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
@@ -202,7 +201,8 @@ class BindingController(Controller):
         else:
             return
         binding = self._binding_informer(kind).store.get(rest)
-        if binding is not None and work_cluster(work) in directly_purged_clusters(_spec(binding)):
+        if binding is not None and (work_cluster(work) in directly_purged_clusters(_spec(binding))
+                                    or waits_on_old_copy(binding, work_cluster(work))):
             self.enqueue(f"{kind}/{rest}")
 
     def _override_changed(self, policy: dict[str, Any]) -> None:
@@ -273,8 +273,7 @@ class BindingController(Controller):
         return self._crbs if kind == CLUSTER_RESOURCE_BINDING_KIND else self._rbs
 
     def _works_of(self, ref: BindingRef) -> list[dict[str, Any]]:
-        index = CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX
-        return self._works.store.by_index(index, ref.permanent_id) if ref.permanent_id else []
+        return works_of(self._works, ref)
 
     async def reconcile(self, key: str) -> float | None:
         kind, _, rest = key.partition("/")
@@ -294,6 +293,10 @@ class BindingController(Controller):
             raise BindingSyncError(f"{kind} {rest} has no {ref.id_label} label yet")
         spec = _spec(binding)
         works = self._works_of(ref)
+        move = render_rule(binding, works, {str(_meta(c).get("name")): c for c in self._clusters.store.list()},
+                           self._cached_template(binding), pending=planned_moves_running(self.ctx))
+        if move.hold:
+            return await self._render_move(binding, works, move)
         orphans = orphan_works(works, spec)
         if orphans:
             await self._delete_orphans(binding, orphans)
@@ -308,6 +311,22 @@ class BindingController(Controller):
             return STALE_RENDER_REQUEUE
         held = await self._ensure_works(binding, template, injection)
         return RESTORE_HOLD_REQUEUE if held else None
+
+    async def _render_move(self, binding: dict[str, Any], works: list[dict[str, Any]], move: MoveRender) -> float:
+        """D21: a planned move is under way: the old copy is kept (stopped with a savepoint) or deleted, other
+        orphans go, and nothing else is written (:func:`flotilla.failover.moves.render_rule`)."""
+        log.debug("%s: %s", binding_key(binding), move.reason)
+        doomed = {id(w): w for w in orphan_works(works, _spec(binding)) if work_cluster(w) not in move.keep_clusters}
+        doomed.update((id(w), w) for w in move.delete)
+        await self._delete_orphans(binding, list(doomed.values()))
+        for body in move.update:
+            try:
+                await self.client.update(WORKS, body)
+            except ApiException as e:
+                if not (is_conflict(e) or is_not_found(e)):
+                    raise
+                return STALE_RENDER_REQUEUE
+        return DIRECTLY_PURGE_SAFETY_REQUEUE
 
     async def _sync_injected_state(self, binding: dict[str, Any]) -> InjectionPlan | None:
         """D4: what this render injects; the binding's record is written first when it changes.
@@ -377,6 +396,7 @@ class BindingController(Controller):
             held=held,
         ))
         errors = [e.message for e in build_errors]
+        intents = self._restore_moved(binding, intents, interpreter, errors)
         for intent in intents:
             try:
                 await self._write_work(intent)
@@ -395,6 +415,22 @@ class BindingController(Controller):
         self.ctx.recorder.event(binding, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
         self.ctx.recorder.event(template, "Normal", EVENT_SYNC_WORK_SUCCEED, message)
         return held
+
+    @staticmethod
+    def _restore_moved(binding: Mapping[str, Any], intents: list[WorkIntent], interpreter: ResourceInterpreter,
+                       errors: list[str]) -> list[WorkIntent]:
+        """D21: the new copy of a planned move starts from its savepoint; a copy that cannot is not written."""
+        kept = []
+        for intent in intents:
+            try:
+                restored = apply_move_restore(intent.manifest, binding, intent.cluster, interpreter)
+            except InterpreterError as e:
+                errors.append(f"failed to restore the planned move's savepoint in cluster {intent.cluster}: {e}")
+                continue
+            if restored is not None:
+                intent.manifest = restored
+            kept.append(intent)
+        return kept
 
     async def _write_work(self, intent: WorkIntent) -> None:
         """Create or update one Work (optimistic lock on its resourceVersion, retried on conflict)."""

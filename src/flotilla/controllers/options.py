@@ -65,6 +65,8 @@ class ControllerOptions:
     restore_hold_timeout: float = 300.0
     restore_storage_timeout: float = 10.0
     restore_default_checkpoint_dir: str = ""
+    #: D21: how long a planned move waits for the old copy's savepoint before it goes on as an unplanned failover
+    move_savepoint_timeout: float = 120.0
     # generic
     concurrent_syncs: int = 5
     skipped_propagating_namespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease",
@@ -118,6 +120,10 @@ class ControllerOptions:
         if not 0 <= self.unhealthy_cluster_threshold <= 1:
             errs.append("ClusterFailoverOptions.UnhealthyClusterThreshold: Invalid value: "
                         f"{go_float_v(float(self.unhealthy_cluster_threshold))}: must be between 0 and 1")
+        if not self.move_savepoint_timeout > 0:
+            errs.append("Options.MoveSavepointTimeout: Invalid value: "
+                        f"{_go_duration_json(self.move_savepoint_timeout)}: must be greater than 0 (how long a "
+                        "planned move waits for the old copy's savepoint)")
         if not self.state_preservation_timeout >= 0:
             errs.append("Options.StatePreservationTimeout: Invalid value: "
                         f"{_go_duration_json(self.state_preservation_timeout)}: must be greater than or equal to 0")

@@ -24,6 +24,7 @@ _CONTROLLERS: tuple[tuple[str, str, str], ...] = (
     ("application-failover", "flotilla.controllers.application_failover", "ApplicationFailoverController"),
     ("workloadRebalancer", "flotilla.controllers.workload_rebalancer", "WorkloadRebalancerController"),
     ("failoverHistory", "flotilla.controllers.failover_history", "FailoverHistoryController"),
+    ("plannedMove", "flotilla.controllers.planned_move", "PlannedMoveController"),
 )
 
 

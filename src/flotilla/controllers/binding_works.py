@@ -1,0 +1,59 @@
+"""A binding's Works, found through indexes on the shared Work informer (the binding and plannedMove controllers).
+
+Every Work carries its binding's permanent id as a label (``resourcebinding.karmada.io/permanent-id`` or
+``clusterresourcebinding.karmada.io/permanent-id``); :func:`index_works_by_binding` adds an index on each to the
+Work informer (once, whichever controller comes first) and :func:`works_of` reads them.
+
+Also whether the plannedMove controller runs beside the binding controller (:func:`planned_moves_running`): only
+then does the binding controller hold a render for a planned move that has no record yet (D21), since only that
+controller writes the record that ends the hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flotilla.api import labels as L
+from flotilla.client import Informer
+from flotilla.client.informer import label_indexer
+from flotilla.propagation.works import BindingRef
+
+__all__ = ["CRB_ID_INDEX", "RB_ID_INDEX", "index_works_by_binding", "mark_planned_moves_running",
+           "planned_moves_running", "works_of"]
+
+#: Work cache indexes: the binding permanent id a Work carries.
+RB_ID_INDEX = "resourcebinding-permanent-id"
+CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
+
+
+def _add_index(inf: Informer, name: str, label: str) -> None:
+    try:
+        inf.add_indexer(name, label_indexer(label))
+    except ValueError:  # another controller sharing the informer added it already
+        pass
+
+
+def index_works_by_binding(works: Informer) -> None:
+    """Index the Work informer by the binding permanent ids its Works carry."""
+    _add_index(works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
+    _add_index(works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+
+
+def works_of(works: Informer, ref: BindingRef) -> list[dict[str, Any]]:
+    """The cached Works of the binding ``ref`` (none when it has no permanent id yet)."""
+    if not ref.permanent_id:
+        return []
+    return list(works.store.by_index(CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX, ref.permanent_id))
+
+
+#: ``ControllerContext.extras`` key set while the plannedMove controller runs in the controller-manager.
+_PLANNED_MOVES_RUNNING = "planned-moves-running"
+
+
+def mark_planned_moves_running(ctx: Any) -> None:
+    ctx.extras[_PLANNED_MOVES_RUNNING] = True
+
+
+def planned_moves_running(ctx: Any) -> bool:
+    """Whether the plannedMove controller runs in the controller-manager of ``ctx``."""
+    return bool(ctx.extras.get(_PLANNED_MOVES_RUNNING))
