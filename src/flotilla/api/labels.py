@@ -142,3 +142,13 @@ TAINT_CLUSTER_OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
 INJECTED_STATE_ANNOTATION: Final = "failover.flotilla.io/injected-state"
 #: Binding annotation: JSON list, newest first, of the binding's last failovers (D22, failover/history.py).
 FAILOVER_HISTORY_ANNOTATION: Final = "failover.flotilla.io/history"
+#: Binding annotation: JSON of the last native restore decided for the binding (D20, failover/restore.py).
+RESTORE_ANNOTATION: Final = "failover.flotilla.io/restore"
+#: Binding annotation: JSON of a planned move in progress or done (D21, failover/moves.py).
+MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
+#: Binding annotation: JSON ``{fromCluster, toCluster, path, at}`` of the savepoint a planned move took (D21).
+MOVE_SAVEPOINT_ANNOTATION: Final = "failover.flotilla.io/move-savepoint"
+#: Prefix of the (Cluster)PropagationPolicy annotations of native restore and planned moves (copied to bindings).
+RESTORE_POLICY_ANNOTATION_PREFIX: Final = "restore.flotilla.io/"
+#: Policy or template annotation: ``"false"`` makes a planned move an ordinary failover (no savepoint, D21).
+SAVEPOINT_ON_MOVE_ANNOTATION: Final = "restore.flotilla.io/savepoint-on-move"

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION
+from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RESTORE_ANNOTATION
 from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
@@ -109,10 +109,6 @@ __all__ = [
 ]
 
 HISTORY_ANNOTATION: Final = FAILOVER_HISTORY_ANNOTATION
-#: Written by the native restore step (read here): the last restore decided for the binding.
-RESTORE_ANNOTATION: Final = "failover.flotilla.io/restore"
-#: Written by planned moves (read here): a move in progress.
-MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
 MAX_ENTRIES: Final = 10
 
 TRIGGER_CLUSTER_TAINT: Final = "ClusterTaint"

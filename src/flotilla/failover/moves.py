@@ -49,6 +49,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from flotilla.api.labels import (
+    MOVE_ANNOTATION,
+    MOVE_SAVEPOINT_ANNOTATION,
+    RESTORE_ANNOTATION,
+    SAVEPOINT_ON_MOVE_ANNOTATION,
+)
 from flotilla.cluster.health import is_ready
 from flotilla.failover.eviction import PRODUCER_TAINT_MANAGER
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
@@ -100,10 +106,6 @@ __all__ = [
     "waits_on_old_copy",
 ]
 
-MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
-MOVE_SAVEPOINT_ANNOTATION: Final = "failover.flotilla.io/move-savepoint"
-RESTORE_ANNOTATION: Final = "failover.flotilla.io/restore"
-SAVEPOINT_ON_MOVE_ANNOTATION: Final = "restore.flotilla.io/savepoint-on-move"
 
 PHASE_SAVEPOINTING: Final = "Savepointing"
 PHASE_DONE: Final = "Done"

@@ -48,6 +48,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from flotilla.api.durations import go_duration, parse_go_duration
+from flotilla.api.labels import (
+    MOVE_ANNOTATION,
+    MOVE_SAVEPOINT_ANNOTATION,
+    RESTORE_ANNOTATION,
+    RESTORE_POLICY_ANNOTATION_PREFIX,
+    SAVEPOINT_ON_MOVE_ANNOTATION,
+)
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import (
     EventSpec,
@@ -102,24 +109,23 @@ __all__ = [
     "validate_restore_annotations",
 ]
 
-#: The binding's record of the last native restore (JSON, :class:`RestoreRecord`).
-RESTORE_ANNOTATION: Final = "failover.flotilla.io/restore"
-#: A planned move's savepoint (JSON ``{"fromCluster", "toCluster", "path", "at"}``), written by the move.
-MOVE_SAVEPOINT_ANNOTATION: Final = "failover.flotilla.io/move-savepoint"
+# the binding's record of the last native restore (JSON, :class:`RestoreRecord`): RESTORE_ANNOTATION; a planned
+# move's savepoint (JSON ``{"fromCluster", "toCluster", "path", "at"}``), written by the move: MOVE_SAVEPOINT_ANNOTATION
 
 #: ``ControllerContext.extras`` key set while the restore controller runs in a controller-manager: only then does the
 #: binding controller hold a Work for its restore (with ``--controllers=-restore``, Karmada's behaviour).
 RESTORE_CONTROLLER_RUNNING: Final = "restore-controller-running"
 
-#: A planned move in progress (JSON ``{"fromCluster", "toCluster", "phase", ...}``), written by the move: while its
-#: phase is ``Savepointing`` the savepoint does not exist yet, so the restore for ``toCluster`` waits.
-MOVE_ANNOTATION: Final = "failover.flotilla.io/move"
+# a planned move in progress (JSON ``{"fromCluster", "toCluster", "phase", ...}``), written by the move: while its
+# phase is ``Savepointing`` the savepoint does not exist yet, so the restore for ``toCluster`` waits: MOVE_ANNOTATION
 
 #: Policy annotations (Flotilla extensions; a Karmada policy stays valid), copied to the bindings the policy makes.
-POLICY_ANNOTATION_PREFIX: Final = "restore.flotilla.io/"
+POLICY_ANNOTATION_PREFIX: Final = RESTORE_POLICY_ANNOTATION_PREFIX
 NATIVE_ANNOTATION: Final = "restore.flotilla.io/native"
 MAX_CHECKPOINT_AGE_ANNOTATION: Final = "restore.flotilla.io/max-checkpoint-age"
 CREDENTIALS_SECRET_ANNOTATION: Final = "restore.flotilla.io/credentials-secret"
+_KNOWN_POLICY_ANNOTATIONS: Final = (NATIVE_ANNOTATION, MAX_CHECKPOINT_AGE_ANNOTATION, CREDENTIALS_SECRET_ANNOTATION,
+                                    SAVEPOINT_ON_MOVE_ANNOTATION)
 
 OUTCOME_RESTORED: Final = "Restored"
 OUTCOME_HOLDING: Final = "Holding"
@@ -213,6 +219,9 @@ def validate_restore_annotations(annotations: Mapping[str, Any] | None) -> list[
         else:
             if seconds <= 0:
                 out.append((MAX_CHECKPOINT_AGE_ANNOTATION, "must be greater than 0"))
+    on_move = values.get(SAVEPOINT_ON_MOVE_ANNOTATION)
+    if on_move is not None and _str(on_move).strip().lower() not in ("true", "false"):
+        out.append((SAVEPOINT_ON_MOVE_ANNOTATION, 'must be "true" or "false"'))
     secret = values.get(CREDENTIALS_SECRET_ANNOTATION)
     if secret is not None:
         name = _str(secret)
@@ -220,10 +229,9 @@ def validate_restore_annotations(annotations: Mapping[str, Any] | None) -> list[
             out.append((CREDENTIALS_SECRET_ANNOTATION,
                         "must be the name of a Secret (lower-case letters, digits, '-' and '.')"))
     for key in values:
-        if isinstance(key, str) and key.startswith(POLICY_ANNOTATION_PREFIX) and key not in (
-                NATIVE_ANNOTATION, MAX_CHECKPOINT_AGE_ANNOTATION, CREDENTIALS_SECRET_ANNOTATION):
-            out.append((key, f"unknown annotation; the known ones are {NATIVE_ANNOTATION}, "
-                             f"{MAX_CHECKPOINT_AGE_ANNOTATION} and {CREDENTIALS_SECRET_ANNOTATION}"))
+        if isinstance(key, str) and key.startswith(POLICY_ANNOTATION_PREFIX) and key not in _KNOWN_POLICY_ANNOTATIONS:
+            out.append((key, f"unknown annotation; the known ones are {', '.join(_KNOWN_POLICY_ANNOTATIONS[:-1])} "
+                             f"and {_KNOWN_POLICY_ANNOTATIONS[-1]}"))
     return out
 
 

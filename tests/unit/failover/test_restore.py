@@ -312,3 +312,12 @@ def test_d20_restore_events_are_never_dropped() -> None:
     from flotilla.failover.events import FAILOVER_EVENT_REASONS
 
     assert {EVENT_STATE_RESTORED, EVENT_STATE_RESTORE_FAILED, EVENT_STATE_RESTORE_TIMED_OUT} <= FAILOVER_EVENT_REASONS
+
+
+def test_d21_savepoint_on_move_is_a_known_policy_annotation_and_must_be_a_boolean() -> None:
+    on_move = "restore.flotilla.io/savepoint-on-move"
+    assert validate_restore_annotations({on_move: "false"}) == []
+    assert validate_restore_annotations({on_move: "True"}) == []
+    assert [k for k, _ in validate_restore_annotations({on_move: "later"})] == [on_move]
+    (_, problem), = validate_restore_annotations({"restore.flotilla.io/typo": "x"})
+    assert on_move in problem  # the message lists every known annotation

@@ -21,8 +21,9 @@ Validation: Karmada's ``ValidatePropagationSpec`` with its field paths and messa
     be empty, and ``aliasLabelName`` must be unique within its block;
   - resource selectors: ``apiVersion``/``kind`` not empty, label selectors valid; cluster-affinity
     label selectors valid; toleration operators and effects among the supported ones.
-  - D20: the native-restore annotations (``restore.flotilla.io/native``, ``.../max-checkpoint-age``,
-    ``.../credentials-secret``) must be well formed; the field path names the annotation.
+  - D20, D21: the native-restore and planned-move annotations (``restore.flotilla.io/native``,
+    ``.../max-checkpoint-age``, ``.../credentials-secret``, ``.../savepoint-on-move``) must be well formed; the
+    field path names the annotation.
 Warnings (D3): state preservation with a purge mode other than Directly, or on a placement that
 can select more than one cluster (the state is injected only for a one-cluster workload).
 """
