@@ -109,8 +109,12 @@ def scenario(sh: Env, root: Path) -> None:
     sh.apply_json(flink_deployment_crd())
     sh.run("kubectl", "wait", "--for=condition=Established", "crd/flinkdeployments.flink.apache.org",
            "--timeout=30s")
-    for name in ("00-namespace.yaml", "21-flinkdeployment-policy.yaml", "20-flinkdeployment.yaml"):
+    for name in ("00-namespace.yaml", "21-flinkdeployment-policy.yaml"):
         sh.run("kubectl", "apply", "-f", str(EXAMPLES / name))
+    # A NoExecute taint on a Ready member is a planned move (D21: a savepoint first, its own tests); this test is
+    # about the unplanned path, restoring the newest checkpoint, so the policy turns planned moves off.
+    sh.run("kubectl", "annotate", "pp", "wordcount", "-n", NS, "restore.flotilla.io/savepoint-on-move=false")
+    sh.run("kubectl", "apply", "-f", str(EXAMPLES / "20-flinkdeployment.yaml"))
 
     def placed() -> str:
         found = [m for m in MEMBERS if sh.job_state(m) == "RUNNING"]
@@ -164,4 +168,23 @@ def scenario(sh: Env, root: Path) -> None:
     assert int(annotations(obj)["sim.flotilla.io/restored-offset"]) == int(meta["offset"]) > first_offset
     record = eventually(sh.record, "the second restore record")
     assert (record["cluster"], record["fromCluster"], record["jobId"], record["path"]) == (a, b, second_job, path)
+    second_path = path
+
+    # 3. the failover history lists both, newest first, with what was restored and the state gap
+    def both_completed() -> list[dict[str, Any]]:
+        r = sh.run("flotilla", "get", "failovers", "-n", NS, "-o", "json")
+        items = [i for i in json.loads(r.stdout)["items"] if i["workload"]["name"] == NAME]
+        assert len(items) == 2 and all(i["phase"] == "Completed" for i in items), items
+        return items
+
+    second, first = eventually(both_completed, "both failovers completed in the history", timeout=TIMEOUT)
+    assert (second["from"], second["to"], second["restoredPath"], second["restoreOutcome"]) == \
+        (b, a, second_path, "Restored")
+    assert (first["from"], first["to"], first["restoreOutcome"]) == (a, b, "Restored")
+    for entry in (first, second):
+        gap = entry["stateGap"]
+        assert isinstance(gap["ageAtFault"], (int, float)) and gap["ageAtFault"] >= 0, gap
+        assert isinstance(gap["recordsReprocessed"], int) and gap["recordsReprocessed"] >= 0, gap
+    table = sh.run("flotilla", "get", "failovers", "-n", NS).stdout
+    assert table.count(f"FlinkDeployment/{NAME}") == 2 and "records" in table, table
     sh.set_taint(b, None)
