@@ -197,6 +197,20 @@ def assert_moved_from_savepoint(p: Env, name: str, old: str, new: str, watch: Wa
         assert reason in reasons, f"no {reason} Event on the binding: {reasons}"
     assert "PlannedMoveFailed" not in reasons, reasons
 
+    def in_history() -> dict[str, Any]:  # the failover history (D22) has it, with nothing reprocessed
+        r = p.flotilla("get", "failovers", "-n", NS, "-o", "json")
+        entries = [i for i in json.loads(r.stdout)["items"] if i["workload"]["name"] == name]
+        assert entries and entries[0]["phase"] == "Completed", entries
+        return dict(entries[0])
+
+    entry = p.eventually(in_history, f"{name}'s move completed in the failover history",
+                         f"rb {name}-flinkdeployment -n {NS}", timeout=TIMEOUT)
+    assert (entry["from"], entry["to"], entry["restoredPath"]) == (old, new, path), entry
+    assert entry["stateGap"]["recordsReprocessed"] == 0, entry["stateGap"]
+    row = [line for line in p.flotilla("get", "failovers", "-n", NS).stdout.splitlines()
+           if f"FlinkDeployment/{name}" in line]
+    assert row and "0 records" in row[0], row
+
 
 def test_d21_failover_move_resumes_from_a_savepoint_with_nothing_reprocessed(env: Env) -> None:
     p = env
