@@ -57,6 +57,8 @@ from flotilla.api.labels import (
 )
 from flotilla.cluster.health import is_ready
 from flotilla.failover.eviction import PRODUCER_TAINT_MANAGER
+from flotilla.failover.fencing import is_fenced
+from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
 from flotilla.failover.state import format_time, parse_time
 from flotilla.interpreter import Operation, ResourceInterpreter
@@ -90,6 +92,7 @@ __all__ = [
     "completed_patch",
     "failure_reason",
     "move_candidate",
+    "reachable",
     "move_patch",
     "move_restore",
     "move_savepoint_record",
@@ -303,6 +306,13 @@ def _handled(move: Move | None, cluster: str, work: Mapping[str, Any]) -> bool:
     return created is None or move.started_at >= created
 
 
+def reachable(cluster: Mapping[str, Any] | None) -> bool:
+    """Whether a savepoint can be asked of the cluster's copy: Ready, and neither fenced (out-of-service) nor
+    marked fence-pending. A cut-off Pull cluster can stay Ready until its grace period ends; the automatic fence
+    marks it, or fences it, before that."""
+    return is_ready(cluster) and not is_fenced(cluster) and pending_token(cluster) is None
+
+
 def move_candidate(binding: Mapping[str, Any], works: Iterable[Mapping[str, Any]],
                    clusters: Mapping[str, Mapping[str, Any]], template: Mapping[str, Any] | None = None) -> \
         Candidate | None:
@@ -321,7 +331,7 @@ def move_candidate(binding: Mapping[str, Any], works: Iterable[Mapping[str, Any]
     if len(live) != 1:
         return None  # not a single-cluster workload (or nothing runs)
     (source, work), = live.items()
-    if not is_ready(clusters.get(source)):
+    if not reachable(clusters.get(source)):
         return None
     if _handled(parse_move(binding), source, work):
         return None
@@ -519,8 +529,9 @@ def failure_reason(move: Move, binding: Mapping[str, Any], works: Iterable[Mappi
     source = move.from_cluster
     if source in _targets(_map(binding.get("spec"))):
         return f"the binding targets {source} again: the move is called off"
-    if not is_ready(clusters.get(source)):
-        return f"cluster {source} is not Ready: no savepoint can be taken there; restoring from the newest checkpoint"
+    if not reachable(clusters.get(source)):
+        why = "is fenced or being fenced" if is_ready(clusters.get(source)) else "is not Ready"
+        return f"cluster {source} {why}: no savepoint can be taken there; restoring from the newest checkpoint"
     if source not in _live_works(works):
         return f"the old copy's Work in {source} is gone before its savepoint was seen"
     if now - move.started_at >= timedelta(seconds=timeout):
@@ -675,8 +686,9 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
         why_not = f"{_str(_map(kind_of).get('kind')) or 'this kind'} takes no savepoint"
     elif not savepoint_on_move_enabled(policy, template):
         why_not = f"the policy or the template says {SAVEPOINT_ON_MOVE_ANNOTATION}: \"false\""
-    elif not is_ready(by_name.get(source)):
-        why_not = f"cluster {source} is not Ready ({_cluster_state(by_name.get(source))})"
+    elif not reachable(by_name.get(source)):
+        why_not = (f"cluster {source} is not Ready ({_cluster_state(by_name.get(source))})"
+                   if not is_ready(by_name.get(source)) else f"cluster {source} is fenced or being fenced")
     annotations: dict[str, Any] = {}
     if not why_not:
         nonce = (current.nonce + 1) if current is not None else 1

@@ -150,6 +150,29 @@ def test_d21_an_eviction_from_a_cluster_that_is_not_ready_is_no_planned_move() -
     assert move_candidate(b, [work("member1")], clusters("member1", "member2", not_ready=("member1",))) is None
 
 
+def fenced(name: str) -> dict[str, Any]:
+    c = cluster(name)
+    c["spec"]["taints"] = [{"key": "cluster.flotilla.io/out-of-service", "effect": "NoExecute"}]
+    return c
+
+
+def fence_pending(name: str) -> dict[str, Any]:
+    c = cluster(name)
+    c["metadata"]["annotations"] = {"guard.flotilla.io/fence-pending": "2026-12-07T08:00:00Z"}
+    return c
+
+
+def test_d21_a_fenced_or_fence_pending_cluster_still_ready_is_no_planned_move() -> None:
+    # a cut-off Pull cluster stays Ready until its grace period ends; the automatic fence comes first
+    b = binding(["member2"], [task("member1")])
+    for source in (fenced("member1"), fence_pending("member1")):
+        assert move_candidate(b, [work("member1")], {"member1": source, "member2": cluster("member2")}) is None
+        move = Move("member1", "member2", PHASE_SAVEPOINTING, T0)
+        why = failure_reason(move, binding(["member2"], [task("member1")], move=move), [work("member1")],
+                             {"member1": source, "member2": cluster("member2")}, T0, 120)
+        assert why is not None and "fenced" in why
+
+
 def test_d21_application_failures_and_other_kinds_are_no_planned_move() -> None:
     app = binding(["member2"], [task("member1", "resource-binding-application-failover-controller")])
     assert move_candidate(app, [work("member1")], clusters("member1", "member2")) is None
