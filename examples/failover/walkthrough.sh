@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# A stateful failover on one machine, with nothing but flotilla and kubectl.
+# A Flink job moved between two member clusters with its state, on one machine, with nothing but flotilla and
+# kubectl, and nothing installed in the members: the control plane itself writes spec.job.initialSavepointPath
+# into each new copy (native restore).
 #
-# It starts a control plane (flotilla apiserver on memory storage), two simulated member clusters whose Flink
-# simulator checkpoints every second into a shared directory and whose savepoint rule restores a job from the
-# checkpoints of the job id in its label, joins them, applies the manifests of this directory (namespace,
-# ClusterTaintPolicy, FlinkDeployment and its PropagationPolicy) and starts the controller-manager with short
-# timings. When the Flink job runs, it puts a NoExecute taint on the member running it and shows the job moving
-# to the other member: the old copy is deleted first (purgeMode Directly), the new one is created with the old
-# job id as a label, and the member turns that label into spec.job.initialSavepointPath, so the job resumes from
-# its last checkpoint. Every process it started is stopped on exit.
+# It starts a control plane (flotilla apiserver on memory storage) and two simulated member clusters whose Flink
+# simulator checkpoints every second, joins them, applies the manifests of this directory (namespace,
+# ClusterTaintPolicy, FlinkDeployment and its PropagationPolicy), names the job's checkpoint and savepoint
+# directories in its flinkConfiguration and starts the controller-manager with short timings. Then the job moves
+# twice:
+#
+# 1. A planned move. A NoExecute taint on the member running the job, while that member is Ready (a maintenance
+#    drain): the control plane stops the job with a savepoint, deletes the old copy and starts the new one in the
+#    other member from that savepoint. No record is processed twice.
+# 2. An unplanned failover. The member now running the job is powered off: its Ready condition turns False, the
+#    ClusterTaintPolicy taints it NoExecute and the job is evicted with its job id as preserved state. With
+#    purgeMode Directly nothing starts elsewhere until the old copy is known to be gone, so the walkthrough then
+#    fences the dead member (flotilla fence), as an operator would, and the new copy starts from the newest
+#    complete checkpoint of that job id. The records processed since that checkpoint are processed again.
+#
+# At the end, flotilla get failovers lists both moves with their state gap. Every process it started is stopped
+# on exit.
 #
 # Usage: examples/failover/walkthrough.sh          (from anywhere; uses the repository's .venv when present)
 # Environment: FLOTILLA, KUBECTL, PYTHON override the programs; WALKTHROUGH_DIR sets the working directory
@@ -34,10 +45,11 @@ WORK="${WALKTHROUGH_DIR:-$(mktemp -d -t flotilla-failover.XXXXXX)}"
 mkdir -p "$WORK/logs"
 CP_DIR="$WORK/cp"
 MEMBERS_DIR="$WORK/members"
+FLINK_DIR="$WORK/flink"   # the job's checkpoint and savepoint storage, shared by both members
 export KUBECONFIG="$CP_DIR/kubeconfig"
 
 PIDS=()     # processes started here, in start order
-TASK_WATCH=""  # the kubectl watch that records the binding's eviction tasks during the failover
+TASK_WATCH=""  # the kubectl watch that records the binding's eviction tasks during a move
 NAMES=()
 OK=0
 
@@ -122,6 +134,17 @@ absent_in() { ! member_kubectl "$1" get flinkdeployment "$NAME" -n "$NS" >/dev/n
 annotation() {  # annotation MEMBER KEY
   flink_field "$1" "{.metadata.annotations.${2//./\\.}}"
 }
+rb() { cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" "$@"; }
+rb_annotation() {  # rb_annotation KEY : an annotation of the binding (empty when absent)
+  rb -o "jsonpath={.metadata.annotations.${1//./\\.}}" 2>/dev/null || true
+}
+json() {  # json TEMPLATE : a JSONPath template on the JSON document on stdin (empty when it does not apply)
+  "$FLOTILLA" jsonpath "$1" -f - 2>/dev/null || true
+}
+history_entry() {  # history_entry TEMPLATE : on the newest entry of the binding's failover history
+  local h; h="$(rb_annotation failover.flotilla.io/history)"
+  [[ -n "$h" ]] && printf '{"items": %s}' "$h" | json "{.items[0]${1}}"
+}
 label() {  # label MEMBER KEY
   flink_field "$1" "{.metadata.labels.${2//./\\.}}" 2>/dev/null
 }
@@ -138,10 +161,10 @@ wait_for "$WAIT" "the API server's kubeconfig" test -s "$CP_DIR/kubeconfig"
 wait_for "$WAIT" "the API server to answer /readyz" cp_kubectl get --raw /readyz
 info "serving $(cp_kubectl config view -o 'jsonpath={.clusters[0].cluster.server}')"
 
-step "Starting two simulated member clusters (savepoint rule on, a Flink checkpoint every second)"
+step "Starting two simulated member clusters (nothing installed in them; a Flink checkpoint every second)"
 start members "$FLOTILLA" member --count 2 --data-dir "$MEMBERS_DIR" --ready-delay 0.2 \
-  --sim-option savepoint_rule=true --sim-option flink_checkpoint_interval=1 \
-  --sim-option flink_progress_interval=0.5
+  --sim-option flink_checkpoint_interval=1 --sim-option flink_progress_interval=0.5 \
+  --sim-option flink_status_progress_interval=0.5
 for m in "${MEMBERS[@]}"; do
   wait_for "$WAIT" "$m to start" test -s "$MEMBERS_DIR/$m/admin.json"
   wait_for "$WAIT" "$m to answer /readyz" member_kubectl "$m" get --raw /readyz
@@ -160,10 +183,10 @@ done
 step "Applying the ClusterTaintPolicy (Ready False/Unknown -> cluster.karmada.io/not-ready:NoExecute)"
 cp_kubectl apply -f "$HERE/10-cluster-taint-policy.yaml"
 
-step "Starting flotilla controller-manager with short timings"
+step "Starting flotilla controller-manager with short timings (native restore holds a job it cannot restore)"
 start controller-manager "$FLOTILLA" controller-manager --kubeconfig "$CP_DIR/kubeconfig" \
   --cluster-status-update-frequency 0.5s --cluster-success-threshold 1s --cluster-failure-threshold 1s \
-  --graceful-eviction-timeout 30s
+  --graceful-eviction-timeout 30s --move-savepoint-timeout 20s --restore-missing hold
 for m in "${MEMBERS[@]}"; do
   wait_for "$WAIT" "cluster $m to be Ready" \
     cp_kubectl wait --for=condition=Ready "cluster/$m" --timeout=1s
@@ -174,9 +197,16 @@ for m in "${MEMBERS[@]}"; do
 done
 cp_kubectl get clusters
 
-step "Applying the namespace, the FlinkDeployment and its PropagationPolicy (Directly + statePreservation)"
-cp_kubectl apply -f "$HERE/00-namespace.yaml" -f "$HERE/20-flinkdeployment.yaml" \
-  -f "$HERE/21-flinkdeployment-policy.yaml"
+step "Applying the namespace and the FlinkDeployment, with its checkpoint storage in flinkConfiguration"
+cp_kubectl apply -f "$HERE/00-namespace.yaml" -f "$HERE/20-flinkdeployment.yaml"
+# where the job keeps its state: the directory every member can reach (on S3 this would be s3://bucket/...)
+cp_kubectl patch flinkdeployment "$NAME" -n "$NS" --type merge -p "{\"spec\":{\"flinkConfiguration\":{
+  \"execution.checkpointing.dir\":\"file://$FLINK_DIR/checkpoints\",
+  \"execution.checkpointing.savepoint-dir\":\"file://$FLINK_DIR/savepoints\"}}}"
+info "spec.flinkConfiguration: $(cp_kubectl get flinkdeployment "$NAME" -n "$NS" -o 'jsonpath={.spec.flinkConfiguration}')"
+
+step "Applying its PropagationPolicy (one cluster, purgeMode Directly, the rule { .jobStatus.jobId })"
+cp_kubectl apply -f "$HERE/21-flinkdeployment-policy.yaml"
 
 # ------------------------------------------------------------------------------------------------- the job runs
 
@@ -199,58 +229,109 @@ for m in "${MEMBERS[@]}"; do
   [[ "$m" == "$OLD" ]] || absent_in "$m" || fail "$NAME is in $m as well as $OLD"
 done
 
-has_checkpoint() { local c; c="$(annotation "$OLD" sim.flotilla.io/last-checkpoint)" && [[ -n "$c" && "$c" != none ]]; }
-wait_for "$WAIT" "a completed checkpoint of the job in $OLD" has_checkpoint
+has_checkpoint() {  # has_checkpoint MEMBER JOB_ID : the job's current run there completed a checkpoint
+  local c; c="$(annotation "$1" sim.flotilla.io/last-checkpoint)" && [[ "$c" == *"/$2/chk-"* ]]
+}
+wait_for "$WAIT" "a completed checkpoint of the job in $OLD" has_checkpoint "$OLD" "$OLD_JOB_ID"
 info "last checkpoint in $OLD: $(annotation "$OLD" sim.flotilla.io/last-checkpoint)"
 
-binding_has_job_id() {
-  [[ "$(cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" \
-    -o "jsonpath={.status.aggregatedStatus[?(@.clusterName==\"$OLD\")].status.jobStatus.jobId}")" == "$OLD_JOB_ID" ]]
+binding_has_job_id() {  # binding_has_job_id CLUSTER JOB_ID : the control plane has the job's reflected status
+  [[ "$(rb -o "jsonpath={.status.aggregatedStatus[?(@.clusterName==\"$1\")].status.jobStatus.jobId}")" == "$2" ]]
 }
-wait_for "$WAIT" "the job id in the binding's aggregated status (what the rule reads)" binding_has_job_id
+wait_for "$WAIT" "the job id in the binding's aggregated status (what the rule reads)" \
+  binding_has_job_id "$OLD" "$OLD_JOB_ID"
 info "the control plane has the job's reflected status; the rule { .jobStatus.jobId } gives $OLD_JOB_ID:"
-cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" \
-  -o "jsonpath={.status.aggregatedStatus[?(@.clusterName==\"$OLD\")].status}" \
+rb -o "jsonpath={.status.aggregatedStatus[?(@.clusterName==\"$OLD\")].status}" \
   | "$FLOTILLA" jsonpath '{ .jobStatus.jobId }' -f - | sed 's/^/    /'
 echo
 cp_kubectl get rb -n "$NS"
 
-# ------------------------------------------------------------------------------------------------- failover
+# ------------------------------------------------------------------------------------------------- helpers of a move
 
-# a watch sees every version of the binding, so the eviction task is shown however briefly it exists
-TASKS="$WORK/eviction-tasks.txt"
-# (one line per version: the tasks as JSON, empty when there are none; a {range} would end the watch at the first
-# version without tasks)
-cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" --watch -o 'jsonpath={.spec.gracefulEvictionTasks}{"\n"}' \
-  >"$TASKS" 2>/dev/null &
-TASK_WATCH=$!
-sleep 0.5  # the watch is open before the taint
-
-step "Tainting $OLD with $TAINT_KEY:NoExecute (as a ClusterTaintPolicy does when Ready turns False)"
-cp_kubectl patch cluster "$OLD" --type merge \
-  -p "{\"spec\":{\"taints\":[{\"key\":\"$TAINT_KEY\",\"effect\":\"NoExecute\"}]}}"
-
+# a watch sees every version of the binding, so an eviction task is shown however briefly it exists (one line per
+# version: the tasks as JSON, empty when there are none; a {range} would end the watch at the first version
+# without tasks)
+TASKS=""
+watch_tasks() {  # watch_tasks FILE : record the binding's eviction tasks in FILE from now on
+  stop_task_watch
+  TASKS="$1"
+  TASK_SHOWN=0
+  rb --watch -o 'jsonpath={.spec.gracefulEvictionTasks}{"\n"}' >"$TASKS" 2>/dev/null &
+  TASK_WATCH=$!
+  sleep 0.5  # the watch is open before the move starts
+}
+stop_task_watch() {
+  if [[ -n "$TASK_WATCH" ]]; then kill "$TASK_WATCH" 2>/dev/null || true; wait "$TASK_WATCH" 2>/dev/null || true; fi
+  TASK_WATCH=""
+}
 show_task() {  # the first eviction task the watch saw, once
   local task
   if [[ "$TASK_SHOWN" == 0 ]]; then
     task="$(grep -m1 . "$TASKS" 2>/dev/null || true)"
     if [[ -n "$task" ]]; then
-      task="$(printf '{"items": %s}' "$task" | "$FLOTILLA" jsonpath \
-        '{range .items[*]}fromCluster={.fromCluster} purgeMode={.purgeMode} preservedLabelState={.preservedLabelState}{end}' -f -)"
+      task="$(printf '{"items": %s}' "$task" | json \
+        '{range .items[*]}fromCluster={.fromCluster} purgeMode={.purgeMode} preservedLabelState={.preservedLabelState}{end}')"
       info "eviction task on the binding: $task"
       TASK_SHOWN=1
     fi
   fi
 }
+tasks_done() {
+  local t
+  t="$(rb -o 'jsonpath={.spec.gracefulEvictionTasks}')" || return 1
+  [[ -z "$t" || "$t" == "[]" ]]
+}
+completed_from() {  # completed_from CLUSTER : the newest failover in the history left CLUSTER and is Completed
+  [[ "$(history_entry '.from')" == "$1" && "$(history_entry '.phase')" == Completed ]]
+}
+show_move() {  # the planned move's record, whenever its phase changes
+  local move phase
+  move="$(rb_annotation failover.flotilla.io/move)"
+  phase="$(printf '%s' "$move" | json '{.phase}')"
+  if [[ -n "$phase" && "$phase" != "$PHASE" ]]; then
+    PHASE="$phase"
+    info "planned move (failover.flotilla.io/move): $(printf '%s' "$move" \
+      | json 'trigger={.trigger} phase={.phase} reason="{.reason}"')"
+  fi
+}
+show_restore() {  # show_restore MEMBER : what the control plane wrote into the new copy, and how the job started
+  local record
+  NEW_PATH="$(flink_field "$1" '{.spec.job.initialSavepointPath}' 2>/dev/null || true)"
+  record="$(rb_annotation failover.flotilla.io/restore)"
+  RECORD_OUTCOME="$(printf '%s' "$record" | json '{.outcome}')"
+  RECORD_PATH="$(printf '%s' "$record" | json '{.path}')"
+  RESTORED_FROM="$(annotation "$1" sim.flotilla.io/restored-from || true)"
+  RESTORED_OFFSET="$(annotation "$1" sim.flotilla.io/restored-offset || true)"
+  info "the control plane wrote spec.job.initialSavepointPath=$NEW_PATH" \
+    "(upgradeMode $(flink_field "$1" '{.spec.job.upgradeMode}' 2>/dev/null || true))"
+  info "recorded on the binding (failover.flotilla.io/restore): $(printf '%s' "$record" \
+    | json 'outcome={.outcome} kind={.kind} reason="{.reason}" ageAtFault={.ageAtFault}')"
+  info "the job in $1 restored from $RESTORED_FROM at record $RESTORED_OFFSET" \
+    "(job id $(flink_field "$1" '{.status.jobStatus.jobId}'))"
+  [[ -n "$NEW_PATH" ]] || fail "the new copy in $1 has no spec.job.initialSavepointPath"
+  [[ "$RECORD_OUTCOME" == Restored && "$RECORD_PATH" == "$NEW_PATH" ]] \
+    || fail "the restore record says outcome '$RECORD_OUTCOME', path '$RECORD_PATH'"
+  [[ "$RESTORED_FROM" == "$NEW_PATH" ]] || fail "the job restored from '$RESTORED_FROM', not '$NEW_PATH'"
+  ((RESTORED_OFFSET > 0)) || fail "the job restarted from record 0"
+}
 
-step "Watching the job move from $OLD to $NEW"
+# ------------------------------------------------------------------------------------------------- a planned move
+
+watch_tasks "$WORK/eviction-tasks-1.txt"
+
+step "Planned move: tainting $OLD with $TAINT_KEY:NoExecute while it is Ready (a maintenance drain)"
+cp_kubectl patch cluster "$OLD" --type merge \
+  -p "{\"spec\":{\"taints\":[{\"key\":\"$TAINT_KEY\",\"effect\":\"NoExecute\"}]}}"
+
+step "Watching the job move from $OLD to $NEW: a savepoint in $OLD first, then the new copy from it"
 SEEN_LABEL=""
-TASK_SHOWN=0
+PHASE=""
 moved=0
 deadline=$((SECONDS + WAIT))
 while ((SECONDS < deadline)); do
   check_alive
   show_task
+  show_move
   value="$(label "$NEW" "$JOB_LABEL" || true)"
   if [[ -n "$value" && -z "$SEEN_LABEL" ]]; then
     SEEN_LABEL="$value"
@@ -265,47 +346,95 @@ while ((SECONDS < deadline)); do
 done
 ((moved)) || fail "$NAME did not end up RUNNING in $NEW only within ${WAIT}s"
 show_task
-
-NEW_JOB_ID="$(flink_field "$NEW" '{.status.jobStatus.jobId}')"
-RULE_PATH="$(annotation "$NEW" savepoint-rule.flotilla.io/restored-from || true)"
-RESTORED_FROM="$(annotation "$NEW" sim.flotilla.io/restored-from || true)"
-RESTORED_OFFSET="$(annotation "$NEW" sim.flotilla.io/restored-offset || true)"
-RECORDS="$(annotation "$NEW" sim.flotilla.io/records-processed || true)"
-info "$NAME now runs only in $NEW (job id $NEW_JOB_ID); the copy in $OLD is gone"
-info "the member's savepoint rule set spec.job.initialSavepointPath=$RULE_PATH"
-info "the job restored from $RESTORED_FROM at record $RESTORED_OFFSET and has processed $RECORDS records"
-
-[[ -n "$RULE_PATH" && "$RULE_PATH" == *"$OLD_JOB_ID"* ]] \
-  || fail "the new copy did not restore from a checkpoint of job $OLD_JOB_ID (path: '$RULE_PATH')"
-[[ "$RESTORED_FROM" == "$RULE_PATH" ]] || fail "the job restored from '$RESTORED_FROM', not '$RULE_PATH'"
+show_move
+[[ "$PHASE" == Done ]] || fail "the planned move ended in phase '$PHASE', not Done (no savepoint)"
 [[ -z "$SEEN_LABEL" || "$SEEN_LABEL" == "$OLD_JOB_ID" ]] \
   || fail "the label $JOB_LABEL on the new copy was '$SEEN_LABEL', not $OLD_JOB_ID"
-((RESTORED_OFFSET > 0)) || fail "the job restarted from record 0"
-echo "job id $OLD_JOB_ID carried over from $OLD to $NEW: restored from checkpoint $RULE_PATH"
+info "$NAME now runs only in $NEW; the copy in $OLD is gone"
+show_restore "$NEW"
+[[ "$NEW_PATH" == *"/savepoint-${OLD_JOB_ID:0:6}-"* ]] \
+  || fail "the new copy did not start from a savepoint of job $OLD_JOB_ID (path: '$NEW_PATH')"
+wait_for "$WAIT" "the failover history to record the move as Completed" completed_from "$OLD"
+AGAIN="$(history_entry '.stateGap.recordsReprocessed')"
+[[ "$AGAIN" == 0 ]] || fail "the planned move processed '$AGAIN' records again, not 0"
+echo "planned move: job id $OLD_JOB_ID moved from $OLD to $NEW: restored from savepoint $NEW_PATH," \
+  "$AGAIN records processed again"
 
-INJECTED="$(cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" \
-  -o 'jsonpath={.metadata.annotations.failover\.flotilla\.io/injected-state}' 2>/dev/null || true)"
-[[ -z "$INJECTED" ]] || info "recorded on the binding (failover.flotilla.io/injected-state): $INJECTED"
-member_kubectl "$NEW" get flinkdeployments -n "$NS"
-
-# ------------------------------------------------------------------------------------------------- recovery
-
-step "Removing the taint from $OLD: it takes workloads again (this job stays in $NEW)"
+step "Ending the maintenance: removing the taint from $OLD (the job stays in $NEW)"
 cp_kubectl patch cluster "$OLD" --type merge -p '{"spec":{"taints":null}}'
-tasks_done() {
-  local t
-  t="$(cp_kubectl get rb "$NAME-flinkdeployment" -n "$NS" -o 'jsonpath={.spec.gracefulEvictionTasks}')" || return 1
-  [[ -z "$t" || "$t" == "[]" ]]
-}
 wait_for "$WAIT" "the eviction task to be removed once the new copy is healthy" tasks_done
 value="$(label "$NEW" "$JOB_LABEL" || true)"
-if [[ -n "$value" ]]; then
-  info "the task is gone and the new copy keeps its label $JOB_LABEL=$value (D4)"
-fi
-cp_kubectl get rb -n "$NS"
-cp_kubectl get clusters
+[[ -z "$value" ]] || info "the task is gone and the new copy keeps its label $JOB_LABEL=$value (D4)"
+stop_task_watch
+
+# ------------------------------------------------------------------------------------------------- a failure
+
+JOB2="$(flink_field "$NEW" '{.status.jobStatus.jobId}')"
+step "Waiting for the job in $NEW (job id $JOB2) to complete a checkpoint of its own"
+wait_for "$WAIT" "a completed checkpoint of job $JOB2 in $NEW" has_checkpoint "$NEW" "$JOB2"
+wait_for "$WAIT" "the job id $JOB2 in the binding's aggregated status" binding_has_job_id "$NEW" "$JOB2"
+info "last checkpoint in $NEW: $(annotation "$NEW" sim.flotilla.io/last-checkpoint)" \
+  "(records processed: $(annotation "$NEW" sim.flotilla.io/records-processed))"
+
+watch_tasks "$WORK/eviction-tasks-2.txt"
+
+step "Unplanned failover: powering $NEW off (flotilla sim fault $NEW --mode off)"
+"$FLOTILLA" sim fault "$NEW" --mode off --data-dir "$MEMBERS_DIR" >/dev/null
+info "$NEW refuses connections and its Flink job has stopped; its last checkpoint is final"
+not_ready() {
+  [[ "$(cp_kubectl get cluster "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" == False ]]
+}
+wait_for "$WAIT" "cluster $NEW to turn not Ready" not_ready "$NEW"
+evicted() { [[ -n "$(grep -m1 . "$TASKS" 2>/dev/null || true)" ]]; }
+wait_for "$WAIT" "the ClusterTaintPolicy's taint to evict the job from $NEW" evicted
+show_task
+"$FLOTILLA" get clusters --kubeconfig "$CP_DIR/kubeconfig"
+sleep 1
+absent_in "$OLD" || fail "$NAME started in $OLD while $NEW was not fenced"
+info "purgeMode Directly: the new copy waits until the copy in $NEW is known to be gone," \
+  "and $NEW cannot be reached to delete it"
+
+step "Fencing $NEW: the operator confirms it is powered off (flotilla fence $NEW)"
+"$FLOTILLA" fence "$NEW" --kubeconfig "$CP_DIR/kubeconfig" 2>&1 | sed 's/^/    /'
+
+step "Watching the job start in $OLD from the newest checkpoint of job $JOB2"
+SEEN_LABEL=""
+moved=0
+deadline=$((SECONDS + WAIT))
+while ((SECONDS < deadline)); do
+  check_alive
+  value="$(label "$OLD" "$JOB_LABEL" || true)"
+  if [[ -n "$value" && -z "$SEEN_LABEL" ]]; then
+    SEEN_LABEL="$value"
+    info "the new copy in $OLD was created with the label $JOB_LABEL=$value"
+  fi
+  if running_in "$OLD" && [[ -n "$(annotation "$OLD" sim.flotilla.io/records-processed 2>/dev/null || true)" ]]; then
+    moved=1
+    break
+  fi
+  sleep 0.1
+done
+((moved)) || fail "$NAME did not end up RUNNING in $OLD within ${WAIT}s"
+[[ -z "$SEEN_LABEL" || "$SEEN_LABEL" == "$JOB2" ]] \
+  || fail "the label $JOB_LABEL on the new copy was '$SEEN_LABEL', not $JOB2"
+show_restore "$OLD"
+[[ "$NEW_PATH" == *"/$JOB2/chk-"* ]] \
+  || fail "the new copy did not start from a checkpoint of job $JOB2 (path: '$NEW_PATH')"
+wait_for "$WAIT" "the failover history to record the failover as Completed" completed_from "$NEW"
+AGAIN="$(history_entry '.stateGap.recordsReprocessed')"
+echo "failover: job id $JOB2 carried over from $NEW to $OLD: restored from checkpoint $NEW_PATH," \
+  "$AGAIN records processed again"
+stop_task_watch
+
+step "The binding's Events of both moves"
 cp_kubectl get events -n "$NS" --field-selector "involvedObject.name=$NAME-flinkdeployment" \
-  --sort-by=.lastTimestamp 2>/dev/null | (IFS= read -r header && printf '%s\n' "$header" && tail -n 8) || true
+  --sort-by=.lastTimestamp 2>/dev/null \
+  | (IFS= read -r header && printf '%s\n' "$header" \
+     && grep -E 'PlannedMove|SavepointTaken|StateRestore|FailoverCompleted') || true
+
+step "The failover history: flotilla get failovers $NAME -n $NS"
+"$FLOTILLA" get failovers "$NAME" -n "$NS" --kubeconfig "$CP_DIR/kubeconfig"
 
 OK=1
-step "Done: the Flink job failed over from $OLD to $NEW and resumed from its checkpoint"
+step "Done: a planned move with a savepoint ($OLD -> $NEW), then a failover from a checkpoint ($NEW -> $OLD);" \
+  "$NEW stays powered off and fenced"
