@@ -2,7 +2,9 @@
 
 Real processes and the real kubectl: the stack of ``flotilla up --detach`` (two simulated members whose Flink
 operator reports its job's progress), a stateful PropagationPolicy (purgeMode Directly, the job id preserved),
-a hand-made NoExecute taint on the job's member. The failover is then listed by
+a hand-made NoExecute taint on the job's member (the policy turns planned moves off, so the taint on a Ready member
+is an ordinary failover restoring the newest checkpoint, with records reprocessed; planned moves are listed in
+``test_d21_*``). The failover is then listed by
 ``flotilla get failovers -o json`` with its trigger, time to running and state gap (records reprocessed
 measured from the simulated job).
 """
@@ -27,7 +29,8 @@ TAINT_KEY = "fail-wc-history"
 
 POLICY = {
     "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-    "metadata": {"name": NAME, "namespace": "default"},
+    "metadata": {"name": NAME, "namespace": "default",
+                 "annotations": {"restore.flotilla.io/savepoint-on-move": "false"}},
     "spec": {"resourceSelectors": [{"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
                                     "name": NAME}],
              "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},

@@ -19,7 +19,9 @@ it is stamped), or as a planned move (annotation ``failover.flotilla.io/move``,
 ``ClusterTaint`` for the taint manager's tasks (producer ``TaintManager`` or reason ``TaintUntolerated``),
 ``ApplicationFailure`` for application failover's (reason ``ApplicationFailure``, or an application-failover
 controller as producer), ``PlannedMove`` for a move (a move annotation from the task's cluster, or a task with
-reason ``PlannedMove``), ``Other`` for any other task (one a person or another tool wrote). ``at`` is the
+reason ``PlannedMove``; a move a taint or a placement change started counts only while it is carried out with a
+savepoint, phase ``Savepointing`` or ``Done``, and a task seen before its move's record is turned into the move),
+``Other`` for any other task (one a person or another tool wrote). ``at`` is the
 start: the move's ``startedAt`` for a move, else the task's ``creationTimestamp``; ``evictedAt`` is the task's
 ``creationTimestamp`` when there is a task. A failover is the same as an entry when ``from`` matches and
 ``at`` or ``evictedAt`` matches, so a move whose task appears later, or whose annotation goes while its task
@@ -115,6 +117,8 @@ TRIGGER_CLUSTER_TAINT: Final = "ClusterTaint"
 TRIGGER_APPLICATION_FAILURE: Final = "ApplicationFailure"
 TRIGGER_PLANNED_MOVE: Final = "PlannedMove"
 TRIGGER_OTHER: Final = "Other"
+#: Phases of a move record (``failover.flotilla.io/move``) in which the move is carried out with a savepoint.
+_MOVE_CARRIED_OUT: Final = ("Savepointing", "Done")
 
 PHASE_IN_PROGRESS: Final = "InProgress"
 PHASE_COMPLETED: Final = "Completed"
@@ -272,6 +276,9 @@ def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
     move_from, move_to = _str(move.get("fromCluster")), _str(move.get("toCluster"))
     move_at = parse_time(move.get("startedAt"))
     move_start = utc_seconds(move_at) if move_at is not None and move_from else None
+    # a move a person asked for is a planned move whatever became of it; one a taint or a placement change
+    # started is one while it takes (or took) its savepoint, and otherwise an ordinary failover of its task
+    move_planned = move.get("trigger") in (None, TRIGGER_PLANNED_MOVE) or move.get("phase") in _MOVE_CARRIED_OUT
     out: list[Failover] = []
     for task in eviction_tasks(spec):
         source = _str(task.get("fromCluster"))
@@ -280,7 +287,7 @@ def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
             continue
         before = task.get("clustersBeforeFailover")
         before_names = tuple(c for c in before if isinstance(c, str)) if isinstance(before, list) else None
-        planned = move_start is not None and source == move_from
+        planned = move_start is not None and source == move_from and move_planned
         state = _map(task.get("preservedLabelState"))
         out.append(Failover(
             from_cluster=source, at=move_start if planned and move_start else evicted,
@@ -288,7 +295,7 @@ def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
             purge_mode=_str(task.get("purgeMode")),
             preserved_state={str(k): str(v) for k, v in state.items()},
             before=before_names, to_hint=move_to if planned else None))
-    if move_start is not None and move_from and all(f.from_cluster != move_from for f in out):
+    if move_start is not None and move_from and move_planned and all(f.from_cluster != move_from for f in out):
         out.append(Failover(from_cluster=move_from, at=move_start, trigger=TRIGGER_PLANNED_MOVE,
                             to_hint=move_to))
     return out
@@ -361,7 +368,8 @@ def _new_entry(f: Failover, targets: Sequence[str], caught_up: bool,
 
 
 def _fill_in(entry: dict[str, Any], f: Failover) -> None:
-    """What a failover first seen as a move learns once its task appears."""
+    """What a failover learns from what appears later: a move's task, or the record of the move a task
+    started."""
     if f.evicted_at is not None and entry.get("evictedAt") is None:
         entry["evictedAt"] = f.evicted_at
     if f.purge_mode is not None and entry.get("purgeMode") is None:
@@ -370,6 +378,10 @@ def _fill_in(entry: dict[str, Any], f: Failover) -> None:
         entry["preservedState"] = dict(f.preserved_state)
     if f.before is not None and entry.get("before") is None:
         entry["before"] = [c for c in f.before if c != f.from_cluster]
+    if f.trigger == TRIGGER_PLANNED_MOVE and entry.get("trigger") != TRIGGER_PLANNED_MOVE:
+        entry["trigger"] = TRIGGER_PLANNED_MOVE  # the task was seen before the move's record
+        if f.to_hint and not entry.get("toHint"):
+            entry["toHint"] = f.to_hint
 
 
 def _decide_to(entry: Mapping[str, Any], targets: Sequence[str], move: Mapping[str, Any]) -> str | None:

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -295,3 +296,25 @@ def test_d22_bad_input_never_crashes_the_rules(history: Any, restore_record: Any
         json.loads(patch["metadata"]["annotations"][HISTORY_ANNOTATION])
     for entry in update.completed:
         completed_message(entry)
+
+
+def test_d22_a_taint_seen_before_its_moves_record_becomes_the_planned_move() -> None:
+    first = plan_history(binding(tasks=[taint_task()]), at(1)).entries
+    assert [e["trigger"] for e in first] == ["ClusterTaint"]
+    move = {"fromCluster": "member1", "toCluster": "member3", "phase": "Savepointing", "trigger": "ClusterTaint",
+            "startedAt": "2026-01-01T11:59:50Z", "nonce": 1}
+    later = binding(tasks=[taint_task()], annotations={MOVE_ANNOTATION: json.dumps(move),
+                                                       HISTORY_ANNOTATION: json.dumps(first)})
+    [entry] = plan_history(later, at(2)).entries
+    assert (entry["trigger"], entry["toHint"]) == ("PlannedMove", "member3")
+
+
+@pytest.mark.parametrize("phase", ["Skipped", "Failed"])
+def test_d22_a_taints_move_not_carried_out_stays_a_cluster_taint_failover(phase: str) -> None:
+    move = {"fromCluster": "member1", "toCluster": "member3", "phase": phase, "trigger": "ClusterTaint",
+            "startedAt": "2026-01-01T11:59:50Z", "nonce": 1}
+    found = ongoing_failovers(binding(tasks=[taint_task()], annotations={MOVE_ANNOTATION: json.dumps(move)}))
+    assert [(f.trigger, f.at) for f in found] == [("ClusterTaint", STAMP)]
+    asked = dict(move, trigger="PlannedMove")  # one a person asked for stays a planned move
+    found = ongoing_failovers(binding(tasks=[taint_task()], annotations={MOVE_ANNOTATION: json.dumps(asked)}))
+    assert [f.trigger for f in found] == ["PlannedMove"]
