@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.history import Interval, overlaps, read_history
@@ -126,8 +127,14 @@ def scenario(sh: Up, history: Path) -> None:
     sh.apply_json(flink_deployment_crd())  # the CRD the members serve, on the control plane
     sh.run("kubectl", "wait", "--for=condition=Established", "crd/flinkdeployments.flink.apache.org",
            "--timeout=30s")
-    for name in ("00-namespace.yaml", "21-flinkdeployment-policy.yaml", "20-flinkdeployment.yaml"):
+    for name in ("00-namespace.yaml", "21-flinkdeployment-policy.yaml"):
         sh.run("kubectl", "apply", "-f", str(EXAMPLES / name))
+    # A is fenced while its job still runs (the point of this test), and that job goes on checkpointing: with
+    # Flink's default of one retained checkpoint it would delete the one the new copy restores from before the new
+    # job has read it. Keeping three is what the state-preservation guide advises for this case.
+    job = yaml.safe_load((EXAMPLES / "20-flinkdeployment.yaml").read_text())
+    job["spec"]["flinkConfiguration"] = {"state.checkpoints.num-retained": "3"}
+    sh.apply_json(job)
 
     def placed() -> str:
         found = [m for m in ("member1", "member2") if sh.job_state(m) == "RUNNING"]
