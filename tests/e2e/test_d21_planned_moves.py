@@ -90,32 +90,41 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 
 
 class Watch:
-    """Polls the old copy of a job in its member and keeps the last sight of it: the old job's final offset is
-    what its object says once the job stopped (before the control plane deletes it)."""
+    """Follows the old copy of a job in its member through ``kubectl get -w`` (every change, none missed) and
+    keeps the last sight of it: the old job's final offset is what its object says once the job stopped (before
+    the control plane deletes it)."""
 
     def __init__(self, p: Env, member: str, name: str) -> None:
-        self.p, self.member, self.name = p, member, name
         self.last: dict[str, Any] | None = None
         self.stopped: dict[str, Any] | None = None
-        self._stop = threading.Event()
+        self._proc = p.members[member].popen("get", "flinkdeployments", name, "-n", NS, "-w", "-o", "json")
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                obj = self.p.member_get(self.member, "flinkdeployments", self.name)
-            except AssertionError:
-                obj = None
-            if obj is not None:
+        decoder = json.JSONDecoder()
+        buffer = ""
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            buffer += line
+            while True:
+                buffer = buffer.lstrip()
+                try:
+                    obj, end = decoder.raw_decode(buffer)
+                except ValueError:
+                    break  # an object not complete yet
+                buffer = buffer[end:]
                 self.last = obj
                 state = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
                 if state in ("FINISHED", "SUSPENDED", "CANCELED"):
                     self.stopped = obj
-            time.sleep(0.1)
 
     def close(self) -> None:
-        self._stop.set()
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
         self._thread.join(timeout=5)
 
 
