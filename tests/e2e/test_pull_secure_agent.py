@@ -6,8 +6,9 @@ appears in no log."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import yaml
@@ -17,6 +18,8 @@ from tests.e2e.test_up_cli import DEPLOYMENT, eventually, flotilla, free_port, g
 from tests.support.apiserver import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(240)]
+
+T = TypeVar("T")
 
 POLICY = {
     "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
@@ -43,6 +46,16 @@ def secure_up_and_edge(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.
         flotilla("down", "--data-dir", str(d))
 
 
+def until(check: Callable[[], T | None], what: str) -> T:
+    """``eventually`` for a check that answers None until it is satisfied (``eventually`` takes None for done)."""
+    def present() -> T:
+        value = check()
+        assert value is not None, f"not yet: {what}"
+        return value
+
+    return eventually(present, what)
+
+
 def _ready(cluster: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (cluster.get("status") or {}).get("conditions") or [])
@@ -59,9 +72,9 @@ def test_registered_agent_serves_its_pull_member_within_its_scope_on_a_secure_co
                     str(d / "kubeconfig"), "--agent-kubeconfig", str(agent_kubeconfig), "--start")
     assert done.returncode == 0, done.stderr
 
-    cluster = eventually(lambda: next((c for c in get(admin, "clusters")["items"]
-                                       if c["metadata"]["name"] == "edge1" and _ready(c)), None),
-                         "the agent registers edge1 and posts Ready True")
+    cluster = until(lambda: next((c for c in get(admin, "clusters")["items"]
+                                  if c["metadata"]["name"] == "edge1" and _ready(c)), None),
+                    "the agent registers edge1 and posts Ready True")
     assert cluster["spec"]["syncMode"] == "Pull"
     assert "secretRef" not in cluster["spec"]
     assert cluster["status"].get("kubernetesVersion")
@@ -74,12 +87,12 @@ def test_registered_agent_serves_its_pull_member_within_its_scope_on_a_secure_co
     manifest.write_text(yaml.safe_dump_all([DEPLOYMENT, POLICY]))
     admin.run("apply", "-f", str(manifest))
     member = Kubectl(member_kubeconfig, home)
-    eventually(lambda: member.run("get", "deploy", "web", "-n", "default", check=False).returncode == 0 or None,
-               "the agent creates the Deployment in edge1")
-    work = eventually(lambda: next((w for w in get(admin, "works", "-n", "karmada-es-edge1")["items"]
-                                    if any(c.get("type") == "Applied" and c.get("status") == "True"
-                                           for c in (w.get("status") or {}).get("conditions") or [])), None),
-                      "the agent reports the Work applied")
+    until(lambda: member.run("get", "deploy", "web", "-n", "default", check=False).returncode == 0 or None,
+          "the agent creates the Deployment in edge1")
+    work = until(lambda: next((w for w in get(admin, "works", "-n", "karmada-es-edge1")["items"]
+                               if any(c.get("type") == "Applied" and c.get("status") == "True"
+                                      for c in (w.get("status") or {}).get("conditions") or [])), None),
+                 "the agent reports the Work applied")
     assert work["metadata"]["namespace"] == "karmada-es-edge1"
 
     log = (tmp_path / "edge1-agent.log").read_text(errors="replace")
@@ -99,9 +112,9 @@ def test_secure_up_gives_each_pull_agent_a_scoped_token_of_its_own(tmp_path: Pat
         home = tmp_path / "home"
         home.mkdir()
         admin = Kubectl(d / "kubeconfig", home)
-        eventually(lambda: next((c for c in get(admin, "clusters")["items"]
-                                 if c["metadata"]["name"] == "member2" and _ready(c)), None),
-                   "the Pull member's agent posts Ready True")
+        until(lambda: next((c for c in get(admin, "clusters")["items"]
+                            if c["metadata"]["name"] == "member2" and _ready(c)), None),
+              "the Pull member's agent posts Ready True")
         agent_kubeconfig = d / "agents" / "member2" / "karmada.kubeconfig"
         token = str(yaml.safe_load(agent_kubeconfig.read_text())["users"][0]["user"]["token"])
         admin_token = str(yaml.safe_load((d / "kubeconfig").read_text())["users"][0]["user"]["token"])
