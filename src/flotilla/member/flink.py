@@ -207,6 +207,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         self._progress_reported: dict[str, float] = {}  # uid -> when the progress in status was refreshed
         # the runs of FlinkDeployments that are gone, newest last: (namespace, name) -> runs (bounded)
         self.ended: OrderedDict[ObjectKey, list[JobRun]] = OrderedDict()
+        self._threads: set[asyncio.Future[Any]] = set()  # model steps and snapshot writes in threads
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, member: MemberCluster) -> None:
@@ -235,6 +236,8 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         """The member stops: jobs end abruptly (due checkpoints complete, no more after)."""
         now = time.time()
         await super().stop()
+        if self._threads:  # a write its reconcile no longer waits for lands before the member is off
+            await asyncio.gather(*self._threads, return_exceptions=True)
         for model in list(self.models.values()):
             if model.running:
                 await self._apply(model, model.stop(now, deleted=False))
@@ -262,7 +265,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
 
         storage = self.storages.get(uid)
         if storage is not None and storage.remote() is not None:
-            effects = await asyncio.to_thread(step)  # its restore lookups read remote storage
+            effects = await self._in_thread(step)  # its restore lookups read remote storage
         else:
             effects = step()
         await self._apply(model, effects)
@@ -326,7 +329,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         for eff in effects:
             if isinstance(eff, WriteCheckpoint):
                 try:
-                    snap = await asyncio.to_thread(
+                    snap = await self._in_thread(
                         storage.write_checkpoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         retained=eff.retained, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
@@ -337,7 +340,7 @@ class FlinkDeploymentSimulator(ResourceSimulator):
                 model.checkpoint_completed(snap)
             elif isinstance(eff, WriteSavepoint):
                 try:
-                    await asyncio.to_thread(
+                    await self._in_thread(
                         storage.write_savepoint, eff.job_id, eff.checkpoint_id, eff.offset, eff.timestamp,
                         path=eff.path, restored_from=eff.restored_from,
                         extra={"writer": self._member_name(), "namespace": model.namespace, "name": model.name})
@@ -348,6 +351,14 @@ class FlinkDeploymentSimulator(ResourceSimulator):
                 if history is not None:
                     history.set_running(member=self._member_name(), kind=KIND, namespace=model.namespace,
                                         name=model.name, uid=model.uid, running=eff.running, at=eff.at)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a model step or a snapshot write in a thread. A cancelled reconcile cannot stop the thread, so it is
+        kept track of and :meth:`stop` waits for it: once the member is off, no snapshot appears any more."""
+        fut = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        self._threads.add(fut)
+        fut.add_done_callback(self._threads.discard)
+        return await asyncio.shield(fut)
 
     def _member_name(self) -> str:
         return str(getattr(self._member, "name", "") or "")

@@ -309,7 +309,7 @@ def test_python_client_decodes_every_status(kubectl: Kubectl, member: MemberThre
     lists = [apps.list_deployment_for_all_namespaces(), apps.list_stateful_set_for_all_namespaces(),
              apps.list_daemon_set_for_all_namespaces(), apps.list_replica_set_for_all_namespaces(),
              batch.list_job_for_all_namespaces()]
-    assert all(lst.items for lst in lists)
+    assert all(lst.items for lst in lists), [len(lst.items) for lst in lists]
     for lst in lists:
         for item in lst.items:
             assert item.status is not None, f"{item.kind} {item.metadata.name} has no status"
