@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from flotilla.client import Client
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, permit_body, renewed_permit
+from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.member.cluster import MemberCluster, MemberConfig
 
 FENCE_AFTER = 1.5

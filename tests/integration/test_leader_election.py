@@ -18,7 +18,7 @@ import pytest
 
 from flotilla.client.client import Client
 from flotilla.client.leaderelection import LeaderElector, format_micro_time, parse_micro_time
-from flotilla.client.resources import LEASES
+from flotilla.kube.resources import LEASES
 from tests.support.apiserver import ServerThread
 
 NS, LOCK = "default", "flotilla-lock"

@@ -18,7 +18,7 @@ from flotilla.client.errors import (
 )
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials
-from flotilla.client.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, Resource, object_key
+from flotilla.kube.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, Resource, object_key
 
 
 def status(code: int, reason: str, message: str = "m") -> dict[str, object]:

@@ -11,13 +11,13 @@ import re
 from typing import Any
 
 from flotilla.client.errors import ApiException, ConnectionFailed
-from flotilla.client.resources import Resource
 from flotilla.failover.events import (
     EVENT_EVICTION_PERFORMED,
     EVENT_EVICTION_QUEUED,
     EVENT_SYNC_WORK_SUCCEED,
     FAILOVER_EVENT_REASONS,
 )
+from flotilla.kube.resources import Resource
 from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import DROP_QUEUE_FULL, DROP_SPAM_FILTER, EventMetrics, MetricsRegistry
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.apiserver.selectors import (
+from flotilla.kube.selectors import (
     FieldSelector,
     SelectorError,
     check_supported,
@@ -170,7 +170,7 @@ def test_field_selector_is_hashable_and_comparable() -> None:
 
 
 def test_absent_node_unschedulable_reads_as_false() -> None:
-    from flotilla.apiserver.selectors import object_field_value, parse_field_selector
+    from flotilla.kube.selectors import object_field_value, parse_field_selector
 
     node = {"kind": "Node", "metadata": {"name": "n"}, "spec": {}}
     assert object_field_value(node, "spec.unschedulable") == "false"

@@ -1,6 +1,6 @@
 """Go regexp (RE2) semantics for OpenAPI ``pattern``: what kube-apiserver accepts, refuses and matches.
 
-The differential test compares :mod:`flotilla.apiserver.go_regexp` with Google's RE2 (the C++ library Go's
+The differential test compares :mod:`flotilla.kube.go_regexp` with Google's RE2 (the C++ library Go's
 regexp follows, through the ``google-re2`` test dependency) on generated patterns and strings: the same patterns
 compile and every string gets the same answer. ``FLOTILLA_FUZZ_EXAMPLES`` raises the number of generated cases
 (``make test``: 400 and 300).
@@ -15,8 +15,8 @@ import re2  # google-re2, a test dependency
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flotilla.apiserver.go_regexp import GoRegexpError, compile_pattern, go_quote, pattern_error
 from flotilla.apiserver.schemas._build import CONDITION_TYPE_PATTERN, QUANTITY_PATTERN, REASON_PATTERN
+from flotilla.kube.go_regexp import GoRegexpError, compile_pattern, go_quote, pattern_error
 
 
 def search(pattern: str, text: str) -> bool:

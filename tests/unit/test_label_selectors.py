@@ -6,7 +6,7 @@ from urllib.parse import unquote_plus
 
 import pytest
 
-from flotilla.apiserver.selectors import (
+from flotilla.kube.selectors import (
     LabelSelector,
     Operator,
     Requirement,

@@ -18,8 +18,8 @@ from flotilla.controllers import taint_manager
 from flotilla.failover import graceful, purge, state
 from flotilla.interpreter import native, thirdparty
 from flotilla.interpreter.operations import GVK
+from flotilla.kube.jsondiff import merge_patch_diff
 from flotilla.propagation import status, works, written
-from flotilla.propagation.jsondiff import merge_patch_diff
 from flotilla.scheduler import model
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flotilla.apiserver.errors import Cause
-from flotilla.apiserver.validation import (
+from flotilla.kube.validation import (
+    Cause,
     dns1123_label_errors,
     label_value_errors,
     qualified_name_errors,

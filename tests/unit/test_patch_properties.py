@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from flotilla.apiserver.patch import (
+from flotilla.kube.patch import (
     BUILTIN_MERGE_KEYS,
     EMPTY_MERGE_KEYS,
     PatchError,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.apiserver.patch import (
+from flotilla.kube.patch import (
     BUILTIN_MERGE_KEYS,
     EMPTY_MERGE_KEYS,
     MAX_JSON_PATCH_OPERATIONS,

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flotilla.apiserver.selectors import (
+from flotilla.kube.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.failover.fencing import is_fenced, recovery_works
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.run_permit import (
@@ -43,6 +42,7 @@ from flotilla.failover.run_permit import (
     renewed_permit,
     stale_guarded_objects,
 )
+from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.works import WORKS
 

@@ -25,7 +25,6 @@ from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
-from flotilla.client.resources import LEASES
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import AgentMemberClients
@@ -39,6 +38,7 @@ from flotilla.failover.peer_quorum import (
     pending_fences,
 )
 from flotilla.failover.run_permit import MEMBER_EVENT_REASONS
+from flotilla.kube.resources import LEASES
 from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import MetricsServer
 from flotilla.propagation.works import WORKS

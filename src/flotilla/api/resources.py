@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flotilla.client.resources import Resource
+from flotilla.kube.resources import Resource
 
 CLUSTERS = Resource("cluster.karmada.io", "v1alpha1", "clusters", "Cluster", False)
 PROPAGATION_POLICIES = Resource("policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy", True)

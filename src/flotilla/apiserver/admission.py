@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 Operation = Literal["CREATE", "UPDATE"]
 

@@ -522,7 +522,7 @@ class ApiHandler:
 
     async def _apply_to_scale(self, rt: ResourceType, current: dict[str, Any], ctype: str,
                               body: Any) -> tuple[dict[str, Any], bool]:
-        from flotilla.apiserver.patch import PatchError, apply_json_patch, apply_merge_patch
+        from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
 
         try:
             if ctype == JSON_PATCH:

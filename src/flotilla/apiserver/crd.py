@@ -6,10 +6,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from flotilla.apiserver.errors import ApiError, Cause
+from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta, now_rfc3339
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
-from flotilla.apiserver.validation import dns1123_label_errors, dns1123_subdomain_errors
+from flotilla.kube.validation import Cause, dns1123_label_errors, dns1123_subdomain_errors
 
 if TYPE_CHECKING:
     from flotilla.apiserver.rest import ResourceStorage
@@ -89,7 +89,7 @@ def _pattern_causes(schema: dict[str, Any], path: str) -> list[Cause]:
     A pattern is then enforced on every string it applies to (:mod:`flotilla.apiserver.schema_check`), never
     failing later: the error is the CRD author's, at creation, with Go's message.
     """
-    from flotilla.apiserver.go_regexp import go_quote, pattern_error
+    from flotilla.kube.go_regexp import go_quote, pattern_error
 
     causes: list[Cause] = []
     todo: list[tuple[Any, str]] = [(schema, path)]

@@ -6,16 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.apiserver.resource_types import ResourceType
-
-
-@dataclass
-class Cause:
-    field: str
-    message: str
-    reason: str = "FieldValueInvalid"
-
-    def as_dict(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.message, "field": self.field}
+from flotilla.kube.validation import Cause
 
 
 @dataclass

@@ -21,16 +21,8 @@ import orjson
 
 from flotilla.apiserver import errors
 from flotilla.apiserver.admission import Admission, Operation
-from flotilla.apiserver.errors import ApiError, Cause
+from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import decode, decode_kv, encode, generate_name, meta, new_uid, now_rfc3339
-from flotilla.apiserver.patch import (
-    PatchError,
-    apply_json_patch_into,
-    apply_server_side_apply,
-    apply_strategic_merge_patch,
-    merge_key_table_for,
-    merge_patch_into,
-)
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.schema_check import (
     Skip,
@@ -42,15 +34,23 @@ from flotilla.apiserver.schema_check import (
     unknown_fields,
     valid,
 )
-from flotilla.apiserver.selectors import (
+from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.kube.patch import (
+    PatchError,
+    apply_json_patch_into,
+    apply_server_side_apply,
+    apply_strategic_merge_patch,
+    merge_key_table_for,
+    merge_patch_into,
+)
+from flotilla.kube.selectors import (
     SelectorError,
     check_supported,
     object_field_value,
     parse_field_selector,
     parse_label_selector,
 )
-from flotilla.apiserver.type_registry import TypeRegistry
-from flotilla.apiserver.validation import validate_metadata
+from flotilla.kube.validation import Cause, validate_metadata
 from flotilla.storage import (
     CompactedError,
     ConflictError,

@@ -244,7 +244,7 @@ class Run:
         from flotilla.bench.observer import FailoverObserver
         from flotilla.cli.cluster_commands import join_cluster, join_spec_from_credentials
         from flotilla.client.kubeconfig import load_kubeconfig
-        from flotilla.client.resources import CRDS, NAMESPACES
+        from flotilla.kube.resources import CRDS, NAMESPACES
         from flotilla.local.stack import default_taint_policy
 
         p, cp = self.p, self.cp
@@ -300,7 +300,7 @@ class Run:
     async def start_agent(self, name: str) -> None:
         """``flotilla agent`` for Pull member ``name`` (its Lease's namespace first); it registers the Cluster."""
         from flotilla.agent.lease import LEASE_NAMESPACE
-        from flotilla.client.resources import NAMESPACES
+        from flotilla.kube.resources import NAMESPACES
 
         await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": LEASE_NAMESPACE}})
@@ -359,7 +359,6 @@ class Run:
     async def _guard_announced(self) -> bool:
         """member1's Cluster announces the guard (what the control plane fences by) and its permit exists."""
         from flotilla.api import resources as R
-        from flotilla.client.resources import LEASES
         from flotilla.failover.peer_quorum import ANNOTATION_PEER_ENDPOINT
         from flotilla.failover.run_permit import (
             ANNOTATION_FENCE_AFTER,
@@ -367,6 +366,7 @@ class Run:
             PERMIT_NAME,
             PERMIT_NAMESPACE,
         )
+        from flotilla.kube.resources import LEASES
 
         for name in self.names:  # every agent announces its guard and its peer endpoint
             cluster = await self.cp.get(R.CLUSTERS, name)

@@ -30,8 +30,8 @@ from flotilla.bench.propagate import DUPLICATED_POLICY as POLICY_NAME
 from flotilla.bench.workloads import KINDS, NAMESPACE, RUN_LABEL
 from flotilla.client import ApiException, Client, Informer, Resource
 from flotilla.client.errors import is_already_exists
-from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.member_informers import MANAGED_SELECTOR
+from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_binding_name, generate_execution_space_name, generate_work_name
 
 __all__ = ["FLOOR_WORKERS", "ForwardFloor", "binding_for", "claim_patch", "manifest_for", "work_for"]

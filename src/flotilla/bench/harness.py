@@ -264,7 +264,7 @@ class BenchStack:
 
     async def install_flink_crd(self) -> None:
         from flotilla.bench.workloads import FLINK, NAMESPACE
-        from flotilla.client.resources import CRDS
+        from flotilla.kube.resources import CRDS
         from flotilla.member.flink_crd import flink_deployment_crd
 
         await self.cp.create(CRDS, flink_deployment_crd())
@@ -276,7 +276,7 @@ class BenchStack:
         await self.poll(served, "the FlinkDeployment CRD to be served", 60)
 
     async def create_namespace(self, name: str) -> None:
-        from flotilla.client.resources import NAMESPACES
+        from flotilla.kube.resources import NAMESPACES
 
         await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flotilla.client import Resource
-from flotilla.client.resources import DEPLOYMENTS, STATEFULSETS
+from flotilla.kube.resources import DEPLOYMENTS, STATEFULSETS
 
 __all__ = [
     "FLINK",

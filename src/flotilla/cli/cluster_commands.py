@@ -35,7 +35,6 @@ from flotilla.client import ApiException, Client, is_already_exists, is_conflict
 from flotilla.client.errors import ConnectionFailed
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig
-from flotilla.client.resources import NAMESPACES, SECRETS
 from flotilla.cluster.health import Health
 from flotilla.cluster.join import (
     DEFAULT_CLUSTER_NAMESPACE,
@@ -49,6 +48,7 @@ from flotilla.cluster.join import (
     validate_join,
 )
 from flotilla.controllers.members import CLUSTERS
+from flotilla.kube.resources import NAMESPACES, SECRETS
 
 __all__ = [
     "ClusterCommandError",

@@ -499,7 +499,7 @@ def _say(message: str) -> None:
 async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool:
     """Create ``name`` if missing, retrying while the API server cannot be reached; False if stopped first."""
     from flotilla.client import ApiException, is_already_exists, is_not_found
-    from flotilla.client.resources import NAMESPACES
+    from flotilla.kube.resources import NAMESPACES
 
     delay = 0.5
     while not stop.is_set():

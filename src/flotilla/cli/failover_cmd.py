@@ -557,7 +557,7 @@ exit status:
 
 
 def _duration(text: str) -> float:
-    from flotilla.api.durations import parse_go_duration
+    from flotilla.kube.durations import parse_go_duration
 
     try:
         seconds = float(parse_go_duration(text))

@@ -69,7 +69,7 @@ def _say(message: str) -> None:
 async def _read(client: Any, namespace: str) -> tuple[bool, dict[str, Any] | None]:
     """(read, permit): ``read`` False when the API could not answer (nothing is observed then)."""
     from flotilla.client import ApiException
-    from flotilla.client.resources import LEASES
+    from flotilla.kube.resources import LEASES
 
     try:
         return True, await client.get_or_none(LEASES, PERMIT_NAME, namespace)

@@ -45,7 +45,6 @@ from flotilla.cli.cluster_commands import (
 )
 from flotilla.client import ApiException, Client, is_already_exists, is_not_found
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig, write_kubeconfig
-from flotilla.client.resources import LEASES, NAMESPACES, SECRETS
 from flotilla.cluster.join import namespace_object
 from flotilla.cluster.register import (
     AgentFiles,
@@ -58,6 +57,7 @@ from flotilla.cluster.register import (
     register_name_problems,
 )
 from flotilla.controllers.members import CLUSTERS
+from flotilla.kube.resources import LEASES, NAMESPACES, SECRETS
 
 __all__ = ["add_register_parsers", "register_cluster", "run_register_command", "run_unregister_command",
            "unregister_cluster"]

@@ -11,8 +11,8 @@ from flotilla.client.errors import (
     is_not_found,
 )
 from flotilla.client.informer import Informer, SharedInformerFactory, label_indexer
-from flotilla.client.resources import Resource, object_key
 from flotilla.client.transport import WatchEvent
+from flotilla.kube.resources import Resource, object_key
 
 __all__ = [
     "ApiException",

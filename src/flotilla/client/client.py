@@ -18,8 +18,8 @@ from flotilla.client.discovery import RESTMapper
 from flotilla.client.errors import ApiException, is_not_found
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, load_kubeconfig
-from flotilla.client.resources import Resource
 from flotilla.client.transport import PATCH_CONTENT_TYPES, Transport, WatchStream
+from flotilla.kube.resources import Resource
 
 if TYPE_CHECKING:
     from flotilla.apiserver.rest import ResourceStorage

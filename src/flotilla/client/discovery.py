@@ -11,8 +11,8 @@ import asyncio
 from typing import Any
 
 from flotilla.client.errors import ApiException, is_not_found
-from flotilla.client.resources import Resource
 from flotilla.client.transport import Transport
+from flotilla.kube.resources import Resource
 
 __all__ = ["RESTMapper"]
 

@@ -23,8 +23,8 @@ import orjson
 from flotilla.client.errors import ApiException, ConnectionFailed, from_status
 from flotilla.client.exec_credential import ExecConfigError, ExecCredentialSource, ExecResult
 from flotilla.client.kubeconfig import ClusterCredentials
-from flotilla.client.resources import Resource
 from flotilla.client.transport import Query, Transport, WatchEvent, WatchStream
+from flotilla.kube.resources import Resource
 
 __all__ = ["HttpTransport"]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from flotilla.client.client import Client
 from flotilla.client.errors import ApiException, ConnectionFailed, is_gone
-from flotilla.client.resources import Resource, object_key
 from flotilla.client.transport import WatchEvent
+from flotilla.kube.resources import Resource, object_key
 
 __all__ = [
     "HandlerRegistration",

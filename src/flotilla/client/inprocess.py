@@ -29,7 +29,6 @@ import orjson
 from flotilla.apiserver import discovery as docs
 from flotilla.apiserver import errors as server_errors
 from flotilla.apiserver.errors import ApiError
-from flotilla.apiserver.patch import PatchError, apply_json_patch, apply_merge_patch
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import (
     JSON_PATCH,
@@ -45,8 +44,9 @@ from flotilla.apiserver.rest import (
 )
 from flotilla.apiserver.scale import scale_from_object, scale_to_patch
 from flotilla.client.errors import ApiException, from_status
-from flotilla.client.resources import Resource
 from flotilla.client.transport import Query, Transport, WatchEvent, WatchStream
+from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
+from flotilla.kube.resources import Resource
 
 __all__ = ["InProcessTransport"]
 

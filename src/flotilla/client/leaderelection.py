@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, is_already_exists, is_conflict, is_not_found
-from flotilla.client.resources import LEASES, Resource
+from flotilla.kube.resources import LEASES, Resource
 
 log = logging.getLogger(__name__)
 

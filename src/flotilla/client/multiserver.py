@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import aiohttp
 
 from flotilla.client.errors import ConnectionFailed
-from flotilla.client.resources import Resource
 from flotilla.client.transport import Query, Transport, WatchEvent, WatchStream
+from flotilla.kube.resources import Resource
 
 __all__ = ["MultiServerTransport"]
 

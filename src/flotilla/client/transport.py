@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, NamedTuple
 
-from flotilla.client.resources import Resource
+from flotilla.kube.resources import Resource
 
 __all__ = ["PATCH_CONTENT_TYPES", "Transport", "WatchEvent", "WatchStream"]
 

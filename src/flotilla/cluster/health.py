@@ -34,8 +34,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from flotilla.api.timestamps import utc_seconds
 from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
+from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
     "CLIENT_FAILURE_PREFIX",

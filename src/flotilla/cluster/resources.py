@@ -54,7 +54,7 @@ from fractions import Fraction
 from typing import Any
 
 from flotilla.interpreter.native import pod_replica_requirements
-from flotilla.interpreter.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
+from flotilla.kube.quantity import QuantityError, QuantityFormat, format_quantity, parse_quantity
 
 __all__ = [
     "ALWAYS_LISTED",

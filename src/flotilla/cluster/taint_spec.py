@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flotilla.apiserver.validation import label_value_errors, qualified_name_errors
+from flotilla.kube.validation import label_value_errors, qualified_name_errors
 
 __all__ = ["TaintSpecError", "TaintUpdate", "UNSCHEDULABLE_TAINT_KEY", "apply_update", "parse_taint_args",
            "split_resources_and_taints"]

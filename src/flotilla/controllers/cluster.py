@@ -64,7 +64,6 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, is_already_exists, is_conflict, is_not_found
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.cluster.health import is_ready, ready_condition, ready_transition, set_condition
 from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_cluster, judge_pull_cluster
 from flotilla.cluster.taints import taints_for_condition, taints_message
@@ -88,6 +87,7 @@ from flotilla.failover.peer_quorum import (
     observe_acknowledgements,
     peer_endpoint,
 )
+from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.observability.metrics import FENCE_TRIGGER_LEASE
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,

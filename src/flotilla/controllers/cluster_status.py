@@ -62,7 +62,6 @@ import orjson
 from flotilla.api.labels import CLUSTER_CONTROLLER_FINALIZER
 from flotilla.client import ApiException, Client, ConnectionFailed, Informer, is_conflict, is_not_found
 from flotilla.client.http import HttpTransport
-from flotilla.client.resources import NODES, PODS, Resource, object_key
 from flotilla.cluster.health import (
     HEALTH_PATHS,
     Collected,
@@ -94,6 +93,7 @@ from flotilla.cluster.summary_totals import SummaryTotals
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import CLUSTER_SECRET_NAMESPACE, CLUSTERS, SECRETS, MemberClientError
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
+from flotilla.kube.resources import NODES, PODS, Resource, object_key
 
 log = logging.getLogger(__name__)
 

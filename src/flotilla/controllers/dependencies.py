@@ -23,12 +23,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.apiserver.selectors import SelectorError, label_selector_from_dict
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import RESOURCE_BINDINGS, interpreter_cache, patch_with_retry
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
+from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.claims import specification_changed
 from flotilla.policy.matching import is_deleting
@@ -44,7 +45,6 @@ from flotilla.propagation.attached_bindings import (
     parse_dependencies_annotation,
 )
 from flotilla.propagation.binding_spec import OwnerConflict
-from flotilla.propagation.jsondiff import with_precondition
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ from flotilla.controllers.interpreter_failures import customization_failures
 from flotilla.interpreter import Operation, ResourceInterpreter
 from flotilla.interpreter.customization import CustomizationFailure, parse_customization
 from flotilla.interpreter.operations import GVK, InterpreterError
+from flotilla.kube.jsondiff import with_precondition
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.claims import (
     ClaimRef,
@@ -68,7 +69,6 @@ from flotilla.propagation.binding_spec import (
     build_binding,
     replica_interpretation,
 )
-from flotilla.propagation.jsondiff import with_precondition
 from flotilla.propagation.policy_changes import (
     TemplateKey,
     bound_template_keys,

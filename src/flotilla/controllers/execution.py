@@ -83,7 +83,6 @@ from flotilla.client import (
     is_not_found,
 )
 from flotilla.client.informer import HandlerRegistration
-from flotilla.client.resources import NAMESPACES
 from flotilla.controllers.applied_handoff import applied_handoff
 from flotilla.controllers.base import Controller
 from flotilla.controllers.interpreter_failures import customization_failures
@@ -102,6 +101,7 @@ from flotilla.failover.fencing import (
     work_deletion_decision,
 )
 from flotilla.interpreter import Operation
+from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.apply import (
     ApplyAction,

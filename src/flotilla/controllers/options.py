@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flotilla.api.durations import go_duration
 from flotilla.jsonpath.formatting import go_float_v
+from flotilla.kube.durations import go_duration
 
 #: Values of ``--no-execute-taint-eviction-purge-mode`` (Karmada's ``ClusterFailoverOptions.Validate``).
 NO_EXECUTE_TAINT_EVICTION_PURGE_MODES = ("Gracefully", "Directly")

@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
-from flotilla.client.resources import object_key
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
 from flotilla.controllers.held_writes import HeldWrites
@@ -66,9 +65,10 @@ from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
     injected_state_for_schedule,
 )
+from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.resources import object_key
 from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.matching import is_deleting
-from flotilla.propagation.jsondiff import with_precondition
 from flotilla.propagation.schedule_triggers import (
     DEFAULT_SCHEDULER_NAME,
     ClusterChange,

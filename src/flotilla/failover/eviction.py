@@ -50,13 +50,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import (
     PURGE_MODE_DIRECTLY,
     PURGE_MODE_GRACEFULLY,
     PURGE_MODE_NEVER,
     eviction_tasks,
 )
+from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
     "CLUSTER_RESOURCE_BINDING_KIND",

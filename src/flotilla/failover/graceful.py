@@ -52,10 +52,10 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from flotilla.api.jsoncopy import json_copy
 from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_message, format_timestamp
 from flotilla.failover.purge import eviction_tasks, is_purged_directly
 from flotilla.failover.state import injected_state_stamp
+from flotilla.kube.jsoncopy import json_copy
 
 __all__ = [
     "DEFAULT_GRACEFUL_EVICTION_TIMEOUT",

@@ -72,10 +72,10 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RESTORE_ANNOTATION
-from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import parse_time, render_targets
+from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
     "EVENT_FAILOVER_COMPLETED",

@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from flotilla.api.durations import go_duration, parse_go_duration
 from flotilla.failover.fencing import is_fenced
+from flotilla.kube.durations import go_duration, parse_go_duration
 
 __all__ = [
     "ANNOTATION_ACKNOWLEDGED_FENCES",

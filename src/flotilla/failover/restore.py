@@ -47,7 +47,6 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from flotilla.api.durations import go_duration, parse_go_duration
 from flotilla.api.labels import (
     MOVE_ANNOTATION,
     MOVE_SAVEPOINT_ANNOTATION,
@@ -64,6 +63,7 @@ from flotilla.failover.state import (
     render_targets,
     rules_of,
 )
+from flotilla.kube.durations import go_duration, parse_go_duration
 
 if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
     from flotilla.checkpoints.layout import Snapshot

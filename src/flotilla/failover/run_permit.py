@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from flotilla.api.durations import go_duration, parse_go_duration
 from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
 from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
+from flotilla.kube.durations import go_duration, parse_go_duration
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",

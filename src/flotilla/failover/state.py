@@ -67,8 +67,6 @@ from functools import lru_cache
 from typing import Any, Final, Literal
 
 from flotilla.api.labels import INJECTED_STATE_ANNOTATION
-from flotilla.api.timestamps import utc_seconds
-from flotilla.apiserver.validation import label_value_errors, qualified_name_errors
 from flotilla.failover.purge import eviction_tasks
 from flotilla.jsonpath import (
     JSONPathError,
@@ -77,6 +75,8 @@ from flotilla.jsonpath import (
     Template,
     parse,
 )
+from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.validation import label_value_errors, qualified_name_errors
 
 __all__ = [
     "CONDITION_STATE_PRESERVED",

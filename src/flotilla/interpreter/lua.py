@@ -69,7 +69,7 @@ from flotilla.interpreter.operations import (
     Operation,
     ReplicaResult,
 )
-from flotilla.interpreter.quantity import (
+from flotilla.kube.quantity import (
     Quantity,
     QuantityError,
     QuantityFormat,

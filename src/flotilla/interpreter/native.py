@@ -19,8 +19,6 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from flotilla.api.jsoncopy import json_copy
-from flotilla.api.timestamps import utc_seconds
 from flotilla.interpreter.operations import (
     GVK,
     JSON,
@@ -31,13 +29,15 @@ from flotilla.interpreter.operations import (
     Operation,
     ReplicaResult,
 )
-from flotilla.interpreter.quantity import (
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.quantity import (
     Quantity,
     QuantityError,
     QuantityFormat,
     format_quantity,
     parse_quantity,
 )
+from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
     "has_hook",

@@ -47,7 +47,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from flotilla.api.jsoncopy import json_copy
 from flotilla.interpreter import lua as _lua
 from flotilla.interpreter.operations import (
     GVK,
@@ -58,7 +57,8 @@ from flotilla.interpreter.operations import (
     ReplicaResult,
     restore_input,
 )
-from flotilla.interpreter.quantity import QuantityError, parse_quantity
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "FLINK_DEPLOYMENT",

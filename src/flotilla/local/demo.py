@@ -457,7 +457,7 @@ class Demo:
     async def _watch_pending(self, t0: float) -> None:
         """Record when member1's fence was first seen pending and when each other agent's Lease acknowledged it
         (seconds since the cut), for the narration."""
-        from flotilla.client.resources import LEASES
+        from flotilla.kube.resources import LEASES
 
         self.pending_seen.clear()
         token = None
@@ -511,7 +511,7 @@ class Demo:
         """Every member Ready in Pull mode, announcing its guard, and its Lease in the control plane (the control
         plane fences only a cluster whose Lease it has seen)."""
         from flotilla.agent.lease import LEASE_NAMESPACE
-        from flotilla.client.resources import LEASES
+        from flotilla.kube.resources import LEASES
 
         items = (await self.cp.list(R.CLUSTERS)).get("items") or []
         names = set()
@@ -637,7 +637,7 @@ class Demo:
         return c if (_condition(c, CONDITION_FENCED) or {}).get("status") == "True" else None
 
     async def _fence_events(self) -> list[dict[str, Any]] | None:
-        from flotilla.client.resources import EVENTS
+        from flotilla.kube.resources import EVENTS
 
         items = (await self.cp.list(EVENTS)).get("items") or []
         found = [e for e in items if e.get("reason") == EVENT_CLUSTER_FENCED_AUTOMATICALLY

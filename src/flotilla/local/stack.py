@@ -428,7 +428,7 @@ class LocalStack:
         """``karmada-cluster``, where the Pull clusters' Leases live, before any agent starts."""
         from flotilla.agent.lease import LEASE_NAMESPACE
         from flotilla.client import ApiException, is_already_exists
-        from flotilla.client.resources import NAMESPACES
+        from flotilla.kube.resources import NAMESPACES
 
         try:
             await self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -517,7 +517,7 @@ class LocalStack:
         import secrets
 
         from flotilla.apiserver.agent_tokens import AGENT_TOKEN_NAMESPACE, agent_token_secret
-        from flotilla.client.resources import SECRETS
+        from flotilla.kube.resources import SECRETS
 
         token = secrets.token_urlsafe(32)
         secret = agent_token_secret(name, token)

@@ -14,7 +14,7 @@ from typing import Any
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.files import private_dir
-from flotilla.interpreter.quantity import QuantityError, parse_quantity
+from flotilla.kube.quantity import QuantityError, parse_quantity
 from flotilla.member.faults import FaultInjector
 from flotilla.member.history import HistoryRecorder
 from flotilla.member.simulator import Simulator, SimulatorFactory, registered_simulators

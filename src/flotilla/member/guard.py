@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Final
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import MERGE_PATCH
 from flotilla.client.errors import ApiException
-from flotilla.client.resources import Resource
 from flotilla.failover.run_permit import (
     EVENT_GUARD_RESUMED_WORKLOAD,
     EVENT_GUARD_STOPPED_WORKLOAD,
@@ -36,6 +35,7 @@ from flotilla.failover.run_permit import (
     guard_changes,
     is_guarded_object,
 )
+from flotilla.kube.resources import Resource
 from flotilla.member.simulator import ResourceSimulator, Simulator
 from flotilla.observability.events import NORMAL, WARNING, EventRecorder
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from flotilla.apiserver.admission import Admission, Operation
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 from flotilla.member.checkpoints import CheckpointStore, valid_job_id
 from flotilla.member.flink_model import GROUP, KIND
 

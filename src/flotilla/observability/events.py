@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, ConnectionFailed, is_already_exists, is_not_found
-from flotilla.client.resources import EVENTS, Resource
+from flotilla.kube.resources import EVENTS, Resource
 from flotilla.observability.metrics import (
     DROP_CLOSED,
     DROP_INVALID,

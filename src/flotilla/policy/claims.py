@@ -16,7 +16,7 @@ are all non-empty; by a CPP when the name annotation and the id label are non-em
 looked at first. The same claim metadata is put on the binding made for the template.
 
 Patches are JSON merge patches (RFC 7386) of the ``metadata`` only: ``None`` deletes a key. Apply
-them with :func:`flotilla.apiserver.patch.apply_merge_patch` or send them as
+them with :func:`flotilla.kube.patch.apply_merge_patch` or send them as
 ``application/merge-patch+json``; :func:`claim` / :func:`unclaim` return the patched object.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flotilla.api.jsoncopy import json_copy
+from flotilla.kube.jsoncopy import json_copy
 
 __all__ = [
     "CLAIMED_BY_LABEL",

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from flotilla.apiserver.selectors import (
+from flotilla.kube.selectors import (
     LabelSelector,
     Operator,
     Requirement,

@@ -54,8 +54,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from flotilla.api.jsoncopy import json_copy
-from flotilla.apiserver.patch import PatchError, apply_json_patch
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.patch import PatchError, apply_json_patch
 from flotilla.policy.matching import (
     ImplicitPriority,
     cluster_matches,

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.apiserver.selectors import SelectorError, label_selector_from_dict
+from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.policy.naming import depended_by_label_key, generate_binding_name
 from flotilla.propagation.binding_spec import (
     BINDING_API_VERSION,
@@ -40,7 +41,6 @@ from flotilla.propagation.binding_spec import (
     owner_conflict,
     resource_ref,
 )
-from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 
 __all__ = [
     "AttachedUpdate",

@@ -35,12 +35,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.api.jsoncopy import json_copy
 from flotilla.failover.restore import POLICY_ANNOTATION_PREFIX, policy_restore_annotations
 from flotilla.interpreter.operations import Operation
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
-from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 
 __all__ = [
     "BINDING_API_VERSION",

@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from flotilla.api.timestamps import utc_seconds
+from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.timestamps import utc_seconds
 from flotilla.policy.naming import generate_binding_name
-from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 
 __all__ = [
     "REASON_BINDING_NOT_FOUND",

@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 
 from flotilla.api import labels as L
-from flotilla.api.jsoncopy import json_copy
-from flotilla.api.timestamps import utc_seconds
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.timestamps import utc_seconds
 from flotilla.policy.matching import cluster_identity, cluster_matches
-from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
 from flotilla.scheduler.errors import ModelError
 from flotilla.scheduler.filters import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.model import Cluster, ClusterAffinity, parse_time

@@ -36,7 +36,6 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.api.jsoncopy import json_copy
 from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
     EXECUTION_SPACE_PREFIX,
@@ -45,8 +44,9 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
-from flotilla.api.timestamps import utc_seconds
 from flotilla.failover.purge import kept_clusters
+from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.timestamps import utc_seconds
 from flotilla.propagation.apply import set_conditions as set_work_conditions
 
 __all__ = [

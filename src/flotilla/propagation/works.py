@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.api.jsoncopy import json_copy
 from flotilla.api.resources import (
     CLUSTER_OVERRIDE_POLICIES,
     CLUSTER_RESOURCE_BINDINGS,
@@ -81,6 +80,7 @@ from flotilla.interpreter import (
     parse_customization,
     prune_irrelevant_fields,
 )
+from flotilla.kube.jsoncopy import json_copy
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
     generate_execution_space_name,

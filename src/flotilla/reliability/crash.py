@@ -134,7 +134,7 @@ def _history_copies(run: Any) -> int:
 async def read_timed_out(run: Any) -> dict[str, list[str]]:
     """The workloads' graceful eviction tasks removed by their timeout, as the Events of their namespace tell."""
     from flotilla.bench.workloads import NAMESPACE
-    from flotilla.client.resources import EVENTS
+    from flotilla.kube.resources import EVENTS
 
     events = (await run.cp.list(EVENTS, NAMESPACE)).get("items") or []
     return {name: clusters for name, clusters in timed_out_tasks(events).items() if name in run.observer.timelines}

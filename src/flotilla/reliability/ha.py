@@ -118,7 +118,7 @@ class HaRun(Run):
 
     async def leader(self, within: float, not_before: float = 0.0, other_than: str = "") -> tuple[str, float]:
         """(the lease holder, when it was seen holding) once one holds it, renewed after ``not_before``."""
-        from flotilla.client.resources import LEASES
+        from flotilla.kube.resources import LEASES
 
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:

@@ -287,7 +287,7 @@ async def run_flotilla(*argv: str, limit: float = 120.0) -> str:
 
 def _kinds() -> dict[str, Any]:
     from flotilla.bench.workloads import FLINK
-    from flotilla.client.resources import STATEFULSETS
+    from flotilla.kube.resources import STATEFULSETS
 
     return {"FlinkDeployment": FLINK, "StatefulSet": STATEFULSETS}
 
@@ -423,7 +423,7 @@ class Stack:
     async def _prepare(self) -> None:
         from flotilla.api.resources import CLUSTERS
         from flotilla.client import ApiException, is_already_exists
-        from flotilla.client.resources import CRDS, NAMESPACES
+        from flotilla.kube.resources import CRDS, NAMESPACES
         from flotilla.member.flink_crd import flink_deployment_crd
 
         for res, obj in ((CRDS, flink_deployment_crd()),
@@ -580,7 +580,7 @@ class Trial:
         return cut_wall
 
     async def _leases(self) -> dict[str, str]:
-        from flotilla.client.resources import LEASES
+        from flotilla.kube.resources import LEASES
 
         out = {}
         for m in self.p.member_names():

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from flotilla.apiserver.selectors import LabelSelector, Operator, Requirement, SelectorError
 from flotilla.failover.tolerations import matching_tolerations, no_execute_taints
+from flotilla.kube.selectors import LabelSelector, Operator, Requirement, SelectorError
 
 from .errors import FilterFailure
 from .model import (

@@ -26,7 +26,7 @@ from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import Any
 
-from flotilla.apiserver.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from flotilla.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 from .errors import ModelError
 

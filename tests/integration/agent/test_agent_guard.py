@@ -19,7 +19,6 @@ from flotilla.agent.runtime import Agent, AgentConfig
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.client.resources import DEPLOYMENTS, LEASES, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.run_permit import (
@@ -29,6 +28,7 @@ from flotilla.failover.run_permit import (
     PERMIT_NAME,
     PERMIT_NAMESPACE,
 )
+from flotilla.kube.resources import DEPLOYMENTS, LEASES, NAMESPACES
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.flink_crd import flink_deployment_crd

@@ -20,7 +20,6 @@ import pytest
 
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
-from flotilla.client.resources import EVENTS
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.run_permit import (
     EVENT_RUN_PERMIT_RENEWED,
@@ -29,6 +28,7 @@ from flotilla.failover.run_permit import (
     PERMIT_NAME,
     PERMIT_NAMESPACE,
 )
+from flotilla.kube.resources import EVENTS
 from flotilla.observability.metrics import CONTENT_TYPE
 from tests.integration.agent.test_agent_peers import (
     FENCE_AFTER,

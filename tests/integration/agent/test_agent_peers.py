@@ -27,11 +27,11 @@ from flotilla.agent.runtime import Agent, AgentConfig
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
+from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.local.links import Link
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator

@@ -20,7 +20,7 @@ import pytest
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
-from flotilla.client.resources import NAMESPACES
+from flotilla.kube.resources import NAMESPACES
 from flotilla.storage.memory import MemoryStore
 from tests.support.apiserver import ServerThread
 

@@ -18,7 +18,7 @@ from flotilla.client import (
     is_invalid,
     is_not_found,
 )
-from flotilla.client.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, Resource
+from flotilla.kube.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, Resource
 from tests.integration.client.conftest import Env, make_namespace
 
 

@@ -13,7 +13,7 @@ import yaml
 from aiohttp import web
 
 from flotilla.client import ApiException, Client, ConnectionFailed
-from flotilla.client.resources import CONFIGMAPS, NAMESPACES
+from flotilla.kube.resources import CONFIGMAPS, NAMESPACES
 from tests.support.apiserver import ServerThread
 
 

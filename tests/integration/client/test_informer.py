@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client, Informer, SharedInformerFactory, label_indexer, object_key
-from flotilla.client.resources import CONFIGMAPS, NAMESPACES, SECRETS
+from flotilla.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS
 from tests.integration.client.conftest import Env, LocalServer, make_namespace
 from tests.support.apiserver import ServerProcess
 

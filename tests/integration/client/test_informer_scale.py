@@ -20,7 +20,7 @@ import pytest
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client, SharedInformerFactory
 from flotilla.client.kubeconfig import ClusterCredentials
-from flotilla.client.resources import CONFIGMAPS
+from flotilla.kube.resources import CONFIGMAPS
 
 CLUSTERS = 100
 LOOPS = 4

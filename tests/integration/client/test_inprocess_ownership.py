@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from flotilla.client import Client, WatchEvent
-from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
+from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
 from tests.integration.client.conftest import LocalServer
 
 

@@ -15,7 +15,7 @@ from flotilla.client import Client, Informer
 from flotilla.client.errors import ApiException, ConnectionFailed
 from flotilla.client.kubeconfig import KubeconfigError, load_kubeconfig, write_kubeconfig
 from flotilla.client.multiserver import MultiServerTransport
-from flotilla.client.resources import CONFIGMAPS
+from flotilla.kube.resources import CONFIGMAPS
 from tests.support.apiserver import KUBECTL, ServerThread
 from tests.support.etcd_server import EtcdServer, start_etcd
 

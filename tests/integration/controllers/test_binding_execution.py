@@ -18,9 +18,9 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
-from flotilla.client.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.controllers.execution import ExecutionController
 from flotilla.controllers.manager import ControllerManager
+from flotilla.kube.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import (

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client
-from flotilla.client.resources import CRDS, DEPLOYMENTS, NODES, PODS
 from flotilla.cluster.resources import summarize
 from flotilla.controllers import cluster_status
 from flotilla.controllers.cluster_status import (
@@ -26,6 +25,7 @@ from flotilla.controllers.cluster_status import (
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.options import ControllerOptions
+from flotilla.kube.resources import CRDS, DEPLOYMENTS, NODES, PODS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
 from tests.support.controllers import Eventually, cluster_controllers, join_in_process

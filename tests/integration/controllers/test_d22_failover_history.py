@@ -99,7 +99,7 @@ def restore_record() -> str:
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async with control_plane(tmp_path) as (_server, cp):
-        from flotilla.client.resources import NAMESPACES
+        from flotilla.kube.resources import NAMESPACES
 
         await cp.create(NAMESPACES, {"metadata": {"name": "streaming"}})
         e = Env(cp, ControllerMetrics())

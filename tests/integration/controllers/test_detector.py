@@ -19,9 +19,9 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client, Resource
-from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS, EVENTS, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
+from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS, EVENTS, NAMESPACES
 from tests.support.apiserver import Kubectl
 from tests.support.controllers import get_or_none
 

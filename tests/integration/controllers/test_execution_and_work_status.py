@@ -16,11 +16,11 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.applied_handoff import APPLIED_HANDOFF
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.member_informers import member_informers
 from flotilla.controllers.members import CLUSTERS
+from flotilla.kube.resources import DEPLOYMENTS
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
 from tests.support.controllers import plane_with_members, set_ready
 

@@ -22,7 +22,6 @@ import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS, EVENTS, Resource
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.events import (
@@ -32,6 +31,7 @@ from flotilla.failover.events import (
     EVENT_SYNC_WORK_SUCCEED,
     FAILOVER_EVENT_REASONS,
 )
+from flotilla.kube.resources import DEPLOYMENTS, EVENTS, Resource
 from flotilla.observability.metrics import MetricsServer
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import (
@@ -26,6 +25,7 @@ from flotilla.failover.peer_quorum import (
     ANNOTATION_PEER_REPORT_TTL,
     pending_token,
 )
+from flotilla.kube.resources import LEASES, NAMESPACES
 from tests.support.controllers import Eventually, control_plane, events_by_reason
 
 from .test_auto_fence import (

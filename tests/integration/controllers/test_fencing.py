@@ -20,10 +20,10 @@ from flotilla.api import labels as L
 from flotilla.apiserver.server import ApiServer
 from flotilla.cli.fence_commands import add_fence_parsers
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS
 from flotilla.controllers.execution import ExecutionController
 from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import ABANDONED_ANNOTATION, OUT_OF_SERVICE_TAINT_KEY, is_fenced
+from flotilla.kube.resources import DEPLOYMENTS
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
 from tests.support.controllers import get_or_none

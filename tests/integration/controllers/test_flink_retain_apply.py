@@ -16,8 +16,8 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
 from flotilla.client.errors import ApiException
-from flotilla.client.resources import CRDS
 from flotilla.controllers.manager import ControllerManager
+from flotilla.kube.resources import CRDS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS

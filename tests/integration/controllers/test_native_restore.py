@@ -26,7 +26,6 @@ from flotilla.api import labels as L
 from flotilla.checkpoints.config import StorageConfig, storage_config
 from flotilla.checkpoints.storage import write_snapshot_sync
 from flotilla.client import Resource
-from flotilla.client.resources import NAMESPACES, SECRETS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.restore import (
@@ -36,6 +35,7 @@ from flotilla.failover.restore import (
     NATIVE_ANNOTATION,
     RESTORE_ANNOTATION,
 )
+from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
@@ -370,7 +370,7 @@ end
 async def test_d20_another_kind_restores_through_its_customizations_restore_state(env: Env, tmp_path: Path) -> None:
     """A Deployment has no RestoreState of its own; a ResourceInterpreterCustomization's restoreState script gives it
     one, and the job's storage is the controller-manager's --restore-default-checkpoint-dir."""
-    from flotilla.client.resources import DEPLOYMENTS
+    from flotilla.kube.resources import DEPLOYMENTS
     from flotilla.propagation.works import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 
     root = (tmp_path / "ck").as_uri()

@@ -19,10 +19,10 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
-from flotilla.client.resources import CRDS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.moves import MOVE_ANNOTATION, MOVE_SAVEPOINT_ANNOTATION, RESTORE_ANNOTATION
+from flotilla.kube.resources import CRDS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS

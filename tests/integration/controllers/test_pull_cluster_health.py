@@ -20,9 +20,9 @@ import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.client import Client
-from flotilla.client.resources import LEASES, NAMESPACES
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
+from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.local.stack import default_taint_policy
 from tests.support.controllers import Eventually, control_plane, set_ready
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException
-from flotilla.client.resources import CONFIGMAPS, DEPLOYMENTS
 from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.failover.state import INJECTED_STATE_ANNOTATION
+from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from flotilla.policy.naming import depended_by_label_key
 from tests.integration.controllers.test_detector import (
     CLUSTERS,

@@ -18,12 +18,12 @@ import pytest
 
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from flotilla.client import Client
-from flotilla.client.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.controllers.binding_status import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.controllers.interpreter_failures import EVENT_REASON as CUSTOMIZATION_FAILED
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import CLUSTERS
 from flotilla.controllers.work_status import WORKS, WorkStatusController
+from flotilla.kube.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
 from tests.support.controllers import Eventually, events_by_reason, plane_with_members, set_ready

@@ -19,9 +19,9 @@ import pytest
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client
-from flotilla.client.resources import EVENTS
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
+from flotilla.kube.resources import EVENTS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
 from tests.support.controllers import (

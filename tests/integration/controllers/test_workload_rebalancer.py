@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKLOAD_REBALANCERS
-from flotilla.client.resources import DEPLOYMENTS
+from flotilla.kube.resources import DEPLOYMENTS
 from tests.integration.controllers.test_detector import (
     NS,
     PPS,

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client, Resource
-from flotilla.client.resources import EVENTS, LEASES, NAMESPACES
 from flotilla.failover.run_permit import (
     EVENT_GUARD_RESUMED_WORKLOAD,
     EVENT_GUARD_STOPPED_WORKLOAD,
@@ -26,6 +25,7 @@ from flotilla.failover.run_permit import (
     permit_body,
     renewed_permit,
 )
+from flotilla.kube.resources import EVENTS, LEASES, NAMESPACES
 from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from tests.support.controllers import Eventually

@@ -15,7 +15,7 @@ from flotilla.api.admission.propagation_policy import (
     state_preservation_warnings,
     validate_propagation_spec,
 )
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 PP_ID = L.PROPAGATION_POLICY_PERMANENT_ID_LABEL
 

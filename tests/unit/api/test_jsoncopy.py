@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flotilla.api.jsoncopy import json_copy
+from flotilla.kube.jsoncopy import json_copy
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta, timezone
 
-from flotilla.api.timestamps import utc_seconds
+from flotilla.kube.timestamps import utc_seconds
 
 
 def _expected(t: datetime) -> str:

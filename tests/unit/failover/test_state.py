@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flotilla.apiserver.validation import label_value_errors
 from flotilla.failover.state import (
     CONDITION_STATE_PRESERVED,
     EVENT_STATE_CARRIED_FORWARD,
@@ -49,6 +48,7 @@ from flotilla.failover.state import (
     similar_keys,
     state_preservation_deadline,
 )
+from flotilla.kube.validation import label_value_errors
 
 T0 = datetime(2024, 12, 17, 19, 8, 11, tzinfo=UTC)
 

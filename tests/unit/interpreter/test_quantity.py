@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flotilla.interpreter.quantity import (
+from flotilla.kube.quantity import (
     QuantityError,
     QuantityFormat,
     canonical,

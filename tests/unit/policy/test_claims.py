@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.kube.patch import apply_merge_patch
 from flotilla.policy.claims import (
     CPP_NAME_ANNOTATION,
     CPP_PERMANENT_ID_LABEL,

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.kube.patch import apply_merge_patch
 from flotilla.policy.naming import depended_by_label_key
 from flotilla.propagation.attached_bindings import (
     attach_update,

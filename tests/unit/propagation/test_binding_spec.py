@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.kube.patch import apply_merge_patch
 from flotilla.propagation.binding_spec import (
     CRB_UPDATED_SPEC_FIELDS,
     RB_UPDATED_SPEC_FIELDS,

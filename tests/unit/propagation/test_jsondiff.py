@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flotilla.apiserver.patch import apply_merge_patch
-from flotilla.propagation.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.patch import apply_merge_patch
 
 scalars = st.one_of(st.booleans(), st.integers(), st.text(max_size=5))
 json_values = st.recursive(

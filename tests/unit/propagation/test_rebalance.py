@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.apiserver.patch import apply_merge_patch
+from flotilla.kube.patch import apply_merge_patch
 from flotilla.propagation.rebalance import (
     REASON_BINDING_NOT_FOUND,
     RESULT_FAILED,

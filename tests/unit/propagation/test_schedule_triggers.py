@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.apiserver.patch import PatchError, apply_json_patch, apply_merge_patch
+from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
 from flotilla.propagation.schedule_triggers import (
     REASON_CLUSTER_TERMINATING,
     REASON_DUPLICATED,

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from flotilla.interpreter import quantity as interpreter_quantity
+from flotilla.kube import quantity as interpreter_quantity
 from flotilla.scheduler.errors import ModelError
 from flotilla.scheduler.model import parse_quantity
 

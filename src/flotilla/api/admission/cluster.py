@@ -48,9 +48,9 @@ from flotilla.api.admission.common import (
     validate_label_name,
 )
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
 from flotilla.apiserver.objects import now_rfc3339
 from flotilla.apiserver.schemas.meta import taint as taint_schema
+from flotilla.kube.validation import Cause
 
 CLUSTER_NAME_MAX_LENGTH = 48
 SUPPORTED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")

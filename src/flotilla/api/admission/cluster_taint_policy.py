@@ -30,7 +30,7 @@ from flotilla.api.admission.common import (
     validate_cluster_affinity,
 )
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 NO_EXECUTE_FORBIDDEN = (
     "Configuring taint with NoExecute effect is not allowed, this capability must be explicitly enabled by "

@@ -20,8 +20,8 @@ from fractions import Fraction
 from typing import Any
 
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
 from flotilla.jsonpath.formatting import go_json, go_json_string
+from flotilla.kube.validation import Cause
 
 # ---------------------------------------------------------------------------------------------
 # Field errors

@@ -47,7 +47,7 @@ from flotilla.api.admission.common import (
 )
 from flotilla.api.store_mirror import StoreMirror
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 log = logging.getLogger(__name__)
 

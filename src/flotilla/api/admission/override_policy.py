@@ -39,7 +39,7 @@ from flotilla.api.admission.common import (
     validate_resource_selectors,
 )
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 _LEGACY_OVERRIDER_KINDS = (
     "plaintext",

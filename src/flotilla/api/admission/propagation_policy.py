@@ -61,10 +61,10 @@ from flotilla.api.admission.common import (
     validate_resource_selectors,
 )
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
 from flotilla.apiserver.schemas import karmada_common as karmada_schemas
 from flotilla.failover.restore import validate_restore_annotations
 from flotilla.jsonpath import JSONPathSyntaxError, parse
+from flotilla.kube.validation import Cause
 
 SERVICE_IMPORT_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
 SERVICE_IMPORT_KIND = "ServiceImport"

@@ -32,7 +32,7 @@ from flotilla.api.admission.common import (
     set_label,
 )
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.errors import Cause
+from flotilla.kube.validation import Cause
 
 
 def validate_binding(obj: dict[str, Any]) -> list[Cause]:

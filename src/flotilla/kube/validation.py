@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from flotilla.apiserver.errors import Cause
+
+@dataclass
+class Cause:
+    """One field error of a Status (``details.causes``): which field, what is wrong, and why."""
+
+    field: str
+    message: str
+    reason: str = "FieldValueInvalid"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
