@@ -12,8 +12,8 @@ import pytest
 
 from flotilla.client.client import Client
 from flotilla.client.errors import ApiException
+from flotilla.client.events import EventRecorder
 from flotilla.kube.resources import DEPLOYMENTS, EVENTS, NAMESPACES, Resource
-from flotilla.observability import EventRecorder
 from tests.support.apiserver import Kubectl, ServerThread
 
 NS = "default"

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from flotilla.api.admission import register_karmada_admission
 from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import JSON_PATCH, MERGE_PATCH, RequestContext, ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.apiserver.webhooks import register_karmada_admission
 from flotilla.storage.memory import MemoryStore
 
 _JUNK: list[Any] = [None, True, 0, 7, 2.5, "", "x", "Always", [], {}, [1], {"a": 1}, {"unknownField": 1}]

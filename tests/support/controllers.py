@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spec_from_credentials
 from flotilla.client import Client, Resource
@@ -78,7 +79,7 @@ async def control_plane(tmp_path: Path, **config: Any) -> AsyncIterator[tuple[Ap
     """An API server with memory storage under ``tmp_path/cp`` and an in-process client of it."""
     server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
                                              **config)).start()
-    cp = Client.in_process(server.storage)
+    cp = in_process_client(server.storage)
     try:
         yield server, cp
     finally:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flotilla.api.admission import register_karmada_admission
 from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.server import ApiServerConfig
+from flotilla.apiserver.webhooks import register_karmada_admission
 from flotilla.cli.controller_manager import build_parser, options_from_args
 from flotilla.cluster.taints import condition_taint_changes, taints_for_condition
 from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions

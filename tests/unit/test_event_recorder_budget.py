@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from flotilla.client.errors import ApiException, ConnectionFailed
+from flotilla.client.events import EventRecorder
 from flotilla.failover.events import (
     EVENT_EVICTION_PERFORMED,
     EVENT_EVICTION_QUEUED,
@@ -18,7 +19,6 @@ from flotilla.failover.events import (
     FAILOVER_EVENT_REASONS,
 )
 from flotilla.kube.resources import Resource
-from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import DROP_QUEUE_FULL, DROP_SPAM_FILTER, EventMetrics, MetricsRegistry
 
 
@@ -184,7 +184,7 @@ class Unreachable(MemoryEvents):
 async def test_an_unreachable_api_server_costs_one_log_line_per_lost_event_without_a_traceback(
         caplog: Any) -> None:
     recorder = EventRecorder(Unreachable(), "c", attempts=1, patch_delay=0.0)
-    with caplog.at_level("WARNING", logger="flotilla.observability.events"):
+    with caplog.at_level("WARNING", logger="flotilla.client.events"):
         recorder.event(BINDING, "Normal", EVENT_SYNC_WORK_SUCCEED, "synced")
         await recorder.flush()
         await recorder.close()

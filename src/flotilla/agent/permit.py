@@ -48,7 +48,7 @@ from flotilla.propagation.works import WORKS
 
 if TYPE_CHECKING:
     from flotilla.agent.metrics import AgentMetrics
-    from flotilla.observability.events import EventRecorder
+    from flotilla.client.events import EventRecorder
 
 log = logging.getLogger(__name__)
 

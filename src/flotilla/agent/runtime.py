@@ -25,6 +25,7 @@ from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.client.events import EventRecorder
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.members import AgentMemberClients
@@ -39,7 +40,6 @@ from flotilla.failover.peer_quorum import (
 )
 from flotilla.failover.run_permit import MEMBER_EVENT_REASONS
 from flotilla.kube.resources import LEASES
-from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import MetricsServer
 from flotilla.propagation.works import WORKS
 

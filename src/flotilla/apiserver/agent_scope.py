@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from flotilla.api.agents import AGENT_USER_PREFIX, AGENTS_GROUP, LEASE_NAMESPACE
+
 if TYPE_CHECKING:  # auth.py imports this module: the names it needs at run time come from there lazily
     from flotilla.apiserver.auth import RequestAttributes, UserInfo
 
@@ -39,10 +41,6 @@ __all__ = [
     "execution_namespace",
 ]
 
-AGENTS_GROUP = "system:karmada:agents"
-AGENT_USER_PREFIX = "system:karmada:agent:"
-#: where an agent's Lease lives (Karmada's ``--cluster-namespace`` default)
-LEASE_NAMESPACE = "karmada-cluster"
 
 _CLUSTER = ("cluster.karmada.io", "clusters")
 _LEASE = ("coordination.k8s.io", "leases")

@@ -22,8 +22,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flotilla.api.store_mirror import StoreMirror
 from flotilla.apiserver.agent_scope import LEASE_NAMESPACE, agent_user
+from flotilla.apiserver.store_mirror import StoreMirror
 
 __all__ = [
     "AGENT_TOKEN_CLUSTER_KEY",

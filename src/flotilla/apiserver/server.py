@@ -97,7 +97,7 @@ class ApiServer:
 
         self.admission.register("apiextensions.k8s.io", "CustomResourceDefinition", _CRDValidation(validate_crd))
         if cfg.karmada_admission:
-            from flotilla.api.admission import RICIndex, register_karmada_admission
+            from flotilla.apiserver.webhooks import RICIndex, register_karmada_admission
 
             self._rics = RICIndex()
             register_karmada_admission(

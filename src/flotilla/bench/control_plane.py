@@ -36,6 +36,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
         api.storage.after_write.append(WriteCounter(metrics.registry))
         store_gauges(metrics.registry, api.store)
         server = await MetricsServer(metrics.registry, "127.0.0.1", 0).start()
-        client = Client.in_process(api.storage) if transport == "inprocess" else \
+        client = in_process_client(api.storage) if transport == "inprocess" else \
             Client.from_kubeconfig(str(api.kubeconfig_path))
         controllers = list(FLOOR_CONTROLLERS) if floor else cfg.controllers
         manager = ControllerManager(client, cfg.options, controllers=controllers, metrics=metrics)

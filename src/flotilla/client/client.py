@@ -10,7 +10,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -20,9 +20,6 @@ from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, load_kubeconfig
 from flotilla.client.transport import PATCH_CONTENT_TYPES, Transport, WatchStream
 from flotilla.kube.resources import Resource
-
-if TYPE_CHECKING:
-    from flotilla.apiserver.rest import ResourceStorage
 
 __all__ = ["Client"]
 
@@ -82,13 +79,6 @@ class Client:
             return cls(MultiServerTransport([http(s) for s in (creds.server, *creds.fallback_servers)]),
                        namespace=creds.namespace)
         return cls(http(creds.server), namespace=creds.namespace)
-
-    @classmethod
-    def in_process(cls, storage: ResourceStorage, *, bookmark_interval: float = 30.0) -> Client:
-        """A client calling ``storage`` directly (same semantics as HTTP; no sockets, objects copied)."""
-        from flotilla.client.inprocess import InProcessTransport
-
-        return cls(InProcessTransport(storage, bookmark_interval=bookmark_interval))
 
     @property
     def server(self) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flotilla.api.admission.cluster import cluster_name_errors
+from flotilla.cluster.names import cluster_name_errors
 
 __all__ = [
     "CLUSTER_API_VERSION",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flotilla.api.admission.cluster import cluster_name_errors
-from flotilla.apiserver.agent_scope import AGENT_USER_PREFIX
+from flotilla.api.agents import AGENT_USER_PREFIX
+from flotilla.cluster.names import cluster_name_errors
 
 __all__ = [
     "AgentFiles",

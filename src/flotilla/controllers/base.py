@@ -19,12 +19,12 @@ from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTERS, WORKS
 from flotilla.client import Client, Resource, SharedInformerFactory
+from flotilla.client.events import EventRecorder
 from flotilla.client.workqueue import WorkQueue
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace, serves_cluster
 from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
-from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)

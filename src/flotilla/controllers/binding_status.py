@@ -61,6 +61,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
+from flotilla.client.events import NORMAL, WARNING
 from flotilla.controllers.base import Controller
 from flotilla.controllers.detector import patch_with_retry
 from flotilla.controllers.graceful_eviction import graceful_eviction_running
@@ -75,7 +76,6 @@ from flotilla.failover.state import (
     parse_injected_state_record,
 )
 from flotilla.interpreter import InterpreterError, Operation
-from flotilla.observability.events import NORMAL, WARNING
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 

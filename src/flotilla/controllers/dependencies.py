@@ -24,13 +24,13 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client.events import NORMAL, WARNING
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import RESOURCE_BINDINGS, interpreter_cache, patch_with_retry
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
 from flotilla.kube.selectors import SelectorError, label_selector_from_dict
-from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.claims import specification_changed
 from flotilla.policy.matching import is_deleting
 from flotilla.policy.naming import DEPENDED_BY_LABEL_KEY_PREFIX, depended_by_label_key

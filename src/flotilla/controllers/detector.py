@@ -33,6 +33,7 @@ from flotilla.api.resources import (
     RESOURCE_INTERPRETER_CUSTOMIZATIONS,
 )
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client.events import NORMAL, WARNING
 from flotilla.client.informer import label_indexer
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.interpreter_failures import customization_failures
@@ -40,7 +41,6 @@ from flotilla.interpreter import Operation, ResourceInterpreter
 from flotilla.interpreter.customization import CustomizationFailure, parse_customization
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
-from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.claims import (
     ClaimRef,
     claim_of,

@@ -19,9 +19,9 @@ from typing import Any
 
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from flotilla.client import Informer
+from flotilla.client.events import WARNING
 from flotilla.controllers.base import ControllerContext
 from flotilla.interpreter.customization import RIC_API_VERSION, RIC_KIND, CustomizationFailure
-from flotilla.observability.events import WARNING
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flotilla.client import Client, SharedInformerFactory
+from flotilla.client.events import EventRecorder
 from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.controllers.members import MemberClients
 from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.events import FAILOVER_EVENT_REASONS
-from flotilla.observability.events import EventRecorder
 from flotilla.observability.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)

@@ -88,7 +88,7 @@ class ControllerOptions:
         grace periods > 0 (Karmada does not check them), the fence margin >= 0. As in Karmada, the graceful-eviction timeout is not checked.
         NaN never passes a check.
         """
-        from flotilla.api.admission.common import go_quote  # Go's %q; imported here to keep this module light
+        from flotilla.kube.validation import go_quote  # Go's %q
 
         errs: list[str] = []
         if not self.cluster_status_update_frequency > 0:

@@ -42,6 +42,7 @@ from flotilla.api.resources import (
     WORKS,
 )
 from flotilla.client import Informer
+from flotilla.client.events import NORMAL, WARNING
 from flotilla.cluster.health import is_ready
 from flotilla.controllers.base import Controller
 from flotilla.controllers.binding_works import index_works_by_binding, mark_planned_moves_running, works_of
@@ -71,7 +72,6 @@ from flotilla.failover.moves import (
     restore_record,
     savepoint_on_move_enabled,
 )
-from flotilla.observability.events import NORMAL, WARNING
 from flotilla.propagation.works import (
     CLUSTER_RESOURCE_BINDING_KIND,
     RESOURCE_BINDING_KIND,

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.client.events import NORMAL, WARNING
 from flotilla.controllers.base import Controller, ControllerContext, split_key
 from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
 from flotilla.controllers.held_writes import HeldWrites
@@ -67,7 +68,6 @@ from flotilla.failover.state import (
 )
 from flotilla.kube.jsondiff import with_precondition
 from flotilla.kube.resources import object_key
-from flotilla.observability.events import NORMAL, WARNING
 from flotilla.policy.matching import is_deleting
 from flotilla.propagation.schedule_triggers import (
     DEFAULT_SCHEDULER_NAME,

@@ -48,6 +48,7 @@ from flotilla.api.labels import MANAGED_LABEL
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS as RICS
 from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
+from flotilla.client.events import WARNING
 from flotilla.client.informer import HandlerRegistration
 from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
 from flotilla.controllers.base import Controller, ControllerContext
@@ -61,7 +62,6 @@ from flotilla.interpreter import (
     ResourceInterpreter,
     parse_customization,
 )
-from flotilla.observability.events import WARNING
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 

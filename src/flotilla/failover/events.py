@@ -2,7 +2,7 @@
 
 A failover is told by its Events: the cluster's health and taints, the eviction queued and performed, the state
 preserved (or not), the new placement, the new Work, the old copy's task removed, fencing (by hand or automatic). The event recorder
-(:class:`flotilla.observability.events.EventRecorder`) is given :data:`FAILOVER_EVENT_REASONS` as its
+(:class:`flotilla.client.events.EventRecorder`) is given :data:`FAILOVER_EVENT_REASONS` as its
 ``priority_reasons``: Events with these reasons are never held back by the per-object spam filter, are written
 before any other and may take the place of any other waiting write when the recorder's queue is full. Busy
 objects spend their budget on routine Events (``AggregateStatusSucceed`` on every status change); a failover's

@@ -47,42 +47,37 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:  # the runtime import is deferred, so that the scheduler may import this module
-    from flotilla.scheduler.model import Taint, Toleration
+from flotilla.kube.taints import (
+    TaintLike,
+    TolerationLike,
+    first_untolerated_taint,
+    matching_tolerations,
+    no_execute_taints,
+    tolerates,
+)
+from flotilla.scheduler.errors import ModelError
+from flotilla.scheduler.model import Taint, Toleration
 
 __all__ = [
     "APPLIED_PLACEMENT_ANNOTATION",
     "APPLIED_PLACEMENT_EMPTY_MESSAGE",
     "MAX_TIME",
-    "NO_EXECUTE",
-    "OPERATOR_EQUAL",
-    "OPERATOR_EXISTS",
     "AppliedPlacementError",
     "Eviction",
     "EvictionDecision",
-    "TaintLike",
-    "TolerationLike",
     "applied_cluster_tolerations",
     "binding_eviction_decision",
     "enqueue_decision",
     "eviction_deadlines",
-    "first_untolerated_taint",
-    "matching_tolerations",
     "no_execute_eviction",
-    "no_execute_taints",
     "parse_taints",
     "parse_tolerations",
     "should_queue",
     "toleration_deadline",
-    "tolerates",
 ]
 
-NO_EXECUTE = "NoExecute"
-OPERATOR_EQUAL = "Equal"
-OPERATOR_EXISTS = "Exists"
-#: Binding annotation holding the JSON of the placement the scheduler last scheduled with.
 APPLIED_PLACEMENT_ANNOTATION = "policy.karmada.io/applied-placement"
 #: Karmada's error for a binding without an applied placement ("ResourceBining" is sic).
 APPLIED_PLACEMENT_EMPTY_MESSAGE = "the applied placement for ResourceBining can not be empty"
@@ -90,36 +85,6 @@ APPLIED_PLACEMENT_EMPTY_MESSAGE = "the applied placement for ResourceBining can 
 MAX_TIME = datetime.max.replace(tzinfo=UTC)
 
 
-class TaintLike(Protocol):
-    """What matching reads of a taint (:class:`flotilla.scheduler.model.Taint` is one)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def value(self) -> str: ...
-    @property
-    def effect(self) -> str: ...
-    @property
-    def time_added(self) -> datetime | None: ...
-
-
-class TolerationLike(Protocol):
-    """What matching reads of a toleration (:class:`flotilla.scheduler.model.Toleration` is one)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def operator(self) -> str: ...
-    @property
-    def value(self) -> str: ...
-    @property
-    def effect(self) -> str: ...
-    @property
-    def toleration_seconds(self) -> int | None: ...
-
-
-T = TypeVar("T", bound=TaintLike)
-U = TypeVar("U", bound=TolerationLike)
 K = TypeVar("K")
 
 
@@ -137,7 +102,6 @@ def parse_taints(value: Any) -> tuple[Taint, ...]:
 
     Raises :class:`flotilla.scheduler.errors.ModelError` (a ``ValueError``) for a malformed list.
     """
-    from flotilla.scheduler.model import Taint
 
     if isinstance(value, Mapping) and ("spec" in value or "metadata" in value):
         spec = value.get("spec")
@@ -145,7 +109,6 @@ def parse_taints(value: Any) -> tuple[Taint, ...]:
     if value is None:
         return ()
     if not isinstance(value, list | tuple):
-        from flotilla.scheduler.errors import ModelError
 
         raise ModelError("spec.taints: must be a list")
     return tuple(Taint.from_dict(t, f"spec.taints[{i}]") for i, t in enumerate(value))
@@ -153,12 +116,10 @@ def parse_taints(value: Any) -> tuple[Taint, ...]:
 
 def parse_tolerations(value: Any, where: str = "placement.clusterTolerations") -> tuple[Toleration, ...]:
     """A ``clusterTolerations`` list as typed tolerations; ``None`` gives ``()``."""
-    from flotilla.scheduler.model import Toleration
 
     if value is None:
         return ()
     if not isinstance(value, list | tuple):
-        from flotilla.scheduler.errors import ModelError
 
         raise ModelError(f"{where}: must be a list")
     return tuple(Toleration.from_dict(t, f"{where}[{i}]") for i, t in enumerate(value))
@@ -192,47 +153,6 @@ def applied_cluster_tolerations(annotations: Mapping[str, Any] | None) -> tuple[
 # ------------------------------------------------------------------------------------------------
 # matching
 # ------------------------------------------------------------------------------------------------
-
-
-def tolerates(toleration: TolerationLike, taint: TaintLike) -> bool:
-    """``ToleratesTaint`` with the comparison operators disabled (karmada-failover.md §1.6)."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in ("", OPERATOR_EQUAL):
-        return toleration.value == taint.value
-    return toleration.operator == OPERATOR_EXISTS
-
-
-def no_execute_taints(taints: Iterable[T]) -> list[T]:
-    """The ``NoExecute`` taints, in order (``GetNoExecuteTaints``)."""
-    return [t for t in taints if t.effect == NO_EXECUTE]
-
-
-def matching_tolerations(taints: Sequence[TaintLike], tolerations: Sequence[U]) -> tuple[bool, list[U]]:
-    """``GetMatchingTolerations``: (all tolerated, the first tolerating toleration of each taint).
-
-    No taints: ``(True, [])``. A taint no toleration tolerates: ``(False, [])``. The list has one
-    entry per taint, in taint order, and may repeat a toleration.
-    """
-    if not taints:
-        return True, []
-    used: list[U] = []
-    for taint in taints:
-        first = next((tol for tol in tolerations if tolerates(tol, taint)), None)
-        if first is None:
-            return False, []
-        used.append(first)
-    return True, used
-
-
-def first_untolerated_taint(taints: Iterable[T], tolerations: Sequence[TolerationLike]) -> T | None:
-    """The first taint that no toleration tolerates, or ``None``."""
-    for taint in taints:
-        if not any(tolerates(tol, taint) for tol in tolerations):
-            return taint
-    return None
 
 
 def _deadline(time_added: datetime, seconds: int) -> datetime:

@@ -200,3 +200,29 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
         # cluster-scoped objects carry no namespace; the server strips it, as kube-apiserver does
         meta.pop("namespace", None)
     return causes
+
+
+def go_quote(text: str) -> str:
+    """Go's ``strconv.Quote``: double quotes, escapes for quotes, backslashes and non-printables."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch == " " or (ch.isprintable() and code != 0x7F):
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.local.layout import DataDirError, Layout, StackRecord
 
 log = logging.getLogger(__name__)
@@ -558,7 +559,6 @@ class LocalStack:
                              token=self.viewer_token, ca_pem=cp.ca_pem)
 
     async def _start_controllers(self) -> None:
-        from flotilla.client import Client
         from flotilla.controllers.manager import ControllerManager
         from flotilla.controllers.options import ControllerOptions
         from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -572,7 +572,7 @@ class LocalStack:
         metrics = ControllerMetrics()
         transport = self.config.controller_transport
         if transport == "inprocess":
-            self.controller_client = Client.in_process(self.api.storage, bookmark_interval=30.0)
+            self.controller_client = in_process_client(self.api.storage, bookmark_interval=30.0)
         elif transport == "http":
             self.controller_client = self.client
         else:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.rest import MERGE_PATCH
 from flotilla.client.errors import ApiException
+from flotilla.client.events import NORMAL, WARNING, EventRecorder
 from flotilla.failover.run_permit import (
     EVENT_GUARD_RESUMED_WORKLOAD,
     EVENT_GUARD_STOPPED_WORKLOAD,
@@ -37,7 +38,6 @@ from flotilla.failover.run_permit import (
 )
 from flotilla.kube.resources import Resource
 from flotilla.member.simulator import ResourceSimulator, Simulator
-from flotilla.observability.events import NORMAL, WARNING, EventRecorder
 
 if TYPE_CHECKING:
     from flotilla.apiserver.rest import ResourceStorage

@@ -1,5 +1,2 @@
-"""Observability: Kubernetes Events for what controllers do."""
-
-from flotilla.observability.events import EventRecorder
-
-__all__ = ["EventRecorder"]
+"""Observability: Prometheus metrics and structured logs (Events are written by the client's
+:class:`flotilla.client.events.EventRecorder`)."""

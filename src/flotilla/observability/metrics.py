@@ -637,7 +637,7 @@ DROP_CAUSES = (DROP_SPAM_FILTER, DROP_QUEUE_FULL, DROP_CLOSED, DROP_INVALID, DRO
 
 
 class EventMetrics:
-    """What the event recorder (:class:`flotilla.observability.events.EventRecorder`) could not write."""
+    """What the event recorder (:class:`flotilla.client.events.EventRecorder`) could not write."""
 
     def __init__(self, registry: MetricsRegistry) -> None:
         self.dropped = registry.counter(

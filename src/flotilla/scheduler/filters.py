@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from flotilla.failover.tolerations import matching_tolerations, no_execute_taints
 from flotilla.kube.selectors import LabelSelector, Operator, Requirement, SelectorError
+from flotilla.kube.taints import matching_tolerations, no_execute_taints
 
 from .errors import FilterFailure
 from .model import (

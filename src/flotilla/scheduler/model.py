@@ -290,9 +290,9 @@ class Toleration:
     def tolerates(self, taint: Taint) -> bool:
         """``corev1.Toleration.ToleratesTaint`` with the comparison operators disabled (as in Karmada).
 
-        The one rule, shared with the taint manager: :func:`flotilla.failover.tolerations.tolerates`.
+        The one rule, shared with the taint manager: :func:`flotilla.kube.taints.tolerates`.
         """
-        from flotilla.failover.tolerations import tolerates
+        from flotilla.kube.taints import tolerates
 
         return tolerates(self, taint)
 

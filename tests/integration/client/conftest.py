@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
@@ -110,7 +111,7 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
     else:
         srv = await LocalServer(tmp_path / "local").start()
         try:
-            async with Client.in_process(srv.storage, bookmark_interval=BOOKMARK_INTERVAL) as client:
+            async with in_process_client(srv.storage, bookmark_interval=BOOKMARK_INTERVAL) as client:
                 yield Env("inprocess", client, srv.compact)
         finally:
             await srv.close()

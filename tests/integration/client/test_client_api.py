@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.client import (
     ApiException,
-    Client,
     WatchEvent,
     is_already_exists,
     is_conflict,
@@ -362,7 +362,7 @@ async def test_concurrent_discovery_misses_share_one_request(env: Env) -> None:
 
 
 async def test_in_process_objects_are_copies(tmp_path: Any, local_server: Any) -> None:
-    async with Client.in_process(local_server.storage) as c:
+    async with in_process_client(local_server.storage) as c:
         body = cm("copied", {"a": "1"})
         created = await c.create(CONFIGMAPS, body, "default")
         assert "uid" not in body["metadata"]  # the caller's object is not touched

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.client import Client, Informer, SharedInformerFactory, label_indexer, object_key
 from flotilla.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS
 from tests.integration.client.conftest import Env, LocalServer, make_namespace
@@ -170,7 +171,7 @@ async def test_shared_informer_factory_dedupes(env: Env) -> None:
 async def test_relist_after_410_while_the_server_was_away(local_server: LocalServer) -> None:
     """The server goes down; meanwhile objects change and history is compacted; the informer's resume gets
     410 Expired, it re-lists, and its handlers hear exactly what changed."""
-    async with Client.from_kubeconfig(local_server.kubeconfig) as c, Client.in_process(
+    async with Client.from_kubeconfig(local_server.kubeconfig) as c, in_process_client(
             local_server.storage) as direct:
         for name in ("keep", "change", "remove"):
             await c.create(CONFIGMAPS, cm(name), "default")
@@ -206,7 +207,7 @@ async def test_relist_after_410_while_the_server_was_away(local_server: LocalSer
 
 
 async def test_reconnect_resumes_without_relist_when_history_allows(local_server: LocalServer) -> None:
-    async with Client.from_kubeconfig(local_server.kubeconfig) as c, Client.in_process(
+    async with Client.from_kubeconfig(local_server.kubeconfig) as c, in_process_client(
             local_server.storage) as direct:
         inf = Informer(c, CONFIGMAPS, "default", **FAST)
         rec = Recorder().register(inf)

@@ -8,7 +8,8 @@ import asyncio
 import copy
 from typing import Any
 
-from flotilla.client import Client, WatchEvent
+from flotilla.apiserver.inprocess import in_process_client
+from flotilla.client import WatchEvent
 from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
 from tests.integration.client.conftest import LocalServer
 
@@ -31,7 +32,7 @@ async def _next(watch: Any) -> WatchEvent:
 
 
 async def test_watch_events_are_shared_and_no_write_changes_them(local_server: LocalServer) -> None:
-    async with Client.in_process(local_server.storage) as c:
+    async with in_process_client(local_server.storage) as c:
         await c.create(NAMESPACES, {"metadata": {"name": "own"}})
         w1 = c.watch(DEPLOYMENTS, "own", resource_version="1")
         w2 = c.watch(DEPLOYMENTS, "own", resource_version="1")
@@ -96,7 +97,7 @@ async def test_watch_events_are_shared_and_no_write_changes_them(local_server: L
 
 
 async def test_bodies_are_copied_in_and_deleted_objects_are_the_callers(local_server: LocalServer) -> None:
-    async with Client.in_process(local_server.storage) as c:
+    async with in_process_client(local_server.storage) as c:
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "finalizers": ["x.io/hold"]},
                 "data": {"k": ("tuple", "becomes", "list")}}
         sent = copy.deepcopy(body)
@@ -123,7 +124,7 @@ async def test_bodies_are_copied_in_and_deleted_objects_are_the_callers(local_se
 
 
 async def test_in_process_watch_hands_out_ready_events_without_waiting(local_server: LocalServer) -> None:
-    async with Client.in_process(local_server.storage) as c:
+    async with in_process_client(local_server.storage) as c:
         await c.create(NAMESPACES, {"metadata": {"name": "ready"}})
         w = c.watch(CONFIGMAPS, "ready", resource_version="1")
         try:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS, RESOURCE_BINDINGS
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.controller_manager import build_parser, options_from_args
-from flotilla.client import Client
 from flotilla.controllers.graceful_eviction import GracefulEvictionController
 from flotilla.controllers.manager import ControllerManager
 from flotilla.controllers.options import ControllerOptions
@@ -213,7 +213,7 @@ async def test_d1_member_going_not_ready_without_a_policy_gets_no_no_execute_tai
                                              compaction_interval=0)).start()
     members = MemberGroup([MemberConfig(name="m1", data_dir=tmp_path / "members", simulators=[])],
                           write_admin_files=False)
-    client = Client.in_process(server.storage)
+    client = in_process_client(server.storage)
     plane = Plane(server, client)
     try:
         await members.start()

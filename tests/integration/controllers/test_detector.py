@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client, Resource
 from flotilla.controllers.manager import ControllerManager
@@ -123,7 +124,7 @@ class Plane:
 async def plane_fixture(tmp_path: Path) -> AsyncIterator[Plane]:
     server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
                                              policy_finalizers=True)).start()
-    client = Client.in_process(server.storage)
+    client = in_process_client(server.storage)
     p = Plane(server, client, tmp_path)
     try:
         yield p
@@ -646,7 +647,7 @@ async def test_template_created_before_the_detector_starts(plane: Plane) -> None
 async def test_policy_deleted_without_a_finalizer_releases_its_templates(tmp_path: Path) -> None:
     server = await ApiServer(ApiServerConfig(storage_url="memory://", data_dir=tmp_path / "cp", port=0,
                                              policy_finalizers=False)).start()
-    client = Client.in_process(server.storage)
+    client = in_process_client(server.storage)
     p = Plane(server, client, tmp_path)
     try:
         await p.cluster("m1")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
+from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client
 from flotilla.controllers.manager import ControllerManager
@@ -265,7 +266,7 @@ async def test_member_outage_adds_and_recovery_removes_the_no_execute_taint(tmp_
                                              compaction_interval=0)).start()
     members = MemberGroup([MemberConfig(name="member1", data_dir=tmp_path / "members", simulators=[])],
                           write_admin_files=False)
-    client = Client.in_process(server.storage)
+    client = in_process_client(server.storage)
     manager: ControllerManager | None = None
     plane = Plane(server, client)
     try:

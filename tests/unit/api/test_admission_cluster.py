@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.api.admission.cluster import (
+from flotilla.apiserver.webhooks.cluster import (
     ClusterAdmission,
     default_cluster,
     default_resource_models,

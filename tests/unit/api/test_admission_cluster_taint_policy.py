@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flotilla.api.admission.cluster_taint_policy import (
+from flotilla.apiserver.webhooks.cluster_taint_policy import (
     ClusterTaintPolicyAdmission,
     cluster_taint_policy_warnings,
     validate_cluster_taint_policy_spec,

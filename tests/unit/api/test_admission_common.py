@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from flotilla.api.admission.common import (
+from flotilla.apiserver.webhooks.common import (
     go_quote,
     go_value,
     invalid,

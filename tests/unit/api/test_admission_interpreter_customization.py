@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.api.admission.interpreter_customization import (
+from flotilla.apiserver.webhooks.interpreter_customization import (
     HOOKS,
     InterpreterCustomizationAdmission,
     RICIndex,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from flotilla.api.admission.override_policy import OverridePolicyAdmission, validate_override_spec
+from flotilla.apiserver.webhooks.override_policy import OverridePolicyAdmission, validate_override_spec
 
 
 def errors(spec: dict[str, Any], namespace: str = "ns") -> list[str]:

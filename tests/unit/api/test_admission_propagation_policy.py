@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.api.admission.propagation_policy import (
+from flotilla.apiserver.webhooks.propagation_policy import (
     PropagationPolicyAdmission,
     default_propagation_spec,
     multi_cluster_reason,

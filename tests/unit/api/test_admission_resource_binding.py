@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.api.admission.resource_binding import ResourceBindingAdmission, validate_binding
+from flotilla.apiserver.webhooks.resource_binding import ResourceBindingAdmission, validate_binding
 
 
 def binding(**spec: Any) -> dict[str, Any]:

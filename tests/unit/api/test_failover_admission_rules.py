@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
-from flotilla.api.admission import register_karmada_admission
-from flotilla.api.admission.propagation_policy import validate_propagation_spec
 from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.schema_check import apply_defaults, schema_errors
 from flotilla.apiserver.schemas import schema_for
+from flotilla.apiserver.webhooks import register_karmada_admission
+from flotilla.apiserver.webhooks.propagation_policy import validate_propagation_spec
 from flotilla.controllers.options import ControllerOptions
 
 KINDS = {

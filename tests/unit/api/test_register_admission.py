@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flotilla.api.admission import register_karmada_admission
 from flotilla.apiserver.admission import Admission
+from flotilla.apiserver.webhooks import register_karmada_admission
 
 KINDS = [
     ("policy.karmada.io", "PropagationPolicy"),

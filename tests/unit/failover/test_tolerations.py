@@ -21,16 +21,13 @@ from flotilla.failover.tolerations import (
     binding_eviction_decision,
     enqueue_decision,
     eviction_deadlines,
-    first_untolerated_taint,
-    matching_tolerations,
     no_execute_eviction,
-    no_execute_taints,
     parse_taints,
     parse_tolerations,
     should_queue,
-    tolerates,
     toleration_deadline,
 )
+from flotilla.kube.taints import first_untolerated_taint, matching_tolerations, no_execute_taints, tolerates
 from flotilla.scheduler.errors import ModelError
 from flotilla.scheduler.model import Taint, Toleration
 

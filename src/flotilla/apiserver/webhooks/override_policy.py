@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
     as_list,
@@ -38,7 +39,6 @@ from flotilla.api.admission.common import (
     validate_labels,
     validate_resource_selectors,
 )
-from flotilla.apiserver.admission import Operation
 from flotilla.kube.validation import Cause
 
 _LEGACY_OVERRIDER_KINDS = (

@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from flotilla.api.admission.cluster import ClusterAdmission
-from flotilla.api.admission.cluster_taint_policy import ClusterTaintPolicyAdmission
-from flotilla.api.admission.interpreter_customization import InterpreterCustomizationAdmission, RICIndex
-from flotilla.api.admission.override_policy import OverridePolicyAdmission
-from flotilla.api.admission.propagation_policy import PropagationPolicyAdmission
-from flotilla.api.admission.resource_binding import ResourceBindingAdmission
 from flotilla.apiserver.admission import Admission
+from flotilla.apiserver.webhooks.cluster import ClusterAdmission
+from flotilla.apiserver.webhooks.cluster_taint_policy import ClusterTaintPolicyAdmission
+from flotilla.apiserver.webhooks.interpreter_customization import InterpreterCustomizationAdmission, RICIndex
+from flotilla.apiserver.webhooks.override_policy import OverridePolicyAdmission
+from flotilla.apiserver.webhooks.propagation_policy import PropagationPolicyAdmission
+from flotilla.apiserver.webhooks.resource_binding import ResourceBindingAdmission
 
 POLICY_GROUP = "policy.karmada.io"
 WORK_GROUP = "work.karmada.io"

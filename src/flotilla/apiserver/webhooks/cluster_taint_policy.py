@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flotilla.api.admission.cluster import validate_taint
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.webhooks.cluster import validate_taint
+from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
     as_list,
@@ -29,7 +30,6 @@ from flotilla.api.admission.common import (
     spec_unchanged,
     validate_cluster_affinity,
 )
-from flotilla.apiserver.admission import Operation
 from flotilla.kube.validation import Cause
 
 NO_EXECUTE_FORBIDDEN = (

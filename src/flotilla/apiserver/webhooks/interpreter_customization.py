@@ -35,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.store_mirror import StoreMirror
+from flotilla.apiserver.webhooks.common import (
     OMIT,
     NoOpPlugin,
     as_dict,
@@ -45,8 +47,6 @@ from flotilla.api.admission.common import (
     required,
     spec_unchanged,
 )
-from flotilla.api.store_mirror import StoreMirror
-from flotilla.apiserver.admission import Operation
 from flotilla.kube.validation import Cause
 
 log = logging.getLogger(__name__)

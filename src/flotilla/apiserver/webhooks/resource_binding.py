@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
     as_list,
@@ -31,7 +32,6 @@ from flotilla.api.admission.common import (
     labels_of,
     set_label,
 )
-from flotilla.apiserver.admission import Operation
 from flotilla.kube.validation import Cause
 
 

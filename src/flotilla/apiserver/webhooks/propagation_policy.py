@@ -35,7 +35,9 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.schemas import karmada_common as karmada_schemas
+from flotilla.apiserver.webhooks.common import (
     GoStruct,
     NoOpPlugin,
     add_finalizer,
@@ -60,8 +62,6 @@ from flotilla.api.admission.common import (
     validate_label_name,
     validate_resource_selectors,
 )
-from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.schemas import karmada_common as karmada_schemas
 from flotilla.failover.restore import validate_restore_annotations
 from flotilla.jsonpath import JSONPathSyntaxError, parse
 from flotilla.kube.validation import Cause

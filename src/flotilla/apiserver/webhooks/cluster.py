@@ -24,7 +24,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from flotilla.api.admission.common import (
+from flotilla.apiserver.admission import Operation
+from flotilla.apiserver.objects import now_rfc3339
+from flotilla.apiserver.schemas.meta import taint as taint_schema
+from flotilla.apiserver.webhooks.common import (
     MAX_INT64,
     MAX_QUANTITY_DIGITS,
     MAX_QUANTITY_EXPONENT,
@@ -35,7 +38,6 @@ from flotilla.api.admission.common import (
     as_list,
     as_str,
     child,
-    dns1123_label_errors,
     duplicate,
     go_quote,
     invalid,
@@ -47,12 +49,9 @@ from flotilla.api.admission.common import (
     spec_unchanged,
     validate_label_name,
 )
-from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.objects import now_rfc3339
-from flotilla.apiserver.schemas.meta import taint as taint_schema
+from flotilla.cluster.names import cluster_name_errors
 from flotilla.kube.validation import Cause
 
-CLUSTER_NAME_MAX_LENGTH = 48
 SUPPORTED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 _TAINT_SCHEMA = taint_schema()  # corev1.Taint, as Karmada prints a duplicate
 _GIB = 1024**3
@@ -307,14 +306,6 @@ def validate_resource_models(models: list[Any], path: str) -> list[Cause]:
             if i == len(typed) - 1 and math.ceil(hi) != MAX_INT64:
                 return fail("The max value of each resource in the last model should be MaxInt64")
     return []
-
-
-def cluster_name_errors(name: str) -> list[str]:
-    if not name:
-        return ["must be not empty"]
-    if len(name) > CLUSTER_NAME_MAX_LENGTH:
-        return [f"must be no more than {CLUSTER_NAME_MAX_LENGTH} characters"]
-    return dns1123_label_errors(name)
 
 
 def validate_cluster_spec(spec: dict[str, Any], path: str = "spec") -> list[Cause]:

@@ -43,12 +43,13 @@ from flotilla.apiserver.rest import (
     WatchStream as StorageWatch,
 )
 from flotilla.apiserver.scale import scale_from_object, scale_to_patch
+from flotilla.client.client import Client
 from flotilla.client.errors import ApiException, from_status
 from flotilla.client.transport import Query, Transport, WatchEvent, WatchStream
 from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
 from flotilla.kube.resources import Resource
 
-__all__ = ["InProcessTransport"]
+__all__ = ["InProcessTransport", "in_process_client"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -396,3 +397,8 @@ class _InProcessWatch(WatchStream):
                 await stream.aclose()
             except (RuntimeError, ApiError):
                 pass
+
+
+def in_process_client(storage: ResourceStorage, *, bookmark_interval: float = 30.0) -> Client:
+    """A client calling ``storage`` directly (same semantics as HTTP; no sockets, objects copied)."""
+    return Client(InProcessTransport(storage, bookmark_interval=bookmark_interval))
