@@ -21,11 +21,11 @@ from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spec_from_credentials
 from flotilla.client import Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 
 T = TypeVar("T")
 P = TypeVar("P", bound="ControlPlane")

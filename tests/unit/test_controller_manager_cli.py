@@ -28,7 +28,7 @@ from flotilla.cli.controller_manager import (
     parse_duration,
     select_controllers,
 )
-from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
+from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from tests.support.apiserver import Kubectl, ServerThread
 from tests.support.processes import LoggedProcess
 

@@ -13,7 +13,7 @@ from flotilla.apiserver.server import ApiServerConfig
 from flotilla.apiserver.webhooks import register_karmada_admission
 from flotilla.cli.controller_manager import build_parser, options_from_args
 from flotilla.cluster.taints import condition_taint_changes, taints_for_condition
-from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
+from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 
 FAILOVER_GATES = ("Failover", "GracefulEviction", "StatefulFailoverInjection")
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from flotilla.controllers.options import ControllerOptions
+from flotilla.runtime.options import ControllerOptions
 
 from .test_controller_manager_cli import options, parse_error
 

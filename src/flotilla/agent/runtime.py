@@ -27,9 +27,6 @@ from flotilla.api.resources import CLUSTERS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.events import EventRecorder
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import AgentMemberClients
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.peer_quorum import (
     ANNOTATION_ACKNOWLEDGED_FENCES,
     DEFAULT_PEER_REPORT_TTL,
@@ -42,6 +39,9 @@ from flotilla.failover.run_permit import MEMBER_EVENT_REASONS
 from flotilla.kube.resources import LEASES
 from flotilla.observability.metrics import MetricsServer
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import AgentMemberClients
+from flotilla.runtime.options import ControllerOptions
 
 log = logging.getLogger(__name__)
 

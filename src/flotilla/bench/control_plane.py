@@ -155,8 +155,8 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
     from flotilla.apiserver.gctune import tune_gc
     from flotilla.apiserver.server import ApiServer, ApiServerConfig
     from flotilla.client import Client
-    from flotilla.controllers.manager import ControllerManager
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
+    from flotilla.runtime.manager import ControllerManager
 
     api = ApiServer(ApiServerConfig(storage_url=storage_url, data_dir=data_dir, host=host, port=port,
                                     context_name="flotilla"))

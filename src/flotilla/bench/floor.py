@@ -30,9 +30,9 @@ from flotilla.bench.propagate import DUPLICATED_POLICY as POLICY_NAME
 from flotilla.bench.workloads import KINDS, NAMESPACE, RUN_LABEL
 from flotilla.client import ApiException, Client, Informer, Resource
 from flotilla.client.errors import is_already_exists
-from flotilla.controllers.member_informers import MANAGED_SELECTOR
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_binding_name, generate_execution_space_name, generate_work_name
+from flotilla.runtime.member_informers import MANAGED_SELECTOR
 
 __all__ = ["FLOOR_WORKERS", "ForwardFloor", "binding_for", "claim_patch", "manifest_for", "work_for"]
 
@@ -127,7 +127,7 @@ def work_for(manifest: dict[str, Any], binding: dict[str, Any], cluster: str) ->
 class ForwardFloor:
     """Carries every new template of the benchmark to every member with only the writes the design needs.
 
-    ``members`` is the controller-manager's :class:`~flotilla.controllers.members.MemberClients`, so the member
+    ``members`` is the controller-manager's :class:`~flotilla.runtime.members.MemberClients`, so the member
     requests go through the clients the execution controller uses. ``registry`` gets
     ``flotilla_bench_floor_templates_total{outcome}`` (carried, failed) and ``flotilla_bench_floor_unsynced``
     (informers not synced yet: the driver starts once it is 0).

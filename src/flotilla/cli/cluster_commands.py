@@ -47,8 +47,8 @@ from flotilla.cluster.join import (
     secret_object,
     validate_join,
 )
-from flotilla.controllers.members import CLUSTERS
 from flotilla.kube.resources import NAMESPACES, SECRETS
+from flotilla.runtime.members import CLUSTERS
 
 __all__ = [
     "ClusterCommandError",

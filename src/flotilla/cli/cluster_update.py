@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.client import ApiException, Client, is_conflict, is_not_found
-from flotilla.controllers.members import CLUSTERS
+from flotilla.runtime.members import CLUSTERS
 
 __all__ = ["ATTEMPTS", "ClusterNotFound", "ClusterUpdateConflict", "update_cluster"]
 

@@ -1,6 +1,6 @@
 """``flotilla controller-manager``: the propagation pipeline's controllers, as karmada-controller-manager.
 
-Every :class:`~flotilla.controllers.options.ControllerOptions` field is a flag with Karmada's name (the field
+Every :class:`~flotilla.runtime.options.ControllerOptions` field is a flag with Karmada's name (the field
 name with dashes). Durations take Go's syntax (``10s``, ``1m30s``, ``500ms``) or plain seconds (``0.5``);
 booleans take ``--flag``, ``--flag=true`` or ``--flag=false`` as Go's pflag does. ``--controllers`` takes
 Karmada's list syntax: ``*`` (every controller), ``name`` (enable), ``-name`` (disable), first match wins.
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flotilla.controllers.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.observability.logs import progress_line
+from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.signals import stop_on_signals
 
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ def options_from_args(args: argparse.Namespace) -> ControllerOptions:
 
 def known_controllers() -> list[str]:
     """Every controller name the registry declares, in start order (whether or not it is written yet)."""
-    from flotilla.controllers import registry
+    from flotilla.runtime import registry
 
     declared = getattr(registry, "_CONTROLLERS", ())
     names = [entry[0] for entry in declared]
@@ -338,7 +338,7 @@ def known_controllers() -> list[str]:
 
 
 def available_controllers() -> list[str]:
-    from flotilla.controllers.registry import CONTROLLERS
+    from flotilla.runtime.registry import CONTROLLERS
 
     return list(CONTROLLERS)
 
@@ -529,7 +529,7 @@ async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool
 
 async def _run_controllers(client: Any, cfg: Config, metrics: ControllerMetrics | None = None) -> None:
     """Start the ControllerManager and run it until cancelled; it is always stopped on the way out."""
-    from flotilla.controllers.manager import ControllerManager
+    from flotilla.runtime.manager import ControllerManager
 
     manager = ControllerManager(client, cfg.options, controllers=cfg.controllers, metrics=metrics)
     try:

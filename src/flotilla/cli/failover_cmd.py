@@ -37,10 +37,10 @@ from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Client, ConnectionFailed, Resource, is_not_found
 from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.preview import PURGE_MODE_GRACEFULLY, PreviewReport, preview, render_preview
 from flotilla.failover.state import PURGE_MODE_DIRECTLY, STATEFUL_FAILOVER_INJECTION_GATE, reflected_status
 from flotilla.policy.naming import generate_binding_name
+from flotilla.runtime.options import ControllerOptions
 
 __all__ = [
     "EXIT_BLOCKED",

@@ -56,8 +56,8 @@ from flotilla.cluster.register import (
     existing_cluster_problem,
     register_name_problems,
 )
-from flotilla.controllers.members import CLUSTERS
 from flotilla.kube.resources import LEASES, NAMESPACES, SECRETS
+from flotilla.runtime.members import CLUSTERS
 
 __all__ = ["add_register_parsers", "register_cluster", "run_register_command", "run_unregister_command",
            "unregister_cluster"]

@@ -167,7 +167,7 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
     if args.feature_gates:
-        from flotilla.controllers.options import ControllerOptions
+        from flotilla.runtime.options import ControllerOptions
 
         ControllerOptions().set_gates(args.feature_gates)  # ValueError names the bad gate
     timings = {name: float(getattr(args, name)) for name in LAPTOP_TIMINGS}

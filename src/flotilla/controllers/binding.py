@@ -52,11 +52,6 @@ from typing import Any, ClassVar
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
-from flotilla.controllers.base import Controller
-from flotilla.controllers.binding_works import index_works_by_binding, planned_moves_running, works_of
-from flotilla.controllers.detector import patch_with_retry
-from flotilla.controllers.interpreter_failures import customization_failures
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SYNC_WORK_FAILED, EVENT_SYNC_WORK_SUCCEED
 from flotilla.failover.moves import (
     MOVE_ANNOTATION,
@@ -105,6 +100,11 @@ from flotilla.propagation.works import (
     work_cluster,
     work_update,
 )
+from flotilla.runtime.base import Controller
+from flotilla.runtime.binding_works import index_works_by_binding, planned_moves_running, works_of
+from flotilla.runtime.interpreter_failures import customization_failures
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 

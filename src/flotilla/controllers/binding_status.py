@@ -52,21 +52,16 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
-from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
 from flotilla.client.events import NORMAL, WARNING
-from flotilla.controllers.base import Controller
-from flotilla.controllers.detector import patch_with_retry
-from flotilla.controllers.graceful_eviction import graceful_eviction_running
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.work_status import WORKS, shared_interpreter
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
@@ -78,11 +73,15 @@ from flotilla.failover.state import (
 from flotilla.interpreter import InterpreterError, Operation
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
+from flotilla.runtime.base import Controller
+from flotilla.runtime.handoffs import HANDOFF, ConditionHandoff, graceful_eviction_running
+from flotilla.runtime.interpreters import shared_interpreter
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLUSTER_RESOURCE_BINDINGS", "RESOURCE_BINDINGS", "BindingStatusController", "ConditionHandoff",
-           "drop_handed_off_conditions", "hand_off_conditions"]
+__all__ = ["BindingStatusController"]
 
 RETRIES = 5
 #: Seconds a binding waits after a spec-only change (generation) before it is aggregated again. The Works that
@@ -105,66 +104,6 @@ _Obj = dict[str, Any]
 
 
 #: ``ControllerContext.extras`` key of the running binding-status controller's :class:`ConditionHandoff`.
-_HANDOFF = "binding-status-condition-handoff"
-
-
-class ConditionHandoff:
-    """Binding conditions another controller of this controller-manager hands over to be written with this
-    controller's next status write of the binding (the taint manager's ``StatePreserved`` after an eviction:
-    the old Work's deletion or the spec change brings the binding here shortly anyway, so one status write
-    carries both). Keys are this controller's (``rb|<ns>|<name>``, ``crb|<name>``)."""
-
-    def __init__(self, enqueue: Callable[[str, float], None]) -> None:
-        self._pending: dict[str, list[dict[str, Any]]] = {}
-        self._enqueue = enqueue
-
-    def offer(self, key: str, conditions: list[dict[str, Any]]) -> None:
-        """Queue ``conditions`` (later ones of the same type win) and look at the binding within
-        :data:`SPEC_CHANGE_SETTLE` seconds (sooner when a Work event comes first)."""
-        self._pending[key] = [*self._pending.get(key, []), *(dict(c) for c in conditions)]
-        self._enqueue(key, SPEC_CHANGE_SETTLE)
-
-    def pending(self, key: str) -> list[dict[str, Any]]:
-        return self._pending.get(key, [])
-
-    def settle(self, key: str, written: list[dict[str, Any]]) -> None:
-        """``written`` is on the binding now: forget it unless more was offered meanwhile."""
-        if written and self._pending.get(key) is written:
-            del self._pending[key]
-
-    def drop(self, key: str) -> None:
-        """Forget what is pending for ``key`` (the binding is gone, or its owner writes a newer condition)."""
-        self._pending.pop(key, None)
-
-
-def _status_key(res: Resource, binding: Mapping[str, Any]) -> str:
-    md = binding.get("metadata") or {}
-    if res is CLUSTER_RESOURCE_BINDINGS:
-        return f"crb|{md.get('name')}"
-    return f"rb|{md.get('namespace')}|{md.get('name')}"
-
-
-def hand_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, Any],
-                        conditions: list[dict[str, Any]]) -> bool:
-    """Hand ``conditions`` of ``binding`` to the binding-status controller running in this controller-manager
-    (written with its next status write); ``False`` when it does not run here (write them yourself)."""
-    handoff = ctx.extras.get(_HANDOFF)
-    label = CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if res is CLUSTER_RESOURCE_BINDINGS else \
-        RESOURCE_BINDING_PERMANENT_ID_LABEL
-    labels = (binding.get("metadata") or {}).get("labels") or {}
-    if not isinstance(handoff, ConditionHandoff) or not labels.get(label):
-        return False  # not running here, or a binding it does not look at (no permanent id)
-    handoff.offer(_status_key(res, binding), conditions)
-    return True
-
-
-def drop_handed_off_conditions(ctx: Any, res: Resource, binding: Mapping[str, Any]) -> None:
-    """Forget conditions handed over for ``binding`` and not written yet (a newer condition supersedes them)."""
-    handoff = ctx.extras.get(_HANDOFF)
-    if isinstance(handoff, ConditionHandoff):
-        handoff.drop(_status_key(res, binding))
-
-
 def _label_index(label: str) -> str:
     return f"label:{label}"
 
@@ -183,8 +122,8 @@ class BindingStatusController(Controller):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        self._handoff = ConditionHandoff(self.enqueue)
-        self.ctx.extras[_HANDOFF] = self._handoff
+        self._handoff = ConditionHandoff(self.enqueue, SPEC_CHANGE_SETTLE)
+        self.ctx.extras[HANDOFF] = self._handoff
         #: bindings and templates as this controller last wrote them (read your own writes, no 409)
         self._written = WrittenObjects()
         self._written_templates = WrittenObjects()

@@ -67,8 +67,6 @@ from flotilla.client import ApiException, is_already_exists, is_conflict, is_not
 from flotilla.cluster.health import is_ready, ready_condition, ready_transition, set_condition
 from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_cluster, judge_pull_cluster
 from flotilla.cluster.taints import taints_for_condition, taints_message
-from flotilla.controllers.base import Controller, ControllerContext
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.auto_fence import (
     EVENT_GUARD_ANNOUNCEMENT_INVALID,
     AutoFenceAction,
@@ -94,6 +92,8 @@ from flotilla.policy.naming import (
     generate_execution_space_name,
     is_execution_space,
 )
+from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.members import CLUSTERS
 
 log = logging.getLogger(__name__)
 

@@ -90,10 +90,10 @@ from flotilla.cluster.resources import (
     summarize,
 )
 from flotilla.cluster.summary_totals import SummaryTotals
-from flotilla.controllers.base import Controller, ControllerContext
-from flotilla.controllers.members import CLUSTER_SECRET_NAMESPACE, CLUSTERS, SECRETS, MemberClientError
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 from flotilla.kube.resources import NODES, PODS, Resource, object_key
+from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.members import CLUSTER_SECRET_NAMESPACE, CLUSTERS, SECRETS, MemberClientError
 
 log = logging.getLogger(__name__)
 

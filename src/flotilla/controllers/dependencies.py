@@ -23,10 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.api.resources import RESOURCE_BINDINGS
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
-from flotilla.controllers.base import Controller, ControllerContext, split_key
-from flotilla.controllers.detector import RESOURCE_BINDINGS, interpreter_cache, patch_with_retry
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
@@ -45,6 +44,9 @@ from flotilla.propagation.attached_bindings import (
     parse_dependencies_annotation,
 )
 from flotilla.propagation.binding_spec import OwnerConflict
+from flotilla.runtime.base import Controller, ControllerContext, split_key
+from flotilla.runtime.interpreters import shared_interpreter
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ class DependenciesDistributor(Controller):
             pass
         self.rbs.add_handler(on_add=self._on_binding_add, on_update=self._on_binding_update,
                              on_delete=self._on_binding_delete)
-        self.interpreters = interpreter_cache(self.ctx)
+        self.interpreters = shared_interpreter(self.ctx)
 
     def _on_binding_add(self, binding: Mapping[str, Any]) -> None:
         spec = _spec(binding)

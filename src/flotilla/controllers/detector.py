@@ -30,15 +30,11 @@ from flotilla.api.resources import (
     OVERRIDE_POLICIES,
     PROPAGATION_POLICIES,
     RESOURCE_BINDINGS,
-    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
 )
 from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
 from flotilla.client.informer import label_indexer
-from flotilla.controllers.base import Controller, ControllerContext
-from flotilla.controllers.interpreter_failures import customization_failures
-from flotilla.interpreter import Operation, ResourceInterpreter
-from flotilla.interpreter.customization import CustomizationFailure, parse_customization
+from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
 from flotilla.policy.claims import (
@@ -82,23 +78,15 @@ from flotilla.propagation.policy_changes import (
     unclaimed_matching,
     unmatched_bindings,
 )
-from flotilla.propagation.status import set_condition
 from flotilla.propagation.template_versions import SpecificationVersions
 from flotilla.propagation.written import WrittenObjects
+from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.interpreters import shared_interpreter
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "CLUSTER_PROPAGATION_POLICIES",
-    "CLUSTER_RESOURCE_BINDINGS",
-    "DetectorController",
-    "InterpreterCache",
-    "PROPAGATION_POLICIES",
-    "RESOURCE_BINDINGS",
-    "RESOURCE_INTERPRETER_CUSTOMIZATIONS",
-    "interpreter_cache",
-    "patch_with_retry",
-]
+__all__ = ["DetectorController"]
 
 
 # Karmada's event reasons
@@ -147,97 +135,6 @@ def _add_indexer(inf: Informer, name: str, fn: Callable[[dict[str, Any]], list[s
 # ============================================================================ shared helpers
 
 
-async def patch_with_retry(
-    client: Any,
-    res: Resource,
-    current: Mapping[str, Any] | None,
-    name: str,
-    namespace: str | None,
-    make_patch: Callable[[Mapping[str, Any]], dict[str, Any] | None],
-    *,
-    subresource: str | None = None,
-) -> dict[str, Any] | None:
-    """Patch an object with a resourceVersion precondition, re-reading it after each 409.
-
-    ``make_patch(obj)`` computes the merge patch (with the precondition) from the object as known, or
-    None when nothing is to be done. ``current`` is the cached object (None: read it). Returns the
-    patched object, the unchanged one, or None when the object does not exist.
-    """
-    obj = current
-    for attempt in range(_PATCH_ATTEMPTS):
-        if obj is None:
-            try:
-                obj = await client.get(res, name, namespace)
-            except ApiException as e:
-                if is_not_found(e):
-                    return None
-                raise
-        patch = make_patch(obj)
-        if patch is None:
-            return dict(obj)
-        try:
-            return dict(await client.patch(res, name, patch, namespace=namespace, subresource=subresource))
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            if not is_conflict(e) or attempt == _PATCH_ATTEMPTS - 1:
-                raise
-            obj = None
-    raise RuntimeError("unreachable")
-
-
-async def patch_condition(client: Any, res: Resource, obj: Mapping[str, Any], condition: Mapping[str, Any],
-                          now: Any) -> dict[str, Any] | None:
-    """Set ``condition`` in the object's ``status.conditions`` (``meta.SetStatusCondition``, at ``now``) with a
-    status-subresource patch guarded by the resourceVersion, re-read on 409; nothing is written when it is set."""
-    def make(current: Mapping[str, Any]) -> dict[str, Any] | None:
-        conditions = (current.get("status") or {}).get("conditions") or []
-        new = set_condition(conditions, condition, now)
-        if new == conditions:
-            return None
-        return {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
-                "status": {"conditions": new}}
-
-    md = _meta(obj)
-    return await patch_with_retry(client, res, obj, str(md.get("name")), md.get("namespace"), make,
-                                  subresource="status")
-
-
-class InterpreterCache:
-    """A :class:`ResourceInterpreter` over the ResourceInterpreterCustomizations in an informer,
-    rebuilt when they change. A customization that does not parse is left out (and logged)."""
-
-    def __init__(self, informer: Informer, on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
-        self.informer = informer
-        self.on_failure = on_failure
-        self._fingerprint: tuple[tuple[str, str], ...] | None = None
-        self._interpreter = ResourceInterpreter()
-
-    def get(self) -> ResourceInterpreter:
-        rics = self.informer.store.list()
-        fingerprint = tuple(sorted((str(_meta(r).get("name")), str(_meta(r).get("resourceVersion"))) for r in rics))
-        if fingerprint != self._fingerprint:
-            parsed = []
-            for r in rics:
-                try:
-                    parsed.append(parse_customization(r))
-                except Exception as e:  # a bad RIC must not stop every other kind
-                    log.warning("ResourceInterpreterCustomization %s ignored: %s", _meta(r).get("name"), e)
-            self._interpreter = ResourceInterpreter(parsed, on_failure=self.on_failure)
-            self._fingerprint = fingerprint
-        return self._interpreter
-
-
-def interpreter_cache(ctx: ControllerContext) -> InterpreterCache:
-    """The controller-manager's shared :class:`InterpreterCache` (made on first use, during setup)."""
-    cache = ctx.extras.get("resource-interpreter")
-    if cache is None:
-        cache = InterpreterCache(ctx.informers.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS),
-                                 customization_failures(ctx))
-        ctx.extras["resource-interpreter"] = cache
-    return cache  # type: ignore[no-any-return]
-
-
 # ============================================================================ the controller
 
 
@@ -277,7 +174,7 @@ class DetectorController(Controller):
             _add_indexer(inf, _PP_ID_INDEX, label_indexer(L.PROPAGATION_POLICY_PERMANENT_ID_LABEL))
             _add_indexer(inf, _CPP_ID_INDEX, label_indexer(L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
             inf.add_handler(on_add=self._on_binding_add, on_delete=self._on_binding_delete)
-        self.interpreters = interpreter_cache(self.ctx)
+        self.interpreters = shared_interpreter(self.ctx)
 
     @staticmethod
     def _policy_key(policy: Mapping[str, Any]) -> str:

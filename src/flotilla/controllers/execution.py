@@ -83,10 +83,6 @@ from flotilla.client import (
     is_not_found,
 )
 from flotilla.client.informer import HandlerRegistration
-from flotilla.controllers.applied_handoff import applied_handoff
-from flotilla.controllers.base import Controller
-from flotilla.controllers.interpreter_failures import customization_failures
-from flotilla.controllers.member_informers import MANAGED_SELECTOR, member_informers
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
@@ -126,6 +122,10 @@ from flotilla.propagation.works import (
     work_cluster,
 )
 from flotilla.propagation.written import WrittenObjects
+from flotilla.runtime.applied_handoff import applied_handoff
+from flotilla.runtime.base import Controller
+from flotilla.runtime.interpreter_failures import customization_failures
+from flotilla.runtime.member_informers import MANAGED_SELECTOR, member_informers
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,6 @@ from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import Resource
-from flotilla.controllers.base import Controller, binding_key, template_ref
-from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.history import (
     EVENT_FAILOVER_COMPLETED,
     EVENT_FAILOVER_SUPERSEDED,
@@ -44,6 +42,8 @@ from flotilla.failover.history import (
 )
 from flotilla.failover.purge import eviction_tasks
 from flotilla.observability.metrics import FailoverHistoryMetrics
+from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 

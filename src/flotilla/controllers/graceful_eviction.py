@@ -45,8 +45,6 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Informer, Resource, label_indexer
-from flotilla.controllers.base import Controller, binding_key, template_ref
-from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
     Assessment,
@@ -65,28 +63,13 @@ from flotilla.failover.purge import (
 from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
+from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.handoffs import mark_graceful_eviction_running
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController", "binding_key", "graceful_eviction_running",
-           "template_ref"]
-
-#: ``ControllerContext.extras`` key set while this controller runs (enabled) in the controller-manager.
-_RUNNING = "graceful-eviction-running"
-
-
-def graceful_eviction_running(ctx: Any) -> bool:
-    """Whether this controller runs in the controller-manager of ``ctx``. Then:
-
-    * the task producers beside it (taint manager, application failover) write new tasks with their
-      ``creationTimestamp``: this controller would stamp the task on its first pass anyway, and writing it with
-      the task saves that write (and a generation, so a scheduler pass);
-    * it stamps the D5 ``healthyAt`` of a binding with eviction tasks
-      (:func:`~flotilla.failover.state.injected_state_stamp`) with the task removal the same Health allows, so
-      the binding-status controller leaves that stamp to it.
-    """
-    return bool(ctx.extras.get(_RUNNING))
-
+__all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController"]
 
 _Obj = dict[str, Any]
 
@@ -130,7 +113,7 @@ class GracefulEvictionController(Controller):
         if not self.enabled:
             log.info("graceful-eviction controller: feature gate GracefulEviction is off")
             return
-        self.ctx.extras[_RUNNING] = True
+        mark_graceful_eviction_running(self.ctx)
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)

@@ -44,9 +44,6 @@ from flotilla.api.resources import (
 from flotilla.client import Informer
 from flotilla.client.events import NORMAL, WARNING
 from flotilla.cluster.health import is_ready
-from flotilla.controllers.base import Controller
-from flotilla.controllers.binding_works import index_works_by_binding, mark_planned_moves_running, works_of
-from flotilla.controllers.detector import patch_with_retry
 from flotilla.failover.moves import (
     EVENT_PLANNED_MOVE_COMPLETED,
     EVENT_PLANNED_MOVE_FAILED,
@@ -77,6 +74,9 @@ from flotilla.propagation.works import (
     RESOURCE_BINDING_KIND,
     binding_ref,
 )
+from flotilla.runtime.base import Controller
+from flotilla.runtime.binding_works import index_works_by_binding, mark_planned_moves_running, works_of
+from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
 

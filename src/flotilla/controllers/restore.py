@@ -39,10 +39,6 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS,
 from flotilla.checkpoints.config import StorageConfigError, storage_config
 from flotilla.checkpoints.storage import SnapshotStorageError, describe_snapshot, list_snapshots
 from flotilla.client import Informer, Resource, label_indexer
-from flotilla.controllers.base import Controller
-from flotilla.controllers.detector import patch_condition, patch_with_retry
-from flotilla.controllers.interpreter_failures import customization_failures
-from flotilla.controllers.members import SECRETS
 from flotilla.failover.purge import directly_purge_pending
 from flotilla.failover.restore import (
     CREDENTIALS_SECRET_ANNOTATION,
@@ -77,6 +73,10 @@ from flotilla.propagation.works import (
     restore_state_enabled,
     work_cluster,
 )
+from flotilla.runtime.base import Controller
+from flotilla.runtime.interpreter_failures import customization_failures
+from flotilla.runtime.members import SECRETS
+from flotilla.runtime.patching import patch_condition, patch_with_retry
 
 log = logging.getLogger(__name__)
 

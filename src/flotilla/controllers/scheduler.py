@@ -35,7 +35,7 @@ wait for the other 999 passes. A binding in both is scheduled once.
 
 Under load (a forward queue has keys ready, :meth:`ForwardFirst.holds_reports`) a successful pass writes
 ``spec.clusters`` at once and leaves its status write to run as a reporting pass, oldest first
-(:class:`~flotilla.controllers.held_writes.HeldWrites`): the binding controller renders Works from the spec, and
+(:class:`~flotilla.runtime.held_writes.HeldWrites`): the binding controller renders Works from the spec, and
 nothing forward reads the ``Scheduled`` condition. The held write is dropped when the binding moved on meanwhile
 (the pass that change queues writes its own status) or went; a restarted scheduler finds the generation
 unconfirmed and schedules the binding again. An idle system writes both in the same pass, in Karmada's order.
@@ -54,12 +54,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
-from flotilla.controllers.base import Controller, ControllerContext, split_key
-from flotilla.controllers.detector import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, patch_with_retry
-from flotilla.controllers.held_writes import HeldWrites
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.events import EVENT_SCHEDULE_BINDING_FAILED, EVENT_SCHEDULE_BINDING_SUCCEED
 from flotilla.failover.state import (
     INJECTED_STATE_ANNOTATION,
@@ -83,6 +80,10 @@ from flotilla.propagation.schedule_triggers import (
     schedule_reason,
     scheduled_fields,
 )
+from flotilla.runtime.base import Controller, ControllerContext, split_key
+from flotilla.runtime.held_writes import HeldWrites
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import patch_with_retry
 from flotilla.scheduler import (
     Cluster,
     FitError,

@@ -71,10 +71,6 @@ from typing import Any
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource, is_not_found
-from flotilla.controllers.base import Controller, ControllerContext, split_key
-from flotilla.controllers.binding_status import drop_handed_off_conditions, hand_off_conditions
-from flotilla.controllers.detector import patch_condition, patch_with_retry
-from flotilla.controllers.graceful_eviction import graceful_eviction_running
 from flotilla.failover.brake import PROBE_BOARD, brake_count, halted_recheck, recovering
 from flotilla.failover.events import EVENT_EVICTION_HALTED, EVENT_EVICTION_PERFORMED, EVENT_EVICTION_QUEUED
 from flotilla.failover.eviction import (
@@ -120,6 +116,13 @@ from flotilla.observability.metrics import (
     RESULT_SUCCESS,
     TRIGGER_CLUSTER_TAINT,
 )
+from flotilla.runtime.base import Controller, ControllerContext, split_key
+from flotilla.runtime.handoffs import (
+    drop_handed_off_conditions,
+    graceful_eviction_running,
+    hand_off_conditions,
+)
+from flotilla.runtime.patching import patch_condition, patch_with_retry
 
 log = logging.getLogger(__name__)
 

@@ -34,50 +34,26 @@ from typing import Any
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.client import ApiException, is_conflict, is_not_found
 from flotilla.cluster.taints import taints_message, taints_patch
-from flotilla.controllers.base import Controller, ControllerContext
 from flotilla.failover.events import EVENT_TAINT_CLUSTER_FAILED, EVENT_TAINT_CLUSTER_SUCCEED
-from flotilla.failover.taint_policy import TaintChange, TaintPolicyResult, evaluate, policy_targets
+from flotilla.failover.taint_policy import (
+    TaintChange,
+    TaintPolicyResult,
+    cluster_needs_evaluation,
+    evaluate,
+    policy_spec_changed,
+    policy_targets,
+)
+from flotilla.kube.objects import meta_of
+from flotilla.runtime.base import Controller, ControllerContext
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REASON_TAINT_CLUSTER_FAILED", "REASON_TAINT_CLUSTER_SUCCEED", "TaintPolicyController",
-           "cluster_needs_evaluation", "policy_spec_changed"]
+__all__ = ["REASON_TAINT_CLUSTER_FAILED", "REASON_TAINT_CLUSTER_SUCCEED", "TaintPolicyController"]
 
 REASON_TAINT_CLUSTER_SUCCEED = EVENT_TAINT_CLUSTER_SUCCEED
 REASON_TAINT_CLUSTER_FAILED = EVENT_TAINT_CLUSTER_FAILED
 
 _CONFLICT_RETRIES = 5
-_SELECTABLE_SPEC_FIELDS = ("provider", "region", "zone", "zones")
-
-
-def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    md = obj.get("metadata")
-    return md if isinstance(md, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _conditions(obj: Mapping[str, Any]) -> Any:
-    status = obj.get("status")
-    return status.get("conditions") if isinstance(status, Mapping) else None
-
-
-def cluster_needs_evaluation(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether a Cluster update can change what the policies decide: its conditions, its labels (D13) or the
-    spec fields a ``targetClusters`` field selector reads."""
-    if _conditions(old) != _conditions(new):
-        return True
-    if (_md(old).get("labels") or {}) != (_md(new).get("labels") or {}):
-        return True
-    old_spec, new_spec = _spec(old), _spec(new)
-    return any(old_spec.get(f) != new_spec.get(f) for f in _SELECTABLE_SPEC_FIELDS)
-
-
-def policy_spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    return _spec(old) != _spec(new)
 
 
 def _as_event_object(cluster: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,7 +122,7 @@ class TaintPolicyController(Controller):
             result = evaluate(cluster, self.policies.store.list(), self.ctx.now())
             if not result.changed:
                 return None
-            patch = taints_patch(result.taints, _md(cluster).get("resourceVersion"))
+            patch = taints_patch(result.taints, meta_of(cluster).get("resourceVersion"))
             try:
                 updated = await self.client.patch(CLUSTERS, key, patch)
             except ApiException as e:
@@ -169,7 +145,7 @@ class TaintPolicyController(Controller):
         raise ApiException(409, "Conflict", f"cluster {key} kept changing; will retry")
 
     def _report(self, cluster: dict[str, Any], result: TaintPolicyResult) -> None:
-        name = _md(cluster).get("name")
+        name = meta_of(cluster).get("name")
         by_policy: dict[str, tuple[list[TaintChange], list[TaintChange]]] = {}
         for change in result.added:
             by_policy.setdefault(change.policy, ([], []))[0].append(change)

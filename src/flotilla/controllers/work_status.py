@@ -41,33 +41,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.labels import MANAGED_LABEL
-from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS as RICS
 from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
 from flotilla.client.events import WARNING
 from flotilla.client.informer import HandlerRegistration
-from flotilla.controllers.applied_handoff import LeftConditions, applied_handoff
-from flotilla.controllers.base import Controller, ControllerContext
-from flotilla.controllers.interpreter_failures import customization_failures
-from flotilla.controllers.member_informers import member_informers
-from flotilla.controllers.members import MemberClientError
 from flotilla.interpreter import (
-    CustomizationFailure,
     InterpreterError,
     Operation,
-    ResourceInterpreter,
-    parse_customization,
 )
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
+from flotilla.runtime.applied_handoff import LeftConditions, applied_handoff
+from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.interpreters import shared_interpreter
+from flotilla.runtime.member_informers import member_informers
+from flotilla.runtime.members import MemberClientError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RICS", "WORKS", "InterpreterSource", "WorkStatusController", "shared_interpreter"]
+__all__ = ["WorkStatusController"]
 
 CLUSTER_RECHECK = 30.0  # seconds: how often a Ready cluster's member client is checked for replacement
 STATUS_RETRIES = 5
@@ -81,42 +77,6 @@ _Obj = dict[str, Any]
 
 
 # ============================================================================================ interpreter
-
-
-class InterpreterSource:
-    """The resource interpreter over the control plane's current ResourceInterpreterCustomizations (rebuilt when
-    the RICs change; a RIC that does not parse is left out, with a log line)."""
-
-    def __init__(self, informer: Informer, on_failure: Callable[[CustomizationFailure], None] | None = None) -> None:
-        self.informer = informer
-        self.on_failure = on_failure
-        self._key: tuple[tuple[str, str], ...] | None = None
-        self._interpreter = ResourceInterpreter(())
-
-    def get(self) -> ResourceInterpreter:
-        objs = self.informer.store.list()
-        key = tuple(sorted((str((o.get("metadata") or {}).get("name")),
-                            str((o.get("metadata") or {}).get("resourceVersion"))) for o in objs))
-        if key != self._key:
-            parsed = []
-            for o in objs:
-                try:
-                    parsed.append(parse_customization(o))
-                except InterpreterError as e:
-                    log.warning("ignoring ResourceInterpreterCustomization %s: %s",
-                                (o.get("metadata") or {}).get("name"), e)
-            self._interpreter = ResourceInterpreter(parsed, on_failure=self.on_failure)
-            self._key = key
-        return self._interpreter
-
-
-def shared_interpreter(ctx: ControllerContext) -> InterpreterSource:
-    """One :class:`InterpreterSource` per controller-manager (kept in ``ctx.extras``)."""
-    src = ctx.extras.get("interpreter-source")
-    if not isinstance(src, InterpreterSource):
-        src = InterpreterSource(ctx.informers.informer(RICS), customization_failures(ctx))
-        ctx.extras["interpreter-source"] = src
-    return src
 
 
 # ============================================================================================ member watches

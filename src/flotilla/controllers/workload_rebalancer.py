@@ -26,7 +26,6 @@ from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKLOAD_REBALANCERS
 from flotilla.client import ApiException, is_conflict, is_not_found
-from flotilla.controllers.base import Controller
 from flotilla.propagation.rebalance import (
     Outcome,
     WorkloadRef,
@@ -41,6 +40,7 @@ from flotilla.propagation.rebalance import (
     trigger_patch,
     ttl_remaining,
 )
+from flotilla.runtime.base import Controller
 
 log = logging.getLogger(__name__)
 

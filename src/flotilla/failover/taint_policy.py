@@ -39,9 +39,12 @@ from typing import Any
 
 from flotilla.api.labels import TAINT_CLUSTER_NOT_READY, TAINT_CLUSTER_UNREACHABLE, TAINT_EFFECT_NO_SCHEDULE
 from flotilla.cluster.health import format_time
+from flotilla.kube.objects import meta_of, spec_of, status_of
 from flotilla.policy.matching import cluster_matches
 
 __all__ = [
+    "cluster_needs_evaluation",
+    "policy_spec_changed",
     "OPERATOR_IN",
     "OPERATOR_NOT_IN",
     "RESERVED_TAINTS",
@@ -265,3 +268,25 @@ def evaluate(cluster: Mapping[str, Any], policies: Iterable[Mapping[str, Any]], 
 def desired_taints(cluster: Mapping[str, Any], policies: Iterable[Mapping[str, Any]], now: datetime) -> list[Any]:
     """The Cluster's ``spec.taints`` once every ClusterTaintPolicy has been applied (see module doc)."""
     return evaluate(cluster, policies, now).taints
+
+
+_SELECTABLE_SPEC_FIELDS = ("provider", "region", "zone", "zones")
+
+
+def _conditions(obj: Mapping[str, Any]) -> Any:
+    return status_of(obj).get("conditions")
+
+
+def cluster_needs_evaluation(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a Cluster update can change what the policies decide: its conditions, its labels (D13) or the
+    spec fields a ``targetClusters`` field selector reads."""
+    if _conditions(old) != _conditions(new):
+        return True
+    if (meta_of(old).get("labels") or {}) != (meta_of(new).get("labels") or {}):
+        return True
+    old_spec, new_spec = spec_of(old), spec_of(new)
+    return any(old_spec.get(f) != new_spec.get(f) for f in _SELECTABLE_SPEC_FIELDS)
+
+
+def policy_spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return spec_of(old) != spec_of(new)

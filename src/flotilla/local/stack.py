@@ -498,7 +498,7 @@ class LocalStack:
         """``restart``: the controller-manager stops and a new one starts, as when its process restarts: everything
         it held in memory (the Leases it saw change and when, its queues and caches) is lost, and it starts again
         from the API server. The API server, the members and the links keep running."""
-        from flotilla.controllers.manager import ControllerManager
+        from flotilla.runtime.manager import ControllerManager
 
         if mode != "restart":
             raise ValueError(f"unknown control-plane mode {mode!r}: use restart")
@@ -559,9 +559,9 @@ class LocalStack:
                              token=self.viewer_token, ca_pem=cp.ca_pem)
 
     async def _start_controllers(self) -> None:
-        from flotilla.controllers.manager import ControllerManager
-        from flotilla.controllers.options import ControllerOptions
         from flotilla.observability.metrics import ControllerMetrics, MetricsServer
+        from flotilla.runtime.manager import ControllerManager
+        from flotilla.runtime.options import ControllerOptions
 
         options = ControllerOptions(**self.config.timings)
         options.restore_missing = self.config.restore_missing

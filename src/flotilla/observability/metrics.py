@@ -693,7 +693,7 @@ class ControllerMetrics:
         self.workqueue = WorkqueueMetrics(self.registry)
         self.events = EventMetrics(self.registry)
         self.interpreter = InterpreterMetrics(self.registry)
-        #: the forward-first order (flotilla.controllers.forward_first): passes that waited, and for how long
+        #: the forward-first order (flotilla.runtime.forward_first): passes that waited, and for how long
         self.forward_first_waits = self.registry.counter(
             "flotilla_forward_first_waits_total",
             "Passes of reporting or clean-up controllers that waited for the forward (or reporting) queues",

@@ -23,13 +23,13 @@ from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
 from flotilla.apiserver.server import ApiServer
 from flotilla.client import Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.fencing import fence_patch, is_fenced
 from flotilla.kube.resources import DEPLOYMENTS, EVENTS, LEASES, NAMESPACES
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, control_plane, set_ready, simulated_members
 
 CLUSTER = "pull1"

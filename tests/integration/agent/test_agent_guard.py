@@ -19,8 +19,6 @@ from flotilla.agent.runtime import Agent, AgentConfig
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.run_permit import (
     ANNOTATION_FENCE_AFTER,
     ANNOTATION_PERMIT_HOLD,
@@ -34,6 +32,8 @@ from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.integration.agent.test_agent import (
     CLUSTER,
     CONTROLLERS,

@@ -27,8 +27,6 @@ from flotilla.agent.runtime import Agent, AgentConfig
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
 from flotilla.client.kubeconfig import load_kubeconfig
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.kube.resources import LEASES, NAMESPACES
@@ -37,6 +35,8 @@ from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.integration.agent.test_agent import CONTROLLERS, CRDS, FLINK, PPS, templates
 from tests.support.controllers import Eventually, control_plane
 

@@ -17,10 +17,10 @@ import pytest
 
 from flotilla.api.resources import RESOURCE_BINDINGS
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.application import UNHEALTHY_SINCE_ANNOTATION
 from flotilla.kube.resources import EVENTS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, control_plane
 
 NAME = "flink-job"

@@ -20,13 +20,13 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTERS
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.auto_fence import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD
 from flotilla.failover.fencing import is_fenced
 from flotilla.kube.resources import DEPLOYMENTS, NAMESPACES, Resource
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (
     STAMP,
     Eventually,

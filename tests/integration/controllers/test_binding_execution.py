@@ -19,7 +19,6 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
 from flotilla.controllers.execution import ExecutionController
-from flotilla.controllers.manager import ControllerManager
 from flotilla.kube.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
@@ -30,6 +29,7 @@ from flotilla.propagation.works import (
     RESOURCE_INTERPRETER_CUSTOMIZATIONS,
     WORKS,
 )
+from flotilla.runtime.manager import ControllerManager
 from tests.support.controllers import (
     Eventually,
     MembersPlane,

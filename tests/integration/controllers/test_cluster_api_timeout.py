@@ -21,10 +21,10 @@ from flotilla.cli.controller_manager import build_parser, config_from_args
 from flotilla.client import Client
 from flotilla.client.http import HttpTransport
 from flotilla.cluster.join import JoinSpec
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import EVENTS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.options import ControllerOptions
 from tests.integration.controllers.test_cluster_lifecycle import eventually, ready_of
 
 TIMEOUT = 0.5

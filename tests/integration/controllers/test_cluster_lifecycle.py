@@ -24,12 +24,12 @@ from flotilla.cli.cluster_commands import (
 from flotilla.client import ApiException, Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
 from flotilla.cluster.health import find_condition
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, cluster_controllers, get_or_none, join_in_process
 
 WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", True)

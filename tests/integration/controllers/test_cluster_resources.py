@@ -22,12 +22,12 @@ from flotilla.controllers.cluster_status import (
     DiscoveryCache,
     discover_api_enablements,
 )
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import CRDS, DEPLOYMENTS, NODES, PODS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, cluster_controllers, join_in_process
 
 FREQUENCY = 0.2

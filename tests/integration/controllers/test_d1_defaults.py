@@ -24,12 +24,12 @@ from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.cli.controller_manager import build_parser, options_from_args
 from flotilla.controllers.graceful_eviction import GracefulEvictionController
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.controllers.taint_manager import TaintManager
 from flotilla.controllers.taint_policy import TaintPolicyController
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (
     FLINK_BINDING,
     FLINK_JOB_ALIAS,

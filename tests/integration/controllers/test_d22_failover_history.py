@@ -17,10 +17,10 @@ import pytest
 
 from flotilla.api.resources import RESOURCE_BINDINGS
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.history import HISTORY_ANNOTATION, RESTORE_ANNOTATION
 from flotilla.observability.metrics import ControllerMetrics
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, control_plane, events_by_reason
 
 NAME = "orders-flinkdeployment"

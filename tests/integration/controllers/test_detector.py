@@ -20,9 +20,9 @@ from flotilla.api import labels as L
 from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client, Resource
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS, EVENTS, NAMESPACES
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.apiserver import Kubectl
 from tests.support.controllers import get_or_none
 

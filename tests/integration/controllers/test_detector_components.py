@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from flotilla.client import Resource
-from flotilla.controllers.detector import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from tests.integration.controllers.test_detector import (  # noqa: F401 - the plane fixture
     CLUSTERS,
     NS,

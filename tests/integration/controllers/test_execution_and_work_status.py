@@ -16,12 +16,12 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import Client
-from flotilla.controllers.applied_handoff import APPLIED_HANDOFF
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.member_informers import member_informers
-from flotilla.controllers.members import CLUSTERS
 from flotilla.kube.resources import DEPLOYMENTS
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from flotilla.runtime.applied_handoff import APPLIED_HANDOFF
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.member_informers import member_informers
+from flotilla.runtime.members import CLUSTERS
 from tests.support.controllers import plane_with_members, set_ready
 
 MEMBERS = ("member1", "member2")

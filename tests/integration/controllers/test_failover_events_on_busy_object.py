@@ -22,8 +22,6 @@ import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.events import (
     EVENT_EVICTION_PERFORMED,
     EVENT_EVICTION_QUEUED,
@@ -35,6 +33,8 @@ from flotilla.kube.resources import DEPLOYMENTS, EVENTS, Resource
 from flotilla.observability.metrics import MetricsServer
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import STAMP, Eventually, MembersPlane, get_or_none, plane_with_members
 
 MEMBERS = ("member1", "member2")

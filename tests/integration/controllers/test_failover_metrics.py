@@ -24,9 +24,9 @@ import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
 from flotilla.cli.controller_manager import start_metrics_server
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.metrics import CONTENT_TYPE, ControllerMetrics
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.apiserver import ServerThread
 from tests.support.controllers import (
     FLINK_BINDING,

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import (
     ANNOTATION_ACKNOWLEDGED_FENCES,
@@ -26,6 +25,7 @@ from flotilla.failover.peer_quorum import (
     pending_token,
 )
 from flotilla.kube.resources import LEASES, NAMESPACES
+from flotilla.runtime.manager import ControllerManager
 from tests.support.controllers import Eventually, control_plane, events_by_reason
 
 from .test_auto_fence import (

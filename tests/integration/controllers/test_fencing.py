@@ -21,11 +21,11 @@ from flotilla.apiserver.server import ApiServer
 from flotilla.cli.fence_commands import add_fence_parsers
 from flotilla.client import Client
 from flotilla.controllers.execution import ExecutionController
-from flotilla.controllers.members import CLUSTERS
 from flotilla.failover.fencing import ABANDONED_ANNOTATION, OUT_OF_SERVICE_TAINT_KEY, is_fenced
 from flotilla.kube.resources import DEPLOYMENTS
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import WORKS
+from flotilla.runtime.members import CLUSTERS
 from tests.support.controllers import get_or_none
 
 from .test_binding_execution import Env, deployment, eventually, running

@@ -16,11 +16,11 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
 from flotilla.client.errors import ApiException
-from flotilla.controllers.manager import ControllerManager
 from flotilla.kube.resources import CRDS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from flotilla.runtime.manager import ControllerManager
 from tests.support.controllers import Eventually, get_or_none, plane_with_members, set_ready
 
 FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)

@@ -17,9 +17,9 @@ import pytest
 from flotilla.api.resources import RESOURCE_BINDINGS, WORKS
 from flotilla.apiserver.server import ApiServer
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import NAMESPACES
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, control_plane, events_by_reason
 
 RB_ID_LABEL = "resourcebinding.karmada.io/permanent-id"

@@ -19,13 +19,13 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD, INJECTED_STATE_ANNOTATION, parse_time
 from flotilla.kube.resources import DEPLOYMENTS
 from flotilla.member.cluster import ANNOTATION_READY_DELAY
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, events_by_reason, get_or_none, plane_with_members, set_ready
 
 MEMBERS = ("member1", "member2")

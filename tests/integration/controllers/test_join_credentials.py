@@ -27,12 +27,12 @@ from flotilla.apiserver.tls import CertPaths, issue_client_cert
 from flotilla.cli.cluster_commands import add_cluster_parsers
 from flotilla.client import Client, Resource
 from flotilla.cluster.health import find_condition
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS, MemberClients
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS, MemberClients
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, get_or_none
 
 pytestmark = pytest.mark.timeout(120)

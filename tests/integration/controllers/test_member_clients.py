@@ -20,8 +20,8 @@ import pytest
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import Client
 from flotilla.client.errors import ApiException
-from flotilla.controllers.members import CLUSTER_SECRET_NAMESPACE, SECRETS, MemberClients
 from flotilla.kube.resources import NAMESPACES
+from flotilla.runtime.members import CLUSTER_SECRET_NAMESPACE, SECRETS, MemberClients
 
 RETIRE_AFTER = 0.6
 

@@ -26,8 +26,6 @@ from flotilla.api import labels as L
 from flotilla.checkpoints.config import StorageConfig, storage_config
 from flotilla.checkpoints.storage import write_snapshot_sync
 from flotilla.client import Resource
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.restore import (
     CONDITION_STATE_RESTORED,
     CREDENTIALS_SECRET_ANNOTATION,
@@ -39,6 +37,8 @@ from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (
     ControlPlane,
     Eventually,

@@ -19,13 +19,13 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.client import Client, Resource
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.moves import MOVE_ANNOTATION, MOVE_SAVEPOINT_ANNOTATION, RESTORE_ANNOTATION
 from flotilla.kube.resources import CRDS
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, events_by_reason, get_or_none, plane_with_members, set_ready
 
 MEMBERS = ("member1", "member2")

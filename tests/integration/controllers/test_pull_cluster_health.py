@@ -20,10 +20,10 @@ import pytest
 
 from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.client import Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.local.stack import default_taint_policy
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import Eventually, control_plane, set_ready
 
 LEASE_NS = "karmada-cluster"

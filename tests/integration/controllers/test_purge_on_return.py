@@ -20,11 +20,11 @@ import pytest
 from flotilla.api import labels as L
 from flotilla.client import Client
 from flotilla.controllers.execution import ExecutionController
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.fencing import is_fenced
 from flotilla.policy.naming import generate_work_name
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import plane_with_members
 
 from .test_binding_execution import eventually

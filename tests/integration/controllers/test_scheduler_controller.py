@@ -15,10 +15,10 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.client import ApiException
-from flotilla.controllers.forward_first import ForwardFirst
 from flotilla.failover.state import INJECTED_STATE_ANNOTATION
 from flotilla.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from flotilla.policy.naming import depended_by_label_key
+from flotilla.runtime.forward_first import ForwardFirst
 from tests.integration.controllers.test_detector import (
     CLUSTERS,
     NS,
@@ -646,8 +646,8 @@ async def test_workers_are_the_controllers_own_or_concurrent_syncs_when_more(pla
     assert ctx is not None
     from dataclasses import replace
 
-    from flotilla.controllers.base import ControllerContext
     from flotilla.controllers.scheduler import SchedulerController
+    from flotilla.runtime.base import ControllerContext
 
     def with_syncs(n: int) -> ControllerContext:
         return replace(ctx, options=replace(ctx.options, concurrent_syncs=n))

@@ -16,16 +16,20 @@ from typing import Any
 
 import pytest
 
-from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
+from flotilla.api.resources import (
+    CLUSTER_RESOURCE_BINDINGS,
+    RESOURCE_BINDINGS,
+    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
+    WORKS,
+)
 from flotilla.client import Client
-from flotilla.controllers.binding_status import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
-from flotilla.controllers.interpreter_failures import EVENT_REASON as CUSTOMIZATION_FAILED
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.members import CLUSTERS
-from flotilla.controllers.work_status import WORKS, WorkStatusController
+from flotilla.controllers.work_status import WorkStatusController
 from flotilla.kube.resources import DEPLOYMENTS, NAMESPACES
 from flotilla.member.runner import MemberGroup
 from flotilla.policy.naming import generate_work_name
+from flotilla.runtime.interpreter_failures import EVENT_REASON as CUSTOMIZATION_FAILED
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.members import CLUSTERS
 from tests.support.controllers import Eventually, events_by_reason, plane_with_members, set_ready
 
 EXEC_NS = "karmada-es-member1"

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from flotilla.api.resources import CLUSTERS, RESOURCE_BINDINGS
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.controllers.taint_manager import TaintManager, eviction_key
 from flotilla.failover.ratelimit import EvictionMode
 from flotilla.kube.resources import EVENTS
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (
     FLINK_BINDING,
     FLINK_JOB_ALIAS,

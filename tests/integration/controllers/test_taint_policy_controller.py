@@ -20,11 +20,11 @@ from flotilla.api.resources import CLUSTER_TAINT_POLICIES, CLUSTERS
 from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client
-from flotilla.controllers.manager import ControllerManager
-from flotilla.controllers.options import ControllerOptions
 from flotilla.kube.resources import EVENTS
 from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.runtime.manager import ControllerManager
+from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (
     STAMP,
     ControlPlane,

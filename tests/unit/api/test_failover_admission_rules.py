@@ -21,7 +21,7 @@ from flotilla.apiserver.schema_check import apply_defaults, schema_errors
 from flotilla.apiserver.schemas import schema_for
 from flotilla.apiserver.webhooks import register_karmada_admission
 from flotilla.apiserver.webhooks.propagation_policy import validate_propagation_spec
-from flotilla.controllers.options import ControllerOptions
+from flotilla.runtime.options import ControllerOptions
 
 KINDS = {
     "PropagationPolicy": ("policy.karmada.io", "v1alpha1"),

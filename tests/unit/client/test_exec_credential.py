@@ -21,7 +21,7 @@ from flotilla.client.exec_credential import (
 )
 from flotilla.client.kubeconfig import KubeconfigError, load_kubeconfig
 from flotilla.cluster.join import JoinSpec, secret_data, secret_data_patch
-from flotilla.controllers.members import MemberClientError, credentials_for
+from flotilla.runtime.members import MemberClientError, credentials_for
 
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flotilla.controllers.applied_handoff import AppliedHandoff, applied_handoff
+from flotilla.runtime.applied_handoff import AppliedHandoff, applied_handoff
 
 APPLIED = {"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": "ok"}
 

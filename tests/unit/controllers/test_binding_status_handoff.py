@@ -7,12 +7,8 @@ from typing import Any
 
 from flotilla.api.labels import RESOURCE_BINDING_PERMANENT_ID_LABEL
 from flotilla.api.resources import RESOURCE_BINDINGS
-from flotilla.controllers.binding_status import (
-    SPEC_CHANGE_SETTLE,
-    ConditionHandoff,
-    drop_handed_off_conditions,
-    hand_off_conditions,
-)
+from flotilla.controllers.binding_status import SPEC_CHANGE_SETTLE
+from flotilla.runtime.handoffs import ConditionHandoff, drop_handed_off_conditions, hand_off_conditions
 
 COND = {"type": "StatePreserved", "status": "True", "reason": "StatePreserved", "message": "m"}
 
@@ -24,7 +20,7 @@ def _binding(permanent_id: str | None = "id-1") -> dict[str, Any]:
 
 def test_handed_off_conditions_are_pending_until_written_and_wake_the_binding_within_the_settle_time() -> None:
     queued: list[tuple[str, float]] = []
-    handoff = ConditionHandoff(lambda key, after: queued.append((key, after)))
+    handoff = ConditionHandoff(lambda key, after: queued.append((key, after)), SPEC_CHANGE_SETTLE)
     ctx = SimpleNamespace(extras={"binding-status-condition-handoff": handoff})
     assert hand_off_conditions(ctx, RESOURCE_BINDINGS, _binding(), [COND])
     assert queued == [("rb|ns|b", SPEC_CHANGE_SETTLE)]
@@ -35,7 +31,7 @@ def test_handed_off_conditions_are_pending_until_written_and_wake_the_binding_wi
 
 
 def test_conditions_offered_while_a_write_is_in_flight_stay_pending() -> None:
-    handoff = ConditionHandoff(lambda key, after: None)
+    handoff = ConditionHandoff(lambda key, after: None, SPEC_CHANGE_SETTLE)
     handoff.offer("rb|ns|b", [COND])
     in_flight = handoff.pending("rb|ns|b")
     handoff.offer("rb|ns|b", [{**COND, "message": "newer"}])
@@ -44,7 +40,7 @@ def test_conditions_offered_while_a_write_is_in_flight_stay_pending() -> None:
 
 
 def test_a_newer_condition_of_the_owner_drops_what_was_handed_off() -> None:
-    handoff = ConditionHandoff(lambda key, after: None)
+    handoff = ConditionHandoff(lambda key, after: None, SPEC_CHANGE_SETTLE)
     ctx = SimpleNamespace(extras={"binding-status-condition-handoff": handoff})
     hand_off_conditions(ctx, RESOURCE_BINDINGS, _binding(), [COND])
     drop_handed_off_conditions(ctx, RESOURCE_BINDINGS, _binding())
@@ -53,6 +49,6 @@ def test_a_newer_condition_of_the_owner_drops_what_was_handed_off() -> None:
 
 def test_no_hand_off_without_the_controller_or_without_a_permanent_id() -> None:
     assert not hand_off_conditions(SimpleNamespace(extras={}), RESOURCE_BINDINGS, _binding(), [COND])
-    handoff = ConditionHandoff(lambda key, after: None)
+    handoff = ConditionHandoff(lambda key, after: None, SPEC_CHANGE_SETTLE)
     ctx = SimpleNamespace(extras={"binding-status-condition-handoff": handoff})
     assert not hand_off_conditions(ctx, RESOURCE_BINDINGS, _binding(None), [COND])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from flotilla.controllers.forward_first import ForwardFirst
-from flotilla.controllers.manager import all_controllers
+from flotilla.runtime.forward_first import ForwardFirst
+from flotilla.runtime.manager import all_controllers
 
 
 @dataclass

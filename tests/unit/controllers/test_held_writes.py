@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from flotilla.controllers.held_writes import HeldWrites
+from flotilla.runtime.held_writes import HeldWrites
 
 
 def _no_place(turn):  # type: ignore[no-untyped-def]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from flotilla.controllers.applied_handoff import AppliedHandoff
 from flotilla.controllers.work_status import WorkStatusController
 from flotilla.propagation.written import WrittenObjects
+from flotilla.runtime.applied_handoff import AppliedHandoff
 
 APPLIED = {"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": "ok"}
 DISPATCHING = {"type": "Dispatching", "status": "True", "reason": "DispatchingSucceed", "message": "ok"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.controllers.application_failover import plan_binding
+from flotilla.failover.application_plan import plan_binding
 from flotilla.failover.state import (
     EVENT_STATE_CARRIED_FORWARD,
     INJECTED_STATE_ANNOTATION,

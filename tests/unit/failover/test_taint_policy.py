@@ -11,13 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flotilla.controllers.taint_policy import cluster_needs_evaluation, policy_spec_changed
 from flotilla.failover.taint_policy import (
     RESERVED_TAINTS,
+    cluster_needs_evaluation,
     conditions_match,
     desired_taints,
     evaluate,
     is_reserved,
+    policy_spec_changed,
     policy_taints,
     policy_targets,
     same_taint,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flotilla.controllers.options import DEFAULT_FEATURE_GATES
 from flotilla.interpreter import Operation
 from flotilla.propagation.binding_spec import build_binding, replica_interpretation
+from flotilla.runtime.options import DEFAULT_FEATURE_GATES
 
 
 @pytest.mark.parametrize(("gate", "component", "replica", "expected"), [

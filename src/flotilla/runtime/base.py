@@ -22,10 +22,10 @@ from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.events import EventRecorder
 from flotilla.client.workqueue import WorkQueue
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace, serves_cluster
-from flotilla.controllers.forward_first import ForwardFirst
-from flotilla.controllers.members import MemberClients
-from flotilla.controllers.options import ControllerOptions
 from flotilla.observability.metrics import ControllerMetrics
+from flotilla.runtime.forward_first import ForwardFirst
+from flotilla.runtime.members import MemberClients
+from flotilla.runtime.options import ControllerOptions
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any
 from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS
 from flotilla.client import Informer
 from flotilla.client.events import WARNING
-from flotilla.controllers.base import ControllerContext
 from flotilla.interpreter.customization import RIC_API_VERSION, RIC_KIND, CustomizationFailure
+from flotilla.runtime.base import ControllerContext
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from flotilla.controllers.base import Controller
+from flotilla.runtime.base import Controller
 
 # (name, module, class) in start order; each controller module holds one controller class
 _CONTROLLERS: tuple[tuple[str, str, str], ...] = (

@@ -9,18 +9,18 @@ from typing import Any
 
 from flotilla.client import Client, SharedInformerFactory
 from flotilla.client.events import EventRecorder
-from flotilla.controllers.base import Controller, ControllerContext
-from flotilla.controllers.members import MemberClients
-from flotilla.controllers.options import ControllerOptions
 from flotilla.failover.events import FAILOVER_EVENT_REASONS
 from flotilla.observability.metrics import ControllerMetrics
+from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.members import MemberClients
+from flotilla.runtime.options import ControllerOptions
 
 log = logging.getLogger(__name__)
 
 
 def all_controllers() -> dict[str, type[Controller]]:
     """Every controller by name, in start order. Controllers register here as they are written."""
-    from flotilla.controllers.registry import CONTROLLERS
+    from flotilla.runtime.registry import CONTROLLERS
 
     return dict(CONTROLLERS)
 
@@ -37,7 +37,7 @@ class ControllerManager:
     ``recorder_options`` are passed on to it (its budgets and delays: tests shrink them).
 
     ``members``: the member clients (default: built from each Cluster's endpoint and Secret; ``flotilla agent``
-    gives :class:`~flotilla.controllers.members.AgentMemberClients`), closed with the manager. ``component``: the
+    gives :class:`~flotilla.runtime.members.AgentMemberClients`), closed with the manager. ``component``: the
     Events' source.
     """
 

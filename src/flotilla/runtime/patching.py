@@ -1,0 +1,75 @@
+"""Writes every controller makes the same way: a merge patch guarded by the object's resourceVersion, computed
+again from a fresh read after each conflict, and a status condition set with such a patch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.propagation.status import set_condition
+
+__all__ = ["patch_condition", "patch_with_retry"]
+
+_PATCH_ATTEMPTS = 5
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    md = obj.get("metadata")
+    return md if isinstance(md, Mapping) else {}
+
+
+async def patch_with_retry(
+    client: Any,
+    res: Resource,
+    current: Mapping[str, Any] | None,
+    name: str,
+    namespace: str | None,
+    make_patch: Callable[[Mapping[str, Any]], dict[str, Any] | None],
+    *,
+    subresource: str | None = None,
+) -> dict[str, Any] | None:
+    """Patch an object with a resourceVersion precondition, re-reading it after each 409.
+
+    ``make_patch(obj)`` computes the merge patch (with the precondition) from the object as known, or
+    None when nothing is to be done. ``current`` is the cached object (None: read it). Returns the
+    patched object, the unchanged one, or None when the object does not exist.
+    """
+    obj = current
+    for attempt in range(_PATCH_ATTEMPTS):
+        if obj is None:
+            try:
+                obj = await client.get(res, name, namespace)
+            except ApiException as e:
+                if is_not_found(e):
+                    return None
+                raise
+        patch = make_patch(obj)
+        if patch is None:
+            return dict(obj)
+        try:
+            return dict(await client.patch(res, name, patch, namespace=namespace, subresource=subresource))
+        except ApiException as e:
+            if is_not_found(e):
+                return None
+            if not is_conflict(e) or attempt == _PATCH_ATTEMPTS - 1:
+                raise
+            obj = None
+    raise RuntimeError("unreachable")
+
+
+async def patch_condition(client: Any, res: Resource, obj: Mapping[str, Any], condition: Mapping[str, Any],
+                          now: Any) -> dict[str, Any] | None:
+    """Set ``condition`` in the object's ``status.conditions`` (``meta.SetStatusCondition``, at ``now``) with a
+    status-subresource patch guarded by the resourceVersion, re-read on 409; nothing is written when it is set."""
+    def make(current: Mapping[str, Any]) -> dict[str, Any] | None:
+        conditions = (current.get("status") or {}).get("conditions") or []
+        new = set_condition(conditions, condition, now)
+        if new == conditions:
+            return None
+        return {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+                "status": {"conditions": new}}
+
+    md = _meta(obj)
+    return await patch_with_retry(client, res, obj, str(md.get("name")), md.get("namespace"), make,
+                                  subresource="status")
