@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flotilla.cli.main import build_parser
+from flotilla.main import build_parser
 
 KIND = "apiVersion: example.io/v1\nkind: Gadget\n"
 

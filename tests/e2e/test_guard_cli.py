@@ -65,7 +65,7 @@ async def test_guard_kills_its_child_once_the_permit_stops_being_renewed_and_kee
     m, client = member
     pidfile = tmp_path / "child.pid"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from flotilla.cli.main import main; raise SystemExit(main())",
+        sys.executable, "-c", "from flotilla.main import main; raise SystemExit(main())",
         "guard", "--kubeconfig", str(m.kubeconfig_path), "--fence-after", f"{FENCE_AFTER}s",
         "--poll-interval", f"{POLL}s", "--kill-grace", "2s",
         "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 1000",

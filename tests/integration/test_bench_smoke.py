@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from flotilla.cli.bench import percentile, run_bench
-from flotilla.cli.main import build_parser
+from flotilla.bench.command import percentile, run_bench
+from flotilla.main import build_parser
 from flotilla.storage import etcd_launcher as bench_etcd
 
 OBJECTS = 50

@@ -401,8 +401,8 @@ def test_leader_election_and_release_on_sigterm(server: ServerThread, tmp_path: 
 
 
 def test_flotilla_up_passes_the_pull_monitor_settings_to_its_controllers(capsys: pytest.CaptureFixture[str]) -> None:
-    from flotilla.cli.up import add_up_parsers
-    from flotilla.cli.up import config_from_args as up_config
+    from flotilla.local.up_command import add_up_parsers
+    from flotilla.local.up_command import config_from_args as up_config
 
     parser = argparse.ArgumentParser(prog="flotilla")
     add_up_parsers(parser.add_subparsers(dest="command"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flotilla.cli.etcd_flags import etcd_tls_from_args
-from flotilla.cli.main import build_parser
+from flotilla.main import build_parser
 from flotilla.storage.etcd import EtcdTLS, _endpoint_url
 
 

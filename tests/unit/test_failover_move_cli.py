@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flotilla.cli.failover_cmd import EXIT_USAGE, run_failover_move
-from flotilla.cli.main import build_parser
+from flotilla.main import build_parser
 
 
 def test_d21_failover_move_is_wired_into_flotilla_with_its_defaults() -> None:

@@ -34,8 +34,8 @@ from flotilla.cli.failover_cmd import (
     resolve_kind,
     run_failover_preview,
 )
-from flotilla.cli.main import build_parser
 from flotilla.failover.preview import preview
+from flotilla.main import build_parser
 
 # Discovery documents shaped as the API server serves them (/api, /apis, /api/v1, /apis/<g>/<v>).
 CORE = {"kind": "APIVersions", "versions": ["v1"]}

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from flotilla.cli.fence_commands import add_fence_parsers, run_fence_command, run_unfence_command
-from flotilla.cli.main import build_parser
+from flotilla.main import build_parser
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -31,8 +31,8 @@ def test_a_negative_fence_margin_fails_validation() -> None:
 
 
 def test_flotilla_up_passes_the_fence_margin_to_its_controllers() -> None:
-    from flotilla.cli.up import add_up_parsers
-    from flotilla.cli.up import config_from_args as up_config
+    from flotilla.local.up_command import add_up_parsers
+    from flotilla.local.up_command import config_from_args as up_config
 
     parser = argparse.ArgumentParser(prog="flotilla")
     add_up_parsers(parser.add_subparsers(dest="command"))

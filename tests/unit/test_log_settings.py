@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from flotilla.cli.main import build_parser
+from flotilla.main import build_parser
 from flotilla.observability.logs import (
     LOG_FORMAT_ENV,
     LOG_LEVEL_ENV,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flotilla.cli.main import main
+from flotilla.main import main
 
 
 @pytest.mark.parametrize("argv", [

@@ -44,14 +44,14 @@ def rss_mb(pid: int) -> float:
 
 
 class ChildProcess:
-    """``python -m flotilla.cli.main ARGS`` in its own session, started once it prints a line matching ``ready``.
+    """``python -m flotilla.main ARGS`` in its own session, started once it prints a line matching ``ready``.
 
     Its stdout and stderr go to ``log`` (stdout after the ready line is drained there too, so a chatty child
     never blocks on a full pipe)."""
 
     def __init__(self, name: str, args: list[str], log: Path) -> None:
         self.name = name
-        self.argv = [sys.executable, "-m", "flotilla.cli.main", *args]
+        self.argv = [sys.executable, "-m", "flotilla.main", *args]
         self.log_path = log
         self.proc: asyncio.subprocess.Process | None = None
         self.ready_line = ""

@@ -672,8 +672,7 @@ def run_controller_manager_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flotilla.cli.main import setup_logging
-    from flotilla.observability.logs import add_logging_arguments
+    from flotilla.observability.logs import add_logging_arguments, setup_logging
 
     parser = build_parser()
     add_logging_arguments(parser)

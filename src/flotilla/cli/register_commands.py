@@ -128,7 +128,7 @@ def flotilla_executable() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("flotilla")
-    return [found] if found else [sys.executable, "-m", "flotilla.cli.main"]
+    return [found] if found else [sys.executable, "-m", "flotilla.main"]
 
 
 # ============================================================================================ register

@@ -53,7 +53,7 @@ class AgentProcess:
     def __init__(self, member: str, argv: Sequence[str], *, log_file: Path, pid_file: Path,
                  say: Callable[[str], None] | None = None, restart_delay: float = RESTART_DELAY) -> None:
         self.member = member
-        self.argv = [sys.executable, "-m", "flotilla.cli.main", *argv]
+        self.argv = [sys.executable, "-m", "flotilla.main", *argv]
         self.log_file = log_file
         self.pid_file = pid_file
         self.say = say or (lambda m: log.info("%s", m))

@@ -151,3 +151,14 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     for sub in _subparsers(parser):
         if not any("--log-level" in a.option_strings for a in sub._actions):
             _add(sub, argparse.SUPPRESS)
+
+
+def setup_logging(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Configure logging from ``--log-level``/``--log-format``/``-v`` (then the environment); a bad value in the
+    environment is a usage error (exit 2) naming the variable."""
+    try:
+        settings = resolve_log_settings(getattr(args, "log_level", None), getattr(args, "log_format", None),
+                                        verbose=bool(getattr(args, "verbose", False)))
+    except ValueError as e:
+        parser.error(str(e))
+    configure_logging(settings)

@@ -270,7 +270,7 @@ def plan_trials(seed: int, trials: int, members: Sequence[str], faults: Mapping[
 
 async def run_flotilla(*argv: str, limit: float = 120.0) -> str:
     """Run ``flotilla ARGV`` (this Python's) and return its stdout; RuntimeError when it fails."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "flotilla.cli.main", *argv,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "flotilla.main", *argv,
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
     try:

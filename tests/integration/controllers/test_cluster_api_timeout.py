@@ -105,8 +105,8 @@ def test_cluster_api_timeout_flag_default_value_and_bad_values(capsys: pytest.Ca
 def test_flotilla_up_passes_cluster_api_timeout_to_its_controllers(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from flotilla.cli.up import add_up_parsers
-    from flotilla.cli.up import config_from_args as up_config
+    from flotilla.local.up_command import add_up_parsers
+    from flotilla.local.up_command import config_from_args as up_config
 
     parser = argparse.ArgumentParser(prog="flotilla")
     add_up_parsers(parser.add_subparsers(dest="command"))

@@ -279,7 +279,7 @@ def test_admin_endpoint_of_a_group(tmp_path: Path) -> None:
 def test_one_fault_request_names_several_members_and_leaves_the_others(tmp_path: Path) -> None:
     """`flotilla sim fault g1 g2 --mode down` is one POST /fault naming both: both go down, g3 keeps answering;
     an unknown name or a malformed list refuses the whole request and changes nothing."""
-    from flotilla.cli.main import main
+    from flotilla.main import main
 
     configs = [MemberConfig(name=f"g{i}", data_dir=tmp_path, ready_delay=0.2) for i in (1, 2, 3)]
     with GroupThread(MemberGroup(configs)) as g:

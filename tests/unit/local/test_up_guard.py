@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flotilla.cli.up import _child_argv, add_up_parsers, config_from_args
 from flotilla.local.layout import DataDirError, Layout, StackRecord
 from flotilla.local.stack import LocalStack, StackConfig
+from flotilla.local.up_command import _child_argv, add_up_parsers, config_from_args
 from flotilla.member.guard import guard_settings
 from tests.support.pipeline import FLOTILLA
 

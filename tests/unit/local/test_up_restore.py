@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flotilla.cli.up import _child_argv, add_up_parsers, config_from_args
 from flotilla.local.stack import LocalStack, StackConfig
+from flotilla.local.up_command import _child_argv, add_up_parsers, config_from_args
 
 
 def parse(*argv: str) -> argparse.Namespace:

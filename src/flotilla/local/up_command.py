@@ -276,7 +276,7 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
-    argv = [sys.executable, "-m", "flotilla.cli.main", *(["-v"] if getattr(args, "verbose", False) else []), "up",
+    argv = [sys.executable, "-m", "flotilla.main", *(["-v"] if getattr(args, "verbose", False) else []), "up",
             "--data-dir", str(args.data_dir), "--members", str(args.members), "--port", str(args.port),
             "--pull-members", str(args.pull_members),
             "--host", args.host, "--metrics-bind-address", args.metrics_bind_address]

@@ -49,13 +49,13 @@ def _bool(text: str) -> bool:
 
 
 def _demo_api(args: argparse.Namespace) -> int:
-    from flotilla.cli.demo_api import run_demo
+    from flotilla.local.demo_api import run_demo
 
     return run_demo(Path(args.data_dir), examples=Path(args.examples))
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from flotilla.cli.bench import run_bench
+    from flotilla.bench.command import run_bench
 
     return run_bench(args)
 
@@ -118,12 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     ba.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
     ba.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
     ba.add_argument("--output", default="", help="also write the results as JSON to this file")
-    from flotilla.cli.bench import add_bench_subparsers
+    from flotilla.bench.command import add_bench_subparsers
 
     add_bench_subparsers(bsub)  # `flotilla bench failover` (and its internal `bench control-plane`)
     b.set_defaults(fn=_bench)
 
-    from flotilla.cli.member import add_member_parsers
+    from flotilla.member.command import add_member_parsers
 
     add_member_parsers(sub)  # `flotilla member` and `flotilla sim fault`
 
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_failover_parsers(sub)  # `flotilla failover preview KIND/NAME` (BEHAVIOR.md "Failover preview")
 
-    from flotilla.cli.up import add_up_parsers
+    from flotilla.local.up_command import add_up_parsers
 
     add_up_parsers(sub)  # `flotilla up` / `flotilla down`
 
@@ -175,11 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_get_parser(sub)  # `flotilla get clusters|bindings|works`
 
-    from flotilla.cli.demo import add_demo_parser
+    from flotilla.local.demo_command import add_demo_parser
 
     add_demo_parser(sub)  # `flotilla demo` (what `make demo` runs)
 
-    from flotilla.cli.soak import add_soak_parsers
+    from flotilla.reliability.command import add_soak_parsers
 
     add_soak_parsers(sub)  # `flotilla soak crash` (what `make soak` runs)
 
@@ -189,22 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Configure logging from ``--log-level``/``--log-format``/``-v`` (then the environment); a bad value in the
-    environment is a usage error (exit 2) naming the variable."""
-    from flotilla.observability.logs import configure_logging, resolve_log_settings
-
-    try:
-        settings = resolve_log_settings(getattr(args, "log_level", None), getattr(args, "log_format", None),
-                                        verbose=bool(getattr(args, "verbose", False)))
-    except ValueError as e:
-        parser.error(str(e))
-    configure_logging(settings)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from flotilla.observability.logs import setup_logging
+
     setup_logging(parser, args)
     return int(args.fn(args) or 0)
 

@@ -58,7 +58,7 @@ VALUE_BYTES = 2048
 WATCH_TIMEOUT = 60.0  # how long to wait for watchers to catch up after the writes
 SERVER_START_TIMEOUT = 60.0
 ALL_BACKENDS = ("memory", "sqlite", "etcd")
-SERVER_MODE = "subprocess: `python -m flotilla.cli.main apiserver --port 0` (one process per backend)"
+SERVER_MODE = "subprocess: `python -m flotilla.main apiserver --port 0` (one process per backend)"
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -347,7 +347,7 @@ class ServerProcess:
     def __init__(self, storage_url: str, data_dir: Path) -> None:
         self.storage_url = storage_url
         self.data_dir = data_dir
-        self.command = [sys.executable, "-m", "flotilla.cli.main", "apiserver", "--storage", storage_url,
+        self.command = [sys.executable, "-m", "flotilla.main", "apiserver", "--storage", storage_url,
                         "--data-dir", str(data_dir), "--port", "0"]
         self.proc: asyncio.subprocess.Process | None = None
         self.url = ""
