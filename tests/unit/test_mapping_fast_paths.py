@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from flotilla.controllers import scheduler as scheduler_controller
-from flotilla.controllers import taint_manager
-from flotilla.failover import graceful, purge, state
+from flotilla.failover import purge, state
 from flotilla.interpreter import native, thirdparty
 from flotilla.interpreter.operations import GVK
 from flotilla.kube.jsondiff import merge_patch_diff
+from flotilla.kube.objects import as_map, meta_of
 from flotilla.propagation import status, works, written
 from flotilla.scheduler import model
 
@@ -46,7 +45,7 @@ def _views(data: dict[str, Any]) -> list[Mapping[str, Any]]:
 _OBJ = {"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"x": 1}, "status": {"conditions": []}}
 
 
-@pytest.mark.parametrize("helper", [state._map, taint_manager._map, graceful._map, purge._map])
+@pytest.mark.parametrize("helper", [as_map])
 def test_map_helpers_keep_any_mapping_and_drop_the_rest(helper: Callable[[Any], Mapping[str, Any]]) -> None:
     for view in _views({"a": 1}):
         assert helper(view) is view
@@ -59,7 +58,7 @@ def test_object_accessors_read_nested_mappings_of_any_kind() -> None:
         assert dict(status._md(view)) == _OBJ["metadata"]
         assert dict(status._status(view)) == _OBJ["status"]
         assert dict(status._spec(view)) == _OBJ["spec"]
-        assert dict(scheduler_controller._meta(view)) == _OBJ["metadata"]
+        assert dict(meta_of(view)) == _OBJ["metadata"]
         assert written._rv(view) == "7"
         assert native._path(view, "metadata", "name") == "a"
     assert status._md({"metadata": ["not", "a", "mapping"]}) == {}

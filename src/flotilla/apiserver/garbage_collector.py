@@ -38,6 +38,7 @@ from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import MERGE_PATCH, ResourceStorage, WatchSpec
+from flotilla.kube.objects import as_str
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,6 @@ def _item(kind: str, node: Node) -> _Item:
     return _Item(kind, node.prefix, node.namespace, node.name, node.uid)
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def owner_refs_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The object's owner references that name an owner uid (anything malformed is skipped)."""
     md = obj.get("metadata")
@@ -130,15 +127,15 @@ def _node_of(prefix: str, rt: ResourceType, obj: dict[str, Any]) -> Node | None:
     md = obj.get("metadata")
     if not isinstance(md, dict):
         return None
-    uid = _str(md.get("uid"))
+    uid = as_str(md.get("uid"))
     if not uid:
         return None
     owners = tuple(
         OwnerRef(
             uid=r["uid"],
-            api_version=_str(r.get("apiVersion")),
-            kind=_str(r.get("kind")),
-            name=_str(r.get("name")),
+            api_version=as_str(r.get("apiVersion")),
+            kind=as_str(r.get("kind")),
+            name=as_str(r.get("name")),
             block=r.get("blockOwnerDeletion") is True,
         )
         for r in owner_refs_of(obj)
@@ -146,8 +143,8 @@ def _node_of(prefix: str, rt: ResourceType, obj: dict[str, Any]) -> Node | None:
     return Node(
         uid=uid,
         prefix=prefix,
-        namespace=_str(md.get("namespace")) if rt.namespaced else None,
-        name=_str(md.get("name")),
+        namespace=as_str(md.get("namespace")) if rt.namespaced else None,
+        name=as_str(md.get("name")),
         owners=owners,
         deleting=bool(md.get("deletionTimestamp")),
         finalizers=frozenset(_finalizers(obj)),
@@ -403,7 +400,7 @@ class GarbageCollector:
                     if etype not in ("ADDED", "MODIFIED", "DELETED") or not isinstance(obj, dict):
                         continue
                     md = meta(obj)
-                    rv = _str(md.get("resourceVersion")) or rv
+                    rv = as_str(md.get("resourceVersion")) or rv
                     if etype == "MODIFIED" and self._unchanged(md):
                         continue  # owners, deletion state and finalizers as before: nothing for the graph
                     node = _node_of(prefix, rt, obj)
@@ -563,7 +560,7 @@ class GarbageCollector:
             if e.code == 404:
                 return None
             raise
-        if _str(meta(obj).get("uid")) != uid:
+        if as_str(meta(obj).get("uid")) != uid:
             return None
         return obj
 
@@ -576,7 +573,7 @@ class GarbageCollector:
         uid = ref["uid"]
         if uid in cache:
             return cache[uid]
-        api_version, kind, name = _str(ref.get("apiVersion")), _str(ref.get("kind")), _str(ref.get("name"))
+        api_version, kind, name = as_str(ref.get("apiVersion")), as_str(ref.get("kind")), as_str(ref.get("name"))
         group, _, version = api_version.rpartition("/")
         rt = self.types.by_kind(group, version, kind) if kind else None
         if rt is None and kind:
@@ -591,7 +588,7 @@ class GarbageCollector:
                 if e.code != 404:
                     raise
                 owner = None
-            if owner is None or _str(meta(owner).get("uid")) != uid:
+            if owner is None or as_str(meta(owner).get("uid")) != uid:
                 state = "dangling"
             elif meta(owner).get("deletionTimestamp") and FOREGROUND_FINALIZER in _finalizers(owner):
                 state = "waiting"
@@ -660,8 +657,8 @@ class GarbageCollector:
         """Patch the object's ownerReferences to ``change(refs)`` with a resourceVersion precondition;
         re-read and retry on conflicts. Returns the new object (None when it is gone)."""
         md = meta(obj)
-        namespace = _str(md.get("namespace")) if rt.namespaced else None
-        name, uid = _str(md.get("name")), _str(md.get("uid"))
+        namespace = as_str(md.get("namespace")) if rt.namespaced else None
+        name, uid = as_str(md.get("name")), as_str(md.get("uid"))
         for _ in range(_WRITE_RETRIES):
             md = meta(obj)
             raw = md.get("ownerReferences")
@@ -688,8 +685,8 @@ class GarbageCollector:
     # ------------------------------------------------------------------ owners
     async def _remove_finalizer(self, rt: ResourceType, obj: dict[str, Any], finalizer: str) -> None:
         md = meta(obj)
-        namespace = _str(md.get("namespace")) if rt.namespaced else None
-        name, uid = _str(md.get("name")), _str(md.get("uid"))
+        namespace = as_str(md.get("namespace")) if rt.namespaced else None
+        name, uid = as_str(md.get("name")), as_str(md.get("uid"))
         for _ in range(_WRITE_RETRIES):
             fins = _finalizers(obj)
             if finalizer not in fins:

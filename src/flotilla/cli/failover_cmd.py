@@ -39,6 +39,7 @@ from flotilla.client import ApiException, Client, ConnectionFailed, Resource, is
 from flotilla.client.kubeconfig import KubeconfigError
 from flotilla.failover.preview import PURGE_MODE_GRACEFULLY, PreviewReport, preview, render_preview
 from flotilla.failover.state import PURGE_MODE_DIRECTLY, STATEFUL_FAILOVER_INJECTION_GATE, reflected_status
+from flotilla.kube.objects import as_map
 from flotilla.policy.naming import generate_binding_name
 from flotilla.runtime.options import ControllerOptions
 
@@ -303,18 +304,14 @@ async def discover(client: Client) -> list[ApiResource]:
 # ============================================================================================ decisions
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _where(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
 def choose_from_cluster(binding: Mapping[str, Any], requested: str | None, to_cluster: str | None = None) -> str:
     """The cluster that fails in the preview: ``requested``, else the only cluster the binding schedules to."""
-    spec = _map(binding.get("spec"))
-    clusters = [str(_map(c).get("name")) for c in spec.get("clusters") or [] if _map(c).get("name")]
+    spec = as_map(binding.get("spec"))
+    clusters = [str(as_map(c).get("name")) for c in spec.get("clusters") or [] if as_map(c).get("name")]
     listing = ", ".join(clusters)
     if requested is not None:
         if requested not in clusters:
@@ -354,15 +351,15 @@ async def cluster_names(client: Client) -> list[str]:
     token = ""
     while True:
         page = await client.list(CLUSTERS, limit=500, continue_=token)
-        names += [str(_map(c.get("metadata")).get("name")) for c in page.get("items") or [] if isinstance(c, Mapping)]
-        token = str(_map(page.get("metadata")).get("continue") or "")
+        names += [str(as_map(c.get("metadata")).get("name")) for c in page.get("items") or [] if isinstance(c, Mapping)]
+        token = str(as_map(page.get("metadata")).get("continue") or "")
         if not token:
             return names
 
 
 def _policy_of(*objects: Mapping[str, Any]) -> str | None:
     for obj in objects:
-        annotations = _map(_map(obj.get("metadata")).get("annotations"))
+        annotations = as_map(as_map(obj.get("metadata")).get("annotations"))
         name = annotations.get(L.PROPAGATION_POLICY_NAME_ANNOTATION)
         if name:
             return f"PropagationPolicy {_where(annotations.get(L.PROPAGATION_POLICY_NAMESPACE_ANNOTATION), name)}"
@@ -408,7 +405,7 @@ def exit_code(report: PreviewReport) -> int:
 
 
 def _failover_configured(binding: Mapping[str, Any]) -> bool:
-    failover = _map(_map(binding.get("spec")).get("failover"))
+    failover = as_map(as_map(binding.get("spec")).get("failover"))
     return any(isinstance(failover.get(t), Mapping) for t in ("cluster", "application"))
 
 
@@ -462,9 +459,9 @@ async def load_preview(client: Client, target: str, namespace: str | None, *, fr
     if not _failover_configured(binding):
         raise PreviewCommandError(no_failover_message(binding_res.kind, binding_ref, binding, workload))
     source = choose_from_cluster(binding, from_cluster, to_cluster)
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     status = reflected_status(binding, source)
-    report = preview(_map(spec.get("failover")), status, spec, to_cluster, from_cluster=source, gate=gate,
+    report = preview(as_map(spec.get("failover")), status, spec, to_cluster, from_cluster=source, gate=gate,
                      no_execute_taint_eviction_purge_mode=no_execute_taint_eviction_purge_mode)
     if not report.status_collected and any(block.rules for block in report.blocks):
         raise PreviewCommandError(no_status_message(binding_res.kind, binding_ref, source))
@@ -610,7 +607,7 @@ class _Target:
 async def _policy(client: Client, binding: Mapping[str, Any]) -> dict[str, Any] | None:
     from flotilla.api.resources import CLUSTER_PROPAGATION_POLICIES, PROPAGATION_POLICIES
 
-    annotations = _map(_map(binding.get("metadata")).get("annotations"))
+    annotations = as_map(as_map(binding.get("metadata")).get("annotations"))
     try:
         if annotations.get(L.PROPAGATION_POLICY_NAME_ANNOTATION):
             return await client.get_or_none(PROPAGATION_POLICIES, str(annotations[L.PROPAGATION_POLICY_NAME_ANNOTATION]),
@@ -627,12 +624,12 @@ def _preserved_state(binding: Mapping[str, Any], source: str) -> dict[str, str] 
     """The state the binding's cluster-failover rules preserve from ``source`` now (None: none, or it fails)."""
     from flotilla.failover.state import StateExtractionError, extract_state, rules_of
 
-    spec = _map(binding.get("spec"))
-    rules = rules_of(_map(spec.get("failover")), "cluster")
+    spec = as_map(binding.get("spec"))
+    rules = rules_of(as_map(spec.get("failover")), "cluster")
     if not rules:
         return None
     try:
-        return extract_state(rules, reflected_status(_map(binding.get("status")).get("aggregatedStatus"), source),
+        return extract_state(rules, reflected_status(as_map(binding.get("status")).get("aggregatedStatus"), source),
                              cluster=source) or None
     except StateExtractionError:
         return None
@@ -657,8 +654,8 @@ async def _request_move(client: Client, args: argparse.Namespace, out: TextIO) -
                              no_binding_message(res, name, ns, target.binding_name))
         clusters = (await client.list(CLUSTERS)).get("items") or []
         policy = policy or await _policy(client, binding)
-        spec = _map(binding.get("spec"))
-        sources = [str(_map(c).get("name")) for c in spec.get("clusters") or [] if _map(c).get("name")]
+        spec = as_map(binding.get("spec"))
+        sources = [str(as_map(c).get("name")) for c in spec.get("clusters") or [] if as_map(c).get("name")]
         preserved = _preserved_state(binding, sources[0]) if len(sources) == 1 else None
         try:
             request = plan_move_request(binding, clusters, args.to, datetime.now(UTC), template=workload,
@@ -698,8 +695,8 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
         binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
                              f"{target.binding_res.kind} {target.binding_ref} is gone")
         move = parse_move(binding)
-        items = {str(_map(i).get("clusterName")): _map(i)
-                 for i in _map(binding.get("status")).get("aggregatedStatus") or []}
+        items = {str(as_map(i).get("clusterName")): as_map(i)
+                 for i in as_map(binding.get("status")).get("aggregatedStatus") or []}
         if move is not None and move.to_cluster == to:
             if move.phase == PHASE_SAVEPOINTING:
                 say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")

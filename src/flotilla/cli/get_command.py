@@ -38,6 +38,7 @@ from flotilla.failover.history import (
     entries_of,
     history_unreadable,
 )
+from flotilla.kube.objects import as_map
 
 __all__ = ["add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "render_table",
            "work_row"]
@@ -86,16 +87,12 @@ def add_get_parser(sub: Any) -> None:
 # ============================================================================================ rows (pure)
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
 def _condition(obj: Mapping[str, Any], type_: str) -> str:
-    for c in _list(_map(obj.get("status")).get("conditions")):
+    for c in _list(as_map(obj.get("status")).get("conditions")):
         if isinstance(c, Mapping) and c.get("type") == type_:
             return str(c.get("status") or "Unknown")
     return "Unknown"
@@ -107,7 +104,7 @@ def _taint(t: Mapping[str, Any]) -> str:
 
 
 def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
-    meta, spec, status = _map(cluster.get("metadata")), _map(cluster.get("spec")), _map(cluster.get("status"))
+    meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
     taints = [_taint(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)]
     row = [str(meta.get("name") or ""), str(status.get("kubernetesVersion") or ""),
            str(spec.get("syncMode") or "Push"), _condition(cluster, "Ready"), ",".join(taints) or "<none>",
@@ -126,7 +123,7 @@ CLUSTER_WIDE = ["NAME", "VERSION", "MODE", "READY", "TAINTS", "FENCED", "ENDPOIN
 def _task(t: Mapping[str, Any], wide: bool) -> str:
     out = f"{t.get('fromCluster')}({t.get('purgeMode') or 'Gracefully'})"
     if wide:
-        state = _map(t.get("preservedLabelState"))
+        state = as_map(t.get("preservedLabelState"))
         if state:
             out += "{" + ",".join(f"{k}={v}" for k, v in sorted(state.items())) + "}"
     return out
@@ -134,8 +131,8 @@ def _task(t: Mapping[str, Any], wide: bool) -> str:
 
 def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False,
                 namespaced: bool = False) -> list[str]:
-    meta, spec = _map(binding.get("metadata")), _map(binding.get("spec"))
-    resource = _map(spec.get("resource"))
+    meta, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
+    resource = as_map(spec.get("resource"))
     target = f"{resource.get('kind')}/{resource.get('name')}"
     clusters = []
     for c in _list(spec.get("clusters")):
@@ -148,7 +145,7 @@ def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide
            human_age(meta.get("creationTimestamp"), now)]
     if wide:
         health = [f"{i.get('clusterName')}={i.get('health') or 'Unknown'}"
-                  for i in _list(_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
+                  for i in _list(as_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
         row.insert(6, ",".join(health) or "<none>")
     if namespaced:
         row.insert(0, str(meta.get("namespace") or ""))
@@ -160,11 +157,11 @@ BINDING_WIDE = ["NAME", "RESOURCE", "CLUSTERS", "EVICTING", "SCHEDULED", "FULLYA
 
 
 def work_row(work: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
-    meta, spec = _map(work.get("metadata")), _map(work.get("spec"))
+    meta, spec = as_map(work.get("metadata")), as_map(work.get("spec"))
     namespace = str(meta.get("namespace") or "")
     cluster = namespace.removeprefix("karmada-es-")
-    manifests = [m for m in _list(_map(spec.get("workload")).get("manifests")) if isinstance(m, Mapping)]
-    workloads = ",".join(f"{m.get('kind')}/{_map(m.get('metadata')).get('name')}" for m in manifests) or "<none>"
+    manifests = [m for m in _list(as_map(spec.get("workload")).get("manifests")) if isinstance(m, Mapping)]
+    workloads = ",".join(f"{m.get('kind')}/{as_map(m.get('metadata')).get('name')}" for m in manifests) or "<none>"
     row = [namespace, str(meta.get("name") or ""), cluster, workloads, _condition(work, "Applied"),
            human_age(meta.get("creationTimestamp"), now)]
     if wide:
@@ -177,7 +174,7 @@ WORK_WIDE = ["NAMESPACE", "NAME", "CLUSTER", "WORKLOAD", "APPLIED", "DELETING", 
 
 
 def _workload(binding: Mapping[str, Any]) -> str:
-    resource = _map(_map(binding.get("spec")).get("resource"))
+    resource = as_map(as_map(binding.get("spec")).get("resource"))
     return f"{resource.get('kind')}/{resource.get('name')}"
 
 
@@ -188,7 +185,7 @@ def _secs(value: Any) -> str | None:
 
 
 def _state_gap(entry: Mapping[str, Any]) -> str:
-    gap = _map(entry.get("stateGap"))
+    gap = as_map(entry.get("stateGap"))
     records = gap.get("recordsReprocessed")
     counted = isinstance(records, int) and not isinstance(records, bool)
     records_text = f"{records} records" if counted else None
@@ -206,7 +203,7 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
                  wide: bool = False) -> list[str]:
     """One history entry: NAMESPACE, WORKLOAD, FROM, TO, TRIGGER, STARTED, TIME-TO-RUNNING, STATE-GAP (wide:
     PURGE-MODE, RESTORED-PATH, PRESERVED-STATE before STATE-GAP's successor columns)."""
-    meta = _map(binding.get("metadata"))
+    meta = as_map(binding.get("metadata"))
     phase = entry.get("phase")
     if phase == PHASE_IN_PROGRESS:
         ttr = "<in progress>"
@@ -218,7 +215,7 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
            str(entry.get("to") or "<pending>"), str(entry.get("trigger") or "<unknown>"),
            human_age(entry.get("at"), now), ttr, _state_gap(entry)]
     if wide:
-        state = _map(entry.get("preservedState"))
+        state = as_map(entry.get("preservedState"))
         row += [str(entry.get("purgeMode") or "<none>"), str(entry.get("restoredPath") or "<none>"),
                 ",".join(f"{k}={v}" for k, v in sorted(state.items())) or "<none>"]
     return row
@@ -226,8 +223,8 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
 
 def failover_item(binding: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
     """A history entry as ``-o json|yaml`` prints it: with the binding and workload it belongs to."""
-    meta = _map(binding.get("metadata"))
-    resource = _map(_map(binding.get("spec")).get("resource"))
+    meta = as_map(binding.get("metadata"))
+    resource = as_map(as_map(binding.get("spec")).get("resource"))
     return {"namespace": meta.get("namespace"), "binding": meta.get("name"),
             "bindingKind": binding.get("kind") or ("ResourceBinding" if meta.get("namespace")
                                                    else "ClusterResourceBinding"),
@@ -274,9 +271,9 @@ async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | N
 def _object_name(kind: str, obj: Mapping[str, Any]) -> str:
     prefix = {"clusters": "cluster.cluster.karmada.io", "works": "work.work.karmada.io"}.get(kind)
     if prefix is None:
-        prefix = ("resourcebinding.work.karmada.io" if _map(obj.get("metadata")).get("namespace")
+        prefix = ("resourcebinding.work.karmada.io" if as_map(obj.get("metadata")).get("namespace")
                   else "clusterresourcebinding.work.karmada.io")
-    return f"{prefix}/{_map(obj.get('metadata')).get('name')}"
+    return f"{prefix}/{as_map(obj.get('metadata')).get('name')}"
 
 
 async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | None,
@@ -286,10 +283,10 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
         bindings += await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, None, None)
     if args.name is not None:
         bindings = [b for b in bindings if args.name in (
-            _map(b.get("metadata")).get("name"), _map(_map(b.get("spec")).get("resource")).get("name"))]
+            as_map(b.get("metadata")).get("name"), as_map(as_map(b.get("spec")).get("resource")).get("name"))]
     for b in bindings:
-        md = _map(b.get("metadata"))
-        if history_unreadable(_map(md.get("annotations"))):
+        md = as_map(b.get("metadata"))
+        if history_unreadable(as_map(md.get("annotations"))):
             print(f"warning: {md.get('namespace') or ''}/{md.get('name')}: the annotation {HISTORY_ANNOTATION} is "
                   "not a JSON list; its failovers are not shown", file=sys.stderr)
     pairs = entries_of(bindings)
@@ -300,7 +297,7 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
         return 0
     if args.output == "name":
         for b, e in pairs:
-            out(f"failover/{_map(b.get('metadata')).get('name')}/{e.get('from')}@{e.get('at')}")
+            out(f"failover/{as_map(b.get('metadata')).get('name')}/{e.get('from')}@{e.get('at')}")
         return 0
     if not pairs:
         where = f" in {namespace} namespace" if namespace else ""

@@ -29,6 +29,7 @@ from flotilla.client.events import NORMAL, WARNING
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.policy.claims import specification_changed
 from flotilla.policy.matching import is_deleting
@@ -61,18 +62,8 @@ _DEPENDED_BY_INDEX = "dependencies/depended-by"
 _SYNC_TIMEOUT = 30.0
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
-
-
 def _depended_by_keys(obj: dict[str, Any]) -> list[str]:
-    labels = _meta(obj).get("labels")
+    labels = meta_of(obj).get("labels")
     if not isinstance(labels, Mapping):
         return []
     return [k for k in labels if isinstance(k, str) and k.startswith(DEPENDED_BY_LABEL_KEY_PREFIX)]
@@ -112,32 +103,32 @@ class DependenciesDistributor(Controller):
         self.interpreters = shared_interpreter(self.ctx)
 
     def _on_binding_add(self, binding: Mapping[str, Any]) -> None:
-        spec = _spec(binding)
+        spec = spec_of(binding)
         if spec.get("propagateDeps") is True and (spec.get("clusters") or is_deleting(binding)):
             self.enqueue_object(dict(binding))
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        if _meta(old).get("generation") == _meta(new).get("generation"):
+        if meta_of(old).get("generation") == meta_of(new).get("generation"):
             return
-        if _spec(old).get("propagateDeps") is True or _spec(new).get("propagateDeps") is True:
+        if spec_of(old).get("propagateDeps") is True or spec_of(new).get("propagateDeps") is True:
             self.enqueue_object(dict(new))
 
     def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
-        if _spec(binding).get("propagateDeps") is True or parse_dependencies_annotation(binding):
-            key = _key(_meta(binding).get("namespace"), str(_meta(binding).get("name")))
+        if spec_of(binding).get("propagateDeps") is True or parse_dependencies_annotation(binding):
+            key = _key(meta_of(binding).get("namespace"), str(meta_of(binding).get("name")))
             self._deleted[key] = dict(binding)
             self.enqueue(key)
         # an attached binding is gone: the bindings it still listed re-attach their dependency if needed
-        for item in _spec(binding).get("requiredBy") or []:
+        for item in spec_of(binding).get("requiredBy") or []:
             if isinstance(item, Mapping) and item.get("namespace") and item.get("name"):
                 self.enqueue(_key(str(item["namespace"]), str(item["name"])))
 
     def _on_dependency_event(self, obj: Mapping[str, Any]) -> None:
-        namespace = str(_meta(obj).get("namespace") or "")
+        namespace = str(meta_of(obj).get("namespace") or "")
         for binding in self.rbs.store.by_index("namespace", namespace) if namespace else []:
             if is_deleting(binding):
                 continue
-            key = _key(namespace, str(_meta(binding).get("name")))
+            key = _key(namespace, str(meta_of(binding).get("name")))
             deps = self._dependencies.get(key) or parse_dependencies_annotation(binding)
             if deps and dependency_matches(deps, obj):
                 self.enqueue(key)
@@ -145,7 +136,7 @@ class DependenciesDistributor(Controller):
     def _on_dependency_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if not specification_changed(old, new):
             return
-        if _meta(old).get("labels") != _meta(new).get("labels"):
+        if meta_of(old).get("labels") != meta_of(new).get("labels"):
             self._on_dependency_event(old)
         self._on_dependency_event(new)
 
@@ -204,7 +195,7 @@ class DependenciesDistributor(Controller):
                 await self._detach_all(gone)
             return None
         self._deleted.pop(key, None)
-        if _spec(binding).get("propagateDeps") is not True or is_deleting(binding):
+        if spec_of(binding).get("propagateDeps") is not True or is_deleting(binding):
             await self._detach_all(binding)
             await self._remove_finalizer(binding)
             return None
@@ -222,7 +213,7 @@ class DependenciesDistributor(Controller):
 
     async def _sync(self, binding: Mapping[str, Any]) -> bool:
         """Record the dependencies and attach them; True when something was written."""
-        ref = _spec(binding).get("resource")
+        ref = spec_of(binding).get("resource")
         ref = ref if isinstance(ref, Mapping) else {}
         template = await self._get(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""),
                                    ref.get("namespace") or None, str(ref.get("name") or ""))
@@ -237,13 +228,13 @@ class DependenciesDistributor(Controller):
         except InterpreterError as e:
             self.ctx.recorder.event(template, WARNING, GET_DEPENDENCIES_FAILED, str(e))
             raise
-        namespace = str(_meta(binding).get("namespace"))
-        name = str(_meta(binding).get("name"))
+        namespace = str(meta_of(binding).get("namespace"))
+        name = str(meta_of(binding).get("name"))
         self._dependencies[_key(namespace, name)] = [dict(d) for d in dependencies]
         annotation = dependencies_annotation(dependencies)
 
         def record(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            meta = _meta(obj)
+            meta = meta_of(obj)
             finalizers = list(meta.get("finalizers") or [])
             annotations = meta.get("annotations") or {}
             patch: dict[str, Any] = {}
@@ -253,11 +244,11 @@ class DependenciesDistributor(Controller):
                 patch["annotations"] = {L.DEPENDENCIES_ANNOTATION: annotation}
             return with_precondition({"metadata": patch}, obj) if patch else None
 
-        before = _meta(binding).get("resourceVersion")
+        before = meta_of(binding).get("resourceVersion")
         updated = await patch_with_retry(self.client, RESOURCE_BINDINGS, binding, name, namespace, record)
         if updated is None:
             return False
-        wrote = _meta(updated).get("resourceVersion") != before
+        wrote = meta_of(updated).get("resourceVersion") != before
         binding = updated
 
         # attached bindings no dependency refers to any more
@@ -289,14 +280,14 @@ class DependenciesDistributor(Controller):
             raise ApiException(422, "Invalid", f"dependency {kind} label selector: {e}") from e
         objs = inf.store.by_index("namespace", namespace) if namespace else inf.store.list()
         return [o for o in objs if selector.matches({str(k): str(v) for k, v in
-                                                     (_meta(o).get("labels") or {}).items()})]
+                                                     (meta_of(o).get("labels") or {}).items()})]
 
     def _attached_to(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.rbs.store.by_index(_DEPENDED_BY_INDEX, depended_by_label_key(namespace, name))
 
     def _referrers(self, required_by: Any, current: Mapping[str, Any] | None = None) -> list[Mapping[str, Any]]:
         out: list[Mapping[str, Any]] = []
-        cur_key = None if current is None else (_meta(current).get("namespace"), _meta(current).get("name"))
+        cur_key = None if current is None else (meta_of(current).get("namespace"), meta_of(current).get("name"))
         for item in required_by if isinstance(required_by, list) else []:
             if not isinstance(item, Mapping):
                 continue
@@ -342,19 +333,19 @@ class DependenciesDistributor(Controller):
 
     async def _detach(self, attached: Mapping[str, Any], namespace: str, name: str) -> bool:
         """Remove binding ``namespace/name`` from ``attached``; True when something was written."""
-        aname = str(_meta(attached).get("name"))
-        anamespace = str(_meta(attached).get("namespace"))
+        aname = str(meta_of(attached).get("name"))
+        anamespace = str(meta_of(attached).get("namespace"))
         current: Mapping[str, Any] | None = attached
         for _ in range(5):
             if current is None:
                 return False
-            remaining = [i for i in (_spec(current).get("requiredBy") or [])
+            remaining = [i for i in (spec_of(current).get("requiredBy") or [])
                          if isinstance(i, Mapping) and not (i.get("namespace") == namespace and i.get("name") == name)]
             update = detach_update(current, namespace, name, self._referrers(remaining))
             try:
                 if update.delete:
                     await self.client.delete(RESOURCE_BINDINGS, aname, anamespace,
-                                             preconditions={"resourceVersion": str(_meta(current).get("resourceVersion"))})
+                                             preconditions={"resourceVersion": str(meta_of(current).get("resourceVersion"))})
                     return True
                 self._conflict_event(current, update)
                 if update.patch is None:
@@ -370,22 +361,22 @@ class DependenciesDistributor(Controller):
         raise ApiException(409, "Conflict", f"attached binding {anamespace}/{aname} keeps changing; will retry")
 
     async def _detach_all(self, binding: Mapping[str, Any]) -> None:
-        namespace = str(_meta(binding).get("namespace"))
-        name = str(_meta(binding).get("name"))
+        namespace = str(meta_of(binding).get("namespace"))
+        name = str(meta_of(binding).get("name"))
         self._dependencies.pop(_key(namespace, name), None)
         for attached in self._attached_to(namespace, name):
             await self._detach(attached, namespace, name)
 
     async def _remove_finalizer(self, binding: Mapping[str, Any]) -> None:
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            finalizers = list(_meta(obj).get("finalizers") or [])
+            finalizers = list(meta_of(obj).get("finalizers") or [])
             if L.BINDING_DEPENDENCIES_DISTRIBUTOR_FINALIZER not in finalizers:
                 return None
             kept = [f for f in finalizers if f != L.BINDING_DEPENDENCIES_DISTRIBUTOR_FINALIZER]
             return with_precondition({"metadata": {"finalizers": kept or None}}, obj)
 
-        await patch_with_retry(self.client, RESOURCE_BINDINGS, binding, str(_meta(binding).get("name")),
-                               str(_meta(binding).get("namespace")), make)
+        await patch_with_retry(self.client, RESOURCE_BINDINGS, binding, str(meta_of(binding).get("name")),
+                               str(meta_of(binding).get("namespace")), make)
 
     async def _live(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.client.get_or_none(RESOURCE_BINDINGS, name, namespace)
@@ -398,8 +389,8 @@ class DependenciesDistributor(Controller):
 
 def _merged_required_by(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> list[Any]:
     """The ``requiredBy`` list after merging ``desired``'s single entry into ``existing``'s."""
-    entry = (_spec(desired).get("requiredBy") or [{}])[0]
-    out = [i for i in (_spec(existing).get("requiredBy") or [])
+    entry = (spec_of(desired).get("requiredBy") or [{}])[0]
+    out = [i for i in (spec_of(existing).get("requiredBy") or [])
            if isinstance(i, Mapping) and not (i.get("namespace") == entry.get("namespace")
                                               and i.get("name") == entry.get("name"))]
     out.append(entry)

@@ -37,6 +37,7 @@ from flotilla.client.informer import label_indexer
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
 from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.policy.claims import (
     ClaimRef,
     claim_of,
@@ -111,16 +112,6 @@ class WaitingForDependentOverrides(Exception):
     """The policy names ``dependentOverrides`` that do not exist yet (retried with backoff)."""
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
 def _obj_key(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
@@ -178,7 +169,7 @@ class DetectorController(Controller):
 
     @staticmethod
     def _policy_key(policy: Mapping[str, Any]) -> str:
-        meta = _meta(policy)
+        meta = meta_of(policy)
         if is_cluster_policy(policy):
             return f"cpp|{meta.get('name', '')}"
         return f"pp|{meta.get('namespace', '')}|{meta.get('name', '')}"
@@ -187,12 +178,12 @@ class DetectorController(Controller):
         self.enqueue(self._policy_key(policy))
 
     def _on_policy_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        if _meta(old).get("generation") == _meta(new).get("generation"):
+        if meta_of(old).get("generation") == meta_of(new).get("generation"):
             return
         self._enqueue_policy(new)
         if self.options.gate("PolicyPreemption"):
             same_scope = (self.cpps.store.list() if is_cluster_policy(new)
-                          else self.pps.store.by_index("namespace", str(_meta(new).get("namespace") or "")))
+                          else self.pps.store.by_index("namespace", str(meta_of(new).get("namespace") or "")))
             for p in policies_to_requeue_on_deprioritize(old, new, same_scope):
                 self._enqueue_policy(p)
 
@@ -346,7 +337,7 @@ class DetectorController(Controller):
             if not policy_matches(template, policy):
                 return None
         else:
-            namespace = str(_meta(template).get("namespace") or "")
+            namespace = str(meta_of(template).get("namespace") or "")
             pps = self.pps.store.by_index("namespace", namespace) if namespace else []
             policy, _ = best_policy(template, pps, self.cpps.store.list())
             if policy is None:
@@ -361,12 +352,12 @@ class DetectorController(Controller):
         return self.pps.store.get(_obj_key(claim.namespace, claim.name))
 
     async def _check_dependent_overrides(self, policy: Mapping[str, Any]) -> None:
-        names = _spec(policy).get("dependentOverrides")
+        names = spec_of(policy).get("dependentOverrides")
         if not isinstance(names, list) or not names:
             return
         cluster_scoped = is_cluster_policy(policy)
         res = CLUSTER_OVERRIDE_POLICIES if cluster_scoped else OVERRIDE_POLICIES
-        namespace = None if cluster_scoped else str(_meta(policy).get("namespace") or "")
+        namespace = None if cluster_scoped else str(meta_of(policy).get("namespace") or "")
         present = []
         for name in names:
             if not isinstance(name, str):
@@ -381,13 +372,13 @@ class DetectorController(Controller):
         missing = missing_dependent_overrides(policy, present)
         if missing:
             raise WaitingForDependentOverrides(
-                f"policy {_obj_key(namespace, str(_meta(policy).get('name')))} waits for its dependent "
+                f"policy {_obj_key(namespace, str(meta_of(policy).get('name')))} waits for its dependent "
                 f"overrides {', '.join(missing)}")
 
     async def _apply_policy(self, res: Resource, template: Mapping[str, Any], policy: Mapping[str, Any],
                             karmada_change: bool) -> None:
-        meta = _meta(template)
-        pmeta = _meta(policy)
+        meta = meta_of(template)
+        pmeta = meta_of(policy)
         policy_name = _obj_key(None if is_cluster_policy(policy) else str(pmeta.get("namespace")),
                                str(pmeta.get("name")))
         kind = "ClusterPropagationPolicy" if is_cluster_policy(policy) else "PropagationPolicy"
@@ -449,7 +440,7 @@ class DetectorController(Controller):
                              components=components, schedule_priority=await self._schedule_priority(policy))
 
     async def _schedule_priority(self, policy: Mapping[str, Any]) -> int | None:
-        sp = _spec(policy).get("schedulePriority")
+        sp = spec_of(policy).get("schedulePriority")
         if not isinstance(sp, Mapping) or not self.options.gate("PriorityBasedScheduling"):
             return None
         source = sp.get("priorityClassSource")
@@ -505,7 +496,7 @@ class DetectorController(Controller):
                        claim_labels: Mapping[str, str]) -> None:
         """Remove a policy's claim from the template's binding first, then from the template (both only
         if they still carry that policy's id), so a failure half-way is retried from the binding."""
-        meta = _meta(template)
+        meta = meta_of(template)
         namespace = meta.get("namespace") or None
         bres = RESOURCE_BINDINGS if binding_kind_for(template) == "ResourceBinding" else CLUSTER_RESOURCE_BINDINGS
         bcache = self.rbs if bres is RESOURCE_BINDINGS else self.crbs
@@ -543,7 +534,7 @@ class DetectorController(Controller):
 
     @staticmethod
     def _remove_finalizer(obj: Mapping[str, Any], finalizer: str) -> dict[str, Any] | None:
-        finalizers = _meta(obj).get("finalizers") or []
+        finalizers = meta_of(obj).get("finalizers") or []
         if finalizer not in finalizers:
             return None
         kept = [f for f in finalizers if f != finalizer]
@@ -575,7 +566,7 @@ class DetectorController(Controller):
             res = self._template_resources.get((tkey.api_version, tkey.kind))
             if res is None:
                 continue
-            bmeta = _meta(binding)
+            bmeta = meta_of(binding)
             await patch_with_retry(self.client, res, template, tkey.name, tkey.namespace or None, unclaim)
             bres = RESOURCE_BINDINGS if bmeta.get("namespace") else CLUSTER_RESOURCE_BINDINGS
             await patch_with_retry(self.client, bres, binding, str(bmeta.get("name")),
@@ -593,7 +584,7 @@ class DetectorController(Controller):
         for t in matched:
             self._enqueue_template(template_key(t), karmada_change=True if lazy else None)
         # 4. preemption
-        if _spec(policy).get("preemption") == PREEMPT_ALWAYS:
+        if spec_of(policy).get("preemption") == PREEMPT_ALWAYS:
             await self._preempt(policy)
 
     async def _preempt(self, policy: Mapping[str, Any]) -> None:
@@ -607,7 +598,7 @@ class DetectorController(Controller):
         candidates: list[dict[str, Any]] = []
         for api_version, kind, namespace in selector_scopes(policy):
             candidates += self._templates_in_scope(api_version, kind, namespace)
-        pmeta = _meta(policy)
+        pmeta = meta_of(policy)
         me = _obj_key(None if is_cluster_policy(policy) else str(pmeta.get("namespace")), str(pmeta.get("name")))
         for template in preemption_targets(policy, candidates, self._claimer, feature_gate_enabled=gate):
             claim = claim_of(template)
@@ -642,13 +633,13 @@ class DetectorController(Controller):
                 continue
             res = self._template_resources[(api_version, kind)]
             for template in inf.store.by_index(index, value):
-                if namespace and _meta(template).get("namespace") != namespace:
+                if namespace and meta_of(template).get("namespace") != namespace:
                     continue
                 await self._release(res, template, cluster_scoped, labels)
         # bindings still labelled with the policy (their template is gone or was released already)
         unclaim = self._unclaimer(cluster_scoped, labels)
         for binding in self._policy_bindings(policy):
-            bmeta = _meta(binding)
+            bmeta = meta_of(binding)
             bres = RESOURCE_BINDINGS if bmeta.get("namespace") else CLUSTER_RESOURCE_BINDINGS
             await patch_with_retry(self.client, bres, binding, str(bmeta.get("name")),
                                    bmeta.get("namespace") or None, unclaim)

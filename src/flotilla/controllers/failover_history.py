@@ -41,6 +41,7 @@ from flotilla.failover.history import (
     superseded_message,
 )
 from flotilla.failover.purge import eviction_tasks
+from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import FailoverHistoryMetrics
 from flotilla.runtime.base import Controller, binding_key, template_ref
 from flotilla.runtime.patching import patch_with_retry
@@ -52,15 +53,11 @@ __all__ = ["FailoverHistoryController", "needs_history_pass"]
 _Obj = dict[str, Any]
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _has_failover_signals(binding: Mapping[str, Any] | None) -> bool:
     if binding is None:
         return False
-    annotations = _map(_map(binding.get("metadata")).get("annotations"))
-    if eviction_tasks(_map(binding.get("spec"))) or annotations.get(MOVE_ANNOTATION):
+    annotations = as_map(as_map(binding.get("metadata")).get("annotations"))
+    if eviction_tasks(as_map(binding.get("spec"))) or annotations.get(MOVE_ANNOTATION):
         return True
     return any(e.get("phase") == PHASE_IN_PROGRESS for e in parse_history(annotations))
 
@@ -101,8 +98,8 @@ class FailoverHistoryController(Controller):
             self.enqueue(key)
 
     def _note_progress(self, key: str, binding: Mapping[str, Any]) -> None:
-        for item in _map(binding.get("status")).get("aggregatedStatus") or []:
-            item = _map(item)
+        for item in as_map(binding.get("status")).get("aggregatedStatus") or []:
+            item = as_map(item)
             processed = job_progress(item.get("status"))[0]
             cluster = item.get("clusterName")
             if processed is not None and isinstance(cluster, str):
@@ -128,20 +125,20 @@ class FailoverHistoryController(Controller):
         except ValueError:
             log.warning("failover-history: ignoring malformed key %r", key)
             return None
-        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp"):
+        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp"):
             return None
-        md = _map(binding.get("metadata"))
+        md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         decided: dict[str, HistoryUpdate] = {}
         progress = self.progress.get(key)
 
         def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             decided.pop("u", None)
-            if _map(obj.get("metadata")).get("deletionTimestamp"):
+            if as_map(obj.get("metadata")).get("deletionTimestamp"):
                 return None
             update = plan_history(obj, self.ctx.now(), progress=progress)
             decided["u"] = update
-            return update.annotation_patch(_map(obj.get("metadata")).get("resourceVersion"))
+            return update.annotation_patch(as_map(obj.get("metadata")).get("resourceVersion"))
 
         patched = await patch_with_retry(self.client, res, binding, name, namespace, make_patch)
         update = decided.get("u")
@@ -168,7 +165,7 @@ class FailoverHistoryController(Controller):
             self.ctx.recorder.event(template, type_, reason, message)
 
     def _observe(self, entry: Mapping[str, Any]) -> None:
-        gap = _map(entry.get("stateGap"))
+        gap = as_map(entry.get("stateGap"))
         self.metrics.record_completed(metric_trigger(entry.get("trigger")),
                                       time_to_running=_float(entry.get("timeToRunning")),
                                       state_gap=_float(gap.get("ageAtFault")),

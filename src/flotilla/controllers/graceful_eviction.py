@@ -61,6 +61,7 @@ from flotilla.failover.purge import (
     eviction_tasks,
 )
 from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
+from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 from flotilla.runtime.base import Controller, binding_key, template_ref
@@ -72,10 +73,6 @@ log = logging.getLogger(__name__)
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController"]
 
 _Obj = dict[str, Any]
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _label_index(label: str) -> str:
@@ -92,7 +89,7 @@ def ensure_label_index(inf: Informer, label: str) -> str:
 
 
 def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
-    return next((t for t in eviction_tasks(_map(binding.get("spec"))) if t.get("fromCluster") == cluster), {})
+    return next((t for t in eviction_tasks(as_map(binding.get("spec"))) if t.get("fromCluster") == cluster), {})
 
 
 class GracefulEvictionController(Controller):
@@ -148,15 +145,15 @@ class GracefulEvictionController(Controller):
 
     def directly_pending(self, binding: Mapping[str, Any], label: str) -> set[str]:
         """Clusters of the binding's ``Directly`` tasks that still hold a Work of the binding (D2)."""
-        spec = _map(binding.get("spec"))
+        spec = as_map(binding.get("spec"))
         if not directly_purged_clusters(spec):
             return set()
-        permanent_id = _map(_map(binding.get("metadata")).get("labels")).get(label)
+        permanent_id = as_map(as_map(binding.get("metadata")).get("labels")).get(label)
         if not permanent_id:
             # no permanent id: its Works cannot be told apart, assume the old copy may still be there
             return directly_purged_clusters(spec)
         works = [w for w in self.works.store.by_index(_label_index(label), permanent_id)
-                 if str(_map(w.get("metadata")).get("namespace") or "").startswith(EXECUTION_SPACE_PREFIX)]
+                 if str(as_map(w.get("metadata")).get("namespace") or "").startswith(EXECUTION_SPACE_PREFIX)]
         return directly_pending_clusters(works, spec)
 
     async def reconcile(self, key: str) -> float | None:
@@ -167,22 +164,22 @@ class GracefulEvictionController(Controller):
         except ValueError:
             log.warning("graceful-eviction: ignoring malformed key %r", key)
             return None
-        if binding is None or _map(binding.get("metadata")).get("deletionTimestamp") or not eviction_tasks(_map(binding.get("spec"))):
+        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp") or not eviction_tasks(as_map(binding.get("spec"))):
             return None
-        md = _map(binding.get("metadata"))
+        md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         outcome: dict[str, Assessment] = {}
         assessed: dict[str, Mapping[str, Any]] = {}
 
         def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-            if _map(obj.get("metadata")).get("deletionTimestamp"):
+            if as_map(obj.get("metadata")).get("deletionTimestamp"):
                 outcome.pop("a", None)
                 return None
             assessment = assess_binding(obj, self.ctx.now(), default_timeout=self.options.graceful_eviction_timeout,
                                         directly_pending=self.directly_pending(obj, label))
             outcome["a"] = assessment
             assessed["b"] = obj
-            rv = _map(obj.get("metadata")).get("resourceVersion")
+            rv = as_map(obj.get("metadata")).get("resourceVersion")
             patch = assessment.spec_patch(rv)
             stamp = injected_state_stamp(obj, self.ctx.now()) if self.stamps_health else None
             if stamp is not None:  # D5, in the same write as the removal the same Health allows

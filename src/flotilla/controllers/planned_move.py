@@ -69,6 +69,7 @@ from flotilla.failover.moves import (
     restore_record,
     savepoint_on_move_enabled,
 )
+from flotilla.kube.objects import meta_of
 from flotilla.propagation.works import (
     CLUSTER_RESOURCE_BINDING_KIND,
     RESOURCE_BINDING_KIND,
@@ -84,11 +85,6 @@ __all__ = ["PlannedMoveController"]
 
 #: seconds between looks at a move waiting for its target cluster (the binding's updates wake it sooner)
 WAIT_REQUEUE = 5.0
-
-
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    meta = (obj or {}).get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def _key(binding: Mapping[str, Any]) -> str:
@@ -134,7 +130,7 @@ class PlannedMoveController(Controller):
 
     # ------------------------------------------------------------------ handlers
     def _work_changed(self, work: Mapping[str, Any]) -> None:
-        annotations = _meta(work).get("annotations") or {}
+        annotations = meta_of(work).get("annotations") or {}
         namespace = annotations.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION)
         name = annotations.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
         if namespace and name:
@@ -145,7 +141,7 @@ class PlannedMoveController(Controller):
     def _cluster_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         if is_ready(old) == is_ready(new):
             return
-        name = _meta(new).get("name")
+        name = meta_of(new).get("name")
         for binding in [*self._rbs.store.list(), *self._crbs.store.list()]:
             move = parse_move(binding)
             if move is not None and move.savepointing and move.from_cluster == name:
@@ -159,10 +155,10 @@ class PlannedMoveController(Controller):
         return works_of(self._works, binding_ref(binding))
 
     def _clusters_by_name(self) -> dict[str, dict[str, Any]]:
-        return {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
+        return {str(meta_of(c).get("name")): c for c in self._clusters.store.list()}
 
     def _policy_of(self, binding: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        annotations = _meta(binding).get("annotations") or {}
+        annotations = meta_of(binding).get("annotations") or {}
         name = annotations.get(L.PROPAGATION_POLICY_NAME_ANNOTATION)
         if name:
             return self._pps.store.get(f"{annotations.get(L.PROPAGATION_POLICY_NAMESPACE_ANNOTATION)}/{name}")
@@ -186,7 +182,7 @@ class PlannedMoveController(Controller):
         """Patch the binding's metadata; ``make(move)`` builds the annotations from the move found on the binding,
         which must still be ``expect`` (same start and phase); None when the binding moved on."""
         res = CLUSTER_RESOURCE_BINDINGS if binding_ref(binding).cluster_scoped else RESOURCE_BINDINGS
-        meta = _meta(binding)
+        meta = meta_of(binding)
 
         def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             current = parse_move(obj)
@@ -195,7 +191,7 @@ class PlannedMoveController(Controller):
                     return None
             elif current is None or (current.started_at, current.phase) != (expect.started_at, expect.phase):
                 return None
-            return make(obj, _meta(obj).get("resourceVersion"))
+            return make(obj, meta_of(obj).get("resourceVersion"))
 
         return await patch_with_retry(self.client, res, binding, str(meta.get("name")), meta.get("namespace"),
                                       make_patch)
@@ -204,7 +200,7 @@ class PlannedMoveController(Controller):
     async def reconcile(self, key: str) -> float | None:
         kind, _, rest = key.partition("/")
         binding = self._binding_informer(kind).store.get(rest)
-        if binding is None or _meta(binding).get("deletionTimestamp"):
+        if binding is None or meta_of(binding).get("deletionTimestamp"):
             return None
         works = self._works_of(binding)
         clusters = self._clusters_by_name()

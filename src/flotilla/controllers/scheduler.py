@@ -64,6 +64,7 @@ from flotilla.failover.state import (
     injected_state_for_schedule,
 )
 from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.kube.resources import object_key
 from flotilla.policy.matching import is_deleting
 from flotilla.propagation.schedule_triggers import (
@@ -123,21 +124,11 @@ class _Changed(Exception):
 
 def _rv(obj: Mapping[str, Any]) -> int:
     """The resourceVersion as a number (the store revision), -1 when it is not one."""
-    value = _meta(obj).get("resourceVersion")
+    value = meta_of(obj).get("resourceVersion")
     try:
         return int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return -1
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -234,8 +225,8 @@ class SchedulerController(Controller):
             written = self._written.get(key)
             if written is not None and _rv(new) >= written[0]:
                 del self._written[key]  # the cache has caught up with our write
-        generation = _meta(new).get("generation")
-        if _meta(old).get("generation") == generation:
+        generation = meta_of(new).get("generation")
+        if meta_of(old).get("generation") == generation:
             return
         if self._echo:
             key = object_key(new)
@@ -261,7 +252,7 @@ class SchedulerController(Controller):
         parsed: list[Cluster] = []
         cache = self._parsed
         for obj in objs:
-            name = _meta(obj).get("name")
+            name = meta_of(obj).get("name")
             hit = cache.get(name) if isinstance(name, str) else None
             if hit is None or hit[0] is not obj:
                 try:
@@ -356,7 +347,7 @@ class SchedulerController(Controller):
         binding) with ``status`` (the one this pass writes): ``(generation, success event message or
         None)`` when it only confirms ``generation``; None when it would decide something (or cannot
         be made here), and then the informer's echo is scheduled as usual."""
-        generation = _meta(written).get("generation")
+        generation = meta_of(written).get("generation")
         if not isinstance(generation, int) or isinstance(generation, bool):
             return None
         echo = dict(written)
@@ -375,7 +366,7 @@ class SchedulerController(Controller):
     async def _schedule(self, key: str, res: Resource, binding: Mapping[str, Any],
                         clusters: list[dict[str, Any]], parsed: tuple[Cluster, ...] | None) -> float | None:
         namespace, name = split_key(key)
-        generation = _meta(binding).get("generation")
+        generation = meta_of(binding).get("generation")
         now = self.ctx.now()
         result = self._decide(key, binding, clusters, parsed, now)
         for attempt in result.attempts:
@@ -537,7 +528,7 @@ class SchedulerController(Controller):
 
     def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.ctx.recorder.event(binding, type_, reason, message)
-        ref = _spec(binding).get("resource")
+        ref = spec_of(binding).get("resource")
         if isinstance(ref, Mapping) and ref.get("name"):
             template = {
                 "apiVersion": ref.get("apiVersion"),

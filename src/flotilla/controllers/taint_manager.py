@@ -110,6 +110,7 @@ from flotilla.failover.tolerations import (
     parse_taints,
     should_queue,
 )
+from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import (
     RESULT_BLOCKED,
     RESULT_ERROR,
@@ -140,16 +141,12 @@ STATE_RETRY_MAX = 30.0
 #: Flotilla's Event reasons (Karmada emits none at these steps).
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _map(obj.get("metadata"))
+    return as_map(obj.get("metadata"))
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _map(obj.get("spec"))
+    return as_map(obj.get("spec"))
 
 
 def binding_key_of(binding: Mapping[str, Any]) -> str | None:
@@ -174,20 +171,20 @@ def parse_eviction_key(key: str) -> tuple[str, str | None, str]:
 def _target_names(binding: Mapping[str, Any]) -> list[str]:
     out = []
     for c in _spec(binding).get("clusters") or ():
-        name = _map(c).get("name")
+        name = as_map(c).get("name")
         if isinstance(name, str) and name:
             out.append(name)
     return out
 
 
 def _no_execute(cluster: Mapping[str, Any]) -> list[Any]:
-    return [t for t in _spec(cluster).get("taints") or () if _map(t).get("effect") == "NoExecute"]
+    return [t for t in _spec(cluster).get("taints") or () if as_map(t).get("effect") == "NoExecute"]
 
 
 def _ready(cluster: Mapping[str, Any]) -> bool:
-    for c in _map(cluster.get("status")).get("conditions") or ():
-        if _map(c).get("type") == "Ready":
-            return _map(c).get("status") == "True"
+    for c in as_map(cluster.get("status")).get("conditions") or ():
+        if as_map(c).get("type") == "Ready":
+            return as_map(c).get("status") == "True"
     return False
 
 
@@ -216,8 +213,8 @@ def queued_message(cluster: str, decision: EvictionDecision) -> str:
 def performed_message(cluster: str, decision: EvictionDecision, binding: Mapping[str, Any]) -> str:
     """The ``EvictionPerformed`` message: why, and the task that now waits for the graceful-eviction controller."""
     why = f"NoExecute taint {decision.taint}" if decision.taint is not None else "an untolerated NoExecute taint"
-    task = next((_map(t) for t in reversed(_spec(binding).get("gracefulEvictionTasks") or ())
-                 if _map(t).get("fromCluster") == cluster), {})
+    task = next((as_map(t) for t in reversed(_spec(binding).get("gracefulEvictionTasks") or ())
+                 if as_map(t).get("fromCluster") == cluster), {})
     state = "with preserved state" if task.get("preservedLabelState") else "without preserved state"
     return (f"Evicted from cluster {cluster} ({why}): graceful-eviction task added, purgeMode "
             f"{task.get('purgeMode') or 'Gracefully'}, {state}.")
@@ -314,8 +311,8 @@ class TaintManager(Controller):
                 self._enqueue_pair(binding, cluster)
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        old_ann = _map(_meta(old).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
-        new_ann = _map(_meta(new).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
+        old_ann = as_map(_meta(old).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
+        new_ann = as_map(_meta(new).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
         if _target_names(old) != _target_names(new) or old_ann != new_ann:
             self._on_binding(new)
 
@@ -531,7 +528,7 @@ class TaintManager(Controller):
             return (state, [on_extraction_success(state, cluster=cluster, carried_forward=outcome.carried_forward)],
                     [outcome.event] if outcome.event is not None else [])
 
-        annotations = _map(_meta(binding).get("annotations"))
+        annotations = as_map(_meta(binding).get("annotations"))
         first = failing_since(annotations).get(cluster)
         result = on_extraction_failure(outcome.error, cluster=cluster, first_failure_at=first, now=now,
                                        timeout=self.options.state_preservation_timeout)
@@ -585,7 +582,7 @@ class TaintManager(Controller):
             if not result.changed:
                 return None
             patch = result.spec_patch(_meta(obj).get("resourceVersion"))
-            annotations = _map(_meta(obj).get("annotations"))
+            annotations = as_map(_meta(obj).get("annotations"))
             if cluster in failing_since(annotations):
                 patch["metadata"]["annotations"] = {
                     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: clear_failing_since(annotations, cluster)}

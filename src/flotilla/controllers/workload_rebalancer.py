@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKLOAD_REBALANCERS
 from flotilla.client import ApiException, is_conflict, is_not_found
+from flotilla.kube.objects import meta_of
 from flotilla.propagation.rebalance import (
     Outcome,
     WorkloadRef,
@@ -49,11 +50,6 @@ __all__ = ["WorkloadRebalancerController"]
 RETRY_INITIAL = 1.0
 RETRY_MAX = 60.0
 _TRIGGER_ATTEMPTS = 3
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 class WorkloadRebalancerController(Controller):
@@ -82,9 +78,9 @@ class WorkloadRebalancerController(Controller):
                 self._failures.pop(key, None)
                 return None
             raise
-        if _meta(rebalancer).get("deletionTimestamp"):
+        if meta_of(rebalancer).get("deletionTimestamp"):
             return None
-        created = parse_time(_meta(rebalancer).get("creationTimestamp"))
+        created = parse_time(meta_of(rebalancer).get("creationTimestamp"))
         if created is None:
             log.warning("WorkloadRebalancer %s has no readable creationTimestamp; nothing to trigger", key)
             return None
@@ -129,7 +125,7 @@ class WorkloadRebalancerController(Controller):
             return None
         if remaining > 0:
             return remaining
-        rv = _meta(rebalancer).get("resourceVersion")
+        rv = meta_of(rebalancer).get("resourceVersion")
         try:
             await self.client.delete(WORKLOAD_REBALANCERS, key,
                                      preconditions={"resourceVersion": str(rv)} if rv else None)

@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flotilla.kube.objects import as_list, as_map
+
 __all__ = [
     "DEFAULT_TOLERATION_SECONDS",
     "UNHEALTHY_SINCE_ANNOTATION",
@@ -83,14 +85,6 @@ DEFAULT_TOLERATION_SECONDS = 300
 HEALTH_HEALTHY = "Healthy"
 HEALTH_UNHEALTHY = "Unhealthy"
 HEALTH_UNKNOWN = "Unknown"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _utc(t: datetime) -> datetime:
@@ -124,7 +118,7 @@ def _format_time(t: datetime) -> str:
 
 def parse_unhealthy_since(annotations: Mapping[str, Any] | None) -> dict[str, datetime]:
     """The record held by :data:`UNHEALTHY_SINCE_ANNOTATION` (entries that do not parse are dropped)."""
-    raw = _map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
+    raw = as_map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
     if not isinstance(raw, str) or not raw:
         return {}
     try:
@@ -151,8 +145,8 @@ def format_unhealthy_since(record: Mapping[str, datetime]) -> str | None:
 def record_patch(annotations: Mapping[str, Any] | None, record: Mapping[str, datetime]) -> dict[str, Any] | None:
     """A merge patch setting (or removing) the annotation, or ``None`` when it already holds exactly that."""
     wanted = format_unhealthy_since(record)
-    current = _map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
-    if wanted is None and UNHEALTHY_SINCE_ANNOTATION not in _map(annotations):
+    current = as_map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
+    if wanted is None and UNHEALTHY_SINCE_ANNOTATION not in as_map(annotations):
         return None
     if current == wanted:
         return None
@@ -170,10 +164,10 @@ def application_failover_applies(binding: Mapping[str, Any], *, health_interpret
     ``health_interpretable``: the resource interpreter has an ``InterpretHealth`` hook for the
     binding's resource kind.
     """
-    spec = _map(binding.get("spec"))
-    if not isinstance(_map(spec.get("failover")).get("application"), Mapping):
+    spec = as_map(binding.get("spec"))
+    if not isinstance(as_map(spec.get("failover")).get("application"), Mapping):
         return False
-    if not _list(_map(binding.get("status")).get("aggregatedStatus")):
+    if not as_list(as_map(binding.get("status")).get("aggregatedStatus")):
         return False
     if not health_interpretable:
         return False
@@ -182,7 +176,7 @@ def application_failover_applies(binding: Mapping[str, Any], *, health_interpret
 
 def toleration_seconds(application: Mapping[str, Any]) -> int:
     """``decisionConditions.tolerationSeconds`` (300 when absent, negative counts as 0)."""
-    value = _map(application.get("decisionConditions")).get("tolerationSeconds")
+    value = as_map(application.get("decisionConditions")).get("tolerationSeconds")
     if not isinstance(value, int) or isinstance(value, bool):
         return DEFAULT_TOLERATION_SECONDS
     return max(0, value)
@@ -256,7 +250,7 @@ def detect_application_failure(
     others: set[str] = set()
     resetting = (HEALTH_HEALTHY, HEALTH_UNKNOWN) if unknown_resets else (HEALTH_HEALTHY,)
     for item in aggregated_status:
-        item = _map(item)
+        item = as_map(item)
         cluster = item.get("clusterName")
         if not isinstance(cluster, str) or not cluster:
             continue
@@ -293,17 +287,17 @@ def decide_for_binding(
     """
     if not application_failover_applies(binding, health_interpretable=health_interpretable):
         return ApplicationFailoverDecision(evict=[], next_check=None, record={})
-    spec = _map(binding.get("spec"))
-    meta = _map(binding.get("metadata"))
-    application = _map(_map(spec.get("failover")).get("application"))
-    names = [n for n in (_map(c).get("name") for c in _list(spec.get("clusters"))) if isinstance(n, str)]
-    evicting = {t.get("fromCluster") for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)}
+    spec = as_map(binding.get("spec"))
+    meta = as_map(binding.get("metadata"))
+    application = as_map(as_map(spec.get("failover")).get("application"))
+    names = [n for n in (as_map(c).get("name") for c in as_list(spec.get("clusters"))) if isinstance(n, str)]
+    evicting = {t.get("fromCluster") for t in as_list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)}
     return detect_application_failure(
         clusters=names,
-        aggregated_status=[i for i in _list(_map(binding.get("status")).get("aggregatedStatus"))
+        aggregated_status=[i for i in as_list(as_map(binding.get("status")).get("aggregatedStatus"))
                            if isinstance(i, Mapping)],
         evicting={c for c in evicting if isinstance(c, str)},
-        record=parse_unhealthy_since(_map(meta.get("annotations"))),
+        record=parse_unhealthy_since(as_map(meta.get("annotations"))),
         tolerance=toleration_seconds(application),
         now=now,
         unknown_resets=unknown_resets,

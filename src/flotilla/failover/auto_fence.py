@@ -72,6 +72,7 @@ from flotilla.failover.run_permit import (
 )
 from flotilla.failover.state import EventSpec
 from flotilla.kube.durations import parse_go_duration
+from flotilla.kube.objects import as_map
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",
@@ -119,10 +120,6 @@ DEFAULT_FENCE_MARGIN: Final = 15.0
 
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def format_seconds(seconds: float) -> str:
     """A duration for messages: ``45s``, ``1.5s``, ``2m5s``."""
     if seconds < 60:
@@ -141,7 +138,7 @@ def keeps_lease(cluster: Mapping[str, Any] | None) -> bool:
     malformed announcement is reported too)."""
     if is_pull_cluster(cluster):
         return True
-    annotations = _map(_map(_map(cluster).get("metadata")).get("annotations"))
+    annotations = as_map(as_map(as_map(cluster).get("metadata")).get("annotations"))
     return ANNOTATION_FENCE_AFTER in annotations or ANNOTATION_PERMIT_HOLD in annotations
 
 
@@ -176,7 +173,7 @@ class ClusterLiveness:
 
 
 def cluster_liveness(cluster: Mapping[str, Any], memory: LeaseMemory | None) -> ClusterLiveness:
-    name = str(_map(_map(cluster).get("metadata")).get("name") or "")
+    name = str(as_map(as_map(cluster).get("metadata")).get("name") or "")
     if is_pull_cluster(cluster):
         return ClusterLiveness(name, True, renewed_at=memory.renewed_at if memory is not None else None)
     return ClusterLiveness(name, False, ready=condition_status(cluster) == TRUE)
@@ -238,7 +235,7 @@ def fence_reason(cluster: Mapping[str, Any] | None) -> str | None:
     for the taint alone (put there by ``flotilla fence`` or by hand)."""
     if not is_fenced(cluster):
         return "Pending" if pending_token(cluster) is not None else None
-    status = _map(_map(cluster).get("status"))
+    status = as_map(as_map(cluster).get("status"))
     condition = find_condition(status.get("conditions"), CONDITION_FENCED)
     if condition is not None and condition.get("status") == TRUE and condition.get("reason"):
         return str(condition["reason"])
@@ -258,7 +255,7 @@ def decide_auto_fence(cluster: Mapping[str, Any], memory: LeaseMemory | None, no
     Lease acknowledges and when the control plane first saw that (monotonic); ``voters``, how many other
     clusters' agents answer peers.
     """
-    meta = _map(cluster.get("metadata"))
+    meta = as_map(cluster.get("metadata"))
     name = str(meta.get("name") or "")
     A = AutoFenceAction
     if not keeps_lease(cluster):

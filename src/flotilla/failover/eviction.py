@@ -56,6 +56,7 @@ from flotilla.failover.purge import (
     PURGE_MODE_NEVER,
     eviction_tasks,
 )
+from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
@@ -124,14 +125,6 @@ class TaskBuildError(Exception):
     """The task for a cluster cannot be built; the eviction must not happen (it is retried)."""
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _opt_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -162,8 +155,8 @@ def cluster_names(spec: Mapping[str, Any]) -> list[str]:
     Same as :func:`flotilla.failover.state.clusters_before_failover`.
     """
     out: list[str] = []
-    for target in _list(spec.get("clusters")):
-        name = _map(target).get("name")
+    for target in as_list(spec.get("clusters")):
+        name = as_map(target).get("name")
         if isinstance(name, str) and name:
             out.append(name)
     return out
@@ -173,7 +166,7 @@ def resolve_cluster_purge_mode(failover: Mapping[str, Any] | None, flag: str) ->
     """Cluster failover's purge mode: ``failover.cluster.purgeMode`` (empty: ``Gracefully``) when
     ``failover.cluster`` is set, else ``--no-execute-taint-eviction-purge-mode`` (only ``Directly``
     is taken as is, anything else is ``Gracefully``)."""
-    cluster = _map(failover).get("cluster")
+    cluster = as_map(failover).get("cluster")
     if isinstance(cluster, Mapping):
         mode = cluster.get("purgeMode")
         return mode if isinstance(mode, str) and mode else PURGE_MODE_GRACEFULLY
@@ -332,8 +325,8 @@ def graceful_evict_clusters(
     spec: Mapping[str, Any], evictions: Iterable[tuple[str, TaskOptions]]
 ) -> EvictionPatch:
     """Evict each ``(cluster, options)`` in turn, as repeated ``GracefulEvictCluster`` calls."""
-    clusters = [copy.deepcopy(dict(c)) for c in _list(spec.get("clusters")) if isinstance(c, Mapping)]
-    tasks = [copy.deepcopy(dict(t)) for t in _list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
+    clusters = [copy.deepcopy(dict(c)) for c in as_list(spec.get("clusters")) if isinstance(c, Mapping)]
+    tasks = [copy.deepcopy(dict(t)) for t in as_list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
     result = EvictionPatch(clusters, tasks)
     for cluster, options in evictions:
         index = next((i for i, c in enumerate(result.clusters) if c.get("name") == cluster), None)

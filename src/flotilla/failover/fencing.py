@@ -40,6 +40,7 @@ from flotilla.api.labels import (
     WORK_NAMESPACE_ANNOTATION,
 )
 from flotilla.failover.state import EventSpec, format_time
+from flotilla.kube.objects import as_map
 
 __all__ = [
     "ABANDONED_ANNOTATION",
@@ -78,16 +79,12 @@ REASON_CLUSTER_FENCED: Final = "ClusterFenced"
 EVENT_WORK_ABANDONED: Final = "WorkAbandoned"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_map(obj).get("metadata"))
+    return as_map(as_map(obj).get("metadata"))
 
 
 def _name(cluster: Mapping[str, Any] | str | None) -> str:
@@ -97,7 +94,7 @@ def _name(cluster: Mapping[str, Any] | str | None) -> str:
 
 
 def _taints(cluster: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    return [t for t in _list(_map(_map(cluster).get("spec")).get("taints")) if isinstance(t, Mapping)]
+    return [t for t in _list(as_map(as_map(cluster).get("spec")).get("taints")) if isinstance(t, Mapping)]
 
 
 def is_out_of_service_taint(taint: Mapping[str, Any]) -> bool:
@@ -158,7 +155,7 @@ class WorkDeletionDecision:
 
 def _manifest_names(work: Mapping[str, Any] | None) -> list[str]:
     out = []
-    for m in _list(_map(_map(_map(work).get("spec")).get("workload")).get("manifests")):
+    for m in _list(as_map(as_map(as_map(work).get("spec")).get("workload")).get("manifests")):
         if isinstance(m, Mapping):
             meta = _meta(m)
             ns = meta.get("namespace")
@@ -227,7 +224,7 @@ def wanted_identities(works: Iterable[Mapping[str, Any]]) -> set[ObjectIdentity]
     for work in works:
         if _meta(work).get("deletionTimestamp"):
             continue
-        for manifest in _list(_map(_map(_map(work).get("spec")).get("workload")).get("manifests")):
+        for manifest in _list(as_map(as_map(as_map(work).get("spec")).get("workload")).get("manifests")):
             if isinstance(manifest, Mapping):
                 out.add(ObjectIdentity.of(manifest))
     return out
@@ -243,15 +240,15 @@ def recovery_works(listed: Mapping[str, Any] | None) -> list[Mapping[str, Any]] 
     delete every object of the member."""
     if not isinstance(listed, Mapping) or not isinstance(listed.get("items"), list):
         return None
-    if _map(listed.get("metadata")).get("continue"):
+    if as_map(listed.get("metadata")).get("continue"):
         return None
     return [w for w in listed["items"] if isinstance(w, Mapping)]
 
 
 def _placed_by_flotilla(obj: Mapping[str, Any]) -> bool:
     meta = _meta(obj)
-    labels = _map(meta.get("labels"))
-    annotations = _map(meta.get("annotations"))
+    labels = as_map(meta.get("labels"))
+    annotations = as_map(meta.get("annotations"))
     return (labels.get(MANAGED_LABEL) == MANAGED_LABEL_VALUE and bool(annotations.get(WORK_NAME_ANNOTATION))
             and bool(annotations.get(WORK_NAMESPACE_ANNOTATION)))
 

@@ -56,6 +56,7 @@ from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_me
 from flotilla.failover.purge import eviction_tasks, is_purged_directly
 from flotilla.failover.state import injected_state_stamp
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import as_list, as_map
 
 __all__ = [
     "DEFAULT_GRACEFUL_EVICTION_TIMEOUT",
@@ -148,14 +149,6 @@ class Assessment:
         return patch
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _parse_time(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
@@ -188,8 +181,8 @@ def _expiry(created: datetime, timeout: float) -> datetime:
 
 def has_scheduled(binding: Mapping[str, Any]) -> bool:
     """``status.schedulerObservedGeneration == metadata.generation`` (the scheduler has caught up)."""
-    generation: Any = _map(binding.get("metadata")).get("generation", 0)
-    observed: Any = _map(binding.get("status")).get("schedulerObservedGeneration", 0)
+    generation: Any = as_map(binding.get("metadata")).get("generation", 0)
+    observed: Any = as_map(binding.get("status")).get("schedulerObservedGeneration", 0)
     return bool(observed == generation)
 
 
@@ -200,9 +193,9 @@ def all_targets_healthy(clusters: Sequence[str], aggregated_status: Sequence[Map
     """
     health: dict[str, Any] = {}
     for item in aggregated_status:
-        name = _map(item).get("clusterName")
+        name = as_map(item).get("clusterName")
         if isinstance(name, str) and name not in health:
-            health[name] = _map(item).get("health")
+            health[name] = as_map(item).get("health")
     return all(health.get(c) == HEALTH_HEALTHY for c in clusters)
 
 
@@ -298,13 +291,13 @@ def assess_binding(
     held_recheck: float = DEFAULT_HELD_RECHECK,
 ) -> Assessment:
     """:func:`assess_eviction_tasks` for a whole (Cluster)ResourceBinding object."""
-    spec = _map(binding.get("spec"))
-    status = _map(binding.get("status"))
-    names = [n for n in (_map(c).get("name") for c in _list(spec.get("clusters"))) if isinstance(n, str)]
+    spec = as_map(binding.get("spec"))
+    status = as_map(binding.get("status"))
+    names = [n for n in (as_map(c).get("name") for c in as_list(spec.get("clusters"))) if isinstance(n, str)]
     return assess_eviction_tasks(
-        _list(spec.get("gracefulEvictionTasks")),
+        as_list(spec.get("gracefulEvictionTasks")),
         clusters=names,
-        aggregated_status=[i for i in _list(status.get("aggregatedStatus")) if isinstance(i, Mapping)],
+        aggregated_status=[i for i in as_list(status.get("aggregatedStatus")) if isinstance(i, Mapping)],
         scheduled=has_scheduled(binding),
         now=now,
         default_timeout=default_timeout,
@@ -328,13 +321,13 @@ def binding_needs_assessment(old: Mapping[str, Any] | None, new: Mapping[str, An
     reports Healthy (a removal), or, with ``stamps_health``, the D5 ``healthyAt`` stamp is due. Timeouts come
     from the pass's own requeue, a held ``Directly`` task from the deletion of its Work (D2).
     """
-    tasks = eviction_tasks(_map(new.get("spec")))
+    tasks = eviction_tasks(as_map(new.get("spec")))
     if not tasks:
         return False
-    if old is None or eviction_tasks(_map(old.get("spec"))) != tasks:
+    if old is None or eviction_tasks(as_map(old.get("spec"))) != tasks:
         return True
-    old_status, new_status = _map(old.get("status")), _map(new.get("status"))
-    if (_map(old.get("metadata")).get("generation") == _map(new.get("metadata")).get("generation")
+    old_status, new_status = as_map(old.get("status")), as_map(new.get("status"))
+    if (as_map(old.get("metadata")).get("generation") == as_map(new.get("metadata")).get("generation")
             and old_status.get("schedulerObservedGeneration") == new_status.get("schedulerObservedGeneration")
             and old_status.get("aggregatedStatus") == new_status.get("aggregatedStatus")):
         return False
@@ -347,9 +340,9 @@ def removal_possible(binding: Mapping[str, Any]) -> bool:
     """The scheduler has caught up with the binding and every cluster of ``spec.clusters`` reports Healthy."""
     if not has_scheduled(binding):
         return False
-    names = [n for n in (_map(c).get("name") for c in _list(_map(binding.get("spec")).get("clusters")))
+    names = [n for n in (as_map(c).get("name") for c in as_list(as_map(binding.get("spec")).get("clusters")))
              if isinstance(n, str)]
-    items = [i for i in _list(_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
+    items = [i for i in as_list(as_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
     return all_targets_healthy(names, items)
 
 

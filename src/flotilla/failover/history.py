@@ -75,6 +75,7 @@ from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RE
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import parse_time, render_targets
+from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
@@ -143,14 +144,6 @@ _FAULT_SLACK = timedelta(seconds=1)
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -181,19 +174,19 @@ def safe_uri(value: Any) -> str | None:
 def parse_history(annotations: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The entries of the history annotation (objects only, at most :data:`MAX_ENTRIES`); ``[]`` when there is
     none or it does not parse."""
-    raw = _map(annotations).get(HISTORY_ANNOTATION)
+    raw = as_map(annotations).get(HISTORY_ANNOTATION)
     if not isinstance(raw, str):
         return []
     try:
         value = json.loads(raw)
     except ValueError:
         return []
-    return [dict(e) for e in _list(value) if isinstance(e, dict)][:MAX_ENTRIES]
+    return [dict(e) for e in as_list(value) if isinstance(e, dict)][:MAX_ENTRIES]
 
 
 def history_unreadable(annotations: Mapping[str, Any] | None) -> bool:
     """The history annotation is there but is not a JSON list (it is replaced by the next entry written)."""
-    raw = _map(annotations).get(HISTORY_ANNOTATION)
+    raw = as_map(annotations).get(HISTORY_ANNOTATION)
     if raw is None:
         return False
     try:
@@ -207,7 +200,7 @@ def _json_annotation(annotations: Mapping[str, Any], key: str) -> Mapping[str, A
     if not isinstance(raw, str):
         return {}
     try:
-        return _map(json.loads(raw))
+        return as_map(json.loads(raw))
     except ValueError:
         return {}
 
@@ -236,7 +229,7 @@ def metric_trigger(trigger: Any) -> str:
 def job_progress(status: Any) -> tuple[int | None, int | None]:
     """``(records processed, restored offset)`` a simulated Flink job reports in ``clusterInfo`` (None: not
     reported, as by a real operator)."""
-    info = _map(_map(status).get("clusterInfo"))
+    info = as_map(as_map(status).get("clusterInfo"))
     return _int_text(info.get(RECORDS_PROCESSED_KEY)), _int_text(info.get(RESTORED_OFFSET_KEY))
 
 
@@ -244,7 +237,7 @@ def copy_running(item: Mapping[str, Any] | None) -> bool:
     """The copy of an ``aggregatedStatus`` item runs: Healthy, and ``RUNNING`` if it reports a job state."""
     if item is None or item.get("health") != "Healthy":
         return False
-    state = _map(_map(item.get("status")).get("jobStatus")).get("state")
+    state = as_map(as_map(item.get("status")).get("jobStatus")).get("state")
     return state is None or state == "RUNNING"
 
 
@@ -271,8 +264,8 @@ def _task_time(task: Mapping[str, Any]) -> str | None:
 def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
     """The failovers the binding shows now: its stamped eviction tasks, in order, and a planned move without a
     task of its own (see the module docstring)."""
-    md, spec = _map(binding.get("metadata")), _map(binding.get("spec"))
-    move = _json_annotation(_map(md.get("annotations")), MOVE_ANNOTATION)
+    md, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
+    move = _json_annotation(as_map(md.get("annotations")), MOVE_ANNOTATION)
     move_from, move_to = _str(move.get("fromCluster")), _str(move.get("toCluster"))
     move_at = parse_time(move.get("startedAt"))
     move_start = utc_seconds(move_at) if move_at is not None and move_from else None
@@ -288,7 +281,7 @@ def ongoing_failovers(binding: Mapping[str, Any]) -> list[Failover]:
         before = task.get("clustersBeforeFailover")
         before_names = tuple(c for c in before if isinstance(c, str)) if isinstance(before, list) else None
         planned = move_start is not None and source == move_from and move_planned
-        state = _map(task.get("preservedLabelState"))
+        state = as_map(task.get("preservedLabelState"))
         out.append(Failover(
             from_cluster=source, at=move_start if planned and move_start else evicted,
             trigger=TRIGGER_PLANNED_MOVE if planned else trigger_of_task(task), evicted_at=evicted,
@@ -342,10 +335,10 @@ def _to_list(entry: Mapping[str, Any]) -> list[str]:
 
 def _items(binding: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     out: dict[str, Mapping[str, Any]] = {}
-    for item in _list(_map(binding.get("status")).get("aggregatedStatus")):
-        name = _str(_map(item).get("clusterName"))
+    for item in as_list(as_map(binding.get("status")).get("aggregatedStatus")):
+        name = _str(as_map(item).get("clusterName"))
         if name and name not in out:
-            out[name] = _map(item)
+            out[name] = as_map(item)
     return out
 
 
@@ -409,7 +402,7 @@ def _apply_restore(entry: dict[str, Any], restore: Mapping[str, Any]) -> None:
     outcome = _str(restore.get("outcome"))
     entry["restoreOutcome"] = outcome
     entry["restoredPath"] = safe_uri(restore.get("path")) if outcome == "Restored" else None
-    gap = dict(_map(entry.get("stateGap")))
+    gap = dict(as_map(entry.get("stateGap")))
     age = _number(restore.get("ageAtFault"))
     gap["ageAtFault"] = round(age, 3) if age is not None and outcome == "Restored" else None
     entry["stateGap"] = gap
@@ -420,7 +413,7 @@ def _complete(entry: dict[str, Any], now: datetime, items: Mapping[str, Mapping[
     entry["runningAt"] = utc_seconds(now)
     start = parse_time(entry.get("at"))
     entry["timeToRunning"] = round(max(0.0, (now - start).total_seconds()), 1) if start is not None else None
-    gap = dict(_map(entry.get("stateGap")))
+    gap = dict(as_map(entry.get("stateGap")))
     at_fault = _int_text(gap.get("recordsAtFault"))
     restored = [job_progress(items[c].get("status"))[1] for c in _to_list(entry) if c in items]
     if at_fault is not None and restored and all(r is not None for r in restored):
@@ -433,7 +426,7 @@ def _records_at_fault(source: str, items: Mapping[str, Mapping[str, Any]],
     """The old copy's progress as last reported: its item's, else the caller's last seen."""
     reported = job_progress(items[source].get("status"))[0] if source in items else None
     if reported is None:
-        seen = _map(progress).get(source)
+        seen = as_map(progress).get(source)
         reported = seen if isinstance(seen, int) else None
     return reported
 
@@ -442,7 +435,7 @@ def _note_records_at_fault(entry: dict[str, Any], items: Mapping[str, Mapping[st
                            progress: Mapping[str, int] | None) -> None:
     """While the failover is in progress the old copy may still run and report: keep its highest offset."""
     latest = _records_at_fault(str(entry.get("from")), items, progress)
-    gap = _map(entry.get("stateGap"))
+    gap = as_map(entry.get("stateGap"))
     known = _int_text(gap.get("recordsAtFault"))
     if latest is not None and (known is None or latest > known):
         entry["stateGap"] = {**gap, "recordsAtFault": latest}
@@ -455,8 +448,8 @@ def plan_history(binding: Mapping[str, Any], now: datetime, *,
     ``progress``: the last ``records-processed`` each cluster's copy of this binding reported while the caller
     watched (the old copy's item may be gone from ``aggregatedStatus`` by the time the failover is seen).
     """
-    md, spec = _map(binding.get("metadata")), _map(binding.get("spec"))
-    annotations = _map(md.get("annotations"))
+    md, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
+    annotations = as_map(md.get("annotations"))
     original = parse_history(annotations)
     entries = [json.loads(json.dumps(e)) for e in original]
     targets = render_targets(spec)
@@ -511,7 +504,7 @@ def _seconds_text(value: Any) -> str:
 
 def state_gap_text(entry: Mapping[str, Any]) -> str:
     """``checkpoint age at fault 12.5s, 1200 records reprocessed`` (unknown parts said so)."""
-    gap = _map(entry.get("stateGap"))
+    gap = as_map(entry.get("stateGap"))
     if entry.get("restoreOutcome") == "Fresh":
         age = "no checkpoint (started from empty state)"
     else:
@@ -538,4 +531,4 @@ def superseded_message(entry: Mapping[str, Any]) -> str:
 
 def entries_of(bindings: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
     """``(binding, entry)`` for every history entry of ``bindings``, in their order, newest first each."""
-    return [(b, e) for b in bindings for e in parse_history(_map(_map(b.get("metadata")).get("annotations")))]
+    return [(b, e) for b in bindings for e in parse_history(as_map(as_map(b.get("metadata")).get("annotations")))]

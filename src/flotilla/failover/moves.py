@@ -62,6 +62,7 @@ from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
 from flotilla.failover.state import format_time, parse_time
 from flotilla.interpreter import Operation, ResourceInterpreter
+from flotilla.kube.objects import as_list, as_map, as_str
 
 __all__ = [
     "DEFAULT_MOVE_SAVEPOINT_TIMEOUT",
@@ -143,28 +144,16 @@ _SUSPENDED_JOB_STATES: Final = ("FINISHED", "SUSPENDED", "CANCELED")
 # --------------------------------------------------------------------------------------------- readers
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map((obj or {}).get("metadata"))
+    return as_map((obj or {}).get("metadata"))
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_meta(obj).get("annotations"))
+    return as_map(_meta(obj).get("annotations"))
 
 
 def _targets(spec: Mapping[str, Any]) -> list[str]:
-    return [n for n in (_str(_map(c).get("name")) for c in _list(spec.get("clusters"))) if n]
+    return [n for n in (as_str(as_map(c).get("name")) for c in as_list(spec.get("clusters"))) if n]
 
 
 def _terminating(work: Mapping[str, Any]) -> bool:
@@ -220,16 +209,16 @@ def parse_move(binding: Mapping[str, Any] | None) -> Move | None:
     if not isinstance(data, Mapping):
         return None
     started = parse_time(data.get("startedAt"))
-    source, phase = _str(data.get("fromCluster")), _str(data.get("phase"))
+    source, phase = as_str(data.get("fromCluster")), as_str(data.get("phase"))
     if not source or phase not in PHASES or started is None:
         return None
     nonce = data.get("nonce")
-    return Move(from_cluster=source, to_cluster=_str(data.get("toCluster")) or None, phase=phase,
+    return Move(from_cluster=source, to_cluster=as_str(data.get("toCluster")) or None, phase=phase,
                 started_at=started, nonce=nonce if isinstance(nonce, int) and not isinstance(nonce, bool) else 1,
-                reason=_str(data.get("reason")), path=_str(data.get("path")) or None,
-                trigger=_str(data.get("trigger")) or TRIGGER_PLANNED_MOVE,
+                reason=as_str(data.get("reason")), path=as_str(data.get("path")) or None,
+                trigger=as_str(data.get("trigger")) or TRIGGER_PLANNED_MOVE,
                 completed_at=parse_time(data.get("completedAt")),
-                previous_path=_str(data.get("previousSavepoint")) or None)
+                previous_path=as_str(data.get("previousSavepoint")) or None)
 
 
 def move_patch(move: Move | None, extra: Mapping[str, str | None] | None = None,
@@ -249,7 +238,7 @@ def move_patch(move: Move | None, extra: Mapping[str, str | None] | None = None,
 def savepoint_capable(obj: Mapping[str, Any] | None) -> bool:
     """Whether the kind can stop with a savepoint on a planned move (FlinkDeployment, any version)."""
     obj = obj or {}
-    group = _str(obj.get("apiVersion")).partition("/")[0]
+    group = as_str(obj.get("apiVersion")).partition("/")[0]
     return obj.get("kind") == FLINK_KIND and group == FLINK_GROUP
 
 
@@ -321,10 +310,10 @@ def move_candidate(binding: Mapping[str, Any], works: Iterable[Mapping[str, Any]
     ``works``: the binding's Works; ``clusters``: Cluster objects by name; ``template``: the resource template
     (its kind decides, :func:`savepoint_capable`; without it the kind is read from ``spec.resource``).
     """
-    meta, spec = _meta(binding), _map(binding.get("spec"))
+    meta, spec = _meta(binding), as_map(binding.get("spec"))
     if meta.get("deletionTimestamp"):
         return None
-    kind_of = template if template is not None else _map(spec.get("resource"))
+    kind_of = template if template is not None else as_map(spec.get("resource"))
     if not savepoint_capable(kind_of):
         return None
     live = _live_works(works)
@@ -375,7 +364,7 @@ class MoveRender:
 def _suspended_work(work: Mapping[str, Any]) -> dict[str, Any] | None:
     """``work`` with its manifests stopped with a savepoint, or None when they already are."""
     body = json.loads(json.dumps(work))
-    manifests = _list(_map(_map(body.get("spec")).get("workload")).get("manifests"))
+    manifests = as_list(as_map(as_map(body.get("spec")).get("workload")).get("manifests"))
     changed = False
     for i, manifest in enumerate(manifests):
         if isinstance(manifest, Mapping) and savepoint_capable(manifest):
@@ -394,7 +383,7 @@ def render_rule(binding: Mapping[str, Any], works: Sequence[Mapping[str, Any]],
     ``pending``: whether the plannedMove controller runs. Only then does a move in phase Savepointing, or one that
     should start and has no record yet, hold the render: nothing else would end the hold.
     """
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     move = parse_move(binding)
     by_cluster: dict[str, list[Mapping[str, Any]]] = {}
     for w in works:
@@ -435,9 +424,9 @@ def move_restore(binding: Mapping[str, Any], cluster: str, *, existed: bool = Fa
         record = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
         record = None
-    if not isinstance(record, Mapping) or record.get("toCluster") != cluster or not _str(record.get("path")):
+    if not isinstance(record, Mapping) or record.get("toCluster") != cluster or not as_str(record.get("path")):
         return None
-    restore = _map(_map(json.loads(_annotations(binding).get(RESTORE_ANNOTATION) or "{}")
+    restore = as_map(as_map(json.loads(_annotations(binding).get(RESTORE_ANNOTATION) or "{}")
                         if _valid_json(_annotations(binding).get(RESTORE_ANNOTATION)) else {}))
     job_id = restore.get("jobId") if restore.get("cluster") == cluster else None
     return {"path": record["path"], "kind": "savepoint", "jobId": job_id, "checkpointId": None,
@@ -462,7 +451,7 @@ def apply_move_restore(manifest: Mapping[str, Any], binding: Mapping[str, Any], 
     restore = move_restore(binding, cluster)
     if restore is None:
         return None
-    job = _map(_map(manifest.get("spec")).get("job"))
+    job = as_map(as_map(manifest.get("spec")).get("job"))
     if job.get("initialSavepointPath") == restore["path"]:
         return None
     if not interpreter.hook_enabled(dict(manifest), Operation.RESTORE_STATE):
@@ -474,20 +463,20 @@ def apply_move_restore(manifest: Mapping[str, Any], binding: Mapping[str, Any], 
 
 
 def _reflected(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any] | None:
-    for item in _list(_map(binding.get("status")).get("aggregatedStatus")):
-        if _map(item).get("clusterName") == cluster:
-            return _map(item)
+    for item in as_list(as_map(binding.get("status")).get("aggregatedStatus")):
+        if as_map(item).get("clusterName") == cluster:
+            return as_map(item)
     return None
 
 
 def _savepoint_fields(binding: Mapping[str, Any], cluster: str) -> tuple[Mapping[str, Any], str, datetime | None]:
     """``(status, path, at)``: the reflected status of ``cluster``, its newest savepoint and that savepoint's time."""
     item = _reflected(binding, cluster)
-    status = _map(item.get("status")) if item is not None else {}
-    job = _map(status.get("jobStatus"))
-    last = _map(_map(job.get("savepointInfo")).get("lastSavepoint"))
-    location = _str(last.get("location"))
-    path = _str(job.get("upgradeSavepointPath")) or location
+    status = as_map(item.get("status")) if item is not None else {}
+    job = as_map(status.get("jobStatus"))
+    last = as_map(as_map(job.get("savepointInfo")).get("lastSavepoint"))
+    location = as_str(last.get("location"))
+    path = as_str(job.get("upgradeSavepointPath")) or location
     stamp = last.get("timeStamp") if location == path else None
     try:
         at = datetime.fromtimestamp(int(stamp) / 1000, UTC) if stamp is not None else None
@@ -514,7 +503,7 @@ def reflected_savepoint(binding: Mapping[str, Any], cluster: str, since: datetim
     status, path, at = _savepoint_fields(binding, cluster)
     if status.get("lifecycleState") != "SUSPENDED" or not path:
         return None
-    if _map(status.get("jobStatus")).get("state") not in _SUSPENDED_JOB_STATES:
+    if as_map(status.get("jobStatus")).get("state") not in _SUSPENDED_JOB_STATES:
         return None
     if at is None:
         return (path, since) if path != previous else None
@@ -527,7 +516,7 @@ def failure_reason(move: Move, binding: Mapping[str, Any], works: Iterable[Mappi
                    clusters: Mapping[str, Mapping[str, Any]], now: datetime, timeout: float) -> str | None:
     """Why a move in phase Savepointing fails now, or None while it may go on."""
     source = move.from_cluster
-    if source in _targets(_map(binding.get("spec"))):
+    if source in _targets(as_map(binding.get("spec"))):
         return f"the binding targets {source} again: the move is called off"
     if not reachable(clusters.get(source)):
         why = "is fenced or being fenced" if is_ready(clusters.get(source)) else "is not Ready"
@@ -542,7 +531,7 @@ def failure_reason(move: Move, binding: Mapping[str, Any], works: Iterable[Mappi
 
 def _job_id(binding: Mapping[str, Any], cluster: str) -> str | None:
     item = _reflected(binding, cluster)
-    value = _map(_map(_map(item).get("status")).get("jobStatus")).get("jobId") if item is not None else None
+    value = as_map(as_map(as_map(item).get("status")).get("jobStatus")).get("jobId") if item is not None else None
     return value if isinstance(value, str) and value else None
 
 
@@ -594,9 +583,9 @@ class MoveRequest:
 
 
 def _cluster_state(cluster: Mapping[str, Any] | None) -> str:
-    for c in _list(_map(_map(cluster).get("status")).get("conditions")):
-        if _map(c).get("type") == "Ready":
-            return f"Ready={_map(c).get('status')} ({_map(c).get('reason') or 'no reason'})"
+    for c in as_list(as_map(as_map(cluster).get("status")).get("conditions")):
+        if as_map(c).get("type") == "Ready":
+            return f"Ready={as_map(c).get('status')} ({as_map(c).get('reason') or 'no reason'})"
     return "no Ready condition yet"
 
 
@@ -609,7 +598,7 @@ def _feasible(binding: Mapping[str, Any], spec: Mapping[str, Any], clusters: Seq
                              ("once the eviction is over", {k: v for k, v in spec.items()
                                                             if k != "gracefulEvictionTasks"})):
         try:
-            result = schedule({"spec": candidate, "status": _map(binding.get("status"))}, None, clusters, now=now)
+            result = schedule({"spec": candidate, "status": as_map(binding.get("status"))}, None, clusters, now=now)
         except Exception as e:  # noqa: BLE001 - a malformed binding or cluster: say so
             return f"the scheduler cannot place the binding: {e}"
         if not result.ok:
@@ -635,10 +624,10 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     preserved state if any) and, when the kind takes a savepoint and the old cluster is Ready, the move record
     in phase ``Savepointing``.
     """
-    meta, spec = _meta(binding), _map(binding.get("spec"))
+    meta, spec = _meta(binding), as_map(binding.get("spec"))
     if meta.get("deletionTimestamp"):
         raise MoveRequestError("the binding is being deleted")
-    by_name = {_str(_meta(c).get("name")): c for c in clusters}
+    by_name = {as_str(_meta(c).get("name")): c for c in clusters}
     if to not in by_name:
         known = ", ".join(sorted(n for n in by_name if n)) or "none registered"
         raise MoveRequestError(f"--to {to}: no such cluster (clusters: {known})")
@@ -659,11 +648,11 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     if current is not None and current.savepointing:
         raise MoveRequestError(f"a planned move from {current.from_cluster} is already under way (started "
                                f"{format_time(current.started_at)})")
-    if any(_map(t).get("fromCluster") == to for t in eviction_tasks(spec)):
+    if any(as_map(t).get("fromCluster") == to for t in eviction_tasks(spec)):
         raise MoveRequestError(f"--to {to}: the workload is being evicted from {to}; wait until that eviction is "
                                "over (its graceful-eviction task is removed)")
-    replicas = next((_map(c).get("replicas") for c in _list(spec.get("clusters"))
-                     if _map(c).get("name") == source), None)
+    replicas = next((as_map(c).get("replicas") for c in as_list(spec.get("clusters"))
+                     if as_map(c).get("name") == source), None)
     task: dict[str, Any] = {"fromCluster": source, "purgeMode": PURGE_MODE_DIRECTLY, "reason": MOVE_REASON,
                             "message": f"moved to {to} by flotilla failover move", "producer": MOVE_PRODUCER,
                             "creationTimestamp": format_time(now)}
@@ -672,7 +661,7 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     if preserved_label_state:
         task["preservedLabelState"] = dict(preserved_label_state)
         task["clustersBeforeFailover"] = [source]
-    tasks = [dict(_map(t)) for t in eviction_tasks(spec) if _map(t).get("fromCluster") != source] + [task]
+    tasks = [dict(as_map(t)) for t in eviction_tasks(spec) if as_map(t).get("fromCluster") != source] + [task]
     new_target: dict[str, Any] = {"name": to}
     if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0:
         new_target["replicas"] = replicas
@@ -680,10 +669,10 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     why = _feasible(binding, moved_spec, clusters, to, now)
     if why is not None:
         raise MoveRequestError(why)
-    kind_of = template if template is not None else _map(spec.get("resource"))
+    kind_of = template if template is not None else as_map(spec.get("resource"))
     why_not = ""
     if not savepoint_capable(kind_of):
-        why_not = f"{_str(_map(kind_of).get('kind')) or 'this kind'} takes no savepoint"
+        why_not = f"{as_str(as_map(kind_of).get('kind')) or 'this kind'} takes no savepoint"
     elif not savepoint_on_move_enabled(policy, template):
         why_not = f"the policy or the template says {SAVEPOINT_ON_MOVE_ANNOTATION}: \"false\""
     elif not reachable(by_name.get(source)):

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from flotilla.failover.fencing import is_fenced
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.objects import as_map
 
 __all__ = [
     "ANNOTATION_ACKNOWLEDGED_FENCES",
@@ -74,16 +75,12 @@ REPORT_PATH: Final = "/peer/v1/report"
 DEFAULT_PEER_REPORT_TTL: Final = 2.0
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_map(obj).get("metadata"))
+    return as_map(as_map(obj).get("metadata"))
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_meta(obj).get("annotations"))
+    return as_map(_meta(obj).get("annotations"))
 
 
 # ---------------------------------------------------------------------------------------------- announcement

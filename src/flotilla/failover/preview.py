@@ -32,6 +32,7 @@ from flotilla.failover.state import (
     similar_keys,
 )
 from flotilla.failover.state import reflected_status as status_of
+from flotilla.kube.objects import as_map
 
 __all__ = [
     "BlockPreview",
@@ -50,10 +51,6 @@ PURGE_MODE_GRACEFULLY: Final = "Gracefully"
 
 _TRIGGER_TITLES: Final = {"cluster": "cluster failover (NoExecute taint eviction)",
                           "application": "application failover (unhealthy workload)"}
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
@@ -165,7 +162,7 @@ def hint_for(error: StateExtractionError, status: Any) -> str:
         similar = similar_keys(key, status)
         if similar:
             return "similar keys: " + ", ".join(f"{k} (at {p})" for k, p in similar)
-        top = sorted(str(k) for k in _map(status))
+        top = sorted(str(k) for k in as_map(status))
         listing = f"keys at the top of the reflected status: {', '.join(top)}" if top else "the reflected status is empty"
         return (f"{listing}; a field whose value is zero or empty is often left out of a status "
                 "(e.g. readyReplicas: 0), which makes it not found")
@@ -184,11 +181,11 @@ def hint_for(error: StateExtractionError, status: Any) -> str:
 
 def _failover_block(policy_or_binding_failover: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """``spec.failover`` from a policy/binding, its spec, or the failover block itself."""
-    source = _map(policy_or_binding_failover)
+    source = as_map(policy_or_binding_failover)
     if "spec" in source:
-        source = _map(source.get("spec"))
+        source = as_map(source.get("spec"))
     if "failover" in source and not ({"application", "cluster"} & set(source)):
-        source = _map(source.get("failover"))
+        source = as_map(source.get("failover"))
     return source
 
 
@@ -239,7 +236,7 @@ def preview(
     used by taint evictions when ``failover.cluster`` is not set.
     """
     failover = _failover_block(policy_or_binding_failover)
-    current = [str(_map(c).get("name")) for c in _list(binding_spec.get("clusters")) if _map(c).get("name")]
+    current = [str(as_map(c).get("name")) for c in _list(binding_spec.get("clusters")) if as_map(c).get("name")]
     notes: list[str] = []
     if from_cluster is None:
         if len(current) == 1:
@@ -261,17 +258,17 @@ def preview(
         configured = isinstance(block, Mapping)
         if trigger == "cluster":
             if configured:
-                mode = str(_map(block).get("purgeMode") or PURGE_MODE_GRACEFULLY)
+                mode = str(as_map(block).get("purgeMode") or PURGE_MODE_GRACEFULLY)
             else:
                 mode = PURGE_MODE_DIRECTLY if no_execute_taint_eviction_purge_mode == PURGE_MODE_DIRECTLY \
                     else PURGE_MODE_GRACEFULLY
         else:
-            mode = str(_map(block).get("purgeMode") or "")
+            mode = str(as_map(block).get("purgeMode") or "")
             if not configured:
                 blocks.append(BlockPreview("application", False, "", (), False,
                                            "application failover is not configured (spec.failover.application)"))
                 continue
-        raw_rules = _list(_map(_map(block).get("statePreservation")).get("rules"))
+        raw_rules = _list(as_map(as_map(block).get("statePreservation")).get("rules"))
         rules = [StatePreservationRule.of(r) for r in raw_rules if isinstance(r, Mapping)]
         previews = _preview_rules(rules, reflected_status, from_cluster) if gate else ()
         warnings = []
@@ -304,12 +301,12 @@ def preview_binding(binding: Mapping[str, Any], target_cluster: str | None = Non
                     no_execute_taint_eviction_purge_mode: str = PURGE_MODE_GRACEFULLY) -> PreviewReport:
     """:func:`preview` for a whole (Cluster)ResourceBinding: its ``spec.failover``, its spec, and the
     reflected status of ``from_cluster`` (default: its only cluster) from ``status.aggregatedStatus``."""
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     if from_cluster is None:
-        names = [str(_map(c).get("name")) for c in _list(spec.get("clusters")) if _map(c).get("name")]
+        names = [str(as_map(c).get("name")) for c in _list(spec.get("clusters")) if as_map(c).get("name")]
         from_cluster = names[0] if len(names) == 1 else None
     status = status_of(binding, from_cluster) if from_cluster else None
-    return preview(_map(spec.get("failover")), status, spec, target_cluster, from_cluster=from_cluster, gate=gate,
+    return preview(as_map(spec.get("failover")), status, spec, target_cluster, from_cluster=from_cluster, gate=gate,
                    no_execute_taint_eviction_purge_mode=no_execute_taint_eviction_purge_mode)
 
 

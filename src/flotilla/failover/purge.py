@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from flotilla.kube.objects import as_list, as_map
+
 __all__ = [
     "eviction_tasks",
     "DIRECTLY_PURGE_REQUEUE_SECONDS",
@@ -82,17 +84,9 @@ class OldCopy(StrEnum):
     KEEP = "Keep"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def eviction_tasks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """A binding spec's ``gracefulEvictionTasks`` (the entries that are objects), oldest first."""
-    return [t for t in _list(spec.get("gracefulEvictionTasks")) if (type(t) is dict or isinstance(t, Mapping))]
+    return [t for t in as_list(spec.get("gracefulEvictionTasks")) if (type(t) is dict or isinstance(t, Mapping))]
 
 
 def _from(task: Mapping[str, Any]) -> str:
@@ -117,13 +111,13 @@ def old_copy_rule(task: Mapping[str, Any]) -> OldCopy:
 def kept_clusters(spec: Mapping[str, Any]) -> set[str]:
     """The binding's existing clusters: its Works elsewhere are orphans."""
     names: set[str] = set()
-    for target in _list(spec.get("clusters")):
-        name = _map(target).get("name")
+    for target in as_list(spec.get("clusters")):
+        name = as_map(target).get("name")
         if isinstance(name, str) and name:
             names.add(name)
-    for snapshot in _list(spec.get("requiredBy")):
-        for target in _list(_map(snapshot).get("clusters")):
-            name = _map(target).get("name")
+    for snapshot in as_list(spec.get("requiredBy")):
+        for target in as_list(as_map(snapshot).get("clusters")):
+            name = as_map(target).get("name")
             if isinstance(name, str) and name:
                 names.add(name)
     for task in eviction_tasks(spec):
@@ -139,14 +133,14 @@ def directly_purged_clusters(spec: Mapping[str, Any]) -> set[str]:
 
 def work_cluster(work: Mapping[str, Any]) -> str | None:
     """The member cluster of a Work (from its ``karmada-es-<cluster>`` namespace), or ``None``."""
-    namespace = _map(work.get("metadata")).get("namespace")
+    namespace = as_map(work.get("metadata")).get("namespace")
     if not isinstance(namespace, str) or not namespace.startswith(EXECUTION_SPACE_PREFIX):
         return None
     return namespace[len(EXECUTION_SPACE_PREFIX):] or None
 
 
 def _terminating(work: Mapping[str, Any]) -> bool:
-    return bool(_map(work.get("metadata")).get("deletionTimestamp"))
+    return bool(as_map(work.get("metadata")).get("deletionTimestamp"))
 
 
 def orphan_works(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -64,6 +64,7 @@ from flotilla.failover.state import (
     rules_of,
 )
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.objects import as_map, as_str
 
 if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
     from flotilla.checkpoints.layout import Snapshot
@@ -175,16 +176,8 @@ def failure_of(storage_reason: str) -> RestoreFailure:
 # ============================================================================================ helpers
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_map(_map(obj).get("metadata")).get("annotations"))
+    return as_map(as_map(as_map(obj).get("metadata")).get("annotations"))
 
 
 def _number(value: Any) -> float | None:
@@ -206,9 +199,9 @@ class RestoreSettings:
 def validate_restore_annotations(annotations: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """``[(annotation, problem)]`` for malformed ``restore.flotilla.io/*`` values (admission's 422)."""
     out: list[tuple[str, str]] = []
-    values = _map(annotations)
+    values = as_map(annotations)
     native = values.get(NATIVE_ANNOTATION)
-    if native is not None and _str(native).strip().lower() not in ("true", "false"):
+    if native is not None and as_str(native).strip().lower() not in ("true", "false"):
         out.append((NATIVE_ANNOTATION, 'must be "true" or "false"'))
     age = values.get(MAX_CHECKPOINT_AGE_ANNOTATION)
     if age is not None:
@@ -220,11 +213,11 @@ def validate_restore_annotations(annotations: Mapping[str, Any] | None) -> list[
             if seconds <= 0:
                 out.append((MAX_CHECKPOINT_AGE_ANNOTATION, "must be greater than 0"))
     on_move = values.get(SAVEPOINT_ON_MOVE_ANNOTATION)
-    if on_move is not None and _str(on_move).strip().lower() not in ("true", "false"):
+    if on_move is not None and as_str(on_move).strip().lower() not in ("true", "false"):
         out.append((SAVEPOINT_ON_MOVE_ANNOTATION, 'must be "true" or "false"'))
     secret = values.get(CREDENTIALS_SECRET_ANNOTATION)
     if secret is not None:
-        name = _str(secret)
+        name = as_str(secret)
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
             out.append((CREDENTIALS_SECRET_ANNOTATION,
                         "must be the name of a Secret (lower-case letters, digits, '-' and '.')"))
@@ -238,17 +231,17 @@ def validate_restore_annotations(annotations: Mapping[str, Any] | None) -> list[
 def restore_settings(obj_or_annotations: Mapping[str, Any] | None) -> RestoreSettings:
     """The settings of a binding (or a policy, or their annotations); malformed values (admission rejects them)
     fall back to the defaults."""
-    values = _map(obj_or_annotations)
+    values = as_map(obj_or_annotations)
     if "metadata" in values:
         values = _annotations(values)
-    native = _str(values.get(NATIVE_ANNOTATION)).strip().lower() != "false"
+    native = as_str(values.get(NATIVE_ANNOTATION)).strip().lower() != "false"
     age: float | None = None
     try:
         parsed = parse_go_duration(values.get(MAX_CHECKPOINT_AGE_ANNOTATION))
         age = parsed if parsed > 0 else None
     except ValueError:
         age = None
-    secret = _str(values.get(CREDENTIALS_SECRET_ANNOTATION)).strip() or None
+    secret = as_str(values.get(CREDENTIALS_SECRET_ANNOTATION)).strip() or None
     return RestoreSettings(native, age, secret)
 
 
@@ -325,23 +318,23 @@ def parse_restore_record(value: Mapping[str, Any] | str | None) -> RestoreRecord
         return None
     if not isinstance(doc, dict):
         return None
-    cluster, outcome = _str(doc.get("cluster")), _str(doc.get("outcome"))
+    cluster, outcome = as_str(doc.get("cluster")), as_str(doc.get("outcome"))
     if not cluster or outcome not in (OUTCOME_RESTORED, OUTCOME_HOLDING, OUTCOME_FRESH):
         return None
-    path = _str(doc.get("path")) or None
+    path = as_str(doc.get("path")) or None
     if outcome == OUTCOME_RESTORED and path is None:
         return None
     checkpoint_id = doc.get("checkpointId")
     return RestoreRecord(
-        cluster=cluster, from_cluster=_str(doc.get("fromCluster")), job_id=_str(doc.get("jobId")),
+        cluster=cluster, from_cluster=as_str(doc.get("fromCluster")), job_id=as_str(doc.get("jobId")),
         outcome=outcome,  # type: ignore[arg-type]
-        reason=_str(doc.get("reason")), path=path, kind=_str(doc.get("kind")) or None,
+        reason=as_str(doc.get("reason")), path=path, kind=as_str(doc.get("kind")) or None,
         checkpoint_id=checkpoint_id if isinstance(checkpoint_id, int) and not isinstance(checkpoint_id, bool)
         else None,
         completed_at=parse_time(doc.get("completedAt")), fault_at=parse_time(doc.get("faultAt")),
         age_at_fault=_number(doc.get("ageAtFault")), resolved_at=parse_time(doc.get("resolvedAt")),
         existed=doc.get("existed") is True, holding_since=parse_time(doc.get("holdingSince")),
-        failure=_str(doc.get("failure")) or None)
+        failure=as_str(doc.get("failure")) or None)
 
 
 def restore_patch(record: RestoreRecord | None, resource_version: Any) -> dict[str, Any]:
@@ -357,7 +350,7 @@ def preserved_job_id(labels: Mapping[str, str], rules: Iterable[Any] = ()) -> st
     """The job id in a preserved state: the label of the rule reading ``{.jobStatus.jobId}``, else the one label
     value that is a Flink job id (32 hex digits), else the only label's value; ``None`` when none says."""
     for rule in rules:
-        alias, path = _str(getattr(rule, "alias", "")), _str(getattr(rule, "json_path", ""))
+        alias, path = as_str(getattr(rule, "alias", "")), as_str(getattr(rule, "json_path", ""))
         if alias in labels and _JOB_ID_PATH_RE.match(path.strip()):
             return labels[alias] or None
     ids = [v for v in labels.values() if _JOB_ID_RE.match(v)]
@@ -386,14 +379,14 @@ def restore_needs(binding: Mapping[str, Any], injection: InjectionPlan, *, hook_
     settings = settings if settings is not None else restore_settings(binding)
     if not gate or not hook_enabled or not settings.native:
         return {}
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     tasks = eviction_tasks(spec)
     if not tasks:
         return {}
     last = tasks[-1]
-    from_cluster = _str(last.get("fromCluster"))
-    trigger = "application" if "application-failover" in _str(last.get("producer")) else "cluster"
-    rules = rules_of(_map(spec.get("failover")), trigger)
+    from_cluster = as_str(last.get("fromCluster"))
+    trigger = "application" if "application-failover" in as_str(last.get("producer")) else "cluster"
+    rules = rules_of(as_map(spec.get("failover")), trigger)
     out: dict[str, RestoreNeed] = {}
     for cluster, decision in injection.decisions.items():
         if decision.source != "task" or not decision.labels:
@@ -436,7 +429,7 @@ def applied_restore(binding_spec: Mapping[str, Any], record: RestoreRecord | Non
         return None
     if target not in render_targets(binding_spec):
         return None
-    if any(_str(t.get("fromCluster")) == target for t in eviction_tasks(binding_spec)):
+    if any(as_str(t.get("fromCluster")) == target for t in eviction_tasks(binding_spec)):
         return None
     return {"path": record.path, "kind": record.kind or "checkpoint", "jobId": record.job_id,
             "checkpointId": record.checkpoint_id, "existed": record.existed, "nonce": restore_nonce(record)}
@@ -452,11 +445,11 @@ def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
         doc = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
         return None
-    if not isinstance(doc, dict) or _str(doc.get("toCluster")) != need.cluster:
+    if not isinstance(doc, dict) or as_str(doc.get("toCluster")) != need.cluster:
         return None
-    if doc.get("fromCluster") and _str(doc.get("fromCluster")) != need.from_cluster:
+    if doc.get("fromCluster") and as_str(doc.get("fromCluster")) != need.from_cluster:
         return None
-    return _str(doc.get("path")) or None
+    return as_str(doc.get("path")) or None
 
 
 def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
@@ -467,7 +460,7 @@ def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
         doc = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
         return False
-    return isinstance(doc, dict) and doc.get("phase") == "Savepointing" and _str(doc.get("toCluster")) == cluster
+    return isinstance(doc, dict) and doc.get("phase") == "Savepointing" and as_str(doc.get("toCluster")) == cluster
 
 
 @dataclass(frozen=True)

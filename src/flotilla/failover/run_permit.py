@@ -33,6 +33,7 @@ from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery,
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.objects import as_map
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",
@@ -88,12 +89,8 @@ ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"
 ANNOTATION_GUARDED_KINDS: Final = "guard.flotilla.io/guarded-kinds"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map(_map(obj).get("metadata"))
+    return as_map(as_map(obj).get("metadata"))
 
 
 # ---------------------------------------------------------------------------------------------- guarded workloads
@@ -106,19 +103,19 @@ def is_guarded(spec: Mapping[str, Any], default_purge_mode: str = PURGE_MODE_GRA
     ``--no-execute-taint-eviction-purge-mode``. Cluster failover resolves as the taint manager does
     (``failover.cluster.purgeMode``, empty meaning ``Gracefully``; without ``failover.cluster`` the flag);
     application failover's ``failover.application.purgeMode`` counts too."""
-    failover = _map(spec.get("failover"))
+    failover = as_map(spec.get("failover"))
     if resolve_cluster_purge_mode(failover or None, default_purge_mode) == PURGE_MODE_DIRECTLY:
         return True
-    return _map(failover.get("application")).get("purgeMode") == PURGE_MODE_DIRECTLY
+    return as_map(failover.get("application")).get("purgeMode") == PURGE_MODE_DIRECTLY
 
 
 def is_guarded_object(obj: Mapping[str, Any]) -> bool:
     """The member object carries ``guard.flotilla.io/guarded: "true"``."""
-    return _map(_meta(obj).get("labels")).get(GUARDED_LABEL) == GUARDED_LABEL_VALUE
+    return as_map(_meta(obj).get("labels")).get(GUARDED_LABEL) == GUARDED_LABEL_VALUE
 
 
 def _manifests(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    manifests = _map(_map(_map(work).get("spec")).get("workload")).get("manifests")
+    manifests = as_map(as_map(as_map(work).get("spec")).get("workload")).get("manifests")
     return [m for m in manifests if isinstance(m, Mapping)] if isinstance(manifests, list) else []
 
 
@@ -134,7 +131,7 @@ def guarded_kinds(works: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 def parse_guarded_kinds(permit: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """The kinds recorded on the permit Lease (a malformed record counts as none)."""
-    raw = _map(_meta(permit).get("annotations")).get(ANNOTATION_GUARDED_KINDS)
+    raw = as_map(_meta(permit).get("annotations")).get(ANNOTATION_GUARDED_KINDS)
     try:
         items = json.loads(raw) if isinstance(raw, str) else []
     except ValueError:
@@ -151,7 +148,7 @@ def stale_guarded_objects(objects: Iterable[Mapping[str, Any]],
     works = list(works)
     wanted = wanted_identities(works)
     for work in works:
-        if _meta(work).get("deletionTimestamp") and _map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
+        if _meta(work).get("deletionTimestamp") and as_map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
             wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
     return [o for o in stale_objects_on_recovery(objects, wanted) if is_guarded_object(o)]
 
@@ -289,9 +286,9 @@ def renewed_permit(permit: Mapping[str, Any], cluster: str, fence_after: float, 
     recorded before are kept."""
     body = permit_body(cluster, fence_after, now, set(kinds) | parse_guarded_kinds(permit))
     meta = dict(_meta(permit))
-    annotations = {**_map(meta.get("annotations")), **body["metadata"]["annotations"]}
+    annotations = {**as_map(meta.get("annotations")), **body["metadata"]["annotations"]}
     return {**dict(permit), "metadata": {**meta, "annotations": annotations},
-            "spec": {**_map(permit.get("spec")), **body["spec"]}}
+            "spec": {**as_map(permit.get("spec")), **body["spec"]}}
 
 
 def _kinds_text(kinds: Iterable[tuple[str, str]]) -> str:
@@ -421,7 +418,7 @@ def announcement_patch(fence_after: float, permit_hold: float) -> dict[str, Any]
 def parse_announcement(cluster: Mapping[str, Any] | None) -> Announcement | None:
     """The guard a Cluster announces; None when it announces none (neither annotation). Raises
     AnnouncementError when one is missing, is not a Go duration, or is not greater than 0."""
-    annotations = _map(_meta(cluster).get("annotations"))
+    annotations = as_map(_meta(cluster).get("annotations"))
     raw = {k: annotations.get(k) for k in (ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD)}
     if all(v is None for v in raw.values()):
         return None

@@ -75,6 +75,7 @@ from flotilla.jsonpath import (
     Template,
     parse,
 )
+from flotilla.kube.objects import as_map, as_str
 from flotilla.kube.timestamps import utc_seconds
 from flotilla.kube.validation import label_value_errors, qualified_name_errors
 
@@ -166,20 +167,12 @@ Trigger = Literal["application", "cluster"]
 # ============================================================================================ helpers
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
 def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _string_map(value: Any) -> dict[str, str]:
-    return {str(k): v for k, v in _map(value).items() if isinstance(v, str)}
+    return {str(k): v for k, v in as_map(value).items() if isinstance(v, str)}
 
 
 def _strings(value: Any) -> list[str]:
@@ -255,7 +248,7 @@ class StatePreservationRule:
     def of(cls, rule: StatePreservationRule | Mapping[str, Any]) -> StatePreservationRule:
         if isinstance(rule, StatePreservationRule):
             return rule
-        return cls(_str(rule.get("aliasLabelName")), _str(rule.get("jsonPath")))
+        return cls(as_str(rule.get("aliasLabelName")), as_str(rule.get("jsonPath")))
 
 
 RuleLike = StatePreservationRule | Mapping[str, Any]
@@ -267,8 +260,8 @@ def rules_of(failover: Mapping[str, Any] | None, trigger: Trigger) -> list[State
     Application evictions use the ``application`` block and taint evictions the ``cluster`` block; neither
     falls back to the other (§6.1).
     """
-    block = _map(_map(failover).get(trigger))
-    rules = _list(_map(block.get("statePreservation")).get("rules"))
+    block = as_map(as_map(failover).get(trigger))
+    rules = _list(as_map(block.get("statePreservation")).get("rules"))
     return [StatePreservationRule.of(r) for r in rules if isinstance(r, Mapping)]
 
 
@@ -344,7 +337,7 @@ def reflected_status(aggregated_status: Iterable[Mapping[str, Any]] | Mapping[st
     ``aggregated_status`` may also be a whole binding (its ``status.aggregatedStatus`` is used).
     """
     if isinstance(aggregated_status, Mapping):
-        aggregated_status = _list(_map(aggregated_status.get("status")).get("aggregatedStatus"))
+        aggregated_status = _list(as_map(aggregated_status.get("status")).get("aggregatedStatus"))
     for item in aggregated_status or ():
         if isinstance(item, Mapping) and item.get("clusterName") == cluster:
             return item.get("status")
@@ -456,10 +449,10 @@ def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
     """The clusters a binding renders Works for: ``spec.clusters`` then the ``requiredBy`` clusters."""
     out: list[str] = []
     sources = [_list(binding_spec.get("clusters"))]
-    sources += [_list(_map(b).get("clusters")) for b in _list(binding_spec.get("requiredBy"))]
+    sources += [_list(as_map(b).get("clusters")) for b in _list(binding_spec.get("requiredBy"))]
     for entries in sources:
         for entry in entries:
-            name = _str(_map(entry).get("name"))
+            name = as_str(as_map(entry).get("name"))
             if name and name not in out:
                 out.append(name)
     return out
@@ -471,7 +464,7 @@ def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
     Karmada's application failover records it (when state is preserved); Flotilla's cluster failover records
     it too (D9), so state is never injected into a copy that was already running in the surviving cluster.
     """
-    return [n for n in (_str(_map(c).get("name")) for c in _list(binding_spec.get("clusters"))) if n]
+    return [n for n in (as_str(as_map(c).get("name")) for c in _list(binding_spec.get("clusters"))) if n]
 
 
 def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate: bool = True) -> tuple[bool, str]:
@@ -488,8 +481,8 @@ def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate:
     if not tasks:
         return False, "the binding has no graceful eviction task"
     last = tasks[-1]
-    source = _str(last.get("fromCluster"))
-    mode = _str(last.get("purgeMode")) or "<unset>"
+    source = as_str(last.get("fromCluster"))
+    mode = as_str(last.get("purgeMode")) or "<unset>"
     if mode != PURGE_MODE_DIRECTLY:
         return False, (f"the last eviction task (from cluster {source}) has purgeMode {mode}; state is "
                        f"injected only with purgeMode {PURGE_MODE_DIRECTLY}")
@@ -554,7 +547,7 @@ def parse_injected_state_record(value: str | Mapping[str, Any] | None) -> Inject
     if type(value) is dict or isinstance(value, Mapping):
         annotations = value
         if "metadata" in value:
-            annotations = _map(_map(value.get("metadata")).get("annotations"))
+            annotations = as_map(as_map(value.get("metadata")).get("annotations"))
         is_map = type(annotations) is dict or isinstance(annotations, Mapping)
         value = annotations.get(INJECTED_STATE_ANNOTATION) if is_map else None
     if not isinstance(value, str) or not value:
@@ -577,13 +570,13 @@ def _parse_record_parts(value: str) -> _RecordParts | None:
         return None
     if type(doc) is not dict and not isinstance(doc, Mapping):
         return None
-    cluster, at = _str(doc.get("cluster")), parse_time(doc.get("at"))
+    cluster, at = as_str(doc.get("cluster")), parse_time(doc.get("at"))
     labels = doc.get("labels")
     if not cluster or at is None or (type(labels) is not dict and not isinstance(labels, Mapping)):
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         return None
-    return cluster, tuple(labels.items()), _str(doc.get("fromCluster")), at, parse_time(doc.get("healthyAt"))
+    return cluster, tuple(labels.items()), as_str(doc.get("fromCluster")), at, parse_time(doc.get("healthyAt"))
 
 
 #: every pass over a binding reads its record again, from the same annotation text; the parts are immutable and
@@ -601,7 +594,7 @@ def current_record(binding_spec: Mapping[str, Any], record: InjectedStateRecord 
         return None
     if record.cluster not in render_targets(binding_spec):
         return None
-    if any(_str(t.get("fromCluster")) == record.cluster for t in eviction_tasks(binding_spec)):
+    if any(as_str(t.get("fromCluster")) == record.cluster for t in eviction_tasks(binding_spec)):
         return None
     return record
 
@@ -647,7 +640,7 @@ def decide_injection(
         task = eviction_tasks(binding_spec)[-1]
         state = _string_map(task.get("preservedLabelState"))
         if state:
-            fresh = InjectedStateRecord(target_cluster, state, _str(task.get("fromCluster")), now)
+            fresh = InjectedStateRecord(target_cluster, state, as_str(task.get("fromCluster")), now)
             if fresh.same_injection(record):
                 assert record is not None
                 return InjectionDecision(state, "task", reason, record, False)
@@ -710,7 +703,7 @@ def injected_copy_health_pending(old_binding: Mapping[str, Any] | None, new_bind
     """Whether a binding update brings a changed record whose copy has not been seen Healthy yet (D5): the
     binding-status controller looks at the binding then, so a copy already Healthy is stamped at once."""
     def raw(binding: Mapping[str, Any] | None) -> Any:
-        return _map(_map(_map(binding).get("metadata")).get("annotations")).get(INJECTED_STATE_ANNOTATION)
+        return as_map(as_map(as_map(binding).get("metadata")).get("annotations")).get(INJECTED_STATE_ANNOTATION)
 
     if old_binding is not None and raw(old_binding) == raw(new_binding):
         return False
@@ -727,7 +720,7 @@ def observe_injected_copy_health(
     if record is None or record.healthy_at is not None:
         return record
     if isinstance(aggregated_status, Mapping):
-        aggregated_status = _list(_map(aggregated_status.get("status")).get("aggregatedStatus"))
+        aggregated_status = _list(as_map(aggregated_status.get("status")).get("aggregatedStatus"))
     for item in aggregated_status or ():
         if isinstance(item, Mapping) and item.get("clusterName") == record.cluster and item.get("health") == HEALTHY:
             return replace(record, healthy_at=now)
@@ -745,7 +738,7 @@ def injected_state_for_schedule(
     superseded record are left to the binding controller."""
     if not gate:
         return None
-    spec = {**_map(binding.get("spec")), "clusters": list(new_clusters or [])}
+    spec = {**as_map(binding.get("spec")), "clusters": list(new_clusters or [])}
     plan = plan_injection(spec, parse_injected_state_record(binding), now)
     if not plan.record_changed or plan.record is None:
         return None
@@ -758,7 +751,7 @@ def injected_state_stamp(binding: Mapping[str, Any], now: datetime) -> dict[str,
     """The annotations merge patch stamping ``healthyAt`` on ``binding``'s record when its own
     ``status.aggregatedStatus`` reports the record's copy Healthy for the first time (D5); ``None``: nothing to
     stamp (no record, already stamped, not Healthy, or the binding is being deleted)."""
-    if _map(_map(binding).get("metadata")).get("deletionTimestamp"):
+    if as_map(as_map(binding).get("metadata")).get("deletionTimestamp"):
         return None
     record = parse_injected_state_record(binding)
     stamped = observe_injected_copy_health(record, binding, now)
@@ -788,7 +781,7 @@ def previous_injection(
     if record is not None and record.cluster == failed_cluster:
         return record, record.healthy_at is not None
     tasks = eviction_tasks(binding_spec)
-    if tasks and _str(tasks[-1].get("fromCluster")) != failed_cluster:
+    if tasks and as_str(tasks[-1].get("fromCluster")) != failed_cluster:
         last = tasks[-1]
         if should_inject(binding_spec, failed_cluster)[0] and _string_map(last.get("preservedLabelState")):
             return last, False
@@ -811,7 +804,7 @@ def _previous_state(previous: Previous) -> tuple[dict[str, str], str, str | None
     """(labels, fromCluster, cluster injected into or None)."""
     if isinstance(previous, InjectedStateRecord):
         return dict(previous.labels), previous.from_cluster, previous.cluster
-    return _string_map(previous.get("preservedLabelState")), _str(previous.get("fromCluster")), None
+    return _string_map(previous.get("preservedLabelState")), as_str(previous.get("fromCluster")), None
 
 
 def carry_forward(
@@ -945,7 +938,7 @@ def failing_since(annotations: Mapping[str, Any] | str | None) -> dict[str, date
     except ValueError:
         return {}
     out: dict[str, datetime] = {}
-    for cluster, stamp in _map(doc).items():
+    for cluster, stamp in as_map(doc).items():
         parsed = parse_time(stamp)
         if parsed is not None:
             out[str(cluster)] = parsed

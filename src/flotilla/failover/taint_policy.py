@@ -97,11 +97,6 @@ def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return md if isinstance(md, Mapping) else {}
 
 
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
 def _value(taint: Mapping[str, Any]) -> str:
     value = taint.get("value")
     return value if isinstance(value, str) else ""  # omitted and "" are the same value
@@ -125,7 +120,7 @@ def policy_taints(policy: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The policy's usable taints: ``{key, effect[, value]}`` with a non-empty string key and effect, without
     the cluster controller's taints (:data:`RESERVED_TAINTS`)."""
     out: list[dict[str, Any]] = []
-    raw = _spec(policy).get("taints")
+    raw = spec_of(policy).get("taints")
     for t in raw if isinstance(raw, list) else ():
         if not isinstance(t, Mapping):
             continue
@@ -189,7 +184,7 @@ def conditions_match(conditions: Any, match_conditions: Any) -> bool:
 def _targeting_view(cluster: Mapping[str, Any]) -> dict[str, Any]:
     """Only what ``targetClusters`` looks at (name, labels, provider/region/zones), so a Cluster field that
     does not parse (a malformed taint, status) cannot make a policy miss it."""
-    md, spec = _md(cluster), _spec(cluster)
+    md, spec = _md(cluster), spec_of(cluster)
     labels = md.get("labels")
     view_spec = {k: spec[k] for k in ("provider", "region", "zone", "zones") if k in spec}
     return {"metadata": {"name": md.get("name"), "labels": dict(labels) if isinstance(labels, Mapping) else {}},
@@ -199,7 +194,7 @@ def _targeting_view(cluster: Mapping[str, Any]) -> dict[str, Any]:
 def policy_targets(policy: Mapping[str, Any], cluster: Mapping[str, Any]) -> bool:
     """Whether the policy applies to ``cluster``: no ``targetClusters`` means every Cluster; otherwise
     placement's cluster-affinity rule (a malformed selector matches nothing)."""
-    target = _spec(policy).get("targetClusters")
+    target = spec_of(policy).get("targetClusters")
     if target is None:
         return True
     if not isinstance(target, Mapping):
@@ -219,7 +214,7 @@ class _Entry:
 
 def evaluate(cluster: Mapping[str, Any], policies: Iterable[Mapping[str, Any]], now: datetime) -> TaintPolicyResult:
     """Apply every policy to ``cluster`` (see module doc); the input is not modified."""
-    current = _spec(cluster).get("taints")
+    current = spec_of(cluster).get("taints")
     original: list[Any] = list(current) if isinstance(current, list) else []
     entries = [_Entry(copy.deepcopy(t)) for t in original]
     status = cluster.get("status")
@@ -235,7 +230,7 @@ def evaluate(cluster: Mapping[str, Any], policies: Iterable[Mapping[str, Any]], 
             continue
         name = _name(policy)
         applied.append(name)
-        spec = _spec(policy)
+        spec = spec_of(policy)
         taints = policy_taints(policy)
         if conditions_match(conditions, spec.get("addOnConditions")):
             for taint in taints:

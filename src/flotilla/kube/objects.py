@@ -12,12 +12,9 @@ from typing import Any
 
 __all__ = ["annotations_of", "as_list", "as_map", "as_str", "labels_of", "meta_of", "spec_of", "status_of"]
 
-_EMPTY: Mapping[str, Any] = {}
-
-
 def as_map(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one."""
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def as_list(value: Any) -> list[Any]:

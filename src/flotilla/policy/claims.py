@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import meta_of
 
 __all__ = [
     "CLAIMED_BY_LABEL",
@@ -106,13 +107,8 @@ class ClaimRef:
 # ---------------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
-
-
 def _str_map(obj: Mapping[str, Any], field: str) -> dict[str, str]:
-    value = _meta(obj).get(field)
+    value = meta_of(obj).get(field)
     if not isinstance(value, Mapping):
         return {}
     return {str(k): v for k, v in value.items() if isinstance(v, str)}
@@ -132,7 +128,7 @@ def _is_cluster_policy(policy: Mapping[str, Any]) -> bool:
         return True
     if kind == "PropagationPolicy":
         return False
-    return not _meta(policy).get("namespace")
+    return not meta_of(policy).get("namespace")
 
 
 def policy_permanent_id(policy: Mapping[str, Any]) -> str:
@@ -213,7 +209,7 @@ def needs_claim_cleanup(obj: Mapping[str, Any], claim_labels: Mapping[str, str])
 
 def claim_metadata(policy: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """``(labels, annotations)`` that claim an object for ``policy`` (also put on its binding)."""
-    meta = _meta(policy)
+    meta = meta_of(policy)
     policy_id = policy_permanent_id(policy)
     name = str(meta.get("name") or "")
     if _is_cluster_policy(policy):
@@ -238,7 +234,7 @@ def claim_patch(obj: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, 
     want_labels, want_annotations = claim_metadata(policy)
     label_changes: dict[str, str | None] = dict(want_labels)
     annotation_changes: dict[str, str | None] = dict(want_annotations)
-    raw_labels = _meta(obj).get("labels")
+    raw_labels = meta_of(obj).get("labels")
     has_cpp_label = isinstance(raw_labels, Mapping) and CPP_PERMANENT_ID_LABEL in raw_labels
     if _is_cluster_policy(policy):
         if labels.get(CPP_PERMANENT_ID_LABEL, "") == want_labels[CPP_PERMANENT_ID_LABEL]:
@@ -273,7 +269,7 @@ def unclaim_patch(
         return None
     label_keys = CPP_CLAIM_LABELS if cluster_scoped else PP_CLAIM_LABELS
     annotation_keys = CPP_CLAIM_ANNOTATIONS if cluster_scoped else PP_CLAIM_ANNOTATIONS
-    meta = _meta(obj)
+    meta = meta_of(obj)
     raw_labels = meta.get("labels")
     raw_annotations = meta.get("annotations")
     raw_labels = raw_labels if isinstance(raw_labels, Mapping) else {}

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from flotilla.kube.objects import as_str, meta_of, spec_of
 from flotilla.kube.selectors import (
     LabelSelector,
     Operator,
@@ -95,38 +96,24 @@ class ImplicitPriority(IntEnum):
 # ---------------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = _meta(obj).get("labels")
+    labels = meta_of(obj).get("labels")
     if not isinstance(labels, Mapping):
         return {}
     return {str(k): v for k, v in labels.items() if isinstance(v, str)}
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    return _str(_meta(obj).get("name"))
+    return as_str(meta_of(obj).get("name"))
 
 
 def _namespace(obj: Mapping[str, Any]) -> str:
-    return _str(_meta(obj).get("namespace"))
+    return as_str(meta_of(obj).get("namespace"))
 
 
 def is_deleting(obj: Mapping[str, Any]) -> bool:
     """The object has a ``metadata.deletionTimestamp``."""
-    return bool(_meta(obj).get("deletionTimestamp"))
+    return bool(meta_of(obj).get("deletionTimestamp"))
 
 
 def is_cluster_policy(policy: Mapping[str, Any]) -> bool:
@@ -141,12 +128,12 @@ def is_cluster_policy(policy: Mapping[str, Any]) -> bool:
 
 def explicit_priority(policy: Mapping[str, Any]) -> int:
     """``spec.priority`` (absent or null counts as 0)."""
-    priority = _spec(policy).get("priority")
+    priority = spec_of(policy).get("priority")
     return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
 
 
 def _selectors(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    selectors = _spec(policy).get("resourceSelectors")
+    selectors = spec_of(policy).get("resourceSelectors")
     if not isinstance(selectors, list):
         return []
     return [s for s in selectors if isinstance(s, Mapping)]
@@ -166,14 +153,14 @@ def _label_selector(raw: Any) -> LabelSelector:
 
 def selector_precision(template: Mapping[str, Any], selector: Mapping[str, Any]) -> ImplicitPriority:
     """How precisely ``selector`` (a ``ResourceSelector``) matches ``template``."""
-    if _str(template.get("apiVersion")) != _str(selector.get("apiVersion")) or _str(
+    if as_str(template.get("apiVersion")) != as_str(selector.get("apiVersion")) or as_str(
         template.get("kind")
-    ) != _str(selector.get("kind")):
+    ) != as_str(selector.get("kind")):
         return ImplicitPriority.MISMATCH
-    selector_namespace = _str(selector.get("namespace"))
+    selector_namespace = as_str(selector.get("namespace"))
     if selector_namespace and selector_namespace != _namespace(template):
         return ImplicitPriority.MISMATCH
-    selector_name = _str(selector.get("name"))
+    selector_name = as_str(selector.get("name"))
     if selector_name:
         return ImplicitPriority.MATCH_NAME if selector_name == _name(template) else ImplicitPriority.MISMATCH
     raw = selector.get("labelSelector")
@@ -313,7 +300,7 @@ def can_preempt(
     preempts any CPP regardless of priority. ``feature_gate_enabled`` is Karmada's
     ``PolicyPreemption`` gate (``spec.preemption: Always`` is inert without it).
     """
-    if not feature_gate_enabled or _spec(candidate).get("preemption") != PREEMPT_ALWAYS:
+    if not feature_gate_enabled or spec_of(candidate).get("preemption") != PREEMPT_ALWAYS:
         return False
     if current_claim is None or _same_policy(current_claim, candidate):
         return False
@@ -342,8 +329,8 @@ def policies_to_requeue_on_deprioritize(
     selected = [
         p
         for p in same_scope_policies
-        if isinstance(_spec(p).get("priority"), int)
-        and _spec(p).get("preemption") == PREEMPT_ALWAYS
+        if isinstance(spec_of(p).get("priority"), int)
+        and spec_of(p).get("preemption") == PREEMPT_ALWAYS
         and low < explicit_priority(p) < high
     ]
     return sorted(selected, key=lambda p: (-explicit_priority(p), _namespace(p), _name(p)))
@@ -356,7 +343,7 @@ def policies_to_requeue_on_deprioritize(
 
 def is_lazy_activation(policy: Mapping[str, Any] | None) -> bool:
     """``spec.activationPreference == "Lazy"``."""
-    return policy is not None and _spec(policy).get("activationPreference") == LAZY_ACTIVATION
+    return policy is not None and spec_of(policy).get("activationPreference") == LAZY_ACTIVATION
 
 
 def skips_binding_refresh(policy: Mapping[str, Any], resource_change_by_karmada: bool) -> bool:
@@ -420,10 +407,10 @@ def _zones_match(expression: Mapping[str, Any], zones: list[str]) -> bool:
 
 
 def _cluster_fields(cluster: Mapping[str, Any]) -> dict[str, str]:
-    spec = _spec(cluster)
+    spec = spec_of(cluster)
     fields = {}
     for key in ("provider", "region"):
-        value = _str(spec.get(key))
+        value = as_str(spec.get(key))
         if value:
             fields[key] = value
     return fields
@@ -433,12 +420,12 @@ def _field_requirements_match(expressions: list[Mapping[str, Any]], cluster: Map
     try:
         requirements = []
         for expression in expressions:
-            operator = _NODE_SELECTOR_OPERATORS.get(_str(expression.get("operator")))
+            operator = _NODE_SELECTOR_OPERATORS.get(as_str(expression.get("operator")))
             if operator is None:
                 return False
             requirements.append(
                 Requirement.create(
-                    _str(expression.get("key")), operator, _string_list(expression.get("values"))
+                    as_str(expression.get("key")), operator, _string_list(expression.get("values"))
                 )
             )
     except SelectorError:

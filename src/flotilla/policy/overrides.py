@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import as_str
 from flotilla.kube.patch import PatchError, apply_json_patch
 from flotilla.policy.matching import (
     ImplicitPriority,
@@ -389,10 +390,6 @@ def _apply_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, An
     return result
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _items(value: Any) -> list[Mapping[str, Any]]:
     if not isinstance(value, list):
         return []
@@ -482,13 +479,13 @@ def _obtain_image_value(obj: Mapping[str, Any], predicate_path: str) -> str:
 
 def _image_patches(obj: Mapping[str, Any], overrider: Mapping[str, Any]) -> list[dict[str, Any]]:
     component, operator, value = (
-        _str(overrider.get("component")),
-        _str(overrider.get("operator")),
-        _str(overrider.get("value")),
+        as_str(overrider.get("component")),
+        as_str(overrider.get("operator")),
+        as_str(overrider.get("value")),
     )
     predicate = overrider.get("predicate")
     if predicate is not None:
-        path = _str(predicate.get("path")) if isinstance(predicate, Mapping) else ""
+        path = as_str(predicate.get("path")) if isinstance(predicate, Mapping) else ""
         try:
             image = _obtain_image_value(obj, path)
         except OverrideError as e:
@@ -507,7 +504,7 @@ def _image_patches(obj: Mapping[str, Any], overrider: Mapping[str, Any]) -> list
         return []
     patches = []
     for i, container in enumerate(_typed_containers(obj, spec_path)):
-        image = _str(container.get("image"))
+        image = as_str(container.get("image"))
         patches.append(
             {
                 "op": "replace",
@@ -653,7 +650,7 @@ def _pointer_get(doc: Any, tokens: list[str]) -> Any:
 def _wrapped_ops(ops: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     # The raw document may be an array: patch {"doc": …} with every path prefixed.
     return [
-        {"op": _str(op.get("operator")), "path": "/doc" + _str(op.get("subPath")), "value": op.get("value")}
+        {"op": as_str(op.get("operator")), "path": "/doc" + as_str(op.get("subPath")), "value": op.get("value")}
         for op in ops
     ]
 
@@ -728,11 +725,11 @@ def _field_patch(text: str, overrider: Mapping[str, Any]) -> str:
 
 def _apply_field_overriders(obj: dict[str, Any], overriders: list[Mapping[str, Any]]) -> dict[str, Any]:
     for overrider in overriders:
-        tokens = _pointer_tokens(_str(overrider.get("fieldPath")))
+        tokens = _pointer_tokens(as_str(overrider.get("fieldPath")))
         value = _pointer_get(obj, tokens)
         if not isinstance(value, str):
             raise OverrideError(
-                f"Get object's value by overrider's path({_str(overrider.get('fieldPath'))}) is not string"
+                f"Get object's value by overrider's path({as_str(overrider.get('fieldPath'))}) is not string"
             )
         new_text = _field_patch(value, overrider)
         parent = _pointer_get(obj, tokens[:-1])
@@ -763,7 +760,7 @@ def apply_overriders(manifest: Mapping[str, Any], overriders: Mapping[str, Any])
                 obj = _apply_patch(obj, patches)
     obj = _apply_field_overriders(obj, _items(overriders.get("fieldOverrider")))
     plaintext = [
-        {"op": _str(p.get("operator")), "path": _str(p.get("path")), "value": p.get("value")}
+        {"op": as_str(p.get("operator")), "path": as_str(p.get("path")), "value": p.get("value")}
         for p in _items(overriders.get("plaintext"))
     ]
     return _apply_patch(obj, plaintext)
@@ -776,12 +773,12 @@ def apply_overriders(manifest: Mapping[str, Any], overriders: Mapping[str, Any])
 
 def _policy_name(policy: Mapping[str, Any]) -> str:
     meta = policy.get("metadata")
-    return _str(meta.get("name")) if isinstance(meta, Mapping) else ""
+    return as_str(meta.get("name")) if isinstance(meta, Mapping) else ""
 
 
 def _policy_namespace(policy: Mapping[str, Any]) -> str:
     meta = policy.get("metadata")
-    return _str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
+    return as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
 
 
 def _override_spec(policy: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -849,7 +846,7 @@ def apply_overrides(
     """
     obj = json_copy(dict(manifest))
     cluster_meta = cluster.get("metadata")
-    cluster_name = _str(cluster_meta.get("name")) if isinstance(cluster_meta, Mapping) else ""
+    cluster_name = as_str(cluster_meta.get("name")) if isinstance(cluster_meta, Mapping) else ""
     applied: list[AppliedOverride] = []
     for policy, overriders in cluster_overriders(obj, cluster, cluster_override_policies):
         name = _policy_name(policy)
@@ -863,7 +860,7 @@ def apply_overrides(
             ) from None
         applied.append(AppliedOverride(name, json_copy(overriders), True))
     meta = obj.get("metadata")
-    namespace = _str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
+    namespace = as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
     if namespace:
         candidates = [p for p in override_policies if (_policy_namespace(p) or namespace) == namespace]
         for policy, overriders in cluster_overriders(obj, cluster, candidates):
@@ -895,8 +892,8 @@ def _raw_json(value: Any) -> Any:
 
 def _patch_operation(op: Mapping[str, Any], path_key: str) -> dict[str, Any]:
     return {
-        path_key: _str(op.get(path_key)),
-        "operator": _str(op.get("operator")),
+        path_key: as_str(op.get(path_key)),
+        "operator": as_str(op.get("operator")),
         "value": _raw_json(op.get("value")),
     }
 
@@ -905,33 +902,33 @@ def _image_shadow(item: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     predicate = item.get("predicate")
     if isinstance(predicate, Mapping):
-        out["predicate"] = {"path": _str(predicate.get("path"))}
-    out["component"] = _str(item.get("component"))
-    out["operator"] = _str(item.get("operator"))
-    if _str(item.get("value")):
+        out["predicate"] = {"path": as_str(predicate.get("path"))}
+    out["component"] = as_str(item.get("component"))
+    out["operator"] = as_str(item.get("operator"))
+    if as_str(item.get("value")):
         out["value"] = item["value"]
     return out
 
 
 def _command_args_shadow(item: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "containerName": _str(item.get("containerName")),
-        "operator": _str(item.get("operator")),
+        "containerName": as_str(item.get("containerName")),
+        "operator": as_str(item.get("operator")),
     }
     values = item.get("value")
     if isinstance(values, list) and values:
-        out["value"] = [_str(v) for v in values]
+        out["value"] = [as_str(v) for v in values]
     return out
 
 
 def _label_annotation_shadow(item: Mapping[str, Any]) -> dict[str, Any]:
     values = item.get("value")
     sorted_values = {k: values[k] for k in sorted(values)} if isinstance(values, Mapping) else None
-    return {"operator": _str(item.get("operator")), "value": sorted_values}
+    return {"operator": as_str(item.get("operator")), "value": sorted_values}
 
 
 def _field_shadow(item: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"fieldPath": _str(item.get("fieldPath"))}
+    out: dict[str, Any] = {"fieldPath": as_str(item.get("fieldPath"))}
     for key in ("json", "yaml"):
         ops = _items(item.get(key))
         if ops:

@@ -32,6 +32,7 @@ from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.objects import as_list, as_str, meta_of, spec_of
 from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.policy.naming import depended_by_label_key, generate_binding_name
 from flotilla.propagation.binding_spec import (
@@ -63,24 +64,6 @@ CONFLICT_OVERWRITE = "Overwrite"
 CONFLICT_ABORT = "Abort"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 # ---------------------------------------------------------------------------------------------
 # What the independent binding needs
 # ---------------------------------------------------------------------------------------------
@@ -89,20 +72,20 @@ def _list(value: Any) -> list[Any]:
 def required_clusters(independent: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Where the dependencies of ``independent`` must be: its ``spec.clusters``, then (D15) the
     ``fromCluster`` of each graceful eviction task whose purge mode is not ``Directly``."""
-    spec = _spec(independent)
+    spec = spec_of(independent)
     out: list[dict[str, Any]] = []
     names: set[str] = set()
-    for c in _list(spec.get("clusters")):
-        if isinstance(c, Mapping) and _str(c.get("name")) and c["name"] not in names:
+    for c in as_list(spec.get("clusters")):
+        if isinstance(c, Mapping) and as_str(c.get("name")) and c["name"] not in names:
             entry: dict[str, Any] = {"name": c["name"]}
             if isinstance(c.get("replicas"), int) and c["replicas"]:
                 entry["replicas"] = c["replicas"]
             out.append(entry)
             names.add(c["name"])
-    for task in _list(spec.get("gracefulEvictionTasks")):
+    for task in as_list(spec.get("gracefulEvictionTasks")):
         if not isinstance(task, Mapping) or task.get("purgeMode") == PURGE_MODE_DIRECTLY:
             continue
-        name = _str(task.get("fromCluster"))
+        name = as_str(task.get("fromCluster"))
         if name and name not in names:
             entry = {"name": name}
             if isinstance(task.get("replicas"), int) and task["replicas"]:
@@ -117,7 +100,7 @@ def dependencies_annotation(dependencies: Sequence[Mapping[str, Any]]) -> str:
     (``apiVersion``, ``kind``, ``namespace``, then ``name`` or ``labelSelector``)."""
     items = []
     for d in dependencies:
-        item: dict[str, Any] = {"apiVersion": _str(d.get("apiVersion")), "kind": _str(d.get("kind"))}
+        item: dict[str, Any] = {"apiVersion": as_str(d.get("apiVersion")), "kind": as_str(d.get("kind"))}
         if d.get("namespace"):
             item["namespace"] = d["namespace"]
         if d.get("name"):
@@ -130,7 +113,7 @@ def dependencies_annotation(dependencies: Sequence[Mapping[str, Any]]) -> str:
 
 def parse_dependencies_annotation(binding: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The dependency list recorded on an independent binding (``[]`` when absent or malformed)."""
-    annotations = _meta(binding).get("annotations")
+    annotations = meta_of(binding).get("annotations")
     raw = annotations.get(L.DEPENDENCIES_ANNOTATION) if isinstance(annotations, Mapping) else None
     if not isinstance(raw, str):
         return []
@@ -149,17 +132,17 @@ def _selector_matches(raw: Any, labels: Mapping[str, str]) -> bool:
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = _meta(obj).get("labels")
+    labels = meta_of(obj).get("labels")
     return {str(k): v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, Mapping) else {}
 
 
 def dependency_matches(dependencies: Iterable[Mapping[str, Any]], obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` is one of ``dependencies`` (same apiVersion, kind, namespace; then the same
     name, or - without a name - matched by the label selector)."""
-    meta = _meta(obj)
+    meta = meta_of(obj)
     for d in dependencies:
-        if (_str(d.get("apiVersion")), _str(d.get("kind")), _str(d.get("namespace"))) != (
-            _str(obj.get("apiVersion")), _str(obj.get("kind")), _str(meta.get("namespace"))):
+        if (as_str(d.get("apiVersion")), as_str(d.get("kind")), as_str(d.get("namespace"))) != (
+            as_str(obj.get("apiVersion")), as_str(obj.get("kind")), as_str(meta.get("namespace"))):
             continue
         if d.get("name"):
             if d["name"] == meta.get("name"):
@@ -177,18 +160,18 @@ def is_orphan(attached: Mapping[str, Any], dependencies: Iterable[Mapping[str, A
     ``template_lookup(apiVersion, kind, namespace, name)`` returns the dependency object (for
     label-selector dependencies), or None.
     """
-    ref = _spec(attached).get("resource")
+    ref = spec_of(attached).get("resource")
     ref = ref if isinstance(ref, Mapping) else {}
-    key = (_str(ref.get("apiVersion")), _str(ref.get("kind")), _str(ref.get("namespace")))
+    key = (as_str(ref.get("apiVersion")), as_str(ref.get("kind")), as_str(ref.get("namespace")))
     for d in dependencies:
-        if (_str(d.get("apiVersion")), _str(d.get("kind")), _str(d.get("namespace"))) != key:
+        if (as_str(d.get("apiVersion")), as_str(d.get("kind")), as_str(d.get("namespace"))) != key:
             continue
         if d.get("name"):
             if d["name"] == ref.get("name"):
                 return False
             continue
         if d.get("labelSelector") is not None:
-            obj = template_lookup(key[0], key[1], key[2], _str(ref.get("name")))
+            obj = template_lookup(key[0], key[1], key[2], as_str(ref.get("name")))
             if obj is not None and _selector_matches(d["labelSelector"], _labels(obj)):
                 return False
     return True
@@ -200,7 +183,7 @@ def is_orphan(attached: Mapping[str, Any], dependencies: Iterable[Mapping[str, A
 
 
 def _snapshot(independent: Mapping[str, Any]) -> dict[str, Any]:
-    meta = _meta(independent)
+    meta = meta_of(independent)
     snap: dict[str, Any] = {}
     if meta.get("namespace"):
         snap["namespace"] = meta["namespace"]
@@ -212,16 +195,16 @@ def _snapshot(independent: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _depended_by_label(independent: Mapping[str, Any]) -> dict[str, str]:
-    meta = _meta(independent)
+    meta = meta_of(independent)
     binding_id = _labels(independent).get(L.RESOURCE_BINDING_PERMANENT_ID_LABEL, "")
-    return {depended_by_label_key(_str(meta.get("namespace")), _str(meta.get("name"))): binding_id}
+    return {depended_by_label_key(as_str(meta.get("namespace")), as_str(meta.get("name"))): binding_id}
 
 
 def build_attached_binding(independent: Mapping[str, Any], dependency: Mapping[str, Any]) -> dict[str, Any]:
     """The attached binding for ``dependency`` as ``independent`` alone would want it."""
-    dmeta = _meta(dependency)
+    dmeta = meta_of(dependency)
     spec: dict[str, Any] = {"resource": resource_ref(dependency), "requiredBy": [_snapshot(independent)]}
-    ispec = _spec(independent)
+    ispec = spec_of(independent)
     if isinstance(ispec.get("preserveResourcesOnDeletion"), bool):
         spec["preserveResourcesOnDeletion"] = ispec["preserveResourcesOnDeletion"]
     if ispec.get("conflictResolution"):
@@ -230,8 +213,8 @@ def build_attached_binding(independent: Mapping[str, Any], dependency: Mapping[s
         "apiVersion": BINDING_API_VERSION,
         "kind": "ResourceBinding",
         "metadata": {
-            "name": generate_binding_name(_str(dependency.get("kind")), _str(dmeta.get("name"))),
-            "namespace": _meta(independent).get("namespace"),
+            "name": generate_binding_name(as_str(dependency.get("kind")), as_str(dmeta.get("name"))),
+            "namespace": meta_of(independent).get("namespace"),
             "labels": _depended_by_label(independent),
             "ownerReferences": [controller_ref(dependency)],
             "finalizers": [L.BINDING_CONTROLLER_FINALIZER],
@@ -242,20 +225,20 @@ def build_attached_binding(independent: Mapping[str, Any], dependency: Mapping[s
 
 def is_attached_only(binding: Mapping[str, Any]) -> bool:
     """Made by the dependencies distributor alone (no policy placed it: no ``spec.placement``)."""
-    return _spec(binding).get("placement") is None
+    return spec_of(binding).get("placement") is None
 
 
 def effective_conflict_resolution(referrers: Iterable[Mapping[str, Any]]) -> tuple[str, bool]:
     """``(value, conflicted)`` across the referring bindings: Overwrite if any says so, else Abort
     (empty counts as Abort); conflicted when both occur."""
-    values = {CONFLICT_OVERWRITE if _spec(b).get("conflictResolution") == CONFLICT_OVERWRITE else CONFLICT_ABORT
+    values = {CONFLICT_OVERWRITE if spec_of(b).get("conflictResolution") == CONFLICT_OVERWRITE else CONFLICT_ABORT
               for b in referrers}
     return (CONFLICT_OVERWRITE if CONFLICT_OVERWRITE in values else CONFLICT_ABORT), len(values) > 1
 
 
 def effective_preserve_on_deletion(referrers: Iterable[Mapping[str, Any]]) -> tuple[bool, bool]:
     """``(value, conflicted)``: true if any referring binding preserves resources on deletion."""
-    values = {_spec(b).get("preserveResourcesOnDeletion") is True for b in referrers}
+    values = {spec_of(b).get("preserveResourcesOnDeletion") is True for b in referrers}
     return (True in values), len(values) > 1
 
 
@@ -276,10 +259,10 @@ class AttachedUpdate:
 def _merge_required_by(existing: Any, snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     replaced = False
-    for item in _list(existing):
+    for item in as_list(existing):
         if not isinstance(item, Mapping):
             continue
-        if _str(item.get("namespace")) == _str(snapshot.get("namespace")) and item.get("name") == snapshot.get("name"):
+        if as_str(item.get("namespace")) == as_str(snapshot.get("namespace")) and item.get("name") == snapshot.get("name"):
             if not replaced:
                 out.append(copy.deepcopy(dict(snapshot)))
                 replaced = True
@@ -305,10 +288,10 @@ def _resolve_strategy(new_spec: dict[str, Any], referrers: Sequence[Mapping[str,
 
 def _patch(existing: Mapping[str, Any], new_meta: Mapping[str, Any], new_spec: Mapping[str, Any]) -> dict[str, Any] | None:
     patch: dict[str, Any] = {}
-    meta_patch = merge_patch_diff(_meta(existing), new_meta)
+    meta_patch = merge_patch_diff(meta_of(existing), new_meta)
     if meta_patch:
         patch["metadata"] = meta_patch
-    spec_patch = merge_patch_diff(_spec(existing), new_spec)
+    spec_patch = merge_patch_diff(spec_of(existing), new_spec)
     if spec_patch:
         patch["spec"] = spec_patch
     return with_precondition(patch, existing) if patch else None
@@ -323,17 +306,17 @@ def attach_update(existing: Mapping[str, Any], desired: Mapping[str, Any],
 
     Raises :class:`~flotilla.propagation.binding_spec.OwnerConflict` when another object controls it.
     """
-    owner = _meta(desired).get("ownerReferences") or [{}]
-    if owner_conflict(existing, _str(owner[0].get("uid"))):
-        raise OwnerConflict(f"ResourceBinding {_meta(existing).get('name')} is controlled by another object; "
+    owner = meta_of(desired).get("ownerReferences") or [{}]
+    if owner_conflict(existing, as_str(owner[0].get("uid"))):
+        raise OwnerConflict(f"ResourceBinding {meta_of(existing).get('name')} is controlled by another object; "
                             "waiting for the garbage collector to remove it")
-    new_meta = copy.deepcopy(dict(_meta(existing)))
+    new_meta = copy.deepcopy(dict(meta_of(existing)))
     labels = _labels(existing)
     labels.update(_labels(desired))
     new_meta["labels"] = labels
-    new_spec = copy.deepcopy(dict(_spec(existing)))
-    dspec = _spec(desired)
-    snapshot = _list(dspec.get("requiredBy"))[0]
+    new_spec = copy.deepcopy(dict(spec_of(existing)))
+    dspec = spec_of(desired)
+    snapshot = as_list(dspec.get("requiredBy"))[0]
     new_spec["requiredBy"] = _merge_required_by(new_spec.get("requiredBy"), snapshot)
     new_spec["resource"] = copy.deepcopy(dspec.get("resource"))
     conflicts: tuple[str, ...] = ()
@@ -350,15 +333,15 @@ def detach_update(existing: Mapping[str, Any], independent_namespace: str, indep
     fields are resolved over ``remaining_referrers``.
     """
     key = depended_by_label_key(independent_namespace, independent_name)
-    new_meta = copy.deepcopy(dict(_meta(existing)))
+    new_meta = copy.deepcopy(dict(meta_of(existing)))
     labels = _labels(existing)
     labels.pop(key, None)
     if labels or "labels" in new_meta:
         new_meta["labels"] = labels
-    new_spec = copy.deepcopy(dict(_spec(existing)))
-    remaining = [copy.deepcopy(dict(i)) for i in _list(new_spec.get("requiredBy"))
+    new_spec = copy.deepcopy(dict(spec_of(existing)))
+    remaining = [copy.deepcopy(dict(i)) for i in as_list(new_spec.get("requiredBy"))
                  if isinstance(i, Mapping)
-                 and not (_str(i.get("namespace")) == independent_namespace and i.get("name") == independent_name)]
+                 and not (as_str(i.get("namespace")) == independent_namespace and i.get("name") == independent_name)]
     if remaining:
         new_spec["requiredBy"] = remaining
     else:

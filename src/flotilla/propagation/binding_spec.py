@@ -39,6 +39,7 @@ from flotilla.failover.restore import POLICY_ANNOTATION_PREFIX, policy_restore_a
 from flotilla.interpreter.operations import Operation
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
 
@@ -89,16 +90,6 @@ class OwnerConflict(Exception):
     name): wait until the garbage collector removed it."""
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
 def _str_map(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
@@ -107,16 +98,16 @@ def _str_map(value: Any) -> dict[str, str]:
 
 def binding_kind_for(template: Mapping[str, Any]) -> str:
     """``ResourceBinding`` for a namespaced template, ``ClusterResourceBinding`` otherwise."""
-    return RESOURCE_BINDING if _meta(template).get("namespace") else CLUSTER_RESOURCE_BINDING
+    return RESOURCE_BINDING if meta_of(template).get("namespace") else CLUSTER_RESOURCE_BINDING
 
 
 def binding_name_for(template: Mapping[str, Any]) -> str:
-    return generate_binding_name(str(template.get("kind") or ""), str(_meta(template).get("name") or ""))
+    return generate_binding_name(str(template.get("kind") or ""), str(meta_of(template).get("name") or ""))
 
 
 def resource_ref(template: Mapping[str, Any]) -> dict[str, Any]:
     """``spec.resource``: the template's identity and the resourceVersion the binding reflects."""
-    meta = _meta(template)
+    meta = meta_of(template)
     ref: dict[str, Any] = {"apiVersion": template.get("apiVersion") or "", "kind": template.get("kind") or ""}
     if meta.get("namespace"):
         ref["namespace"] = meta["namespace"]
@@ -130,7 +121,7 @@ def resource_ref(template: Mapping[str, Any]) -> dict[str, Any]:
 
 def controller_ref(owner: Mapping[str, Any]) -> dict[str, Any]:
     """An owner reference making ``owner`` the controller (``controller``, ``blockOwnerDeletion``)."""
-    meta = _meta(owner)
+    meta = meta_of(owner)
     return {
         "apiVersion": owner.get("apiVersion") or "",
         "kind": owner.get("kind") or "",
@@ -143,7 +134,7 @@ def controller_ref(owner: Mapping[str, Any]) -> dict[str, Any]:
 
 def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The owner reference with ``controller: true``, if any."""
-    refs = _meta(obj).get("ownerReferences")
+    refs = meta_of(obj).get("ownerReferences")
     if not isinstance(refs, list):
         return None
     for ref in refs:
@@ -159,7 +150,7 @@ def owner_conflict(existing: Mapping[str, Any], owner_uid: str) -> bool:
 
 
 def _policy_suspension(policy: Mapping[str, Any]) -> dict[str, Any] | None:
-    suspension = _spec(policy).get("suspension")
+    suspension = spec_of(policy).get("suspension")
     return json_copy(dict(suspension)) if isinstance(suspension, Mapping) else None
 
 
@@ -193,7 +184,7 @@ def build_binding(
     them when :func:`replica_interpretation` chose that operation. ``schedule_priority``: the value resolved from the
     policy's ``schedulePriority`` (None: not set).
     """
-    meta = _meta(template)
+    meta = meta_of(template)
     kind = binding_kind_for(template)
     labels, annotations = claim_metadata(policy)
     binding_meta: dict[str, Any] = {"name": binding_name_for(template)}
@@ -206,7 +197,7 @@ def build_binding(
         L.BINDING_CONTROLLER_FINALIZER if kind == RESOURCE_BINDING else L.CLUSTER_RESOURCE_BINDING_CONTROLLER_FINALIZER
     ]
 
-    pspec = _spec(policy)
+    pspec = spec_of(policy)
     spec: dict[str, Any] = {"resource": resource_ref(template)}
     if pspec.get("propagateDeps") is True:
         spec["propagateDeps"] = True
@@ -257,16 +248,16 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
     are overwritten, ``suspension`` is merged. Raises :class:`OwnerConflict` when another object
     controls ``existing``.
     """
-    dmeta = _meta(desired)
+    dmeta = meta_of(desired)
     owners = dmeta.get("ownerReferences") or []
     owner_uid = owners[0].get("uid") if owners and isinstance(owners[0], Mapping) else ""
     if owner_conflict(existing, str(owner_uid or "")):
         ref = controller_owner(existing) or {}
         raise OwnerConflict(
-            f"{existing.get('kind')} {_meta(existing).get('name')} is controlled by another object "
+            f"{existing.get('kind')} {meta_of(existing).get('name')} is controlled by another object "
             f"(uid {ref.get('uid')}); waiting for the garbage collector to remove it"
         )
-    emeta = _meta(existing)
+    emeta = meta_of(existing)
     labels = _str_map(emeta.get("labels"))
     labels.update(_str_map(dmeta.get("labels")))
     annotations = _str_map(emeta.get("annotations"))
@@ -297,8 +288,8 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
 
     fields = RB_UPDATED_SPEC_FIELDS if existing.get("kind", desired.get("kind")) != CLUSTER_RESOURCE_BINDING \
         else CRB_UPDATED_SPEC_FIELDS
-    espec = _spec(existing)
-    dspec = _spec(desired)
+    espec = spec_of(existing)
+    dspec = spec_of(desired)
     new_spec = json_copy(dict(espec))
     for field in fields:
         if field == "suspension":

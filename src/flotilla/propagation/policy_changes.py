@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from flotilla.kube.objects import as_str, meta_of, spec_of
 from flotilla.policy.claims import (
     CPP_PERMANENT_ID_LABEL,
     PP_PERMANENT_ID_LABEL,
@@ -64,38 +65,24 @@ class TemplateKey(NamedTuple):
         return f"{self.kind}({self.api_version}) {where}"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _selectors(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    selectors = _spec(policy).get("resourceSelectors")
+    selectors = spec_of(policy).get("resourceSelectors")
     return [s for s in selectors if isinstance(s, Mapping)] if isinstance(selectors, list) else []
 
 
 def template_key(obj: Mapping[str, Any]) -> TemplateKey:
-    meta = _meta(obj)
-    return TemplateKey(_str(obj.get("apiVersion")), _str(obj.get("kind")), _str(meta.get("namespace")),
-                       _str(meta.get("name")))
+    meta = meta_of(obj)
+    return TemplateKey(as_str(obj.get("apiVersion")), as_str(obj.get("kind")), as_str(meta.get("namespace")),
+                       as_str(meta.get("name")))
 
 
 def template_key_of_binding(binding: Mapping[str, Any]) -> TemplateKey | None:
     """The template a binding was made for (``spec.resource``); None when it names none."""
-    ref = _spec(binding).get("resource")
+    ref = spec_of(binding).get("resource")
     if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
         return None
-    return TemplateKey(_str(ref.get("apiVersion")), _str(ref.get("kind")), _str(ref.get("namespace")),
-                       _str(ref.get("name")))
+    return TemplateKey(as_str(ref.get("apiVersion")), as_str(ref.get("kind")), as_str(ref.get("namespace")),
+                       as_str(ref.get("name")))
 
 
 def selector_scopes(policy: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -103,7 +90,7 @@ def selector_scopes(policy: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     for a CPP selector without one: every namespace, or a cluster-scoped kind)."""
     seen: list[tuple[str, str, str]] = []
     for s in _selectors(policy):
-        scope = (_str(s.get("apiVersion")), _str(s.get("kind")), _str(s.get("namespace")))
+        scope = (as_str(s.get("apiVersion")), as_str(s.get("kind")), as_str(s.get("namespace")))
         if scope[0] and scope[1] and scope not in seen:
             seen.append(scope)
     return seen
@@ -123,7 +110,7 @@ def policy_claim_label(policy: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _carries(obj: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    have = _meta(obj).get("labels")
+    have = meta_of(obj).get("labels")
     have = have if isinstance(have, Mapping) else {}
     return bool(labels) and all(have.get(k) == v for k, v in labels.items())
 
@@ -135,7 +122,7 @@ def _bindings_of(policy: Mapping[str, Any], bindings: Iterable[Mapping[str, Any]
         if not _carries(b, labels):
             continue
         # a PP only claims bindings in its own namespace
-        if not is_cluster_policy(policy) and _meta(b).get("namespace") != _meta(policy).get("namespace"):
+        if not is_cluster_policy(policy) and meta_of(b).get("namespace") != meta_of(policy).get("namespace"):
             continue
         out.append(b)
     return out
@@ -173,11 +160,11 @@ def unclaimed_matching(policy: Mapping[str, Any], templates: Iterable[Mapping[st
 
     A PP only considers templates in its namespace.
     """
-    namespace = _str(_meta(policy).get("namespace"))
+    namespace = as_str(meta_of(policy).get("namespace"))
     cluster_policy = is_cluster_policy(policy)
     out = []
     for t in templates:
-        if not cluster_policy and _meta(t).get("namespace") != namespace:
+        if not cluster_policy and meta_of(t).get("namespace") != namespace:
             continue
         if claim_of(t) is not None or claimed_by_other_controller(t):
             continue
@@ -201,7 +188,7 @@ def preemption_targets(
     """
     if not feature_gate_enabled:
         return []
-    named = [s for s in _selectors(policy) if _str(s.get("name"))]
+    named = [s for s in _selectors(policy) if as_str(s.get("name"))]
     out = []
     for t in templates:
         if is_deleting(t) or not any(resource_matches_selector(t, s) for s in named):
@@ -218,7 +205,7 @@ def preemption_targets(
 
 def missing_dependent_overrides(policy: Mapping[str, Any], existing_names: Iterable[str]) -> list[str]:
     """Names in ``spec.dependentOverrides`` that are not among ``existing_names`` (the policy waits)."""
-    names = _spec(policy).get("dependentOverrides")
+    names = spec_of(policy).get("dependentOverrides")
     if not isinstance(names, list):
         return []
     have = set(existing_names)

@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any
 
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.timestamps import utc_seconds
 from flotilla.policy.naming import generate_binding_name
 
@@ -57,14 +58,6 @@ __all__ = [
 RESULT_SUCCESSFUL = "Successful"
 RESULT_FAILED = "Failed"
 REASON_BINDING_NOT_FOUND = "ReferencedBindingNotFound"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -144,7 +137,7 @@ class Observed:
 
     @classmethod
     def parse(cls, value: Any) -> Observed | None:
-        item = _map(value)
+        item = as_map(value)
         ref = WorkloadRef.parse(item.get("workload"))
         if ref is None:
             return None
@@ -171,7 +164,7 @@ class Outcome(Enum):
 def spec_workloads(rebalancer: Mapping[str, Any]) -> list[WorkloadRef]:
     """``spec.workloads`` as references, malformed entries and duplicates left out (first kept)."""
     out: list[WorkloadRef] = []
-    for item in _list(_map(rebalancer.get("spec")).get("workloads")):
+    for item in as_list(as_map(rebalancer.get("spec")).get("workloads")):
         ref = WorkloadRef.parse(item)
         if ref is not None and ref not in out:
             out.append(ref)
@@ -181,7 +174,7 @@ def spec_workloads(rebalancer: Mapping[str, Any]) -> list[WorkloadRef]:
 def observed_workloads(rebalancer: Mapping[str, Any]) -> list[Observed]:
     """``status.observedWorkloads`` as entries, malformed ones left out."""
     out = []
-    for item in _list(_map(rebalancer.get("status")).get("observedWorkloads")):
+    for item in as_list(as_map(rebalancer.get("status")).get("observedWorkloads")):
         entry = Observed.parse(item)
         if entry is not None:
             out.append(entry)
@@ -226,7 +219,7 @@ def trigger_patch(binding: Mapping[str, Any], created_at: datetime) -> dict[str,
     binding's resourceVersion as precondition), or None when it already holds that time or a later one.
 
     An unreadable ``rescheduleTriggeredAt`` counts as unset."""
-    current = parse_time(_map(binding.get("spec")).get("rescheduleTriggeredAt"))
+    current = parse_time(as_map(binding.get("spec")).get("rescheduleTriggeredAt"))
     if not needs_trigger(created_at, current):
         return None
     return with_precondition({"spec": {"rescheduleTriggeredAt": format_time(created_at)}}, binding)
@@ -253,7 +246,7 @@ def apply_outcomes(observed: Sequence[Observed], outcomes: Mapping[WorkloadRef, 
 
 
 def _generation(rebalancer: Mapping[str, Any]) -> int:
-    value = _map(rebalancer.get("metadata")).get("generation")
+    value = as_map(rebalancer.get("metadata")).get("generation")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -265,7 +258,7 @@ def next_status(rebalancer: Mapping[str, Any], observed: Sequence[Observed], ret
     and ``retry`` is 0, or when nothing is pending and there is no (readable) ``finishTime`` yet;
     otherwise the current one is kept.
     """
-    old = dict(_map(rebalancer.get("status")))
+    old = dict(as_map(rebalancer.get("status")))
     new: dict[str, Any] = {}
     if observed:
         new["observedWorkloads"] = [e.to_dict() for e in observed]
@@ -284,7 +277,7 @@ def next_status(rebalancer: Mapping[str, Any], observed: Sequence[Observed], ret
 
 def status_patch(rebalancer: Mapping[str, Any], new_status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Merge patch of ``status`` (for the status subresource, resourceVersion precondition), or None."""
-    diff = merge_patch_diff(_map(rebalancer.get("status")), new_status)
+    diff = merge_patch_diff(as_map(rebalancer.get("status")), new_status)
     if not diff:
         return None
     return with_precondition({"status": diff}, rebalancer)
@@ -293,10 +286,10 @@ def status_patch(rebalancer: Mapping[str, Any], new_status: Mapping[str, Any]) -
 def ttl_remaining(rebalancer: Mapping[str, Any], now: datetime) -> float | None:
     """Seconds until the rebalancer is due for deletion (0 when due now), or None when it is never deleted
     (no ``ttlSecondsAfterFinished``, or no ``finishTime``: not finished)."""
-    ttl = _map(rebalancer.get("spec")).get("ttlSecondsAfterFinished")
+    ttl = as_map(rebalancer.get("spec")).get("ttlSecondsAfterFinished")
     if not isinstance(ttl, int) or isinstance(ttl, bool):
         return None
-    finish = parse_time(_map(rebalancer.get("status")).get("finishTime"))
+    finish = parse_time(as_map(rebalancer.get("status")).get("finishTime"))
     if finish is None:
         return None
     if now.tzinfo is None:

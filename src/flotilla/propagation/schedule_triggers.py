@@ -25,6 +25,7 @@ import orjson
 from flotilla.api import labels as L
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.objects import as_list, meta_of, spec_of
 from flotilla.kube.timestamps import utc_seconds
 from flotilla.policy.matching import cluster_identity, cluster_matches
 from flotilla.scheduler.errors import ModelError
@@ -74,28 +75,14 @@ REASON_DUPLICATED = "duplicated or not a workload"
 REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if type(meta) is dict or isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if type(spec) is dict or isinstance(spec, Mapping) else {}
-
-
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     status = obj.get("status")
     return status if type(status) is dict or isinstance(status, Mapping) else {}
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = _meta(obj).get("labels")
+    labels = meta_of(obj).get("labels")
     return labels if type(labels) is dict or isinstance(labels, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _int(value: Any) -> int:
@@ -129,7 +116,7 @@ def considered(binding: Mapping[str, Any], scheduler_name: str = DEFAULT_SCHEDUL
     not true, it must carry a policy's permanent-id label or ``binding.karmada.io/managed-by`` (so
     bindings whose policy is gone and attached dependency bindings are left alone) and have a placement.
     """
-    spec = _spec(binding)
+    spec = spec_of(binding)
     if (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) != scheduler_name:
         return False
     suspension = spec.get("suspension")
@@ -149,7 +136,7 @@ def considered(binding: Mapping[str, Any], scheduler_name: str = DEFAULT_SCHEDUL
 
 
 def _term(terms: Any, name: str) -> Mapping[str, Any] | None:
-    for t in _list(terms):
+    for t in as_list(terms):
         if isinstance(t, Mapping) and t.get("affinityName") == name:
             return t
     return None
@@ -193,7 +180,7 @@ def replicas_changed(spec: Mapping[str, Any]) -> bool:
     if not isinstance(rs, Mapping):
         return False
     replicas = _int(spec.get("replicas"))
-    clusters = [c for c in _list(spec.get("clusters")) if isinstance(c, Mapping)]
+    clusters = [c for c in as_list(spec.get("clusters")) if isinstance(c, Mapping)]
     kind = rs.get("replicaSchedulingType") or "Divided"
     if kind == "Duplicated":
         return any(_int(c.get("replicas")) != replicas for c in clusters)
@@ -204,7 +191,7 @@ def replicas_changed(spec: Mapping[str, Any]) -> bool:
 
 def _is_workload(spec: Mapping[str, Any]) -> bool:
     return (_int(spec.get("replicas")) > 0 or spec.get("replicaRequirements") is not None
-            or len(_list(spec.get("components"))) >= 1)
+            or len(as_list(spec.get("components"))) >= 1)
 
 
 def _duplicated(placement: Mapping[str, Any]) -> bool:
@@ -217,10 +204,10 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
 
     ``clusters``: every Cluster object (only their deletion state is looked at here).
     """
-    spec = _spec(binding)
+    spec = spec_of(binding)
     placement = spec.get("placement")
     placement = placement if isinstance(placement, Mapping) else {}
-    annotations = _meta(binding).get("annotations")
+    annotations = meta_of(binding).get("annotations")
     applied = annotations.get(L.POLICY_PLACEMENT_ANNOTATION) if isinstance(annotations, Mapping) else None
     status = _status(binding)
     if placement_changed(placement, applied, str(status.get("schedulerObservingAffinityName") or "")):
@@ -231,16 +218,16 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
         return REASON_RESCHEDULE_TRIGGERED
     if not _is_workload(spec) or _duplicated(placement):
         return REASON_DUPLICATED
-    targets = {c.get("name") for c in _list(spec.get("clusters")) if isinstance(c, Mapping)}
+    targets = {c.get("name") for c in as_list(spec.get("clusters")) if isinstance(c, Mapping)}
     for c in clusters:
-        if _meta(c).get("deletionTimestamp") and _meta(c).get("name") in targets:
+        if meta_of(c).get("deletionTimestamp") and meta_of(c).get("name") in targets:
             return REASON_CLUSTER_TERMINATING
     return None
 
 
 def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | None:
     """When nothing is scheduled: the status merge patch confirming the current generation, or None."""
-    generation = _int(_meta(binding).get("generation"))
+    generation = _int(meta_of(binding).get("generation"))
     if _int(_status(binding).get("schedulerObservedGeneration")) == generation:
         return None
     return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
@@ -254,7 +241,7 @@ def confirmation_patch(binding: Mapping[str, Any],
     once. The held result is left out when the status records a later ``lastScheduledTime`` (a later pass, of this
     scheduler or of another replica, wrote its own result: the held one would move it back). None when there is
     nothing to change."""
-    generation = _meta(binding).get("generation")
+    generation = meta_of(binding).get("generation")
     if held is None or not isinstance(generation, int) or isinstance(generation, bool):
         return observed_generation_patch(binding)
     condition, now, affinity = held
@@ -269,9 +256,9 @@ def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
     confirms) is still to be written on ``binding`` as it is now: not when the binding is gone or being
     deleted, when its spec moved on (the pass that change queues writes its own status), or when the status
     records that generation or a newer one already (a later pass wrote it: the write would move it back)."""
-    if binding is None or _meta(binding).get("deletionTimestamp"):
+    if binding is None or meta_of(binding).get("deletionTimestamp"):
         return False
-    generation = _int(_meta(binding).get("generation"))
+    generation = _int(meta_of(binding).get("generation"))
     return generation == observed and _int(_status(binding).get("schedulerObservedGeneration")) < observed
 
 
@@ -298,11 +285,11 @@ def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], 
 def cluster_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """A Cluster update re-enqueues bindings when deletion starts, labels change, or the spec
     (``generation``: taints, region, zones...) changes; status changes (Ready flips) do not."""
-    if not _meta(old).get("deletionTimestamp") and _meta(new).get("deletionTimestamp"):
+    if not meta_of(old).get("deletionTimestamp") and meta_of(new).get("deletionTimestamp"):
         return True
     if dict(_labels(old)) != dict(_labels(new)):
         return True
-    return _meta(old).get("generation") != _meta(new).get("generation")
+    return meta_of(old).get("generation") != meta_of(new).get("generation")
 
 
 def affected_by_cluster(binding: Mapping[str, Any], cluster: Mapping[str, Any]) -> bool:
@@ -363,14 +350,14 @@ def _affinity_in_force(binding: Mapping[str, Any]) -> Any:
     """The affinity a Cluster update is tested against for ``binding``: ``_NEVER`` (no placement),
     ``_ALWAYS`` (a ``clusterAffinities`` binding not yet scheduled for its generation), ``None`` (no affinity:
     every cluster matches) or the affinity as written (the term it is scheduled against)."""
-    spec = _spec(binding)
+    spec = spec_of(binding)
     placement = spec.get("placement")
     if not isinstance(placement, Mapping):
         return _NEVER
     terms = placement.get("clusterAffinities")
     if terms:
         status = _status(binding)
-        if _int(status.get("schedulerObservedGeneration")) != _int(_meta(binding).get("generation")):
+        if _int(status.get("schedulerObservedGeneration")) != _int(meta_of(binding).get("generation")):
             return _ALWAYS
         observed = str(status.get("schedulerObservingAffinityName") or "")
         term = _term(terms, observed) if observed else None
@@ -404,17 +391,17 @@ def target_clusters_dicts(targets: Iterable[Mapping[str, Any]]) -> list[dict[str
 def clusters_patch(binding: Mapping[str, Any], targets: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Merge patch writing ``spec.clusters`` and the applied-placement annotation (precondition:
     the binding's resourceVersion); None when both are already so."""
-    spec = _spec(binding)
+    spec = spec_of(binding)
     placement = spec.get("placement") if isinstance(spec.get("placement"), Mapping) else {}
-    annotations = _meta(binding).get("annotations")
+    annotations = meta_of(binding).get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
     new_clusters = target_clusters_dicts(targets)
     patch: dict[str, Any] = {}
     value = applied_placement(placement)
     if annotations.get(L.POLICY_PLACEMENT_ANNOTATION) != value:
         patch["metadata"] = {"annotations": {L.POLICY_PLACEMENT_ANNOTATION: value}}
-    old_clusters = [c for c in _list(spec.get("clusters")) if isinstance(c, Mapping)]
-    if target_clusters_dicts(old_clusters) != new_clusters or len(old_clusters) != len(_list(spec.get("clusters"))):
+    old_clusters = [c for c in as_list(spec.get("clusters")) if isinstance(c, Mapping)]
+    if target_clusters_dicts(old_clusters) != new_clusters or len(old_clusters) != len(as_list(spec.get("clusters"))):
         patch["spec"] = {"clusters": new_clusters if new_clusters else None}
     if not patch:
         return None
@@ -451,7 +438,7 @@ def guarded_clusters_patch(binding: Mapping[str, Any], patch: Mapping[str, Any])
     """
     guards = _guards(binding, ("metadata", "uid"), ("metadata", "generation"), ("metadata", "labels"),
                      ("status", "schedulerObservingAffinityName"), ("status", "lastScheduledTime"))
-    if guards is None or not isinstance(_meta(binding).get("annotations"), Mapping):
+    if guards is None or not isinstance(meta_of(binding).get("annotations"), Mapping):
         return None
     ops = list(guards)
     for key, value in ((patch.get("metadata") or {}).get("annotations") or {}).items():
@@ -461,7 +448,7 @@ def guarded_clusters_patch(binding: Mapping[str, Any], patch: Mapping[str, Any])
         clusters = spec_patch["clusters"]
         if clusters is not None:
             ops.append({"op": "add", "path": "/spec/clusters", "value": clusters})
-        elif "clusters" in _spec(binding):
+        elif "clusters" in spec_of(binding):
             ops.append({"op": "remove", "path": "/spec/clusters"})
     return ops
 
@@ -520,10 +507,10 @@ def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     ``schedulerObservingAffinityName``. Shares nothing with ``binding``."""
     stamp = format_time(now)
     fields: dict[str, Any] = {
-        "conditions": set_condition(_list(_status(binding).get("conditions")), condition, stamp)}
+        "conditions": set_condition(as_list(_status(binding).get("conditions")), condition, stamp)}
     if condition.get("status") == "True":
         fields["schedulerObservedGeneration"] = (
-            generation if generation is not None else _int(_meta(binding).get("generation")))
+            generation if generation is not None else _int(meta_of(binding).get("generation")))
         fields["lastScheduledTime"] = stamp
     if affinity_name is not None:
         fields["schedulerObservingAffinityName"] = affinity_name

@@ -81,6 +81,7 @@ from flotilla.interpreter import (
     prune_irrelevant_fields,
 )
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import as_list, as_str
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
     generate_execution_space_name,
@@ -146,16 +147,8 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return _map(obj.get("metadata"))
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _int(value: Any) -> int:
@@ -170,7 +163,7 @@ def _string_map(value: Any) -> dict[str, str]:
 
 def work_cluster(work: Mapping[str, Any]) -> str | None:
     """The member cluster a Work is for (from its ``karmada-es-<cluster>`` namespace), or None."""
-    namespace = _str(_meta(work).get("namespace"))
+    namespace = as_str(_meta(work).get("namespace"))
     if not is_execution_space(namespace):
         return None
     return cluster_name_from_execution_space(namespace) or None
@@ -213,29 +206,29 @@ class BindingRef:
 
 def binding_ref(binding: Mapping[str, Any]) -> BindingRef:
     meta = _meta(binding)
-    kind = _str(binding.get("kind")) or (RESOURCE_BINDING_KIND if meta.get("namespace") else
+    kind = as_str(binding.get("kind")) or (RESOURCE_BINDING_KIND if meta.get("namespace") else
                                          CLUSTER_RESOURCE_BINDING_KIND)
     labels = _string_map(meta.get("labels"))
     key = (L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if kind == CLUSTER_RESOURCE_BINDING_KIND
            else L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
-    return BindingRef(kind, _str(meta.get("namespace")), _str(meta.get("name")), labels.get(key, ""))
+    return BindingRef(kind, as_str(meta.get("namespace")), as_str(meta.get("name")), labels.get(key, ""))
 
 
 def is_workload(spec: Mapping[str, Any]) -> bool:
     """``IsWorkload``: replicas > 0, per-replica requirements, or components."""
     return (_int(spec.get("replicas")) > 0 or spec.get("replicaRequirements") is not None
-            or len(_list(spec.get("components"))) >= 1)
+            or len(as_list(spec.get("components"))) >= 1)
 
 
 def target_clusters(spec: Mapping[str, Any]) -> list[TargetCluster]:
     """``spec.clusters`` then the ``spec.requiredBy`` clusters not already listed (first entry wins)."""
     out: list[TargetCluster] = []
     seen: set[str] = set()
-    sources = [_list(spec.get("clusters"))]
-    sources += [_list(_map(b).get("clusters")) for b in _list(spec.get("requiredBy"))]
+    sources = [as_list(spec.get("clusters"))]
+    sources += [as_list(_map(b).get("clusters")) for b in as_list(spec.get("requiredBy"))]
     for entries in sources:
         for entry in entries:
-            name = _str(_map(entry).get("name"))
+            name = as_str(_map(entry).get("name"))
             if name and name not in seen:
                 seen.add(name)
                 out.append(TargetCluster(name, _int(_map(entry).get("replicas"))))
@@ -261,7 +254,7 @@ def should_suspend_dispatching(spec: Mapping[str, Any], cluster: str) -> bool:
     if suspension.get("dispatching") is True:
         return True
     on_clusters = _map(suspension.get("dispatchingOnClusters"))
-    return cluster in [c for c in _list(on_clusters.get("clusterNames")) if isinstance(c, str)]
+    return cluster in [c for c in as_list(on_clusters.get("clusterNames")) if isinstance(c, str)]
 
 
 def _divided(spec: Mapping[str, Any]) -> bool:
@@ -277,7 +270,7 @@ def job_completions(template: Mapping[str, Any], spec: Mapping[str, Any],
     completions = _map(template.get("spec")).get("completions")
     if not isinstance(completions, int) or isinstance(completions, bool):
         return None
-    uid = _str(_map(spec.get("resource")).get("uid")) or _str(_meta(template).get("uid"))
+    uid = as_str(_map(spec.get("resource")).get("uid")) or as_str(_meta(template).get("uid"))
     shares = spread_by_weights(completions, list(targets), uid)
     return {s.name: s.replicas for s in shares} or None
 
@@ -291,7 +284,7 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
     task = tasks[-1]
     if task.get("purgeMode") != PURGE_MODE_DIRECTLY:
         return manifest
-    if target in [c for c in _list(task.get("clustersBeforeFailover")) if isinstance(c, str)]:
+    if target in [c for c in as_list(task.get("clustersBeforeFailover")) if isinstance(c, str)]:
         return manifest
     state = _string_map(task.get("preservedLabelState"))
     if not state:
@@ -444,13 +437,13 @@ def build_work_intent(
             raise WorkBuildError(name, f"failed to restore state for cluster {name}: {e}") from None
 
     meta = _meta(manifest)
-    work_name = generate_work_name(_str(manifest.get("kind")), _str(meta.get("name")), _str(meta.get("namespace")))
+    work_name = generate_work_name(as_str(manifest.get("kind")), as_str(meta.get("name")), as_str(meta.get("namespace")))
     work_namespace = generate_execution_space_name(name)
     # ctrlutil.CreateOrUpdateWork: the managed label and the Work references on the object, then prune.
     if guarded:
         _set_label(manifest, GUARDED_LABEL, GUARDED_LABEL_VALUE)
     _set_label(manifest, L.MANAGED_LABEL, L.MANAGED_LABEL_VALUE)
-    _set_annotation(manifest, L.RESOURCE_TEMPLATE_UID_ANNOTATION, _str(meta.get("uid")))
+    _set_annotation(manifest, L.RESOURCE_TEMPLATE_UID_ANNOTATION, as_str(meta.get("uid")))
     _set_annotation(manifest, L.WORK_NAME_ANNOTATION, work_name)
     _set_annotation(manifest, L.WORK_NAMESPACE_ANNOTATION, work_namespace)
     _set_annotation(manifest, L.CONFLICT_RESOLUTION_ANNOTATION, work_annotations[L.CONFLICT_RESOLUTION_ANNOTATION])
@@ -555,7 +548,7 @@ def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_perm
     annotations.update(intent.annotations)
     permanent_id = labels.get(L.WORK_PERMANENT_ID_LABEL) or new_permanent_id
     labels[L.WORK_PERMANENT_ID_LABEL] = permanent_id
-    finalizers = [f for f in _list(old_meta.get("finalizers")) if isinstance(f, str)]
+    finalizers = [f for f in as_list(old_meta.get("finalizers")) if isinstance(f, str)]
     finalizers += [f for f in intent.finalizers if f not in finalizers]
 
     manifest = json_copy(intent.manifest)
@@ -583,7 +576,7 @@ def work_update(existing: Mapping[str, Any], rendered: Mapping[str, Any]) -> dic
     same = (
         _string_map(old.get("labels")) == _string_map(new.get("labels"))
         and _string_map(old.get("annotations")) == _string_map(new.get("annotations"))
-        and _list(old.get("finalizers")) == _list(new.get("finalizers"))
+        and as_list(old.get("finalizers")) == as_list(new.get("finalizers"))
         and existing.get("spec") == rendered.get("spec")
     )
     return None if same else dict(rendered)
@@ -603,8 +596,8 @@ class InterpreterCache:
         self._interpreter = ResourceInterpreter()
 
     def get(self, customizations: Iterable[Mapping[str, Any]]) -> ResourceInterpreter:
-        rics = sorted(customizations, key=lambda r: _str(_meta(r).get("name")))
-        key = tuple((_str(_meta(r).get("name")), _str(_meta(r).get("resourceVersion"))) for r in rics)
+        rics = sorted(customizations, key=lambda r: as_str(_meta(r).get("name")))
+        key = tuple((as_str(_meta(r).get("name")), as_str(_meta(r).get("resourceVersion"))) for r in rics)
         if key != self._key:
             parsed = []
             for ric in rics:  # admission validates RICs; one that still does not parse is left out

@@ -7,16 +7,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.kube.objects import meta_of
 from flotilla.propagation.status import set_condition
 
 __all__ = ["patch_condition", "patch_with_retry"]
 
 _PATCH_ATTEMPTS = 5
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    md = obj.get("metadata")
-    return md if isinstance(md, Mapping) else {}
 
 
 async def patch_with_retry(
@@ -67,9 +63,9 @@ async def patch_condition(client: Any, res: Resource, obj: Mapping[str, Any], co
         new = set_condition(conditions, condition, now)
         if new == conditions:
             return None
-        return {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+        return {"metadata": {"resourceVersion": meta_of(current).get("resourceVersion")},
                 "status": {"conditions": new}}
 
-    md = _meta(obj)
+    md = meta_of(obj)
     return await patch_with_retry(client, res, obj, str(md.get("name")), md.get("namespace"), make,
                                   subresource="status")
