@@ -17,7 +17,7 @@ import pytest
 from flotilla.client import Client
 from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, permit_body, renewed_permit
 from flotilla.kube.resources import LEASES, NAMESPACES
-from flotilla.member.cluster import MemberCluster, MemberConfig
+from flotilla.member.simulated import MemberCluster, MemberConfig
 
 FENCE_AFTER = 1.5
 POLL = 0.1

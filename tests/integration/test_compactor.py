@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flotilla.apiserver.compactor import Compactor
+from flotilla.apiserver.controllers.compactor import Compactor
 from flotilla.storage import CompactedError
 from flotilla.storage.memory import MemoryStore
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from flotilla.apiserver.controllers.garbage_collector import GarbageCollector, _node_of, owner_refs_of
 from flotilla.apiserver.errors import ApiError
-from flotilla.apiserver.garbage_collector import GarbageCollector, _node_of, owner_refs_of
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.server import ApiServer, ApiServerConfig

@@ -22,8 +22,8 @@ from flotilla.cli.cluster_commands import inspect_member, join_cluster, join_spe
 from flotilla.client import Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig
 from flotilla.kube.resources import EVENTS, NAMESPACES, SECRETS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.options import ControllerOptions
 

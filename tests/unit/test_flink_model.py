@@ -531,8 +531,8 @@ def test_crash_before_the_job_runs_waits_for_the_switch(store: CheckpointStore) 
 
 
 def test_settings_from_member_config(tmp_path: Path) -> None:
-    from flotilla.member.cluster import MemberConfig
     from flotilla.member.flink import FlinkSimSettings
+    from flotilla.member.simulated import MemberConfig
 
     cfg = MemberConfig(name="m", data_dir=tmp_path, ready_delay=1.0, broken_image_pattern=r"^bad/",
                        options={"flink_records_per_second": "42", "flink_speed": "5", "savepoint_rule": "true",

@@ -118,7 +118,7 @@ def test_node_cells_like_kubectl() -> None:
 
 
 def test_member_config_node_settings(tmp_path: Any) -> None:
-    from flotilla.member.cluster import MemberConfig
+    from flotilla.member.simulated import MemberConfig
 
     cfg = MemberConfig(name="m", data_dir=tmp_path, nodes=5)
     assert (cfg.nodes, cfg.node_cpu, cfg.node_memory, cfg.node_pods) == (5, "8", "32Gi", "110")

@@ -14,13 +14,13 @@ from aiohttp import web
 from flotilla.apiserver.admission import Admission
 from flotilla.apiserver.app import ApiHandler, ServerOptions, build_app
 from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
-from flotilla.apiserver.compactor import Compactor
+from flotilla.apiserver.controllers.compactor import Compactor
+from flotilla.apiserver.controllers.garbage_collector import GarbageCollector
+from flotilla.apiserver.controllers.namespaces import NamespaceLifecycle
 from flotilla.apiserver.crd import CRDManager
 from flotilla.apiserver.fairness import FairnessLimits
-from flotilla.apiserver.garbage_collector import GarbageCollector
 from flotilla.apiserver.gctune import tune_gc
 from flotilla.apiserver.metrics import ApiServerMetrics, known_resource
-from flotilla.apiserver.namespaces import NamespaceLifecycle
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
 from flotilla.files import make_private, private_dir

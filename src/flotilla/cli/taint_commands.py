@@ -1,7 +1,7 @@
 """``flotilla taint clusters``, ``flotilla cordon`` and ``flotilla uncordon``, as karmadactl's.
 
 ``taint clusters NAME... key[=value]:Effect ... [--overwrite] [--dry-run]`` updates ``spec.taints`` of each named
-Cluster (:mod:`flotilla.cluster.taint_spec` decides); ``cordon NAME`` adds ``cluster.karmada.io/unschedulable:
+Cluster (:mod:`flotilla.cli.taint_spec` decides); ``cordon NAME`` adds ``cluster.karmada.io/unschedulable:
 NoSchedule`` (new placements keep away; nothing is evicted), ``uncordon NAME`` removes it. Writes are JSON merge
 patches guarded by the Cluster's ``resourceVersion`` (decided again on a conflict). Messages and outputs are
 karmadactl's: ``cluster/NAME tainted|untainted|modified``, ``NAME cluster cordoned|already cordoned``.
@@ -16,9 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
-from flotilla.client import ApiException, Client
-from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.cluster.taint_spec import (
+from flotilla.cli.taint_spec import (
     UNSCHEDULABLE_TAINT_KEY,
     TaintSpecError,
     TaintUpdate,
@@ -26,6 +24,8 @@ from flotilla.cluster.taint_spec import (
     parse_taint_args,
     split_resources_and_taints,
 )
+from flotilla.client import ApiException, Client
+from flotilla.client.kubeconfig import KubeconfigError
 
 __all__ = ["add_taint_parsers", "cordon_cluster", "taint_clusters"]
 

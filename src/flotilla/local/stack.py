@@ -306,7 +306,7 @@ class LocalStack:
         self.say(f"control plane API server on {api.url} (SQLite in {self.layout.controlplane})")
 
     def _member_configs(self, ports: dict[str, int]) -> list[Any]:
-        from flotilla.member.cluster import MemberConfig
+        from flotilla.member.simulated import MemberConfig
 
         cfg = self.config
         return [MemberConfig(name=name, data_dir=self.layout.members, host=cfg.host, port=ports.get(name, 0),

@@ -1,6 +1,6 @@
 """Simulated member clusters (in the spirit of KWOK): Flotilla's API server plus workload simulators.
 
-* :mod:`flotilla.member.cluster` - :class:`MemberCluster` (one member) and :class:`MemberConfig`;
+* :mod:`flotilla.member.simulated` - :class:`MemberCluster` (one member) and :class:`MemberConfig`;
 * :mod:`flotilla.member.simulator` - the simulator framework (:class:`Simulator`, :class:`ResourceSimulator`,
   :func:`register_simulator`) that the workload and FlinkDeployment simulators build on;
 * :mod:`flotilla.member.workloads` - Deployment, ReplicaSet, StatefulSet, DaemonSet and Job simulators;
@@ -10,9 +10,9 @@
 * :mod:`flotilla.member.history` - running-interval recorder and the ``overlaps`` check.
 """
 
-from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.history import HistoryRecorder, Interval, overlaps, read_history
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberCluster, MemberConfig
 from flotilla.member.simulator import ResourceSimulator, Simulator, register_simulator
 
 __all__ = [

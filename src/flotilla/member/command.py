@@ -180,8 +180,8 @@ def member_names(args: argparse.Namespace) -> list[str]:
 
 
 def run_member_command(args: argparse.Namespace) -> int:
-    from flotilla.member.cluster import MemberConfig
     from flotilla.member.runner import run_members
+    from flotilla.member.simulated import MemberConfig
 
     data_dir = Path(args.data_dir)
     names = member_names(args)

@@ -82,7 +82,7 @@ from flotilla.member.savepoint_rule import DEFAULT_LABEL, SavepointRule
 from flotilla.member.simulator import ObjectKey, ResourceSimulator, register_simulator
 
 if TYPE_CHECKING:
-    from flotilla.member.cluster import MemberCluster
+    from flotilla.member.simulated import MemberCluster
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from flotilla.member.simulator import ResourceSimulator, Simulator
 
 if TYPE_CHECKING:
     from flotilla.apiserver.rest import ResourceStorage
-    from flotilla.member.cluster import MemberCluster
+    from flotilla.member.simulated import MemberCluster
 
 log = logging.getLogger(__name__)
 

@@ -40,9 +40,9 @@ import orjson
 from aiohttp import web
 
 from flotilla.files import atomic_write
-from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.faults import FaultError
 from flotilla.member.history import HistoryRecorder, overlaps
+from flotilla.member.simulated import MemberCluster, MemberConfig
 from flotilla.signals import stop_on_signals
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import PROGRESS, WatchSpec
 
 if TYPE_CHECKING:
-    from flotilla.member.cluster import MemberCluster, MemberConfig
+    from flotilla.member.simulated import MemberCluster, MemberConfig
 
 log = logging.getLogger(__name__)
 

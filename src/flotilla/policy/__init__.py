@@ -1,4 +1,8 @@
-"""Pure decision functions of the propagation pipeline (no I/O).
+"""Policies: what Karmada's PropagationPolicies and OverridePolicies decide about a template, as pure functions.
+
+Which policy claims a template, the claim it leaves on it, the names Karmada derives from it, and how overrides
+change the manifest sent to each cluster. What happens to the claimed template afterwards (its binding, its Works,
+their status) is :mod:`flotilla.propagation`.
 
 * :mod:`flotilla.policy.matching` - which (Cluster)PropagationPolicy claims a template, preemption,
   lazy activation, cluster affinity.

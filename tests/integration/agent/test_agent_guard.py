@@ -27,10 +27,10 @@ from flotilla.failover.run_permit import (
     PERMIT_NAMESPACE,
 )
 from flotilla.kube.resources import DEPLOYMENTS, LEASES, NAMESPACES
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.propagation.works import WORKS
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.options import ControllerOptions

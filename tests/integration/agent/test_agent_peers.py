@@ -31,10 +31,10 @@ from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.local.links import Link
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.options import ControllerOptions
 from tests.integration.agent.test_agent import CONTROLLERS, CRDS, FLINK, PPS, templates

@@ -25,8 +25,8 @@ from flotilla.client import ApiException, Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
 from flotilla.cluster.health import find_condition
 from flotilla.kube.resources import EVENTS, NAMESPACES, SECRETS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.members import CLUSTERS
 from flotilla.runtime.options import ControllerOptions

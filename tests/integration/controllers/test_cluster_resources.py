@@ -23,8 +23,8 @@ from flotilla.controllers.cluster_status import (
     discover_api_enablements,
 )
 from flotilla.kube.resources import CRDS, DEPLOYMENTS, NODES, PODS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.members import CLUSTERS
 from flotilla.runtime.options import ControllerOptions

@@ -26,8 +26,8 @@ from flotilla.cli.controller_manager import build_parser, options_from_args
 from flotilla.controllers.graceful_eviction import GracefulEvictionController
 from flotilla.controllers.taint_manager import TaintManager
 from flotilla.controllers.taint_policy import TaintPolicyController
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (

@@ -21,7 +21,7 @@ from flotilla.api import labels as L
 from flotilla.client import Client
 from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD, INJECTED_STATE_ANNOTATION, parse_time
 from flotilla.kube.resources import DEPLOYMENTS
-from flotilla.member.cluster import ANNOTATION_READY_DELAY
+from flotilla.member.simulated import ANNOTATION_READY_DELAY
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS
 from flotilla.runtime.manager import ControllerManager

@@ -28,8 +28,8 @@ from flotilla.cli.cluster_commands import add_cluster_parsers
 from flotilla.client import Client, Resource
 from flotilla.cluster.health import find_condition
 from flotilla.kube.resources import NAMESPACES, SECRETS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.members import CLUSTERS, MemberClients
 from flotilla.runtime.options import ControllerOptions

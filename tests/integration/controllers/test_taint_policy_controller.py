@@ -21,8 +21,8 @@ from flotilla.apiserver.inprocess import in_process_client
 from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.client import ApiException, Client
 from flotilla.kube.resources import EVENTS
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup
+from flotilla.member.simulated import MemberConfig
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.options import ControllerOptions
 from tests.support.controllers import (

@@ -10,8 +10,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.history import HistoryRecorder
+from flotilla.member.simulated import MemberCluster, MemberConfig
 from flotilla.member.simulator import SimulatorFactory
 from tests.support.apiserver import Kubectl
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.runner import MemberGroup, read_admin_file, send_fault
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, kubectl_for
 
 

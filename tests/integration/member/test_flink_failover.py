@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from flotilla.member.checkpoints import CheckpointStore
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.history import HistoryRecorder, overlaps
 from flotilla.member.savepoint_rule import APPLIED_ANNOTATION, DEFAULT_LABEL
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, kubectl_for
 from tests.integration.member.test_flink_member import flink_deployment, get, status_of, wait_for
 from tests.support.apiserver import Kubectl

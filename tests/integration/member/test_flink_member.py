@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from flotilla.member.checkpoints import CheckpointStore
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
 from flotilla.member.history import HistoryRecorder
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, python_client
 from tests.support.apiserver import Kubectl
 

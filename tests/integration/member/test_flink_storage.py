@@ -12,8 +12,8 @@ import yaml
 
 from flotilla.checkpoints import list_snapshots, newest, read_metadata
 from flotilla.member.checkpoints import CheckpointStore
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.history import HistoryRecorder
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread
 from tests.integration.member.test_flink_member import INTERVAL, OPTIONS, get, status_of, wait_for
 from tests.support.apiserver import Kubectl

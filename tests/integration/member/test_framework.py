@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.member.cluster import MemberConfig, simulator_factories
+from flotilla.member.simulated import MemberConfig, simulator_factories
 from flotilla.member.simulator import ObjectKey, ResourceSimulator, register_simulator, registered_simulators
 from tests.integration.member import MemberThread, kubectl_for, python_client
 

@@ -26,8 +26,8 @@ from flotilla.failover.run_permit import (
     renewed_permit,
 )
 from flotilla.kube.resources import EVENTS, LEASES, NAMESPACES
-from flotilla.member.cluster import MemberCluster, MemberConfig
 from flotilla.member.flink import FlinkDeploymentSimulator
+from flotilla.member.simulated import MemberCluster, MemberConfig
 from tests.support.controllers import Eventually
 
 FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from flotilla.member.cluster import MemberConfig
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, python_client
 from tests.support.apiserver import Kubectl
 

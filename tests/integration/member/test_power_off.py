@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from flotilla.member.checkpoints import CheckpointStore, Snapshot
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.faults import FaultError
 from flotilla.member.history import Interval, overlaps
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, kubectl_for
 from tests.integration.member.test_flink_member import flink_deployment, wait_for
 from tests.support.apiserver import Kubectl

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flotilla.member.cluster import MemberConfig
 from flotilla.member.history import overlaps
+from flotilla.member.simulated import MemberConfig
 from tests.integration.member import MemberThread, python_client
 from tests.support.apiserver import Kubectl
 

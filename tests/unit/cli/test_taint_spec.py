@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flotilla.cluster.taint_spec import (
+from flotilla.cli.taint_spec import (
     MODIFIED,
     TAINTED,
     UNTAINTED,
