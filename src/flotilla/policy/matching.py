@@ -442,7 +442,7 @@ def cluster_matches(cluster: Mapping[str, Any], affinity: Mapping[str, Any] | No
     """
     if affinity is None:
         return True
-    from flotilla.scheduler.filters import cluster_matches as scheduler_cluster_matches
+    from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
     from flotilla.scheduler.model import ClusterAffinity, ModelError
 
     try:

@@ -28,8 +28,8 @@ from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, meta_of, spec_of
 from flotilla.kube.timestamps import utc_seconds
 from flotilla.policy.matching import cluster_identity, cluster_matches
+from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.errors import ModelError
-from flotilla.scheduler.filters import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.model import Cluster, ClusterAffinity, parse_time
 from flotilla.scheduler.schedule import reschedule_required
 

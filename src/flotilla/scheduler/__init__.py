@@ -1,12 +1,14 @@
 """Karmada's scheduling decisions as pure functions: plain data in, plain data out, no I/O.
 
 Entry point: :func:`schedule` (filter -> score -> select -> assign for one binding). The steps are
-importable on their own: :mod:`.filters`, :mod:`.scores`, :mod:`.estimation`, :mod:`.selection`,
-:mod:`.division`; inputs are parsed by :mod:`.model`; failures are the kinds in :mod:`.errors`.
+importable on their own: the filter and score plugins in :mod:`.plugins` (run through the interface in
+:mod:`.framework`), :mod:`.estimation`, :mod:`.selection`, :mod:`.division`; cluster affinity matching is
+:mod:`.affinity`; inputs are parsed by :mod:`.model`; failures are the kinds in :mod:`.errors`.
 """
 
 from __future__ import annotations
 
+from .affinity import cluster_matches
 from .division import assign_replicas, webster
 from .errors import (
     FilterFailure,
@@ -16,7 +18,6 @@ from .errors import (
     SchedulingError,
     UnschedulableError,
 )
-from .filters import cluster_matches
 from .model import (
     BindingSpec,
     BindingStatus,

@@ -30,8 +30,8 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from .affinity import cluster_matches, term_for
 from .errors import SchedulerError, UnschedulableError
-from .filters import cluster_matches, term_for
 from .model import BindingSpec, Strategy, TargetCluster
 from .selection import Candidate
 

@@ -24,7 +24,7 @@ from typing import Any
 from .division import assign_replicas
 from .errors import FilterFailure, FitError, SchedulerError, SchedulingError, UnschedulableError
 from .estimation import allocatable_replicas, multi_template_applicable
-from .filters import FilterContext, run_filters
+from .framework import FilterContext, run_filters, score_clusters
 from .model import (
     BindingSpec,
     BindingStatus,
@@ -37,7 +37,6 @@ from .model import (
     parse_placement,
     target_clusters_from,
 )
-from .scores import score_clusters
 from .selection import build_candidates, select_clusters
 
 __all__ = [

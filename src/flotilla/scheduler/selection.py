@@ -22,8 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .affinity import cluster_matches, term_for
 from .errors import SchedulerError
-from .filters import cluster_matches, term_for
 from .model import BindingSpec, Cluster, Placement, SpreadConstraint
 
 __all__ = [

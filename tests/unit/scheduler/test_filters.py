@@ -1,4 +1,5 @@
-"""Filter plugins: ClusterAffinity, TaintToleration (+ D11), APIEnablement, SpreadConstraint, ClusterEviction."""
+"""Filter plugins and their runner: ClusterAffinity, TaintToleration (+ D11), APIEnablement, SpreadConstraint,
+ClusterEviction."""
 
 from __future__ import annotations
 
@@ -7,20 +8,9 @@ from typing import Any
 
 import pytest
 
+from flotilla.scheduler.affinity import cluster_matches
 from flotilla.scheduler.errors import FilterFailure, FitError
-from flotilla.scheduler.filters import (
-    FILTERS,
-    FilterContext,
-    cluster_matches,
-    expired_no_execute_taint,
-    filter_api_enablement,
-    filter_cluster_affinity,
-    filter_cluster_eviction,
-    filter_spread_constraint,
-    filter_taint_toleration,
-    find_untolerated_taint,
-    run_filters,
-)
+from flotilla.scheduler.framework import FilterContext, run_filters
 from flotilla.scheduler.model import (
     ClusterAffinity,
     Taint,
@@ -28,8 +18,23 @@ from flotilla.scheduler.model import (
     parse_binding_spec,
     parse_cluster,
 )
+from flotilla.scheduler.plugins import (
+    FILTER_PLUGINS,
+    APIEnablementPlugin,
+    ClusterAffinityPlugin,
+    ClusterEvictionPlugin,
+    SpreadConstraintPlugin,
+    TaintTolerationPlugin,
+)
+from flotilla.scheduler.plugins.taint_toleration import expired_no_execute_taint, find_untolerated_taint
 
 from .builders import NOW, ago, binding, cluster, eviction_task, taint
+
+filter_api_enablement = APIEnablementPlugin().filter
+filter_cluster_affinity = ClusterAffinityPlugin().filter
+filter_cluster_eviction = ClusterEvictionPlugin().filter
+filter_spread_constraint = SpreadConstraintPlugin().filter
+filter_taint_toleration = TaintTolerationPlugin().filter
 
 
 def ctx_for(rb: dict[str, Any], affinity_name: str = "", now: Any = NOW) -> FilterContext:
@@ -427,7 +432,7 @@ def test_cluster_with_eviction_task_is_skipped_whatever_the_purge_mode(purge_mod
 
 
 def test_filter_order_is_fixed() -> None:
-    assert [name for name, _ in FILTERS] == [
+    assert [plugin.name for plugin in FILTER_PLUGINS] == [
         "ClusterAffinity",
         "SpreadConstraint",
         "APIEnablement",
@@ -453,16 +458,16 @@ def test_first_failing_filter_is_reported() -> None:
 
 
 def test_filter_failures_are_shared_values_and_their_memo_stays_bounded() -> None:
-    import flotilla.scheduler.filters as filters
+    import flotilla.scheduler.framework as framework
 
     rb = binding({})
     first = run_filters(ctx_for(rb), parse_cluster(cluster("m1", taints=[taint("x", "NoSchedule")])))
     again = run_filters(ctx_for(rb), parse_cluster(cluster("m2", taints=[taint("x", "NoSchedule")])))
     assert first is again  # one value for every cluster failing the same way
-    for i in range(filters._FAILURES_KEPT + 50):  # a reason per taint: a fleet with ever new taints
+    for i in range(framework._FAILURES_KEPT + 50):  # a reason per taint: a fleet with ever new taints
         failure = run_filters(ctx_for(rb), parse_cluster(cluster("m1", taints=[taint(f"k{i}", "NoSchedule")])))
         assert failure == FilterFailure("TaintToleration", f"cluster(s) had untolerated taint {{k{i}:NoSchedule}}")
-    assert len(filters._FAILURES) <= filters._FAILURES_KEPT
+    assert len(framework._FAILURES) <= framework._FAILURES_KEPT
 
 
 def test_fit_error_message_counts_reasons_sorted() -> None:
