@@ -4,7 +4,7 @@ Watches ResourceBindings, ClusterResourceBindings and Clusters. A binding is enq
 added, when its generation changes (status-only updates never schedule), and when a Cluster update
 that matters (deletion started, labels or spec changed - not Ready flips) concerns the affinity it
 is scheduled against. Whether to schedule and what to write are
-:mod:`flotilla.propagation.schedule_triggers`; the placement itself is :func:`flotilla.scheduler.schedule`.
+:mod:`flotilla.scheduler.triggers`; the placement itself is :func:`flotilla.scheduler.schedule`.
 
 Writes: ``spec.clusters`` and the ``policy.karmada.io/applied-placement`` annotation (on success, and
 cleared on NoClusterFit), then the status: the ``Scheduled`` condition (Success / NoClusterFit /
@@ -67,20 +67,6 @@ from flotilla.kube.jsondiff import with_precondition
 from flotilla.kube.objects import meta_of, spec_of
 from flotilla.kube.resources import object_key
 from flotilla.policy.matching import is_deleting
-from flotilla.propagation.schedule_triggers import (
-    DEFAULT_SCHEDULER_NAME,
-    ClusterChange,
-    cluster_update_matters,
-    clusters_patch,
-    confirmation_patch,
-    considered,
-    guarded_clusters_patch,
-    guarded_status_patch,
-    held_status_due,
-    pass_status_patch,
-    schedule_reason,
-    scheduled_fields,
-)
 from flotilla.runtime.base import Controller, ControllerContext, split_key
 from flotilla.runtime.held_writes import HeldWrites
 from flotilla.runtime.members import CLUSTERS
@@ -94,6 +80,20 @@ from flotilla.scheduler import (
     UnschedulableError,
     parse_cluster,
     schedule,
+)
+from flotilla.scheduler.triggers import (
+    DEFAULT_SCHEDULER_NAME,
+    ClusterChange,
+    cluster_update_matters,
+    clusters_patch,
+    confirmation_patch,
+    considered,
+    guarded_clusters_patch,
+    guarded_status_patch,
+    held_status_due,
+    pass_status_patch,
+    schedule_reason,
+    scheduled_fields,
 )
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,7 @@ from typing import Any
 from flotilla.api.labels import TAINT_CLUSTER_NOT_READY, TAINT_CLUSTER_UNREACHABLE, TAINT_EFFECT_NO_SCHEDULE
 from flotilla.cluster.health import format_time
 from flotilla.kube.objects import meta_of, spec_of, status_of
-from flotilla.policy.matching import cluster_matches
+from flotilla.scheduler.affinity import cluster_object_matches
 
 __all__ = [
     "cluster_needs_evaluation",
@@ -199,7 +199,7 @@ def policy_targets(policy: Mapping[str, Any], cluster: Mapping[str, Any]) -> boo
         return True
     if not isinstance(target, Mapping):
         return False
-    return cluster_matches(_targeting_view(cluster), target)
+    return cluster_object_matches(_targeting_view(cluster), target)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation

@@ -17,7 +17,6 @@ from flotilla.policy.matching import (
     ImplicitPriority,
     best_policy,
     can_preempt,
-    cluster_matches,
     resource_matches_selector,
     selector_precision,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "claim",
     "claim_of",
     "claim_patch",
-    "cluster_matches",
     "generate_binding_name",
     "generate_execution_space_name",
     "generate_work_name",

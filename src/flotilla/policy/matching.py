@@ -46,7 +46,7 @@ from flotilla.kube.selectors import (
 from flotilla.policy.naming import is_reserved_namespace
 
 if TYPE_CHECKING:
-    from flotilla.scheduler.model import Cluster
+    pass
 
 __all__ = [
     "DEFAULT_SKIPPED_PROPAGATING_NAMESPACES",
@@ -57,8 +57,6 @@ __all__ = [
     "best_policy",
     "best_propagation_policy",
     "can_preempt",
-    "cluster_identity",
-    "cluster_matches",
     "detector_handles",
     "explicit_priority",
     "is_cluster_policy",
@@ -432,31 +430,3 @@ def _field_requirements_match(expressions: list[Mapping[str, Any]], cluster: Map
         return False
     selector = LabelSelector(tuple(requirements))
     return selector.matches(_cluster_fields(cluster))
-
-
-def cluster_matches(cluster: Mapping[str, Any], affinity: Mapping[str, Any] | None) -> bool:
-    """Whether ``cluster`` (a Cluster object) satisfies a ``ClusterAffinity``; None matches all.
-
-    The scheduler's rule (exclude, labelSelector, fieldSelector on provider/region/zone, clusterNames),
-    applied to plain objects; a malformed cluster or selector matches nothing.
-    """
-    if affinity is None:
-        return True
-    from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
-    from flotilla.scheduler.model import ClusterAffinity, ModelError
-
-    try:
-        return scheduler_cluster_matches(cluster_identity(cluster), ClusterAffinity.from_dict(affinity))
-    except (ModelError, ValueError, TypeError):
-        return False
-
-
-def cluster_identity(cluster: Mapping[str, Any]) -> Cluster:
-    """What an affinity looks at of a Cluster object (its name, labels, provider, region and zones), parsed
-    without its status: the API enablements and resource summary there are most of a whole parse and no affinity
-    reads them. Raises ModelError (or ValueError, TypeError) when the metadata or spec is malformed."""
-    from flotilla.scheduler.model import parse_cluster
-
-    if not isinstance(cluster, Mapping):
-        return parse_cluster(cluster)  # refused there, with the scheduler's message
-    return parse_cluster({"metadata": cluster.get("metadata"), "spec": cluster.get("spec")})

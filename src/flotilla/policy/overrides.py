@@ -59,10 +59,10 @@ from flotilla.kube.objects import as_str
 from flotilla.kube.patch import PatchError, apply_json_patch
 from flotilla.policy.matching import (
     ImplicitPriority,
-    cluster_matches,
     override_policy_precision,
     resource_matches_selectors,
 )
+from flotilla.scheduler.affinity import cluster_object_matches
 
 __all__ = [
     "APPLIED_CLUSTER_OVERRIDES_ANNOTATION",
@@ -828,7 +828,7 @@ def cluster_overriders(
     result = []
     for policy in matching_override_policies(manifest, policies):
         for target, overriders in override_rules(policy):
-            if target is None or cluster_matches(cluster, target):
+            if target is None or cluster_object_matches(cluster, target):
                 result.append((policy, overriders))
     return result
 

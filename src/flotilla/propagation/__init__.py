@@ -3,7 +3,7 @@
 * :mod:`~flotilla.propagation.binding_spec` - the ResourceBinding a claimed template gets;
 * :mod:`~flotilla.propagation.policy_changes` and :mod:`~flotilla.propagation.attached_bindings` - which templates
   and bindings a policy change touches;
-* :mod:`~flotilla.propagation.schedule_triggers` - when the scheduler controller schedules a binding and what it
+* :mod:`~flotilla.scheduler.triggers` - when the scheduler controller schedules a binding and what it
   writes back;
 * :mod:`~flotilla.propagation.works` - the Work for each target cluster (replicas, overrides, labels, injected
   state);

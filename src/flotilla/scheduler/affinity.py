@@ -6,14 +6,16 @@ by policy matching and the reschedule triggers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from flotilla.kube.selectors import LabelSelector, Operator, Requirement, SelectorError
 
-from .model import BindingSpec, Cluster, ClusterAffinity, ClusterAffinityTerm, FieldRequirement
+from .errors import ModelError
+from .model import BindingSpec, Cluster, ClusterAffinity, ClusterAffinityTerm, FieldRequirement, parse_cluster
 
-__all__ = ["affinities_for", "cluster_matches", "term_for"]
+__all__ = ["affinities_for", "cluster_identity", "cluster_matches", "cluster_object_matches", "term_for"]
 
 _NODE_SELECTOR_OPERATORS = {
     "In": Operator.IN,
@@ -112,3 +114,26 @@ def affinities_for(spec: BindingSpec, affinity_name: str) -> list[ClusterAffinit
     if spec.is_workload:
         result.extend(term.overflow)
     return result
+
+
+def cluster_object_matches(cluster: Mapping[str, Any], affinity: Mapping[str, Any] | None) -> bool:
+    """Whether ``cluster`` (a Cluster object) satisfies a ``ClusterAffinity``; None matches all.
+
+    The scheduler's rule (exclude, labelSelector, fieldSelector on provider/region/zone, clusterNames),
+    applied to plain objects; a malformed cluster or selector matches nothing.
+    """
+    if affinity is None:
+        return True
+    try:
+        return cluster_matches(cluster_identity(cluster), ClusterAffinity.from_dict(affinity))
+    except (ModelError, ValueError, TypeError):
+        return False
+
+
+def cluster_identity(cluster: Mapping[str, Any]) -> Cluster:
+    """What an affinity looks at of a Cluster object (its name, labels, provider, region and zones), parsed
+    without its status: the API enablements and resource summary there are most of a whole parse and no affinity
+    reads them. Raises ModelError (or ValueError, TypeError) when the metadata or spec is malformed."""
+    if not isinstance(cluster, Mapping):
+        return parse_cluster(cluster)  # refused there, with the scheduler's message
+    return parse_cluster({"metadata": cluster.get("metadata"), "spec": cluster.get("spec")})

@@ -12,7 +12,6 @@ from flotilla.policy.matching import (
     best_policy,
     best_propagation_policy,
     can_preempt,
-    cluster_matches,
     detector_handles,
     explicit_priority,
     is_cluster_policy,
@@ -26,6 +25,7 @@ from flotilla.policy.matching import (
     selector_precision,
     skips_binding_refresh,
 )
+from flotilla.scheduler.affinity import cluster_object_matches
 
 NGINX: dict[str, Any] = {
     "apiVersion": "apps/v1",
@@ -380,29 +380,29 @@ BARE: dict[str, Any] = {"metadata": {"name": "bare"}, "spec": {}}
 
 
 def test_no_or_empty_affinity_matches_every_cluster() -> None:
-    assert cluster_matches(MEMBER1, None)
-    assert cluster_matches(MEMBER1, {})
-    assert cluster_matches(BARE, {"fieldSelector": {}})
+    assert cluster_object_matches(MEMBER1, None)
+    assert cluster_object_matches(MEMBER1, {})
+    assert cluster_object_matches(BARE, {"fieldSelector": {}})
 
 
 def test_cluster_names() -> None:
-    assert cluster_matches(MEMBER1, {"clusterNames": ["member1", "member2"]})
-    assert not cluster_matches(MEMBER1, {"clusterNames": ["member2"]})
+    assert cluster_object_matches(MEMBER1, {"clusterNames": ["member1", "member2"]})
+    assert not cluster_object_matches(MEMBER1, {"clusterNames": ["member2"]})
 
 
 def test_exclude_wins_over_cluster_names() -> None:
-    assert not cluster_matches(MEMBER1, {"clusterNames": ["member1"], "exclude": ["member1"]})
+    assert not cluster_object_matches(MEMBER1, {"clusterNames": ["member1"], "exclude": ["member1"]})
 
 
 def test_label_selector() -> None:
-    assert cluster_matches(MEMBER1, {"labelSelector": {"matchLabels": {"env": "prod"}}})
-    assert not cluster_matches(MEMBER1, {"labelSelector": {"matchLabels": {"env": "dev"}}})
-    assert cluster_matches(MEMBER1, {"labelSelector": {}})
+    assert cluster_object_matches(MEMBER1, {"labelSelector": {"matchLabels": {"env": "prod"}}})
+    assert not cluster_object_matches(MEMBER1, {"labelSelector": {"matchLabels": {"env": "dev"}}})
+    assert cluster_object_matches(MEMBER1, {"labelSelector": {}})
 
 
 def test_all_parts_must_hold() -> None:
     affinity = {"labelSelector": {"matchLabels": {"env": "prod"}}, "clusterNames": ["member2"]}
-    assert not cluster_matches(MEMBER1, affinity)
+    assert not cluster_object_matches(MEMBER1, affinity)
 
 
 def field(key: str, operator: str, *values: str) -> dict[str, Any]:
@@ -434,8 +434,8 @@ def field(key: str, operator: str, *values: str) -> dict[str, Any]:
 def test_field_selector_on_provider_region_and_zones(
     affinity: dict[str, Any], member1: bool, bare: bool
 ) -> None:
-    assert cluster_matches(MEMBER1, affinity) is member1
-    assert cluster_matches(BARE, affinity) is bare
+    assert cluster_object_matches(MEMBER1, affinity) is member1
+    assert cluster_object_matches(BARE, affinity) is bare
 
 
 def test_field_selector_expressions_are_anded() -> None:
@@ -448,9 +448,9 @@ def test_field_selector_expressions_are_anded() -> None:
             ]
         }
     }
-    assert not cluster_matches(MEMBER1, affinity)
+    assert not cluster_object_matches(MEMBER1, affinity)
 
 
 def test_malformed_field_selector_matches_nothing() -> None:
-    assert not cluster_matches(MEMBER1, field("provider", "Bogus", "aws"))
-    assert not cluster_matches(MEMBER1, field("provider", "In"))
+    assert not cluster_object_matches(MEMBER1, field("provider", "Bogus", "aws"))
+    assert not cluster_object_matches(MEMBER1, field("provider", "In"))

@@ -27,7 +27,7 @@ from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, meta_of, spec_of
 from flotilla.kube.timestamps import utc_seconds
-from flotilla.policy.matching import cluster_identity, cluster_matches
+from flotilla.scheduler.affinity import cluster_identity, cluster_object_matches
 from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.errors import ModelError
 from flotilla.scheduler.model import Cluster, ClusterAffinity, parse_time
@@ -299,7 +299,7 @@ def affected_by_cluster(binding: Mapping[str, Any], cluster: Mapping[str, Any]) 
     affinity = _affinity_in_force(binding)
     if affinity is _NEVER or affinity is _ALWAYS:
         return affinity is _ALWAYS
-    return cluster_matches(cluster, affinity)
+    return cluster_object_matches(cluster, affinity)
 
 
 class ClusterChange:
@@ -316,7 +316,7 @@ class ClusterChange:
             try:
                 versions.append(cluster_identity(cluster))
             except (ModelError, ValueError, TypeError):
-                pass  # a malformed version matches no affinity (as in cluster_matches)
+                pass  # a malformed version matches no affinity (as in cluster_object_matches)
         self._versions: tuple[Cluster, ...] = tuple(versions)
 
     def affects(self, binding: Mapping[str, Any]) -> bool:
@@ -334,7 +334,7 @@ class ClusterChange:
             try:
                 parsed = ClusterAffinity.from_dict(affinity)
             except (ModelError, ValueError, TypeError):
-                answer = False  # a malformed affinity matches nothing (as in cluster_matches)
+                answer = False  # a malformed affinity matches nothing (as in cluster_object_matches)
             else:
                 answer = any(scheduler_cluster_matches(cluster, parsed) for cluster in self._versions)
             if key:

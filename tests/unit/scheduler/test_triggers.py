@@ -11,7 +11,7 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
-from flotilla.propagation.schedule_triggers import (
+from flotilla.scheduler.triggers import (
     REASON_CLUSTER_TERMINATING,
     REASON_DUPLICATED,
     REASON_PLACEMENT_CHANGED,
