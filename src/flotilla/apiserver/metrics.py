@@ -7,7 +7,8 @@
 * ``apiserver_current_inflight_requests{request_kind}``: requests being served, ``readOnly`` or ``mutating``
   (watches apart, as kube-apiserver's max-in-flight filter does), and ``apiserver_longrunning_requests{verb}``: open
   watches;
-* ``apiserver_storage_size_bytes{storage_cluster_id}``: the SQLite store's files (database and WAL) on disk.
+* ``apiserver_storage_size_bytes{storage_cluster_id}``: the SQLite store's files (database and WAL) on disk;
+* the ``process_*`` metrics of the process serving it.
 
 ``verb`` is kube-apiserver's reported verb: ``GET``, ``LIST``, ``WATCH``, ``POST``, ``PUT``, ``PATCH``, ``APPLY``
 (a server-side apply), ``DELETE`` (also for a collection). ``scope`` is ``resource`` (one named object),
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from flotilla.apiserver.auth import RequestAttributes, request_attributes
 from flotilla.observability.metrics import CONTENT_TYPE, MetricsRegistry
@@ -88,11 +90,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ApiServerMetrics:
-    """The metrics of one API server (its own registry, so several servers in one process stay apart)."""
+    """The metrics of one API server (its own registry, so several servers in one process stay apart; with the
+    ``process_*`` metrics of the process)."""
 
     def __init__(self, known: KnownResource, *, registry: MetricsRegistry | None = None,
                  store_path: str | os.PathLike[str] | None = None) -> None:
-        self.registry = registry or MetricsRegistry()
+        self.registry = registry if registry is not None else MetricsRegistry()
         self._known = known
         r = self.registry
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
@@ -116,6 +119,7 @@ class ApiServerMetrics:
             self.storage_size = r.gauge("apiserver_storage_size_bytes", "Size of the storage database file "
                                         "physically allocated in bytes.", ("storage_cluster_id",))
             r.add_collector(self._collect_storage_size)
+        r.add_process_metrics()
 
     def _collect_storage_size(self) -> None:
         size = 0
@@ -127,7 +131,7 @@ class ApiServerMetrics:
         self.storage_size.labels("sqlite").set(size)
 
     def render(self) -> web.Response:
-        return web.Response(body=self.registry.render().encode(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE})
 
     def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
         """Outermost aiohttp middleware: counts and times every request, rejected ones included."""
