@@ -109,9 +109,13 @@ class ApiServerMetrics:
                                 ("request_kind",))
         self.longrunning = r.gauge("apiserver_longrunning_requests", "Gauge of all active long-running apiserver "
                                    "requests (watches).", ("verb",))
-        for kind in ("readOnly", "mutating"):
-            self.inflight.labels(kind).set(0)
-        self.longrunning.labels("WATCH").set(0)
+        self._read_only = self.inflight.labels("readOnly")
+        self._mutating = self.inflight.labels("mutating")
+        self._watches = self.longrunning.labels("WATCH")
+        # the children of each label combination seen, looked up once (a library lookup costs more than the
+        # recording); bounded as the labels are (request_labels folds unknown resources and paths into "other")
+        self._request_children: dict[tuple[str, ...], Any] = {}
+        self._duration_children: dict[RequestLabels, Any] = {}
         self._store_files: list[Path] = []
         if store_path is not None:
             db = Path(store_path)
@@ -142,9 +146,9 @@ class ApiServerMetrics:
             labels = request_labels(request.method, attrs, request.headers.get("Content-Type", ""), self._known)
             verb = labels[0]
             if verb == "WATCH":
-                gauge = self.longrunning.labels("WATCH")
+                gauge = self._watches
             else:
-                gauge = self.inflight.labels("readOnly" if verb in ("GET", "LIST") else "mutating")
+                gauge = self._read_only if verb in ("GET", "LIST") else self._mutating
             gauge.inc()
             started = time.perf_counter()
             code = 500
@@ -157,9 +161,16 @@ class ApiServerMetrics:
                 raise
             finally:
                 gauge.dec()
-                self.requests.labels(*labels, str(code)).inc()
+                key = (*labels, str(code))
+                counter = self._request_children.get(key)
+                if counter is None:
+                    counter = self._request_children[key] = self.requests.labels(*key)
+                counter.inc()
                 if verb != "WATCH":
-                    self.duration.labels(*labels).observe(time.perf_counter() - started)
+                    duration = self._duration_children.get(labels)
+                    if duration is None:
+                        duration = self._duration_children[labels] = self.duration.labels(*labels)
+                    duration.observe(time.perf_counter() - started)
 
         return _metrics
 
