@@ -3,8 +3,8 @@
 **Registry.** :class:`MetricsRegistry` is a ``prometheus_client`` ``CollectorRegistry`` of its own: the
 controller-manager, every agent and every API server hold one, never the library's global default registry, so
 several of them in one process (``flotilla up``) stay apart. ``counter``, ``gauge`` and ``histogram`` declare the
-library's metrics on it (:class:`Counter`, :class:`Gauge`, :class:`Histogram`: the library's classes plus the
-read-back calls tests and the CLI use); ``metric.labels(*values)`` (or ``labels(name=value, ...)``) gives the
+library's metrics on it (:class:`Counter`, :class:`Gauge`, :class:`Histogram`: the library's classes plus
+read-back calls for tests); ``metric.labels(*values)`` (or ``labels(name=value, ...)``) gives the
 child for one combination of label values, created on first use (``None`` stands for the empty value), and a
 metric without labels is used directly (``metric.inc()``). Declaring a name again with the same type, labels
 and buckets returns the metric already there (a restarted controller finds its counters); another type, other
@@ -108,8 +108,8 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 
 class _ReadBack:
-    """What Flotilla adds to the library's metric classes: ``None`` as the empty label value, and reading a
-    value back (for tests and the CLI: it collects the metric, so it is not meant for a hot path)."""
+    """What Flotilla adds to the library's metric classes: ``None`` as the empty label value, the label names,
+    and reading a value back (for tests: it collects the whole metric, so it is not meant for a hot path)."""
 
     _labelnames: tuple[str, ...]
     _name: str
