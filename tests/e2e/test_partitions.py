@@ -54,6 +54,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.metrics import parse_exposition
 from tests.support.pipeline import (
     FLOTILLA,
     NOT_READY,
@@ -545,7 +546,8 @@ def test_d10_every_member_down_at_once_evicts_nothing_even_without_toleration(en
         assert all("every cluster (3/3) is unhealthy" in m for m in messages), messages
         # while member3's probe hung, it was counted before it was Ready=False
         assert any("still Ready, but its probes fail or hang" in m for m in messages), messages
-        assert 'flotilla_eviction_rate_limiter_mode{name="taint-manager",mode="Halted"} 1' in p.metrics()
+        modes = parse_exposition(p.metrics())["flotilla_eviction_rate_limiter_mode"]
+        assert modes.value("flotilla_eviction_rate_limiter_mode", name="taint-manager", mode="Halted") == 1
         measured(f"all members down (member3 frozen): not Ready at "
                  f"{', '.join(f'{m} {t:.1f}' for m, t in sorted(flips.items()))}; evictions halted; nothing evicted "
                  f"{time.monotonic() - t0:.1f}")

@@ -146,8 +146,11 @@ def test_write_counter_counts_by_resource_and_keeps_the_revision() -> None:
     count(RT(), "ADDED", {"metadata": {"resourceVersion": "7"}})
     count(RT(), "ADDED", {"metadata": {"resourceVersion": "9"}})
     count(RT(), "DELETED", {"metadata": {}})
+    from tests.support.metrics import parse_exposition
+
     text = registry.render()
-    assert 'flotilla_bench_apiserver_writes_total{resource="works",event="ADDED"} 2' in text
+    writes = parse_exposition(text)["flotilla_bench_apiserver_writes_total"]
+    assert writes.value("flotilla_bench_apiserver_writes_total", resource="works", event="ADDED") == 2
     assert "flotilla_bench_store_revision 9" in text
 
 

@@ -145,3 +145,10 @@ def test_histogram_means_per_label() -> None:
     before = stats.parse_prometheus('h_sum{name="a"} 1\nh_count{name="a"} 10\nh_sum{name="b"} 0\nh_count{name="b"} 0\n')
     after = stats.parse_prometheus('h_sum{name="a"} 3\nh_count{name="a"} 14\nh_sum{name="b"} 0\nh_count{name="b"} 0\n')
     assert stats.histogram_means(before, after, "h") == {"a": 500.0}  # 2 s over 4 observations
+
+
+def test_parse_prometheus_skips_a_line_it_cannot_read_and_keeps_the_others() -> None:
+    text = 'workqueue_adds_total{name="binding"} 7\ngarbage line here\nh_count{name="a"} 3\nbroken{x="1" 2\n'
+    assert stats.parse_prometheus(text) == {("workqueue_adds_total", (("name", "binding"),)): 7.0,
+                                            ("h_count", (("name", "a"),)): 3.0}
+    assert stats.parse_prometheus("") == {}

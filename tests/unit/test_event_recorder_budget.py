@@ -7,7 +7,6 @@ An in-memory Event client records what is written, in what order; nothing else i
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from flotilla.client.errors import ApiException, ConnectionFailed
@@ -20,6 +19,7 @@ from flotilla.failover.events import (
 )
 from flotilla.kube.resources import Resource
 from flotilla.observability.metrics import DROP_QUEUE_FULL, DROP_SPAM_FILTER, EventMetrics, MetricsRegistry
+from tests.support.metrics import parse_exposition
 
 
 class MemoryEvents:
@@ -48,9 +48,8 @@ BINDING = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
 
 
 def sample(registry: MetricsRegistry, reason: str, cause: str) -> float:
-    text = registry.render()
-    m = re.search(rf'^flotilla_events_dropped_total{{reason="{reason}",cause="{cause}"}} (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
+    dropped = parse_exposition(registry.render())["flotilla_events_dropped_total"]
+    return next((v for _, labels, v in dropped.samples if labels == {"reason": reason, "cause": cause}), 0.0)
 
 
 async def test_a_busy_object_still_records_eviction_events_after_hundreds_of_routine_ones() -> None:

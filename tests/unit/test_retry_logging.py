@@ -52,7 +52,7 @@ def test_conflicts_are_debug_member_failures_info_and_the_rest_warnings() -> Non
 
 
 async def _run_failing_once(exc: BaseException) -> None:
-    q: WorkQueue[str] = WorkQueue("retrylog", prometheus=False)
+    q: WorkQueue[str] = WorkQueue("retrylog")
     calls: Counter[str] = Counter()
     done = asyncio.Event()
 

@@ -25,7 +25,7 @@ from flotilla.client.workqueue import (
 
 def make(clock: FakeClock | None = None, **kw: object) -> tuple[WorkQueue[str], FakeClock]:
     clock = clock or FakeClock()
-    return WorkQueue("test", clock=clock, prometheus=False, **kw), clock  # type: ignore[arg-type]
+    return WorkQueue("test", clock=clock, **kw), clock  # type: ignore[arg-type]
 
 
 def drain(q: WorkQueue[str]) -> list[str]:
@@ -149,7 +149,7 @@ async def test_a_low_priority_slot_freed_wakes_a_waiting_worker() -> None:
 
 
 async def test_run_workers_respect_the_low_priority_limit() -> None:
-    q: WorkQueue[str] = WorkQueue("t", prometheus=False, low_priority_limit=2)
+    q: WorkQueue[str] = WorkQueue("t", low_priority_limit=2)
     active: set[str] = set()
     most = 0
     done: list[str] = []
@@ -203,7 +203,7 @@ def test_low_priority_quiet_holds_keys_of_a_negative_priority_while_others_come(
 
 
 async def test_a_worker_waiting_for_the_quiet_period_is_woken_at_its_end() -> None:
-    q: WorkQueue[str] = WorkQueue("t", prometheus=False, low_priority_quiet=0.05)
+    q: WorkQueue[str] = WorkQueue("t", low_priority_quiet=0.05)
     q.add("h")
     q.add("a", -1)
     q.add("b", -1)
@@ -355,7 +355,7 @@ def test_zero_delay_adds_at_once_and_delayed_key_already_queued_is_deduped() -> 
 
 
 async def test_add_after_with_the_real_loop_clock() -> None:
-    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    q: WorkQueue[str] = WorkQueue()
     q.add_after("late", 0.05)
     q.add_after("early", 0.01)
     loop = asyncio.get_running_loop()
@@ -485,7 +485,7 @@ async def test_shutdown_with_drain_waits_for_processing() -> None:
 
 
 async def test_run_workers_retries_failures_with_backoff_and_forgets_on_success() -> None:
-    q: WorkQueue[str] = WorkQueue("workers", prometheus=False)
+    q: WorkQueue[str] = WorkQueue("workers")
     calls: Counter[str] = Counter()
     finished = asyncio.Event()
 
@@ -509,7 +509,7 @@ async def test_run_workers_retries_failures_with_backoff_and_forgets_on_success(
 
 
 async def test_run_workers_process_in_parallel_but_never_one_key_twice_at_once() -> None:
-    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    q: WorkQueue[str] = WorkQueue()
     active: set[str] = set()
     max_parallel = 0
     seen: Counter[str] = Counter()
@@ -539,7 +539,7 @@ async def test_run_workers_process_in_parallel_but_never_one_key_twice_at_once()
 
 
 async def test_cancelling_run_workers_cancels_handlers_and_marks_keys_done() -> None:
-    q: WorkQueue[str] = WorkQueue(prometheus=False)
+    q: WorkQueue[str] = WorkQueue()
     started = asyncio.Event()
 
     async def handler(key: str) -> None:
@@ -610,7 +610,7 @@ class WorkQueueMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = FakeClock()
         self.limiter = _RecordingLimiter(0.005, 0.5)
-        self.q: WorkQueue[str] = WorkQueue(clock=self.clock, rate_limiter=self.limiter, prometheus=False,
+        self.q: WorkQueue[str] = WorkQueue(clock=self.clock, rate_limiter=self.limiter,
                                            low_priority_limit=self.low_priority_limit,
                                            low_priority_quiet=self.low_priority_quiet)
         self.last_add = -math.inf  # when a key of priority >= 0 was last added
@@ -757,7 +757,7 @@ def test_concurrent_workers_never_share_a_key_and_never_lose_one(
 
     async def scenario() -> None:
         q: WorkQueue[str] = WorkQueue(
-            rate_limiter=ItemExponentialFailureRateLimiter(0.0005, 0.002), prometheus=False
+            rate_limiter=ItemExponentialFailureRateLimiter(0.0005, 0.002)
         )
         tick = 0
         last_add: dict[str, int] = {}
@@ -823,43 +823,27 @@ def test_discard_ready_also_forgets_keys_re_added_while_processing() -> None:
         q.get_nowait()
 
 
-def test_prometheus_metrics_when_prometheus_client_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-    import types
+def test_prometheus_metrics_go_to_the_registry_given_and_nowhere_without_one() -> None:
+    import prometheus_client
 
-    from flotilla.client import workqueue
+    from flotilla.observability.metrics import MetricsRegistry, WorkqueueMetrics
 
-    samples: dict[tuple[str, str], float] = {}
-
-    class Metric:
-        def __init__(self, name: str, doc: str, labels: list[str]) -> None:
-            self.metric = name
-
-        def labels(self, name: str) -> Metric:
-            self.label = name
-            return self
-
-        def inc(self) -> None:
-            samples[(self.metric, self.label)] = samples.get((self.metric, self.label), 0) + 1
-
-        def set(self, value: float) -> None:
-            samples[(self.metric, self.label)] = value
-
-        def observe(self, value: float) -> None:
-            self.inc()
-
-    fake = types.ModuleType("prometheus_client")
-    fake.Gauge = fake.Counter = fake.Histogram = Metric  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "prometheus_client", fake)
-    monkeypatch.setattr(workqueue._Prometheus, "_instance", None)
+    registry = MetricsRegistry()
     clock = FakeClock()
-    q: WorkQueue[str] = WorkQueue("prom", clock=clock)
+    q: WorkQueue[str] = WorkQueue("prom", clock=clock, metrics=WorkqueueMetrics(registry))
     q.add("a")
     q.add("b")
     q.done(q.get_nowait())
     q.add_rate_limited("a")
-    assert samples[("workqueue_adds_total", "prom")] == 2
-    assert samples[("workqueue_depth", "prom")] == 1
-    assert samples[("workqueue_queue_duration_seconds", "prom")] == 1
-    assert samples[("workqueue_work_duration_seconds", "prom")] == 1
-    assert samples[("workqueue_retries_total", "prom")] == 1
+
+    def sample(name: str) -> float | None:
+        return registry.get_sample_value(name, {"name": "prom"})
+
+    assert sample("workqueue_adds_total") == 2
+    assert sample("workqueue_depth") == 1
+    assert sample("workqueue_queue_duration_seconds_count") == 1
+    assert sample("workqueue_work_duration_seconds_count") == 1
+    assert sample("workqueue_retries_total") == 1
+    plain: WorkQueue[str] = WorkQueue("plain", clock=clock)  # no metrics: not the library's global registry
+    plain.add("a")
+    assert prometheus_client.REGISTRY.get_sample_value("workqueue_adds_total", {"name": "plain"}) is None

@@ -1,8 +1,9 @@
 """The agent's metrics (``flotilla agent --metrics-bind-address``; docs/fencing.md "Watching it").
 
-:class:`AgentMetrics` declares them on a :class:`~flotilla.observability.metrics.MetricsRegistry` and offers the
-recording calls the agent makes; the gauges that mirror live state (the permit's age) are refreshed by a collector
-at every scrape. Every counter's known label values are created at 0, so a rate over them exists from the start.
+:class:`AgentMetrics` declares them on a :class:`~flotilla.observability.metrics.MetricsRegistry` (with the
+``process_*`` metrics, as the agent serves it) and offers the recording calls the agent makes; the gauges that mirror
+live state (the permit's age) are refreshed by a collector at every scrape. Every counter's known label values are
+created at 0, so a rate over them exists from the start.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class AgentMetrics:
         self.permit_age.set(-1)
         self._permit_age: Callable[[], float | None] | None = None
         self.registry.add_collector(self._collect)
+        r.add_process_metrics()
 
     # ------------------------------------------------------------------ the recording calls
     def lease_renewed(self, ok: bool) -> None:

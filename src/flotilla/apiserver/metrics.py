@@ -7,7 +7,8 @@
 * ``apiserver_current_inflight_requests{request_kind}``: requests being served, ``readOnly`` or ``mutating``
   (watches apart, as kube-apiserver's max-in-flight filter does), and ``apiserver_longrunning_requests{verb}``: open
   watches;
-* ``apiserver_storage_size_bytes{storage_cluster_id}``: the SQLite store's files (database and WAL) on disk.
+* ``apiserver_storage_size_bytes{storage_cluster_id}``: the SQLite store's files (database and WAL) on disk;
+* the ``process_*`` metrics of the process serving it.
 
 ``verb`` is kube-apiserver's reported verb: ``GET``, ``LIST``, ``WATCH``, ``POST``, ``PUT``, ``PATCH``, ``APPLY``
 (a server-side apply), ``DELETE`` (also for a collection). ``scope`` is ``resource`` (one named object),
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from flotilla.apiserver.auth import RequestAttributes, request_attributes
 from flotilla.observability.metrics import CONTENT_TYPE, MetricsRegistry
@@ -88,11 +90,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ApiServerMetrics:
-    """The metrics of one API server (its own registry, so several servers in one process stay apart)."""
+    """The metrics of one API server (its own registry, so several servers in one process stay apart; with the
+    ``process_*`` metrics of the process)."""
 
     def __init__(self, known: KnownResource, *, registry: MetricsRegistry | None = None,
                  store_path: str | os.PathLike[str] | None = None) -> None:
-        self.registry = registry or MetricsRegistry()
+        self.registry = registry if registry is not None else MetricsRegistry()
         self._known = known
         r = self.registry
         labels = ("verb", "group", "version", "resource", "subresource", "scope", "component")
@@ -106,9 +109,13 @@ class ApiServerMetrics:
                                 ("request_kind",))
         self.longrunning = r.gauge("apiserver_longrunning_requests", "Gauge of all active long-running apiserver "
                                    "requests (watches).", ("verb",))
-        for kind in ("readOnly", "mutating"):
-            self.inflight.labels(kind).set(0)
-        self.longrunning.labels("WATCH").set(0)
+        self._read_only = self.inflight.labels("readOnly")
+        self._mutating = self.inflight.labels("mutating")
+        self._watches = self.longrunning.labels("WATCH")
+        # the children of each label combination seen, looked up once (a library lookup costs more than the
+        # recording); bounded as the labels are (request_labels folds unknown resources and paths into "other")
+        self._request_children: dict[tuple[str, ...], Any] = {}
+        self._duration_children: dict[RequestLabels, Any] = {}
         self._store_files: list[Path] = []
         if store_path is not None:
             db = Path(store_path)
@@ -116,6 +123,7 @@ class ApiServerMetrics:
             self.storage_size = r.gauge("apiserver_storage_size_bytes", "Size of the storage database file "
                                         "physically allocated in bytes.", ("storage_cluster_id",))
             r.add_collector(self._collect_storage_size)
+        r.add_process_metrics()
 
     def _collect_storage_size(self) -> None:
         size = 0
@@ -127,7 +135,7 @@ class ApiServerMetrics:
         self.storage_size.labels("sqlite").set(size)
 
     def render(self) -> web.Response:
-        return web.Response(body=self.registry.render().encode(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE})
 
     def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
         """Outermost aiohttp middleware: counts and times every request, rejected ones included."""
@@ -138,9 +146,9 @@ class ApiServerMetrics:
             labels = request_labels(request.method, attrs, request.headers.get("Content-Type", ""), self._known)
             verb = labels[0]
             if verb == "WATCH":
-                gauge = self.longrunning.labels("WATCH")
+                gauge = self._watches
             else:
-                gauge = self.inflight.labels("readOnly" if verb in ("GET", "LIST") else "mutating")
+                gauge = self._read_only if verb in ("GET", "LIST") else self._mutating
             gauge.inc()
             started = time.perf_counter()
             code = 500
@@ -153,9 +161,16 @@ class ApiServerMetrics:
                 raise
             finally:
                 gauge.dec()
-                self.requests.labels(*labels, str(code)).inc()
+                key = (*labels, str(code))
+                counter = self._request_children.get(key)
+                if counter is None:
+                    counter = self._request_children[key] = self.requests.labels(*key)
+                counter.inc()
                 if verb != "WATCH":
-                    self.duration.labels(*labels).observe(time.perf_counter() - started)
+                    duration = self._duration_children.get(labels)
+                    if duration is None:
+                        duration = self._duration_children[labels] = self.duration.labels(*labels)
+                    duration.observe(time.perf_counter() - started)
 
         return _metrics
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from prometheus_client.parser import text_string_to_metric_families
+
 __all__ = [
     "STAGES",
     "Timeline",
@@ -146,27 +148,26 @@ def max_concurrent_copies(intervals: Iterable[Mapping[str, Any]], namespace: str
     return most, len(by_workload)
 
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def parse_prometheus(text: str) -> Samples:
-    """Prometheus text format 0.0.4 to ``{(name, sorted label pairs): value}`` (comments skipped)."""
+    """Prometheus text format 0.0.4 to ``{(sample name, sorted label pairs): value}``, read by prometheus_client's
+    parser; a line it refuses is skipped (the samples of every other line are kept)."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        families = []
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                try:
+                    families.extend(text_string_to_metric_families(line + "\n"))
+                except ValueError:
+                    continue
     out: Samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        labels = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\"))
-                              for k, v in _LABEL.findall(m.group(2) or "")))
-        try:
-            out[(m.group(1), labels)] = float(m.group(3))
-        except ValueError:
-            continue
+    for family in families:
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
     return out
 
 

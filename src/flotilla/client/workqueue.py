@@ -18,6 +18,8 @@
   the larger of the two delays is used.  ``forget`` resets the key's backoff.
 * ``shutdown`` drops delayed keys and wakes every waiting ``get``; keys that were already ready
   are still handed out, then ``get`` raises :class:`QueueShutDown`.
+* ``metrics`` (a :class:`~flotilla.observability.metrics.WorkqueueMetrics`) records client-go's
+  ``workqueue_*`` metrics of the queue, labelled with its ``name``, into that registry.
 
 Everything runs on one event loop; the queue is not thread-safe.  Time comes from a
 :class:`Clock`, so tests can drive delays with :class:`FakeClock` instead of sleeping.
@@ -292,42 +294,6 @@ class Stat:
         return {"count": self.count, "sum": self.total, "max": self.max, "mean": self.mean}
 
 
-class _Prometheus:
-    """client-go's workqueue metric names, when prometheus_client is installed (created once)."""
-
-    _instance: _Prometheus | None = None
-
-    def __init__(self) -> None:
-        import prometheus_client as prom  # type: ignore[import-not-found]
-
-        self.depth = prom.Gauge("workqueue_depth", "Current depth of workqueue", ["name"])
-        self.adds = prom.Counter(
-            "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"]
-        )
-        self.latency = prom.Histogram(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            ["name"],
-        )
-        self.work = prom.Histogram(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            ["name"],
-        )
-        self.retries = prom.Counter(
-            "workqueue_retries_total", "Total number of retries handled by workqueue", ["name"]
-        )
-
-    @classmethod
-    def get(cls) -> _Prometheus | None:
-        if cls._instance is None:
-            try:
-                cls._instance = cls()
-            except Exception:  # not installed, or names already registered elsewhere
-                return None
-        return cls._instance
-
-
 class _QueueMetrics:
     """One queue's children (label ``name``) of the workqueue metrics."""
 
@@ -354,7 +320,6 @@ class WorkQueue(Generic[K]):
         *,
         clock: Clock | None = None,
         rate_limiter: RateLimiter[K] | None = None,
-        prometheus: bool = True,
         metrics: Any = None,
         low_priority_limit: int | None = None,
         low_priority_quiet: float = 0.0,
@@ -403,11 +368,10 @@ class WorkQueue(Generic[K]):
         self._added_at: dict[K, float] = {}
         self._started_at: dict[K, float] = {}
         self._ready_since: dict[K, float] = {}
-        # where the counts are also recorded: ``metrics`` (an object with the attributes of _Prometheus, e.g.
-        # flotilla.observability.metrics.WorkqueueMetrics), else prometheus_client when it is installed
-        self._prom = metrics if metrics is not None else (_Prometheus.get() if (prometheus and name) else None)
-        # this queue's children of those metrics (looked up once: a lookup costs more than the recording)
-        self._m: _QueueMetrics | None = None if self._prom is None else _QueueMetrics(self._prom, name)
+        # where the counts are also recorded: ``metrics``, client-go's workqueue metrics on a registry
+        # (flotilla.observability.metrics.WorkqueueMetrics: depth, adds, latency, work, retries), or nowhere.
+        # This queue's children of them are looked up once: a lookup costs more than the recording.
+        self._m: _QueueMetrics | None = None if metrics is None else _QueueMetrics(metrics, name)
 
     # -- inspection ----------------------------------------------------------------------------
 

@@ -1,16 +1,23 @@
-"""Prometheus metrics without a dependency: a registry, the failover metrics, and a ``/metrics`` server.
+"""Prometheus metrics on ``prometheus_client``: a registry per owner, the failover metrics, a ``/metrics`` server.
 
-**Registry.** :class:`MetricsRegistry` holds counters, gauges and histograms, each with a fixed list of label
-names; ``metric.labels(*values)`` (or ``labels(name=value, ...)``) gives the child for one combination of
-label values, created on first use. A metric without labels is used directly (``metric.inc()``).
-:meth:`MetricsRegistry.render` prints the Prometheus text exposition format 0.0.4: ``# HELP`` and ``# TYPE``
-for every metric (also one that has no sample yet), then its samples; label values escape ``\\``, ``"`` and
-line feeds, help texts ``\\`` and line feeds; a histogram prints cumulative ``_bucket{le="..."}`` samples
-ending with ``le="+Inf"``, then ``_sum`` and ``_count``. Registering a name again with the same type and
-labels returns the metric already there (so a restarted controller finds its counters), with another type
-or other labels raises ``ValueError``. Collectors (:meth:`MetricsRegistry.add_collector`) run before each
-render to refresh gauges that mirror live state; one that raises is logged and skipped. A lock guards the
-children, so the registry may also be read from another thread; everything else runs on one event loop.
+**Registry.** :class:`MetricsRegistry` is a ``prometheus_client`` ``CollectorRegistry`` of its own: the
+controller-manager, every agent and every API server hold one, never the library's global default registry, so
+several of them in one process (``flotilla up``) stay apart. ``counter``, ``gauge`` and ``histogram`` declare the
+library's metrics on it (:class:`Counter`, :class:`Gauge`, :class:`Histogram`: the library's classes plus
+read-back calls for tests); ``metric.labels(*values)`` (or ``labels(name=value, ...)``) gives the
+child for one combination of label values, created on first use (``None`` stands for the empty value), and a
+metric without labels is used directly (``metric.inc()``). Declaring a name again with the same type, labels
+and buckets returns the metric already there (a restarted controller finds its counters); another type, other
+labels or buckets raise ``ValueError``. A counter's name must end in ``_total``: the library prints counters
+under their name with ``_total``, so this keeps the declared name and the exposed one the same. Names follow
+Prometheus' classic rules (letters, digits, ``_`` and ``:``), as every scraper reads them.
+
+:meth:`MetricsRegistry.add_collector` adds a callable run before each collection (a scrape, a read-back) to set
+gauges that mirror live state; one that raises is logged and skipped. :meth:`MetricsRegistry.add_process_metrics`
+adds the library's ``process_*`` metrics (CPU, memory, open files) to a registry a process serves.
+:meth:`MetricsRegistry.render` prints the text exposition format 0.0.4 with the library's ``generate_latest``
+(served as :data:`CONTENT_TYPE`). Importing this module turns off the library's ``*_created`` series, which
+Flotilla has never exposed.
 
 **Failover metrics.** :class:`FailoverMetrics` declares them (Karmada's names where Karmada has the metric:
 ``eviction_queue_depth``, ``eviction_kind_total``, ``eviction_processing_latency_seconds``,
@@ -22,20 +29,23 @@ e.g. ``record_eviction(trigger=TRIGGER_APPLICATION, reason="ApplicationFailure",
 (``flotilla_interpreter_customization_failures_total{customization, operation, reason}``).
 :class:`ControllerMetrics` bundles them for a controller-manager (``ControllerContext.metrics``).
 
-**Server.** :class:`MetricsServer` serves ``GET /metrics`` (``text/plain; version=0.0.4``) and ``/healthz``
-with aiohttp; :func:`parse_bind_address` reads ``--metrics-bind-address``.
+**Server.** :class:`MetricsServer` serves ``GET /metrics`` and ``/healthz`` with aiohttp on the event loop;
+:func:`parse_bind_address` reads ``--metrics-bind-address``.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +78,18 @@ __all__ = [
     "MetricsServer",
     "WorkqueueMetrics",
     "exponential_buckets",
-    "format_value",
     "parse_bind_address",
     "trigger_of_producer",
 ]
 
-#: The ``Content-Type`` of the text exposition format.
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Flotilla exposes counters and histograms without their creation time (as it always has): one switch for the
+# process, read by the library when it creates and when it collects a metric.
+prometheus_client.disable_created_metrics()
+
+#: The ``Content-Type`` of the exposition: the text format 0.0.4, which ``generate_latest`` prints. (The
+#: library's ``CONTENT_TYPE_LATEST`` names its 1.0.0 text format; for classic names the text is the same, and
+#: 0.0.4 is what every Prometheus reads.)
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 #: Prometheus' default histogram buckets (seconds).
 DEFAULT_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -89,328 +104,164 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
     return tuple(start * factor**i for i in range(count))
 
 
-def format_value(value: float) -> str:
-    """A sample value as Go prints it: ``1``, ``0.25``, ``1e+21``, ``+Inf``, ``-Inf``, ``NaN``."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _labels_text(names: Sequence[str], values: Sequence[str], extra: tuple[str, str] | None = None) -> str:
-    pairs = [f'{n}="{_escape_label_value(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra is not None:
-        pairs.append(f'{extra[0]}="{_escape_label_value(extra[1])}"')
-    return "{" + ",".join(pairs) + "}" if pairs else ""
-
-
 # ----------------------------------------------------------------------------------------------- metrics
 
 
-class _Metric:
-    """A metric family: name, help, label names and one child per combination of label values."""
+class _ReadBack:
+    """What Flotilla adds to the library's metric classes: ``None`` as the empty label value, the label names,
+    and reading a value back (for tests: it collects the whole metric, so it is not meant for a hot path)."""
 
-    type: ClassVar[str] = ""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (),
-                 lock: threading.RLock | None = None) -> None:
-        if not _METRIC_NAME.fullmatch(name):
-            raise ValueError(f"invalid metric name {name!r}")
-        names = tuple(labelnames)
-        for label in names:
-            if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
-                raise ValueError(f"invalid label name {label!r} for metric {name}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"duplicate label names for metric {name}: {names}")
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = names
-        self._lock = lock or threading.RLock()
-        self._children: dict[tuple[str, ...], Any] = {}
-
-    def _key(self, values: Sequence[Any], kw: Mapping[str, Any]) -> tuple[str, ...]:
-        if values and kw:
-            raise ValueError(f"{self.name}: give label values by position or by name, not both")
-        if kw:
-            if set(kw) != set(self.labelnames):
-                raise ValueError(f"{self.name}: labels {sorted(kw)} given, {list(self.labelnames)} expected")
-            values = [kw[n] for n in self.labelnames]
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name}: {len(values)} label values given, {len(self.labelnames)} expected")
-        return tuple("" if v is None else str(v) for v in values)
-
-    def _new_child(self) -> Any:
-        raise NotImplementedError
+    _labelnames: tuple[str, ...]
+    _name: str
 
     def labels(self, *values: Any, **kw: Any) -> Any:
-        """The child for these label values (created on first use)."""
-        if not kw:
-            for v in values:
-                if type(v) is not str:  # str() of it makes the key (of a (str, Enum) member: not its value)
-                    break
-            else:
-                child = self._children.get(values)  # exactly the key of an existing child
-                if child is not None:
-                    return child
-        key = self._key(values, kw)
-        with self._lock:
-            child = self._children.get(key)
-            if child is None:
-                child = self._children[key] = self._new_child()
-            return child
+        if None in values:
+            values = tuple("" if v is None else v for v in values)
+        elif kw and None in kw.values():
+            kw = {k: "" if v is None else v for k, v in kw.items()}
+        return super().labels(*values, **kw)  # type: ignore[misc]
 
-    def _only(self) -> Any:
-        if self.labelnames:
-            raise ValueError(f"{self.name} has labels {list(self.labelnames)}: use .labels(...)")
-        return self.labels()
+    @property
+    def labelnames(self) -> tuple[str, ...]:
+        return self._labelnames
 
-    def remove(self, *values: Any, **kw: Any) -> None:
-        """Forget the child for these label values (no error if there is none)."""
-        key = self._key(values, kw)
-        with self._lock:
-            self._children.pop(key, None)
+    def _label_dict(self, values: Sequence[Any], kw: Mapping[str, Any]) -> dict[str, str]:
+        if values and kw:
+            raise ValueError(f"{self._name}: give label values by position or by name, not both")
+        if kw:
+            if set(kw) != set(self._labelnames):
+                raise ValueError(f"{self._name}: labels {sorted(kw)} given, {list(self._labelnames)} expected")
+            values = [kw[n] for n in self._labelnames]
+        if len(values) != len(self._labelnames):
+            raise ValueError(f"{self._name}: {len(values)} label values given, {len(self._labelnames)} expected")
+        return {n: "" if v is None else str(v) for n, v in zip(self._labelnames, values, strict=True)}
 
-    def clear(self) -> None:
-        """Forget every child."""
-        with self._lock:
-            self._children.clear()
-
-    def children(self) -> list[tuple[dict[str, str], Any]]:
-        """``(labels, child)`` for every child, sorted by label values."""
-        with self._lock:
-            items = sorted(self._children.items())
-        return [(dict(zip(self.labelnames, key, strict=True)), child) for key, child in items]
-
-    def _sample_lines(self, key: tuple[str, ...], child: Any) -> list[str]:
-        raise NotImplementedError
-
-    def render(self) -> str:
-        lines = [f"# HELP {self.name} {_escape_help(self.documentation)}", f"# TYPE {self.name} {self.type}"]
-        with self._lock:
-            if not self._children and not self.labelnames:
-                self._children[()] = self._new_child()
-            for key in sorted(self._children):
-                lines.extend(self._sample_lines(key, self._children[key]))
-        return "\n".join(lines) + "\n"
+    def _sample(self, suffix: str, values: Sequence[Any], kw: Mapping[str, Any]) -> float:
+        """The sample ``<name><suffix>`` of these label values; 0 if the child does not exist."""
+        want = self._label_dict(values, kw)
+        for family in self.collect():  # type: ignore[attr-defined]
+            for sample in family.samples:
+                if sample.name == self._name + suffix and sample.labels == want:
+                    return float(sample.value)
+        return 0.0
 
 
-class _CounterChild:
-    __slots__ = ("_lock", "value")
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-        self.value = 0.0
-
-    def inc(self, amount: float = 1.0) -> None:
-        if not amount >= 0:  # also refuses NaN
-            raise ValueError(f"a counter only goes up (inc by {amount!r})")
-        with self._lock:
-            self.value += amount
-
-
-class Counter(_Metric):
-    """A value that only goes up (``inc``)."""
-
-    type = "counter"
-
-    def _new_child(self) -> _CounterChild:
-        return _CounterChild(self._lock)
-
-    def inc(self, amount: float = 1.0) -> None:
-        self._only().inc(amount)
+class Counter(_ReadBack, prometheus_client.Counter):
+    """A value that only goes up (``inc``); the library's counter plus :meth:`value`."""
 
     def value(self, *values: Any, **kw: Any) -> float:
         """The current value for these label values (0 if never incremented)."""
-        key = self._key(values, kw)
-        with self._lock:
-            child = self._children.get(key)
-            return child.value if child is not None else 0.0
-
-    def _sample_lines(self, key: tuple[str, ...], child: _CounterChild) -> list[str]:
-        return [f"{self.name}{_labels_text(self.labelnames, key)} {format_value(child.value)}"]
+        return self._sample("_total", values, kw)
 
 
-class _GaugeChild(_CounterChild):
-    __slots__ = ()
+class Gauge(_ReadBack, prometheus_client.Gauge):
+    """A value that goes up and down (``set``, ``inc``, ``dec``); the library's gauge plus :meth:`value`."""
 
-    def inc(self, amount: float = 1.0) -> None:
-        with self._lock:
-            self.value += amount
-
-    def dec(self, amount: float = 1.0) -> None:
-        with self._lock:
-            self.value -= amount
-
-    def set(self, value: float) -> None:
-        with self._lock:
-            self.value = float(value)
+    def value(self, *values: Any, **kw: Any) -> float:
+        return self._sample("", values, kw)
 
 
-class Gauge(Counter):
-    """A value that goes up and down (``set``, ``inc``, ``dec``)."""
-
-    type = "gauge"
-
-    def _new_child(self) -> _GaugeChild:
-        return _GaugeChild(self._lock)
-
-    def inc(self, amount: float = 1.0) -> None:
-        self._only().inc(amount)
-
-    def dec(self, amount: float = 1.0) -> None:
-        self._only().dec(amount)
-
-    def set(self, value: float) -> None:
-        self._only().set(value)
-
-
-class _HistogramChild:
-    __slots__ = ("_lock", "bounds", "counts", "count", "sum")
-
-    def __init__(self, lock: threading.RLock, bounds: tuple[float, ...]) -> None:
-        self._lock = lock
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
-        self.count = 0
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        """Count ``value`` in the first bucket whose upper bound is >= it; NaN is ignored."""
-        value = float(value)
-        if math.isnan(value):
-            return
-        with self._lock:
-            self.counts[bisect.bisect_left(self.bounds, value)] += 1
-            self.count += 1
-            self.sum += value
-
-    def cumulative(self) -> list[tuple[float, int]]:
-        """``(upper bound, observations <= it)`` for every bucket, ``+Inf`` last."""
-        with self._lock:
-            out, running = [], 0
-            for bound, n in zip((*self.bounds, math.inf), self.counts, strict=True):
-                running += n
-                out.append((bound, running))
-            return out
-
-
-def _bucket_bounds(name: str, buckets: Iterable[float]) -> tuple[float, ...]:
-    """Sorted unique finite upper bounds (``+Inf`` is implied and dropped if given)."""
-    bounds = sorted({float(b) for b in buckets if not math.isinf(float(b))})
-    if not bounds or any(math.isnan(b) for b in bounds):
-        raise ValueError(f"{name}: buckets must be finite numbers, at least one")
-    return tuple(bounds)
-
-
-class Histogram(_Metric):
-    """Observations counted in buckets (``observe``), with their sum and count."""
-
-    type = "histogram"
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (),
-                 lock: threading.RLock | None = None, buckets: Iterable[float] = DEFAULT_BUCKETS) -> None:
-        super().__init__(name, documentation, labelnames, lock)
-        if "le" in self.labelnames:
-            raise ValueError(f"{name}: a histogram cannot have a label named 'le'")
-        self.buckets = _bucket_bounds(name, buckets)
-
-    def _new_child(self) -> _HistogramChild:
-        return _HistogramChild(self._lock, self.buckets)
-
-    def observe(self, value: float) -> None:
-        self._only().observe(value)
+class Histogram(_ReadBack, prometheus_client.Histogram):
+    """Observations counted in buckets (``observe``); the library's histogram plus :meth:`count` and
+    :meth:`sum`."""
 
     def count(self, *values: Any, **kw: Any) -> int:
         """How many observations these label values have (0 if none)."""
-        key = self._key(values, kw)
-        with self._lock:
-            child = self._children.get(key)
-            return child.count if child is not None else 0
+        return int(self._sample("_count", values, kw))
 
     def sum(self, *values: Any, **kw: Any) -> float:
-        key = self._key(values, kw)
-        with self._lock:
-            child = self._children.get(key)
-            return child.sum if child is not None else 0.0
-
-    def _sample_lines(self, key: tuple[str, ...], child: _HistogramChild) -> list[str]:
-        lines = [f"{self.name}_bucket{_labels_text(self.labelnames, key, ('le', format_value(bound)))} {n}"
-                 for bound, n in child.cumulative()]
-        labels = _labels_text(self.labelnames, key)
-        lines.append(f"{self.name}_sum{labels} {format_value(child.sum)}")
-        lines.append(f"{self.name}_count{labels} {child.count}")
-        return lines
+        return self._sample("_sum", values, kw)
 
 
-class MetricsRegistry:
-    """The metrics of one process (or of one test); see the module docstring."""
+def _check_names(name: str, labelnames: Sequence[str]) -> tuple[str, ...]:
+    if not _METRIC_NAME.fullmatch(name):
+        raise ValueError(f"invalid metric name {name!r}")
+    names = tuple(labelnames)
+    for label in names:
+        if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
+            raise ValueError(f"invalid label name {label!r} for metric {name}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate label names for metric {name}: {names}")
+    return names
+
+
+class MetricsRegistry(CollectorRegistry):
+    """The metrics of one owner (a controller-manager, an agent, an API server, or a test); see the module
+    docstring."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._metrics: dict[str, _Metric] = {}
+        super().__init__()
+        self._declared_lock = threading.Lock()
+        # the name each metric was declared under -> (metric, its kind, label names, buckets)
+        self._declared: dict[str, tuple[Any, str, tuple[str, ...], tuple[float, ...]]] = {}
         self._collectors: list[Callable[[], None]] = []
+        self._process: ProcessCollector | None = None
 
-    def _register(self, cls: type[_Metric], name: str, documentation: str, labelnames: Sequence[str],
-                  **kw: Any) -> Any:
-        with self._lock:
-            existing = self._metrics.get(name)
+    def _declare(self, cls: type[Any], kind: str, name: str, documentation: str, labelnames: Sequence[str],
+                 buckets: tuple[float, ...] = ()) -> Any:
+        names = _check_names(name, labelnames)
+        if kind == "counter" and not name.endswith("_total"):
+            raise ValueError(f"counter {name}: a counter's name ends in _total (it is exposed so)")
+        with self._declared_lock:
+            existing = self._declared.get(name)
             if existing is None:
-                metric = cls(name, documentation, labelnames, self._lock, **kw)
-                self._metrics[name] = metric
+                kw: dict[str, Any] = {"buckets": buckets} if kind == "histogram" else {}
+                metric = cls(name, documentation, names, registry=self, **kw)
+                self._declared[name] = (metric, kind, names, buckets)
                 return metric
-            same = type(existing) is cls and existing.labelnames == tuple(labelnames)
-            if same and isinstance(existing, Histogram):
-                same = existing.buckets == _bucket_bounds(existing.name, kw.get("buckets", DEFAULT_BUCKETS))
-            if not same:
-                raise ValueError(f"metric {name} is already registered as a {existing.type} with labels "
-                                 f"{list(existing.labelnames)} (and its own buckets)")
-            return existing
+            metric, old_kind, old_names, old_buckets = existing
+            if (old_kind, old_names, old_buckets) != (kind, names, buckets):
+                raise ValueError(f"metric {name} is already registered as a {old_kind} with labels "
+                                 f"{list(old_names)} (and its own buckets)")
+            return metric
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
-        result: Counter = self._register(Counter, name, documentation, labelnames)
+        result: Counter = self._declare(Counter, "counter", name, documentation, labelnames)
         return result
 
     def gauge(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Gauge:
-        result: Gauge = self._register(Gauge, name, documentation, labelnames)
+        result: Gauge = self._declare(Gauge, "gauge", name, documentation, labelnames)
         return result
 
     def histogram(self, name: str, documentation: str, labelnames: Sequence[str] = (),
                   buckets: Iterable[float] = DEFAULT_BUCKETS) -> Histogram:
-        result: Histogram = self._register(Histogram, name, documentation, labelnames, buckets=tuple(buckets))
+        """A histogram with these upper bounds (in increasing order; ``+Inf`` is added)."""
+        bounds = tuple(float(b) for b in buckets)
+        if any(math.isnan(b) for b in bounds):
+            raise ValueError(f"{name}: a bucket bound is NaN")
+        result: Histogram = self._declare(Histogram, "histogram", name, documentation, labelnames, bounds)
         return result
 
-    def get(self, name: str) -> _Metric | None:
-        with self._lock:
-            return self._metrics.get(name)
+    def get(self, name: str) -> Any:
+        """The metric declared under ``name``, or None."""
+        with self._declared_lock:
+            found = self._declared.get(name)
+        return found[0] if found is not None else None
 
     def names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._metrics)
+        """The names metrics were declared under, sorted."""
+        with self._declared_lock:
+            return sorted(self._declared)
+
+    def add_process_metrics(self) -> None:
+        """Expose the library's ``process_*`` metrics of this process here (once; again is harmless)."""
+        with self._declared_lock:
+            if self._process is None:
+                self._process = ProcessCollector(registry=self)
 
     def add_collector(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` before every render (to set gauges from live state)."""
-        with self._lock:
+        """Call ``fn`` before every collection (to set gauges from live state)."""
+        with self._declared_lock:
             self._collectors.append(fn)
 
     def remove_collector(self, fn: Callable[[], None]) -> None:
-        with self._lock:
+        with self._declared_lock:
             if fn in self._collectors:
                 self._collectors.remove(fn)
 
-    def collect(self) -> None:
-        """Run the collectors; one that raises is logged, not propagated."""
-        with self._lock:
+    def refresh(self) -> None:
+        """Run the callables of :meth:`add_collector`; one that raises is logged, not propagated."""
+        with self._declared_lock:
             collectors = list(self._collectors)
         for fn in collectors:
             try:
@@ -418,12 +269,14 @@ class MetricsRegistry:
             except Exception:
                 log.exception("metrics: collector %r failed", fn)
 
+    def collect(self) -> Iterator[Metric]:
+        """The library's collection, after :meth:`refresh`."""
+        self.refresh()
+        yield from super().collect()
+
     def render(self) -> str:
-        """Every metric in the text exposition format 0.0.4, sorted by name."""
-        self.collect()
-        with self._lock:
-            metrics = [self._metrics[n] for n in sorted(self._metrics)]
-            return "".join(m.render() for m in metrics)
+        """Every metric in the text exposition format 0.0.4."""
+        return generate_latest(self).decode()
 
 
 # ----------------------------------------------------------------------------------------------- failover metrics
@@ -588,9 +441,7 @@ class FailoverMetrics:
         self.eviction_queue_depth.remove(name)
         self.eviction_kind_total.clear()
         self.rate_limit.remove(name)
-        for labels, _ in self.rate_limiter_mode.children():
-            if labels["name"] == name:
-                self.rate_limiter_mode.remove(**labels)
+        self.rate_limiter_mode.remove_by_labels({"name": name})
 
 
 class FailoverHistoryMetrics:
@@ -685,7 +536,8 @@ class InterpreterMetrics:
 
 
 class ControllerMetrics:
-    """What a controller-manager's controllers record into: the registry and the metrics declared on it."""
+    """What a controller-manager's controllers record into: the registry (with the ``process_*`` metrics, as
+    the controller-manager serves it) and the metrics declared on it."""
 
     def __init__(self, registry: MetricsRegistry | None = None) -> None:
         self.registry = registry if registry is not None else MetricsRegistry()
@@ -702,10 +554,11 @@ class ControllerMetrics:
             "flotilla_forward_first_wait_seconds_total",
             "Seconds passes of reporting or clean-up controllers waited for the forward (or reporting) queues",
             ["role"])
+        self.registry.add_process_metrics()
 
     def forward_first_waited(self, role: str, seconds: float) -> None:
         self.forward_first_waits.labels(role).inc()
-        self.forward_first_wait_seconds.labels(role).inc(seconds)
+        self.forward_first_wait_seconds.labels(role).inc(_seconds(seconds))
 
     def render(self) -> str:
         return self.registry.render()
@@ -779,8 +632,7 @@ class MetricsServer:
     async def _metrics(self, request: Any) -> Any:
         from aiohttp import web
 
-        body = self.registry.render()
-        return web.Response(body=body.encode(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE})
 
     async def _healthz(self, request: Any) -> Any:
         from aiohttp import web

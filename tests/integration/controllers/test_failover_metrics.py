@@ -36,8 +36,8 @@ from tests.support.controllers import (
     create_flink_binding,
     plane_with_clusters,
 )
+from tests.support.metrics import Family, check_histograms, parse_exposition
 from tests.support.processes import LoggedProcess
-from tests.unit.test_metrics_registry import Family, check_histograms, parse_exposition
 
 NS = "default"
 RB = FLINK_BINDING

@@ -114,7 +114,7 @@ async def test_every_wait_is_told_with_its_role_and_length() -> None:
 
 def test_the_controller_metrics_count_the_waits_by_role() -> None:
     from flotilla.observability.metrics import ControllerMetrics
-    from tests.unit.test_metrics_registry import parse_exposition
+    from tests.support.metrics import parse_exposition
 
     metrics = ControllerMetrics()
     metrics.forward_first_waited("reports", 0.25)
