@@ -1,4 +1,5 @@
-"""Filter plugins: ClusterAffinity, TaintToleration (+ D11), APIEnablement, SpreadConstraint, ClusterEviction."""
+"""Filter plugins: ClusterAffinity, TaintToleration (+ D11: an expired toleration no longer
+tolerates), APIEnablement, SpreadConstraint, ClusterEviction."""
 
 from __future__ import annotations
 
