@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from flotilla.cli.fence_commands import add_fence_parsers
 
-    add_fence_parsers(sub)  # `flotilla fence` / `flotilla unfence` (BEHAVIOR.md D2)
+    add_fence_parsers(sub)  # `flotilla fence` / `flotilla unfence` (fencing, D2)
 
     from flotilla.cli.controller_manager import add_controller_manager_parser
 
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from flotilla.cli.failover_cmd import add_failover_parsers
 
-    add_failover_parsers(sub)  # `flotilla failover preview KIND/NAME` (BEHAVIOR.md "Failover preview")
+    add_failover_parsers(sub)  # `flotilla failover preview KIND/NAME`
 
     from flotilla.local.up_command import add_up_parsers
 

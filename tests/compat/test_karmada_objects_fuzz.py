@@ -2,7 +2,7 @@
 and raw bodies, sent over HTTP to an API server.
 
 - A valid object is created (201) and reads back as it was sent, plus exactly the metadata the server sets and
-  the defaults of Karmada's CRDs and mutating webhooks (karmada-failover.md §8.1), modelled here independently.
+  the defaults of Karmada's CRDs and mutating webhooks, modelled here independently.
 - The same object with one field broken (wrong type, unsupported enum value, number out of range, missing
   required field, a string its schema's ``pattern`` refuses, unknown field with ``fieldValidation=Strict``) is
   refused with a ``Status`` naming the
@@ -226,7 +226,7 @@ def karmada_object(draw: st.DrawFn, kinds: tuple[str, ...] = tuple(KINDS)) -> di
 
 
 def expected_spec(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as stored: Karmada's CRD defaults and mutating webhooks (§8.1), written out independently."""
+    """The spec as stored: Karmada's CRD defaults and mutating webhooks, written out independently."""
     out = copy.deepcopy(spec)
     if kind == "ClusterTaintPolicy":
         return out
@@ -361,7 +361,8 @@ def _set(obj: dict[str, Any], path: str, value: Any) -> None:
 
 
 IDX = r"\[\d+\]"
-# field paths (regular expressions) where Karmada's CRDs or webhooks (§8), or Flotilla's D13, allow only some values
+# field paths (regular expressions) where Karmada's CRDs or webhooks, or Flotilla's D13 (ClusterTaintPolicy
+# hygiene), allow only some values
 ENUMS = [r"spec\.(preemption|conflictResolution)", r"spec\.failover\.(application|cluster)\.purgeMode",
          rf"spec\.placement\.spreadConstraints{IDX}\.spreadByField",
          r"spec\.placement\.replicaScheduling\.replicaScheduling(Type|DivisionPreference)",
@@ -661,7 +662,7 @@ def test_watch_with_a_non_finite_timeout_is_a_bad_request(api: tuple[str, reques
 
 
 def test_rule_messages_reach_the_client_in_karmadas_format(api: tuple[str, requests.Session]) -> None:
-    """§8: a single error is printed as it is, several as ``[e1, e2]``; each is a cause with its field path."""
+    """As in Karmada: one error is printed as it is, several as ``[e1, e2]``; each is a cause with its field path."""
     url, session = api
     base = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
             "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}

@@ -1,6 +1,6 @@
 """``flotilla taint clusters``, ``cordon``/``uncordon`` and ``get`` against a real API server process, checked with
-the real kubectl (karmada-failover.md §9 item 14: dry-run, apply, refuse to overwrite without ``--overwrite``,
-overwrite, remove with ``-``, unknown flag, unknown cluster)."""
+the real kubectl (the cases of Karmada's e2e ``karmadactl_test.go``: dry-run, apply, refuse to overwrite without
+``--overwrite``, overwrite, remove with ``-``, unknown flag, unknown cluster)."""
 
 from __future__ import annotations
 

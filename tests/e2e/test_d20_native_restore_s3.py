@@ -1,4 +1,4 @@
-"""D20 end to end on a real S3-compatible server (moto's server mode, started here with IAM authentication).
+"""D20 (native restore) end to end on a real S3-compatible server (moto's server mode, started here with IAM authentication).
 
 ``flotilla apiserver``, ``flotilla member --count 2`` (nothing installed in them: the member-side savepoint rule is
 off) and ``flotilla controller-manager --restore-hold-timeout 15s``. The FlinkDeployment's ``flinkConfiguration``

@@ -1,4 +1,4 @@
-"""D22 end to end: ``flotilla up``, a FlinkDeployment moved by a NoExecute taint, ``flotilla get failovers``.
+"""D22 (the failover history) end to end: ``flotilla up``, a FlinkDeployment moved by a NoExecute taint, ``flotilla get failovers``.
 
 Real processes and the real kubectl: the stack of ``flotilla up --detach`` (two simulated members whose Flink
 operator reports its job's progress), a stateful PropagationPolicy (purgeMode Directly, the job id preserved),

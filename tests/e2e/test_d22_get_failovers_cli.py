@@ -1,4 +1,4 @@
-"""D22: ``flotilla get failovers`` against a real API server process (bindings written with kubectl)."""
+"""D22, the failover history: ``flotilla get failovers`` against a real API server process (bindings written with kubectl)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ later), each against its own API server process on memory storage, because direc
 applied first and waited for; then every file that holds Namespaces or CRDs is checked with
 ``kubectl apply --dry-run=server`` and applied, so that the namespaced files can be checked next; every other file is
 checked with ``--dry-run=server``; finally the whole directory is applied for real, every object is there, and
-applying it again leaves every object's spec as it was. No step may print an admission warning (BEHAVIOR.md D3).
+applying it again leaves every object's spec as it was. No step may print an admission warning (D3's
+state-preservation warnings).
 """
 
 from __future__ import annotations

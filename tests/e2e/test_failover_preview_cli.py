@@ -1,4 +1,4 @@
-"""``flotilla failover preview`` as a process against a real ``flotilla apiserver`` (BEHAVIOR.md "Failover preview").
+"""``flotilla failover preview`` as a process against a real ``flotilla apiserver``.
 
 The workloads and their bindings are written with the real kubectl, the bindings named as the detector names
 them (``<name>-<kind>``) and their reflected status set through the status subresource, as the status

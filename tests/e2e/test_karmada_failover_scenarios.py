@@ -1,15 +1,16 @@
-"""Karmada's failover end-to-end scenarios 1-12 (karmada-failover.md §9), as real processes driven by kubectl.
+"""Karmada's failover end-to-end scenarios 1-12 (numbered as in docs/karmada-compatibility.md), as real processes
+driven by kubectl.
 
 One module-scoped fixture starts ``flotilla apiserver``, ``flotilla member --count 2``, joins both members and
 starts ``flotilla controller-manager`` with short probe timings and otherwise default failover settings (D1: the
 ``Failover``, ``GracefulEviction`` and ``StatefulFailoverInjection`` gates and NoExecute eviction are on,
 ``--no-execute-taint-eviction-purge-mode`` is ``Gracefully``, ClusterTaintPolicies may carry NoExecute taints).
 The tests run one after the other, as Karmada's serial suites do: each creates its own objects (named after the
-scenario), taints or re-conditions a cluster, checks the outcome §9 describes, and removes its taints, conditions
-and objects in a ``finally`` so the next test starts from two Ready, untainted clusters. Karmada's timings are
-shortened (tolerationSeconds 2-4 s instead of 30 s, gracePeriodSeconds 2 s instead of 10 s).
+scenario), taints or re-conditions a cluster, checks the outcome the scenario describes, and removes its taints,
+conditions and objects in a ``finally`` so the next test starts from two Ready, untainted clusters. Karmada's
+timings are shortened (tolerationSeconds 2-4 s instead of 30 s, gracePeriodSeconds 2 s instead of 10 s).
 
-| test | §9 | Karmada e2e (test/e2e/suites/base/) |
+| test | scenario | Karmada e2e (test/e2e/suites/base/) |
 |---|---|---|
 | test_scenario_1_deployment_failover_testing | 1 | failover_test.go "deployment failover testing" (nil failover behavior) |
 | test_scenario_2_taint_cluster_with_noexecute_taint_gracefully | 2 | failover_test.go "taint Cluster with NoExecute taint" (purgeMode Gracefully) |
@@ -294,7 +295,7 @@ def clean(env: Env) -> Iterator[Env]:
 
 
 def test_scenario_1_deployment_failover_testing(clean: Env) -> None:
-    """§9.1: nil failover behavior, so the purge mode is the flag's (Gracefully by default). A NoExecute
+    """Scenario 1: nil failover behavior, so the purge mode is the flag's (Gracefully by default). A NoExecute
     ``not-ready`` taint on the chosen cluster, tolerated for 2 s, moves the workload to the other cluster; once the
     taint is removed the Deployment is gone from the formerly tainted cluster."""
     p, name, tol = clean, "s1-failover", 2
@@ -327,7 +328,7 @@ def test_scenario_1_deployment_failover_testing(clean: Env) -> None:
 
 
 def test_scenario_2_taint_cluster_with_noexecute_taint_gracefully(clean: Env) -> None:
-    """§9.2: ``failover.cluster.purgeMode: Gracefully``, ``fail-test`` tolerated for 3 s. The workload moves; the
+    """Scenario 2: ``failover.cluster.purgeMode: Gracefully``, ``fail-test`` tolerated for 3 s. The workload moves; the
     graceful-eviction controller removes the task once the new copy is Healthy and says so with an
     ``EvictWorkloadFromClusterSucceed`` event on the Deployment; after the taint is removed the Deployment is gone
     from the old cluster."""
@@ -369,7 +370,7 @@ def test_scenario_2_taint_cluster_with_noexecute_taint_gracefully(clean: Env) ->
 
 
 def test_scenario_3_taint_cluster_with_noexecute_taint_directly_with_state_preservation(clean: Env) -> None:
-    """§9.3: ``failover.cluster.purgeMode: Directly`` with ``statePreservation {test-alias: {.replicas}}`` and a
+    """Scenario 3: ``failover.cluster.purgeMode: Directly`` with ``statePreservation {test-alias: {.replicas}}`` and a
     never-Ready image (so the task, and hence the injection, persists). The workload moves, the new member copy
     carries ``test-alias`` (the old copy's ``.replicas``), the old copy no longer exists, and the two copies were
     never seen at the same time (Directly deletes the old one first)."""
@@ -420,7 +421,7 @@ def test_scenario_3_taint_cluster_with_noexecute_taint_directly_with_state_prese
 
 def test_scenario_4_application_failover_gracefully_when_the_application_comes_back_to_healthy_on_the_new_cluster(
         clean: Env) -> None:
-    """§9.4: application failover, Gracefully, tolerationSeconds 3, gracePeriodSeconds 30. An OverridePolicy breaks
+    """Scenario 4: application failover, Gracefully, tolerationSeconds 3, gracePeriodSeconds 30. An OverridePolicy breaks
     the image only in the current cluster; the workload moves, becomes Healthy in the other cluster, so the task is
     removed (long before the grace period) and the Deployment disappears from the broken cluster."""
     p, name, tol, grace = clean, "s4-back-to-healthy", 3, 30
@@ -453,7 +454,7 @@ def test_scenario_4_application_failover_gracefully_when_the_application_comes_b
 
 
 def test_scenario_5_application_failover_gracefully_when_the_grace_period_is_reached(clean: Env) -> None:
-    """§9.5: application failover, Gracefully; gracePeriodSeconds patched down (30 -> 2) below tolerationSeconds
+    """Scenario 5: application failover, Gracefully; gracePeriodSeconds patched down (30 -> 2) below tolerationSeconds
     (4), as Karmada does (10 < 30) so the old copy's timeout comes before the new copy's own failover. An
     OverridePolicy breaks the image in every cluster: the new copy never becomes Healthy, so the old one is
     removed by the timeout, no earlier than gracePeriodSeconds + tolerationSeconds after the override."""
@@ -507,7 +508,7 @@ def test_scenario_5_application_failover_gracefully_when_the_grace_period_is_rea
 
 
 def test_scenario_6_application_failover_purge_mode_never(clean: Env) -> None:
-    """§9.6: application failover, ``purgeMode: Never``, tolerationSeconds 3, a never-Ready image from the start.
+    """Scenario 6: application failover, ``purgeMode: Never``, tolerationSeconds 3, a never-Ready image from the start.
     The workload is rescheduled to the other cluster and the Deployment still exists on the original one."""
     p, name, tol = clean, "s6-never", 3
     p.apply(name, docs(propagation_policy(name, one_of_two(), propagateDeps=True,
@@ -537,7 +538,7 @@ def test_scenario_6_application_failover_purge_mode_never(clean: Env) -> None:
 
 def test_scenario_7_application_failover_directly_deletes_the_old_ones_first_then_creates_the_new_ones(
         clean: Env) -> None:
-    """§9.7: application failover, ``purgeMode: Directly`` with ``statePreservation {test-alias: {.replicas}}``,
+    """Scenario 7: application failover, ``purgeMode: Directly`` with ``statePreservation {test-alias: {.replicas}}``,
     tolerationSeconds 3, a never-Ready image everywhere. The workload moves, the new Deployment carries
     ``test-alias``, the one on the original cluster no longer exists, and both never existed at once."""
     p, name, tol = clean, "s7-directly", 3
@@ -573,7 +574,7 @@ def test_scenario_7_application_failover_directly_deletes_the_old_ones_first_the
 
 
 def test_scenario_8_member_cluster_becomes_unreachable_with_cluster_affinities(clean: Env) -> None:
-    """§9.8: ``clusterAffinities [group1: member1, group2: member2]``, ``not-ready:NoExecute`` tolerated for 2 s.
+    """Scenario 8: ``clusterAffinities [group1: member1, group2: member2]``, ``not-ready:NoExecute`` tolerated for 2 s.
     Tainting member1 moves the workload to group2: the Deployment appears on member2."""
     p, name, tol = clean, "s8-affinities", 2
     taint = {"key": NOT_READY, "effect": "NoExecute"}
@@ -606,7 +607,7 @@ def test_scenario_8_member_cluster_becomes_unreachable_with_cluster_affinities(c
 
 
 def test_scenario_9_deployment_with_cluster_tolerations(clean: Env) -> None:
-    """§9.9: every cluster tainted ``cluster-toleration.karmada.io=<its name>:NoSchedule``; a policy over all
+    """Scenario 9: every cluster tainted ``cluster-toleration.karmada.io=<its name>:NoSchedule``; a policy over all
     clusters tolerating only ``=member1``: the binding is scheduled to exactly [member1]."""
     p, name, key = clean, "s9-tolerations", "cluster-toleration.karmada.io"
     tainted: list[str] = []
@@ -673,7 +674,7 @@ def cleanup_taint_policy(p: Env, policy: str, cluster: str, conditions: tuple[st
 
 
 def test_scenario_10_taint_added_and_removed_upon_single_condition_match(clean: Env) -> None:
-    """§9.10: a ClusterTaintPolicy for member2 adds ``testing/network-not-ready:NoSchedule`` on ``NetworkReady In
+    """Scenario 10: a ClusterTaintPolicy for member2 adds ``testing/network-not-ready:NoSchedule`` on ``NetworkReady In
     [False, Unknown]`` and removes it on ``NetworkReady In [True]``. Setting the condition False adds the taint
     (with a ``TaintClusterSucceed`` event); setting it True removes it. The custom condition survives the
     cluster-status controller's own writes of the Cluster status."""
@@ -715,7 +716,7 @@ def test_scenario_10_taint_added_and_removed_upon_single_condition_match(clean: 
 
 
 def test_scenario_11_taint_added_and_removed_upon_multi_conditions_match(clean: Env) -> None:
-    """§9.11: a ClusterTaintPolicy for member1 adds ``testing/all-not-ready:NoSchedule`` only when NetworkReady
+    """Scenario 11: a ClusterTaintPolicy for member1 adds ``testing/all-not-ready:NoSchedule`` only when NetworkReady
     **and** StorageReady are in [False, Unknown], and removes it only when both are True. One condition False
     is not enough; both False add the taint (with an event); one True keeps it; both True remove it."""
     p, name, cluster = clean, "s11-all", "member1"
@@ -746,7 +747,7 @@ def test_scenario_11_taint_added_and_removed_upon_multi_conditions_match(clean: 
 
 
 def test_scenario_12_multiple_taints(clean: Env) -> None:
-    """§9.12: one ClusterTaintPolicy for member2 with ``testing/network-not-ready`` as NoSchedule **and**
+    """Scenario 12: one ClusterTaintPolicy for member2 with ``testing/network-not-ready`` as NoSchedule **and**
     NoExecute (accepted without any flag: D1). NetworkReady False adds both; NetworkReady True removes both."""
     p, name, cluster = clean, "s12-multiple", "member2"
     taints = [{"key": "testing/network-not-ready", "effect": "NoSchedule"},

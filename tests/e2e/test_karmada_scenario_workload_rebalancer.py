@@ -1,4 +1,4 @@
-"""Karmada e2e ``workloadrebalancer_test.go`` (karmada-failover.md §9 scenario 13): real processes, real kubectl.
+"""Karmada e2e ``workloadrebalancer_test.go`` (failover scenario 13): real processes, real kubectl.
 
 One module-scoped fixture starts ``flotilla apiserver``, ``flotilla member --count 2``, joins both members and
 starts ``flotilla controller-manager`` with short timings (``--graceful-eviction-timeout 5s``). The scenario: a

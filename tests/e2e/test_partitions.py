@@ -1,5 +1,5 @@
-"""Partitions and slow members with real faults (issue 8): frozen, slow and down members told apart by the
-cluster status controller, the eviction brake of D10 when every member is down, and D2's recovery purge.
+"""Partitions and slow members with real faults: frozen, slow and down members told apart by the
+cluster status controller, the eviction brake of D10 when every member is down, and the recovery purge (D2, D17).
 
 Karmada's e2e suites fail clusters over by adding taints by hand; here the faults are real. One module-scoped
 fixture starts ``flotilla apiserver``, ``flotilla member --count 2`` (member1, member2) and a second

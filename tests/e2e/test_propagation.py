@@ -147,7 +147,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
                                  f"{', '.join(missing)}")
 
         # Ready with API enablements and untainted, before any binding exists: the scheduler does not look at
-        # a binding again when only a cluster's status changes (Karmada §3.1)
+        # a binding again when only a cluster's status changes (as in Karmada)
         p.wait_clusters_ready()
 
         # for the same reason, member1's summary must count its ballast before the dynamic scenario is applied
@@ -215,8 +215,8 @@ def test_static_weights_divide_one_to_two(pipeline: Pipeline) -> None:
 
 def test_dynamic_weights_follow_available_replicas(pipeline: Pipeline) -> None:
     """Karmada divides by each cluster's available replicas, which its general estimator computes from
-    Cluster.status.resourceSummary: floor((allocatable - allocated - allocating) / request) per requested resource
-    (karmada-core.md §3.7). Every simulated member serves 3 Ready nodes of 8 CPU (allocatable 24 CPU); member1
+    Cluster.status.resourceSummary: floor((allocatable - allocated - allocating) / request) per requested resource.
+    Every simulated member serves 3 Ready nodes of 8 CPU (allocatable 24 CPU); member1
     also runs the ballast (3 x 4 CPU, allocated 12 CPU: no Pods in a simulated member, so the cluster status
     controller counts its workloads). At 4 CPU a replica that leaves 3 : 6 : 6 available replicas, and Webster
     divides the 5 replicas in that proportion: 1 : 2 : 2."""

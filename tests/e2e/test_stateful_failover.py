@@ -4,7 +4,7 @@ One module-scoped fixture starts ``flotilla apiserver``, ``flotilla member --cou
 savepoint rule on and 1 s Flink checkpoints), joins both members, applies a ClusterTaintPolicy (Ready in
 [False, Unknown] -> cluster.karmada.io/not-ready:NoExecute) and starts ``flotilla controller-manager`` with short
 timings. The workloads go to ONE of the two members (spreadConstraints cluster 1/1) with
-``failover.cluster.purgeMode: Directly`` and state preservation (karmada-failover.md §5, §6, §9 case 3, §10 L1).
+``failover.cluster.purgeMode: Directly`` and state preservation.
 
 * The proposal's three cases with a hand-made NoExecute taint: a Deployment, a StatefulSet and a FlinkDeployment
   move to the other member, created with the preserved label holding the value the old copy reported; the old
@@ -336,10 +336,11 @@ def test_flinkdeployment_moves_with_its_job_id_on_noexecute_taint(env: Env) -> N
 
 
 def test_d2_directly_on_unreachable_member_waits_until_fenced(env: Env) -> None:
-    """An unreachable member (§10 L1 and Flotilla's D2; ``--mode down``, a partition: its workloads keep running):
-    the CTP taints it not-ready:NoExecute; with Directly the old Work cannot be deleted, so nothing starts
-    elsewhere until ``flotilla fence``; then the new copy starts from a checkpoint of the old job id, with no record
-    lost; after recover + unfence the stale copy in the old member is deleted."""
+    """An unreachable member (Karmada's Directly waits for its task's timeout; Flotilla's D2, fencing; ``--mode
+    down``, a partition: its workloads keep running): the CTP taints it not-ready:NoExecute; with Directly the old
+    Work cannot be deleted, so nothing starts elsewhere until ``flotilla fence``; then the new copy starts from a
+    checkpoint of the old job id, with no record lost; after recover + unfence the stale copy in the old member is
+    deleted."""
     p = env
     p.applied("flink-outage")
     old, _ = p.eventually(lambda: running_in_one(p, "wc-outage"), "wc-outage RUNNING in one member",

@@ -429,7 +429,7 @@ def test_cluster_propagation_policy_and_override_policy(kubectl: Kubectl) -> Non
 
 
 # ---------------------------------------------------------------------------------------------- failover rules
-# (the full table of karmada-failover.md §8 is tests/unit/api/test_failover_admission_rules.py; these rows go
+# (the full table of failover rules is tests/unit/api/test_failover_admission_rules.py; these rows go
 # through the real server and kubectl, which prints the 422 causes and the Warning headers)
 
 

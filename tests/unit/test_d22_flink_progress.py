@@ -1,4 +1,4 @@
-"""D22: the simulated Flink operator reports its job's progress in status.clusterInfo (simulation only)."""
+"""D22, the failover history: the simulated Flink operator reports its job's progress in status.clusterInfo (simulation only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D22: ``flotilla get failovers`` rows (pure rendering of the history entries)."""
+"""D22, the failover history: ``flotilla get failovers`` rows (pure rendering of the history entries)."""
 
 from __future__ import annotations
 

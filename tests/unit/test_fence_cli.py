@@ -1,4 +1,4 @@
-"""`flotilla fence` / `flotilla unfence`: argument parsing (BEHAVIOR.md D2)."""
+"""`flotilla fence` / `flotilla unfence`: argument parsing (fencing, D2)."""
 
 from __future__ import annotations
 

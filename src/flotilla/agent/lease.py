@@ -1,4 +1,4 @@
-"""The agent's Lease (karmada-core.md §8.2): ``coordination.k8s.io/v1`` Lease ``<cluster>`` in ``karmada-cluster``,
+"""The agent's Lease, as Karmada's: ``coordination.k8s.io/v1`` Lease ``<cluster>`` in ``karmada-cluster``,
 held by the cluster's name, renewed every ``duration x fraction`` seconds. The control plane judges a Pull
 cluster's health from its ``renewTime``. Pure functions; the renewing loop is in :mod:`.runtime`."""
 

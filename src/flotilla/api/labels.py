@@ -136,7 +136,7 @@ KARMADA_SYSTEM_NAMESPACE: Final = "karmada-system"
 # ---------------------------------------------------------------------------------------------
 
 #: NoExecute taint set by a person (``flotilla fence NAME``): the cluster is known to be down, so
-#: deleting its Works completes without contacting it (BEHAVIOR.md D2).
+#: deleting its Works completes without contacting it (fencing, D2).
 TAINT_CLUSTER_OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
 #: Binding annotation: JSON ``{cluster, labels, fromCluster, at}`` of the last injected state (D4).
 INJECTED_STATE_ANNOTATION: Final = "failover.flotilla.io/injected-state"

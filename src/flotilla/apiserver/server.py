@@ -48,7 +48,7 @@ class ApiServerConfig:
     middlewares: list[Any] = field(default_factory=list)
     # Karmada's validating/mutating webhooks for Karmada's kinds (the control plane; members go without)
     karmada_admission: bool = True
-    allow_no_execute_taint_policy: bool = True  # D1
+    allow_no_execute_taint_policy: bool = True  # D1: failover on by default
     # the PropagationPolicy finalizer needs the policy controller to remove it; off until that runs
     policy_finalizers: bool = False
     # how heavy request bodies are decoded: threads, per-client concurrency and queues (None: the defaults)

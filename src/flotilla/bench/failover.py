@@ -14,7 +14,7 @@ member1 (with ``--state``: until the binding holds the state to preserve). Then,
 ceiling (:mod:`flotilla.bench.ceiling`) with values the size of a real binding, and the background write rate.
 Then the fault (``taint``: a NoExecute taint on member1, nothing tolerates it; ``down``: member1 is powered off,
 its API and workloads gone, and with ``Directly`` it is fenced as soon as the ``not-ready`` taint appears, as an
-operator would after checking, BEHAVIOR.md D2) and the wait until every workload is Healthy elsewhere.
+operator would after checking: fencing, D2) and the wait until every workload is Healthy elsewhere.
 
 With ``--pull`` member1 (the one that fails) is a Pull member: it is not joined; a ``flotilla agent`` process of
 its own registers it and applies its Works (and, after the fault, deletes them), so the control plane never calls
@@ -649,7 +649,7 @@ def result_problems(result: dict[str, Any], p: FailoverParams) -> list[str]:
     found = []
     if not result.get("all_recovered"):
         found.append(f"only {result.get('recovered')} of {p.workloads} workloads recovered within {p.timeout:.0f}s")
-    # Karmada's rule (karmada-failover.md; flotilla.failover.state): state is injected only with purgeMode Directly
+    # Karmada's rule (flotilla.failover.state): state is injected only with purgeMode Directly
     if p.state and p.purge_mode == "Directly" and result.get("state_injected") != p.workloads:
         found.append(f"state injected into {result.get('state_injected')} of {p.workloads} new copies")
     if p.purge_mode == "Directly" and result.get("max_concurrent_copies", 0) > 1:

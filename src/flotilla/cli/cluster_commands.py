@@ -1,5 +1,5 @@
 """``flotilla join`` and ``flotilla unjoin``: register and remove a Push-mode member cluster, as ``karmadactl
-join``/``unjoin`` do (karmada-core.md §11).
+join``/``unjoin`` do.
 
 ``join NAME --cluster-kubeconfig FILE`` reads the member's kubeconfig, checks that the member answers (its
 health endpoint; its credentials are tried on ``kube-system``), then writes to the control plane (``--kubeconfig``,

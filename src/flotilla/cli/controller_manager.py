@@ -469,7 +469,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     from flotilla.observability.metrics import parse_bind_address
 
     options = options_from_args(args)
-    problems = options.validate()  # Karmada's flag checks (karmada-failover.md §8.5)
+    problems = options.validate()  # Karmada's flag checks, made before it starts
     if problems:
         raise ValueError("; ".join(problems))
     metrics_address = parse_bind_address(getattr(args, "metrics_bind_address", "0"))

@@ -1,7 +1,7 @@
 """``flotilla failover preview KIND/NAME``: what a failover of a live workload would preserve and inject now.
 
 The command reads the workload and its (Cluster)ResourceBinding from the control plane and runs the pure
-:func:`flotilla.failover.preview.preview` on them (BEHAVIOR.md "Failover preview"): for each trigger of the
+:func:`flotilla.failover.preview.preview` on them: for each trigger of the
 binding's ``spec.failover`` and each state-preservation rule, the value the rule would preserve from the
 reflected status of the cluster the workload runs in, or the error that would block the eviction (D6) with a
 hint, and whether the state would be injected into the new cluster, and if not why.

@@ -1,4 +1,4 @@
-"""``flotilla fence`` and ``flotilla unfence``: mark a member cluster as known down (BEHAVIOR.md D2).
+"""``flotilla fence`` and ``flotilla unfence``: mark a member cluster as known down (fencing, D2).
 
 ``fence NAME`` adds the taint ``cluster.flotilla.io/out-of-service:NoExecute`` to the Cluster (as
 ``node.kubernetes.io/out-of-service`` does for nodes): the control plane then treats the member's workloads as

@@ -11,7 +11,7 @@ The output is what ``kubectl get -o jsonpath=TEMPLATE`` prints for the same obje
 the other. Missing keys are errors unless ``--allow-missing-keys`` (kubectl's default is to allow them; this
 command is strict by default because state-preservation rules are evaluated strictly). Numbers print as
 Flotilla's state preservation prints them, so integral numbers are integers (``1734462491693``) where kubectl
-prints a float read from ``1.734462491693e12`` in Go's exponent form (BEHAVIOR.md D7).
+prints a float read from ``1.734462491693e12`` in Go's exponent form (D7, label-safe values).
 
 To test a ``statePreservation`` rule, run it on the *reflected status* (``status.aggregatedStatus[].status``
 of the binding), not on the whole object: ``kubectl get rb NAME -o json | flotilla jsonpath

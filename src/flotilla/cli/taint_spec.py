@@ -4,7 +4,7 @@
 * ``key=value:Effect`` / ``key:Effect`` adds (or, with ``--overwrite``, replaces) the taint with that key and
   effect; ``key:Effect-`` removes it; ``key-`` removes every taint with that key.
 * Effects: ``NoSchedule``, ``PreferNoSchedule``, ``NoExecute`` are accepted here as karmadactl accepts them; the API
-  server then refuses what a Cluster cannot carry (``PreferNoSchedule``, karmada-failover.md §8.3).
+  server then refuses what a Cluster cannot carry (``PreferNoSchedule``, as Karmada's API server does).
 * Without ``--overwrite``, adding a taint whose key and effect are already on the cluster is refused.
 * The result is ``tainted`` (only additions), ``untainted`` (only removals) or ``modified`` (both, or
   ``--overwrite``), as karmadactl prints it.

@@ -1,5 +1,5 @@
 """Cluster health as pure functions: probe outcome -> observed Ready condition -> threshold-damped Ready
-condition -> the status fields to write (karmada-core.md §8.1).
+condition -> the status fields to write, as Karmada's cluster status controller does.
 
 The status controller probes a member (``/readyz``, ``/healthz`` when that is 404), turns the answer into an
 :class:`Observation`, asks :class:`ReadyThresholds` which Ready condition to publish, and writes what

@@ -1,4 +1,4 @@
-"""The objects ``flotilla join`` writes to the control plane, as pure functions (karmada-core.md §11, §1.1).
+"""The objects ``flotilla join`` writes to the control plane, as pure functions.
 
 A Push-mode join registers a member with:
 

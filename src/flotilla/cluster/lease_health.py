@@ -1,4 +1,4 @@
-"""Health of Pull clusters from their Lease, as pure functions (karmada-core.md §8.3, the cluster controller's
+"""Health of Pull clusters from their Lease, as pure functions (the cluster controller's
 health monitor).
 
 A Pull cluster's status is written by its agent, inside the member; the control plane never calls the member.

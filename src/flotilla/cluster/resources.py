@@ -1,10 +1,10 @@
 """A member's node and resource summaries (``Cluster.status.nodeSummary`` / ``status.resourceSummary``) as pure
-functions of its Nodes, Pods and workloads (karmada-core.md §1.1, §8.1). :func:`summarize` is the reference: it
+functions of its Nodes, Pods and workloads. :func:`summarize` is the reference: it
 walks every object. The cluster status controller keeps the same result as running totals
 (:class:`flotilla.cluster.summary_totals.SummaryTotals`) that each watch event adjusts by one object's share, made
 by the per-object rules below (:func:`node_resources`, :func:`pod_usage`, :func:`workload_usage`), and writes what
 they give; the scheduler's general estimator (:mod:`flotilla.scheduler.estimation`) turns the summary into
-available replicas (§3.7).
+available replicas.
 
 ``nodeSummary``
     ``totalNum`` = number of Nodes, ``readyNum`` = Nodes whose Ready condition is True. Zero counts are left

@@ -1,4 +1,4 @@
-"""The NoSchedule taints a Cluster carries for its Ready condition (karmada-core.md §8.3), as pure functions.
+"""The NoSchedule taints a Cluster carries for its Ready condition, as pure functions.
 
 ======================  ====================================================  ============================
 Ready condition         ensure                                                remove

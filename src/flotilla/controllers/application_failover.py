@@ -2,7 +2,7 @@
 
 One controller for both ResourceBindings and ClusterResourceBindings (keys ``rb|<ns>|<name>`` and
 ``crb|<name>``). The decision is :func:`flotilla.failover.application.decide_for_binding`
-(karmada-failover.md §3; BEHAVIOR.md D8): a binding whose ``spec.failover.application`` is set (the
+(Karmada's rules, and D8 below): a binding whose ``spec.failover.application`` is set (the
 detector copies it from the policy), with ``propagateDeps: true``, a non-empty ``aggregatedStatus``
 and a resource kind the interpreter has an ``InterpretHealth`` hook for.
 

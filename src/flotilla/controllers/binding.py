@@ -1,6 +1,6 @@
 """The binding controller: ResourceBindings and ClusterResourceBindings become one Work per target cluster.
 
-Karmada's binding controllers (karmada-core.md §4). Decisions are in :mod:`flotilla.propagation.works`;
+Karmada's binding controllers. Decisions are in :mod:`flotilla.propagation.works`;
 this module reads caches and writes Works.
 
 Triggers: a binding's creation and every change of its generation (the scheduler's ``spec.clusters``,
@@ -19,7 +19,7 @@ look after :data:`DIRECTLY_PURGE_SAFETY_REQUEUE` seconds remains; else every tar
 created or updated (errors of one cluster do not stop the others and requeue the binding), with
 Events ``SyncWorkSucceed`` / ``SyncWorkFailed`` on the binding and the template.
 
-Injected state (gate ``StatefulFailoverInjection``; BEHAVIOR.md D4): before the Works are written,
+Injected state (gate ``StatefulFailoverInjection``; D4, injected state stays): before the Works are written,
 :func:`flotilla.failover.state.plan_injection` decides, from the eviction tasks and the binding's record
 (annotation ``failover.flotilla.io/injected-state``), which labels each target cluster's Work gets: the
 last ``Directly`` task's preserved state under Karmada's conditions, else the recorded labels in the

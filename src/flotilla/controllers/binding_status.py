@@ -1,4 +1,4 @@
-"""The binding status controller: Works -> binding ``status.aggregatedStatus`` -> template status (karmada-core.md §7).
+"""The binding status controller: Works -> binding ``status.aggregatedStatus`` -> template status.
 
 For a ResourceBinding or ClusterResourceBinding it collects the binding's Works (label
 ``resourcebinding.karmada.io/permanent-id`` / ``clusterresourcebinding.karmada.io/permanent-id`` = the binding's

@@ -1,4 +1,4 @@
-"""The cluster controller (karmada-core.md §8.3, §8.4): execution namespace, condition taints, finalizer, removal.
+"""The cluster controller (Karmada's): execution namespace, condition taints, finalizer, removal.
 
 For every Cluster event:
 

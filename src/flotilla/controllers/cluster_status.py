@@ -1,4 +1,4 @@
-"""The cluster status controller (karmada-core.md §8.1): probe each Push member, publish its Ready condition
+"""The cluster status controller: probe each Push member, publish its Ready condition
 (damped by the success/failure thresholds), Kubernetes version, served APIs and node/resource summaries.
 
 Per Cluster, every ``--cluster-status-update-frequency`` (options; 10 s): build the member's client (a failure
@@ -491,7 +491,7 @@ class ClusterStatusController(Controller):
         self._discovery_caches: dict[str, DiscoveryCache] = {}
         self._clients: dict[str, tuple[tuple[Any, ...], Client]] = {}  # the client of the last sync and its key
         self._secrets: dict[str, Any] = {}  # namespace -> informer of the Secrets there
-        # every probe and its answer, for the D10 brake of the taint manager (flotilla.failover.brake)
+        # every probe and its answer, for the taint manager's eviction brake (D10) (flotilla.failover.brake)
         self.board: ProbeBoard = ctx.extras.setdefault(
             PROBE_BOARD, ProbeBoard(self.options.cluster_status_update_frequency))
 

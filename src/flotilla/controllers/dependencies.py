@@ -1,4 +1,4 @@
-"""The dependencies distributor: a workload's ConfigMaps, Secrets, PVCs... follow it (karmada-core.md §10, D15).
+"""The dependencies distributor: a workload's ConfigMaps, Secrets, PVCs... follow it (D15: and leave last).
 
 For a ResourceBinding with ``spec.propagateDeps`` (gate ``PropagateDeps``), the interpreter's
 InterpretDependency hook names the objects its template needs. The distributor records them in the

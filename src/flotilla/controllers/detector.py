@@ -1,4 +1,4 @@
-"""The resource detector: binds resource templates to (Cluster)PropagationPolicies (karmada-core.md §2).
+"""The resource detector: binds resource templates to (Cluster)PropagationPolicies.
 
 It watches PropagationPolicies, ClusterPropagationPolicies, (Cluster)ResourceBindings and, for every
 ``apiVersion``/``kind`` a policy selects (or a claimed binding names), the templates of that type
@@ -620,7 +620,7 @@ class DetectorController(Controller):
         return None if claim is None else self._claiming_policy(claim)
 
     async def _handle_policy_deletion(self, policy: Mapping[str, Any]) -> None:
-        """Release every template the policy claims and its binding (§2.5); the bindings and Works stay."""
+        """Release every template the policy claims and its binding; the bindings and Works stay."""
         labels = policy_claim_label(policy)
         if not labels:
             return

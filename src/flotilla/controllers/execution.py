@@ -1,6 +1,6 @@
 """The execution controller: a Work's manifests are created, updated or deleted in its member cluster.
 
-Karmada's execution controller and object watcher (karmada-core.md §5) for Push clusters, and in ``flotilla
+Karmada's execution controller and object watcher for Push clusters, and in ``flotilla
 agent`` for the agent's Pull cluster (``ControllerOptions.agent_cluster``: only the Works of its execution
 namespace are watched; :mod:`flotilla.cluster.scope`). Decisions are in :mod:`flotilla.propagation.apply`; this
 module talks to the control plane and the members.
@@ -18,8 +18,8 @@ Reconcile (Work in ``karmada-es-<cluster>``):
 * being deleted: :func:`~flotilla.propagation.apply.work_deletion_action` says whether to keep the
   member objects (``preserveResourcesOnDeletion``: only Karmada's metadata is removed from them),
   delete them (Ready cluster), wait (not Ready: the Work and its finalizer stay, retried with
-  backoff), or release the Work without contacting the member (cluster terminating or gone; BEHAVIOR.md
-  D2's fenced clusters plug in here through :meth:`ExecutionController.fenced`); then the finalizer
+  backoff), or release the Work without contacting the member (cluster terminating or gone; the
+  fenced clusters of D2 plug in here through :meth:`ExecutionController.fenced`); then the finalizer
   ``karmada.io/execution-controller`` is removed;
 * otherwise: the finalizer is added if missing, the ``Dispatching`` condition follows
   ``spec.suspendDispatching`` (suspended Works are not applied), a cluster that is not Ready fails
@@ -35,7 +35,7 @@ AlreadyExists, and the next attempt reads it), a stale copy answers 409 to the u
 deleted with its uid as precondition; a manifest applied last whose member object did not change since
 (same resourceVersion as written) is not looked at again at all.
 
-Fencing (BEHAVIOR.md D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
+Fencing (D2, :mod:`flotilla.failover.fencing`): a Cluster carrying
 ``cluster.flotilla.io/out-of-service:NoExecute`` is fenced. A Work deleted there is released without
 contacting the member; the Work gets the ``work.flotilla.io/abandoned-on-fenced-cluster`` annotation and
 the ``Abandoned`` condition before its finalizer goes, and a Warning Event ``WorkAbandoned``. Nothing is
@@ -347,7 +347,7 @@ class ExecutionController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def fenced(self, cluster: Mapping[str, Any] | None) -> bool:
-        """Whether a deleted Work of the cluster is released without contacting it (BEHAVIOR.md D2): the
+        """Whether a deleted Work of the cluster is released without contacting it (fencing, D2): the
         cluster carries the out-of-service taint. (Applying and the recovery purge look at the taint itself.)"""
         return is_fenced(cluster)
 

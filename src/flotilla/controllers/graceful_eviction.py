@@ -1,8 +1,8 @@
 """The graceful-eviction controller: removes a binding's graceful-eviction tasks once they are done.
 
 One controller for both ResourceBindings and ClusterResourceBindings (keys ``rb|<ns>|<name>`` and
-``crb|<name>``). The decision is :func:`flotilla.failover.graceful.assess_binding` (karmada-failover.md
-§4, Appendix B; BEHAVIOR.md): stamp ``creationTimestamp`` on new tasks, keep ``suppressDeletion: true``
+``crb|<name>``). The decision is :func:`flotilla.failover.graceful.assess_binding` (Karmada's rules,
+kept exactly): stamp ``creationTimestamp`` on new tasks, keep ``suppressDeletion: true``
 tasks, remove a task on timeout (its ``gracePeriodSeconds``, else ``--graceful-eviction-timeout``) or
 once the scheduler caught up and every target cluster reports ``Healthy``.
 
@@ -29,7 +29,8 @@ removed because every target is Healthy; ``trigger`` follows the task's ``produc
 
 Triggers: binding created with tasks; binding updated while it has tasks and its tasks changed, or its generation,
 ``schedulerObservedGeneration`` or ``aggregatedStatus`` changed such that a pass can act (the scheduler caught up
-and every target Healthy, or a D5 stamp due: :func:`binding_needs_assessment`); a Work of the binding deleted.
+and every target Healthy, or a D5 ``healthyAt`` stamp due: :func:`binding_needs_assessment`); a Work of the binding
+deleted.
 Runs only while the ``GracefulEviction`` feature gate is on.
 """
 

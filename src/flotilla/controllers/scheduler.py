@@ -1,4 +1,4 @@
-"""The scheduler controller: decides where each (Cluster)ResourceBinding goes (karmada-core.md §3).
+"""The scheduler controller: decides where each (Cluster)ResourceBinding goes.
 
 Watches ResourceBindings, ClusterResourceBindings and Clusters. A binding is enqueued when it is
 added, when its generation changes (status-only updates never schedule), and when a Cluster update
@@ -12,7 +12,7 @@ Unschedulable / SchedulerError), on success ``schedulerObservedGeneration`` (the
 start of the pass) and ``lastScheduledTime``, and ``schedulerObservingAffinityName`` with
 ``clusterAffinities``. Events ``ScheduleBindingSucceed`` / ``ScheduleBindingFailed`` go to the binding and
 to its template. With the gate ``StatefulFailoverInjection``, a ``spec.clusters`` write that leads to a fresh
-state injection (BEHAVIOR.md D4) carries the ``failover.flotilla.io/injected-state`` record the binding
+state injection (D4) carries the ``failover.flotilla.io/injected-state`` record the binding
 controller would write before rendering it (:func:`~flotilla.failover.state.injected_state_for_schedule`).
 
 Each write is guarded by exactly what it depends on, so that the status writes of the other controllers

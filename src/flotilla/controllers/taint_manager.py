@@ -1,7 +1,9 @@
-"""The taint manager: evicts workloads from clusters with an untolerated NoExecute taint (karmada-failover.md
-§2.3, §2.4, §6, §11; BEHAVIOR.md D1, D5, D6, D9, D10).
+"""The taint manager: evicts workloads from clusters with an untolerated NoExecute taint.
 
-**Wake-up and enqueue** (§2.3). Handlers only: a Cluster added or whose NoExecute taints change, and a
+Karmada's taint manager, with the divergences D1 (on by default), D5 (state carried over consecutive failovers),
+D6 (no silent blocking), D9 (``clustersBeforeFailover`` recorded) and D10 (eviction pacing), as described below.
+
+**Wake-up and enqueue**. Handlers only: a Cluster added or whose NoExecute taints change, and a
 (Cluster)ResourceBinding added or whose ``spec.clusters`` or ``policy.karmada.io/applied-placement`` annotation
 changes, queue the keys ``<cluster>|<binding key>`` (binding key ``namespace/name`` for a ResourceBinding,
 ``name`` for a ClusterResourceBinding) for every binding placed on such a cluster. When a key is due is
@@ -9,7 +11,7 @@ changes, queue the keys ``<cluster>|<binding key>`` (binding key ``namespace/nam
 placement), at the toleration deadline (``add_after``), or **never** (D10: a binding tolerating every NoExecute
 taint forever is not queued at all; :attr:`TaintManager.queued` counts what was queued, per key).
 
-**The eviction worker** (§2.4), per key, on the binding as the informer has it (as Karmada's cached client reads
+**The eviction worker**, per key, on the binding as the informer has it (as Karmada's cached client reads
 it; read from the API server when the cache does not have it yet). Every write is guarded by the resourceVersion,
 so a stale copy costs a 409, after which the binding is read again and everything decided again:
 
@@ -56,7 +58,7 @@ over a key, ``name="taint-manager"``); ``flotilla_eviction_enqueue_to_done_secon
 ``flotilla_evictions_total{trigger="cluster_taint"}`` by result (success, error, blocked);
 ``flotilla_taint_to_eviction_seconds``; the D6 failure and timeout counters; the D10 limiter's rate and mode.
 
-Runs only with ``--enable-no-execute-taint-eviction`` and the feature gate ``Failover`` (both on, D1).
+Runs only with ``--enable-no-execute-taint-eviction`` and the feature gate ``Failover`` (both on by default, D1).
 """
 
 from __future__ import annotations

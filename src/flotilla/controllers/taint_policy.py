@@ -1,4 +1,4 @@
-"""The ClusterTaintPolicy controller (karmada-failover.md §7, §2.2; BEHAVIOR.md D1, D13).
+"""The ClusterTaintPolicy controller (D1, on by default; D13, ClusterTaintPolicy hygiene).
 
 Turns Cluster conditions into taints as the ClusterTaintPolicies say: for each Cluster it asks
 :func:`flotilla.failover.taint_policy.evaluate` for the new ``spec.taints`` and, when they differ, writes them

@@ -1,4 +1,4 @@
-"""The work status controller: member object status -> ``Work.status.manifestStatuses`` (karmada-core.md §6).
+"""The work status controller: member object status -> ``Work.status.manifestStatuses``.
 
 Per Ready member cluster it watches each resource type that the applied Works of that cluster carry,
 label-selected on ``karmada.io/managed=true`` (so only objects Flotilla placed are cached), through the informers
@@ -25,7 +25,7 @@ label removed) while its Work, applied and not being deleted (checked live, not 
 the controller stamps the Work's annotation ``work.flotilla.io/reapply-requested`` with the time (a metadata
 merge patch: no generation bump) and records a Warning Event ``MemberObjectMissing`` on the Work. That is the
 request to apply the Work again, made through the Work only: the execution controller re-applies a Work
-when this annotation changes (besides its own §5.4 drift handling). Member-side edits of a managed object are
+when this annotation changes (besides its own drift handling). Member-side edits of a managed object are
 the execution controller's drift correction alone.
 
 Member object events of a Work the cache shows being deleted (or, for a deletion, gone) are not queued (nothing

@@ -1,4 +1,4 @@
-"""The WorkloadRebalancer controller (Karmada's ``workloadRebalancer``; karmada-failover.md §2.10, §9 case 13).
+"""The WorkloadRebalancer controller (Karmada's ``workloadRebalancer``).
 
 A WorkloadRebalancer (``apps.karmada.io/v1alpha1``, cluster-scoped) asks for a fresh reschedule of the
 workloads it lists. For each workload without a result yet, the controller reads its binding (a

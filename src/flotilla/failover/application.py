@@ -1,13 +1,13 @@
 """Application failover: when a workload that stays Unhealthy in a cluster is evicted from it.
 
-Pure functions, no I/O, no clock (``now`` is passed in). Facts: karmada-failover.md §3.1-§3.4 and L9,
-L10. Contract: BEHAVIOR.md D8.
+Pure functions, no I/O, no clock (``now`` is passed in). Karmada's filter, timer and task rules, with one
+divergence: D8, application-failover timers that survive restarts.
 
 **Which bindings** (:func:`application_failover_applies`, Karmada's ``bindingFilter``): the binding
 has ``spec.failover.application``, a non-empty ``status.aggregatedStatus``, a kind whose health the
 resource interpreter can tell (the caller says so), and ``spec.propagateDeps: true``. Karmada checks
-``propagateDeps`` for ResourceBindings only (L10). Flotilla checks it for both kinds, because
-admission requires it for both. A binding that fails the filter loses its record.
+``propagateDeps`` for ResourceBindings only, not for ClusterResourceBindings. Flotilla checks it for both kinds,
+because admission requires it for both. A binding that fails the filter loses its record.
 
 **The record** (D8). Karmada keeps "first seen Unhealthy" times in memory, so a restart or a change
 of leader starts every timer again. Flotilla persists them on the binding in the annotation
@@ -34,15 +34,15 @@ or hand-edited record cannot postpone a failover.
 D8 changes Karmada's comparison from strictly after (``now > since + tol``) to ``>=``. As a result
 ``tolerationSeconds: 0`` evicts at the first look, as the API documents. It also means a recheck that
 lands exactly on ``since + tol`` evicts. Karmada computes a remaining time of 0 at that moment and
-never requeues, so the binding waits for an unrelated event (§3.3). Flotilla returns exact
+never requeues, so the binding waits for an unrelated event. Flotilla returns exact
 deadlines, not whole seconds.
 
 **Unknown health**: as in Karmada, an ``Unknown`` item neither starts a timer nor counts towards
-one, and it **resets** a running one (§3.2 step 7). A workload whose health cannot be read for a
+one, and it **resets** a running one. A workload whose health cannot be read for a
 moment therefore gets the full ``tolerationSeconds`` again. With D14 (stale health is Unknown while a
 cluster is not Ready) this also holds while the member is unreachable, which cluster failover, not
 application failover, deals with. ``unknown_resets=False`` makes Unknown leave the record alone
-instead. Flotilla does not use that option until BEHAVIOR.md lists it as a divergence.
+instead. Flotilla does not use that option: it would be a divergence from Karmada that none of D1-D22 makes.
 
 The caller then builds one task per evicted cluster (``eviction.application_failover_task_options``,
 with ``clustersBeforeFailover = eviction.cluster_names(spec)`` computed once, before any removal) and

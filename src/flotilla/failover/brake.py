@@ -1,4 +1,4 @@
-"""What the D10 eviction brake counts as unhealthy (BEHAVIOR.md D10), pure with an injected clock.
+"""What the eviction brake (D10) counts as unhealthy, pure with an injected clock.
 
 The brake (:class:`~flotilla.failover.ratelimit.EvictionRateLimiter`) picks its pacing mode from how many
 clusters are unhealthy. A cluster's ``Ready`` condition alone is a late and uneven signal when several members

@@ -76,7 +76,7 @@ EVENT_SYNC_WORK_FAILED: Final = "SyncWorkFailed"
 # the cluster and ClusterTaintPolicy controllers: the taints that start a failover
 EVENT_TAINT_CLUSTER_SUCCEED: Final = "TaintClusterSucceed"
 EVENT_TAINT_CLUSTER_FAILED: Final = "TaintClusterFailed"
-# the execution controller: a recovered (fenced or unreachable) cluster purged of its stale copies (D2)
+# the execution controller: a recovered (fenced or unreachable) cluster purged of its stale copies (D2 and D17, purge on return)
 EVENT_STALE_OBJECTS_DELETED: Final = "StaleObjectsDeleted"
 
 #: Every reason a failover writes, from the cluster's health to the end of the eviction task.
@@ -87,7 +87,7 @@ FAILOVER_EVENT_REASONS: Final[frozenset[str]] = frozenset({
     # eviction (taint manager, application failover) and graceful eviction
     EVENT_EVICTION_QUEUED, EVENT_EVICTION_PERFORMED, EVENT_EVICTION_HALTED,
     EVENT_EVICT_SUCCEEDED, EVENT_EVICT_FAILED, EVENT_TASK_REMOVED,
-    # state preservation and injection (D5, D6)
+    # state preservation and injection (D5 carry-over, D6 failures that surface)
     EVENT_STATE_PRESERVATION_FAILED, EVENT_STATE_PRESERVATION_TIMED_OUT, EVENT_STATE_CARRIED_FORWARD,
     # native restore (D20)
     EVENT_STATE_RESTORED, EVENT_STATE_RESTORE_FAILED, EVENT_STATE_RESTORE_TIMED_OUT,

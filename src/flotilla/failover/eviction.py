@@ -1,7 +1,7 @@
 """Graceful-eviction tasks: how cluster failover and application failover take a cluster off a binding.
 
-Pure functions, no I/O. Facts: karmada-failover.md §1.3, §2.4, §3.4, §5 and Appendix B. Contract:
-BEHAVIOR.md (GracefulEvictCluster and purge-mode resolution kept exactly) and D9.
+Pure functions, no I/O. Karmada's ``GracefulEvictCluster`` and its purge-mode resolution are kept exactly;
+the one divergence is D9 (cluster failover records ``clustersBeforeFailover`` too).
 
 **Evicting** a cluster (:func:`graceful_evict_cluster`, Karmada's ``GracefulEvictCluster``):
 
@@ -181,7 +181,7 @@ def cluster_failover_task_options(
     clusters_before_failover: Sequence[str] = (),
     creation_timestamp: datetime | None = None,
 ) -> TaskOptions:
-    """The taint manager's task options (karmada-failover.md §2.4 step 4).
+    """The taint manager's task options (reason ``TaintUntolerated``, producer ``TaintManager``).
 
     ``failover``: the binding's ``spec.failover``; ``default_purge_mode``: the flag
     ``--no-execute-taint-eviction-purge-mode``; ``preserved_label_state``: the extracted state, or
@@ -214,7 +214,7 @@ def application_failover_task_options(
     graceful_eviction_enabled: bool = True,
     creation_timestamp: datetime | None = None,
 ) -> TaskOptions:
-    """Application failover's task options (``buildTaskOptions``, karmada-failover.md §3.4).
+    """Application failover's task options (Karmada's ``buildTaskOptions``).
 
     ``application``: the binding's ``spec.failover.application``. Raises :class:`TaskBuildError` for
     ``purgeMode: Gracefully`` with the ``GracefulEviction`` gate off.

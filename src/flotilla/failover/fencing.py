@@ -1,7 +1,8 @@
-"""Fencing a failed cluster (BEHAVIOR.md D2), pure.
+"""Fencing a failed cluster (D2, fencing instead of deadlock), pure.
 
 Karmada's ``Directly`` purge mode never completes while the failed cluster is unreachable: the old Work
-cannot be deleted there, and the new copy is created only after it is gone (karmada-failover.md §10 L1).
+cannot be deleted there, and the new copy is created only after it is gone (in Karmada: once the task has
+timed out, and then without its preserved state).
 Flotilla keeps the safety rule (the old copy must be known gone before the new one starts) and adds a way
 to know it, as Kubernetes does for nodes with ``node.kubernetes.io/out-of-service``: a person who knows the
 cluster is down (powered off, isolated) runs ``flotilla fence NAME``, which puts the taint

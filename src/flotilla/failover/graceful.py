@@ -1,8 +1,8 @@
 """Graceful-eviction assessment: when a graceful-eviction task is done and may be removed.
 
-Pure functions, no I/O, no clock (``now`` is passed in). Facts: karmada-failover.md §4, §2.9 and
-Appendix B. Contract: BEHAVIOR.md (stamp, suppressDeletion, timeout, all healthy after the scheduler
-caught up) and D2.
+Pure functions, no I/O, no clock (``now`` is passed in). Karmada's rules (stamp, suppressDeletion, timeout,
+all healthy after the scheduler caught up) are kept exactly, with one divergence: D2, fencing, under which a
+``Directly`` task is held until its old Work is gone.
 
 For each task, in order (:func:`assess_eviction_tasks`):
 

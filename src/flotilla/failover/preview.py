@@ -1,5 +1,4 @@
-"""``flotilla failover preview``: what a failover would preserve and inject now (BEHAVIOR.md "Failover
-preview"), pure.
+"""``flotilla failover preview``: what a failover would preserve and inject now, pure.
 
 For a live workload the report says, for each failover trigger configured in ``spec.failover`` (``cluster``:
 taint eviction, ``application``: unhealthy application), and for each state-preservation rule, the value it

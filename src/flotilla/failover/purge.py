@@ -1,8 +1,8 @@
 """Purge modes as decisions: what happens to the old copy of a workload evicted from a cluster.
 
-Pure functions, no I/O. Facts: karmada-failover.md §5, §2.7 and §1.2 ("existing clusters"). Contract:
-BEHAVIOR.md ("``Directly`` removes the old copy before the new one is created; ``Never`` keeps it"),
-and D2, which changes only how a Work on a fenced cluster finishes being deleted, not the rules here.
+Pure functions, no I/O. Karmada's rules are kept exactly (``Directly`` removes the old copy before the new
+one is created; ``Never`` keeps it). D2, fencing, changes only how a Work on a fenced cluster finishes being
+deleted, not the rules here.
 
 A graceful-eviction task (``spec.gracefulEvictionTasks[]``) names the cluster a workload left
 (``fromCluster``) and how its old copy (the Work in that cluster) is purged:
@@ -196,7 +196,7 @@ class PurgePlan:
 
 
 def plan_purge(works: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> PurgePlan:
-    """Orphans to delete, and whether the ``Directly`` barrier holds (karmada-failover.md §2.7 steps 1-2).
+    """Orphans to delete, and whether the ``Directly`` barrier holds (the binding controller's first steps).
 
     The barrier is evaluated on the Works as they were before this pass deletes anything. Deleting
     an orphan only marks it terminating, and a terminating Work still blocks.

@@ -1,4 +1,4 @@
-"""Pacing of evictions (BEHAVIOR.md D10; karmada-failover.md §11), pure with an injected clock.
+"""Pacing of evictions (D10, eviction at the speed of the store with a brake), pure with an injected clock.
 
 Karmada paces its taint evictions with a fixed ``1/--resource-eviction-rate`` sleep per worker (0.5/s by
 default: 33 minutes for 1,000 workloads) and has no brake for a disaster. Flotilla uses one token bucket

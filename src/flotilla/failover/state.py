@@ -1,4 +1,4 @@
-"""State preservation for stateful failover (karmada-failover.md §6; BEHAVIOR.md D4-D7, D9).
+"""State preservation for stateful failover, with the divergences D3-D7 and D9 described below.
 
 Pure functions: no I/O, no clock (``now`` is passed in), inputs never mutated.
 
@@ -12,7 +12,7 @@ not the whole object, so paths are written without ``.status`` (``{.jobStatus.jo
   every rule fails with that error;
 * strict mode: a key found nowhere is an error (``jobID is not found``), an index out of range too;
 * the rules run in order and any error fails the whole extraction (no partial state); a duplicate alias
-  overwrites the earlier one (admission rejects duplicates, D3).
+  overwrites the earlier one (admission rejects duplicates, D3, state-preservation checks).
 
 Flotilla differences: values print as kubectl prints them, with integral numbers as integers (D7:
 ``1734462491693``, not Go's ``1.734462491693e+12``), and every value must be a valid label value (D7): an
@@ -258,7 +258,7 @@ def rules_of(failover: Mapping[str, Any] | None, trigger: Trigger) -> list[State
     """The rules of ``failover.<trigger>.statePreservation`` (a policy's or binding's ``spec.failover``).
 
     Application evictions use the ``application`` block and taint evictions the ``cluster`` block; neither
-    falls back to the other (§6.1).
+    falls back to the other, as in Karmada.
     """
     block = as_map(as_map(failover).get(trigger))
     rules = _list(as_map(block.get("statePreservation")).get("rules"))

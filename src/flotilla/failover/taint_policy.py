@@ -1,4 +1,4 @@
-"""What ClusterTaintPolicies make of a Cluster's taints (karmada-failover.md §1.5, §7; BEHAVIOR.md D13).
+"""What ClusterTaintPolicies make of a Cluster's taints (with D13, ClusterTaintPolicy hygiene).
 
 Pure functions: no I/O, no clock (``now`` is passed in). :func:`evaluate` takes one Cluster and every
 ClusterTaintPolicy and returns the Cluster's new ``spec.taints`` plus what changed and which policy did it;

@@ -1,7 +1,8 @@
 """Cluster tolerations and the taint manager's NoExecute timers, as pure functions.
 
-No I/O and no clock: ``now`` is always passed in. Facts: karmada-failover.md §1.6, §2.3, §2.4 and
-Appendix B; contract: BEHAVIOR.md D10 (and D11, which the scheduler builds on the same rules).
+No I/O and no clock: ``now`` is always passed in. Matching and timers are Karmada's, kept exactly; the
+divergences here are D10 (eviction pacing: a binding tolerating forever is never queued) and D11 (the
+scheduler's "an expired toleration no longer tolerates", built on the same rules).
 
 **Matching** (:func:`tolerates`, ``corev1.Toleration.ToleratesTaint`` with the comparison operators
 disabled, as everywhere in Karmada):
@@ -129,7 +130,8 @@ def applied_cluster_tolerations(annotations: Mapping[str, Any] | None) -> tuple[
     """The cluster tolerations of the placement the scheduler last applied (what the taint manager uses).
 
     Missing or empty annotation: :class:`AppliedPlacementError` with Karmada's message (the taint
-    manager retries such a binding with backoff and never evicts it, karmada-failover.md L11).
+    manager retries such a binding with backoff and never evicts it, as Karmada does: its taint manager reads
+    the tolerations of the last applied placement, not ``spec.placement``).
     Invalid JSON, or JSON that is not an object: :class:`AppliedPlacementError`. JSON ``null`` is
     an empty placement (no tolerations), as Go's ``json.Unmarshal`` makes it.
     """
@@ -308,7 +310,7 @@ def binding_eviction_decision(
     *,
     enabled: bool = True,
 ) -> EvictionDecision:
-    """The eviction worker's verdict for one key (karmada-failover.md §2.4 steps 1-2).
+    """The eviction worker's verdict for one key: whether the binding is to be evicted from ``cluster`` now.
 
     ``taints``: the cluster's taints, ``None`` when the Cluster no longer exists (never evict). A
     binding being deleted, or no longer targeting ``cluster`` in ``spec.clusters``, is never evicted.

@@ -56,7 +56,7 @@ U = TypeVar("U", bound=TolerationLike)
 
 
 def tolerates(toleration: TolerationLike, taint: TaintLike) -> bool:
-    """``ToleratesTaint`` with the comparison operators disabled (karmada-failover.md §1.6)."""
+    """``ToleratesTaint`` with the comparison operators (``Lt``, ``Gt``) disabled, as in Karmada."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
     if toleration.key and toleration.key != taint.key:

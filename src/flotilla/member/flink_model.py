@@ -3,7 +3,7 @@
 No I/O and no clock: every input carries ``now`` (epoch seconds), reads of the checkpoint store go through a
 :class:`SnapshotSource`, and writes come back as effects (:class:`WriteCheckpoint`, :class:`WriteSavepoint`,
 :class:`RunningChanged`) for the adapter (``flink.py``) to carry out. Status shapes follow operator 1.13
-(application mode; see the reference's §3), the error texts follow the operator's ``FlinkResourceException`` JSON.
+(application mode), the error texts follow the operator's ``FlinkResourceException`` JSON.
 
 Lifecycle of one FlinkDeployment (application mode)::
 

@@ -1,4 +1,4 @@
-"""Simulated Nodes: KWOK's ``node-initialize`` stage for a simulated member (kube-api-compat.md §7).
+"""Simulated Nodes: KWOK's ``node-initialize`` stage for a simulated member.
 
 A member started with ``MemberConfig.nodes = N`` serves N Nodes named ``<member>-node-0`` ..
 ``<member>-node-<N-1>``, each with ``node_cpu`` / ``node_memory`` / ``node_pods`` (and 100Gi of ephemeral

@@ -2,7 +2,7 @@
 
 Pure functions, no I/O; inputs are never mutated. The execution controller
 (:mod:`flotilla.controllers.execution`) reads the member object, asks :func:`decide_apply` (or
-:func:`decide_delete`), and performs the answer (karmada-core.md §5).
+:func:`decide_delete`), and performs the answer.
 
 Create / update (:func:`decide_apply`):
 
@@ -29,7 +29,7 @@ Work deletion (:func:`work_deletion_action`): ``preserveResourcesOnDeletion`` ke
 strips Karmada's metadata from them (:func:`preserved_manifest`); a Ready cluster gets its objects
 deleted; a cluster that is not Ready keeps the Work (and its finalizer) until it is, unless the
 cluster itself is being deleted (or is gone), then the member is not contacted. ``fenced`` is the
-hook for BEHAVIOR.md D2 (a fenced cluster's Works are released without contacting it).
+hook for fencing, D2 (a fenced cluster's Works are released without contacting it).
 """
 
 from __future__ import annotations
@@ -202,9 +202,10 @@ def _differing_part(obj: Mapping[str, Any], other: Mapping[str, Any]) -> dict[st
 
 
 def content_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether a member object's update changed its pruned content (karmada-core.md §5.4: only such an update
-    re-syncs its Work). A status-only update (the usual one) is told without pruning (copying) either side; any
-    other is pruned without what did not change (a spec and a status are not copied for a new annotation)."""
+    """Whether a member object's update changed its pruned content (as in Karmada, only such an
+    update re-syncs its Work). A status-only update (the usual one) is told without pruning (copying) either
+    side; any other is pruned without what did not change (a spec and a status are not copied for a new
+    annotation)."""
     if _same_besides_volatile(old, new):
         return False
     try:
@@ -438,7 +439,7 @@ class WorkDeletion(StrEnum):
 
 def work_deletion_action(work: Mapping[str, Any], cluster: Mapping[str, Any] | None, *,
                          fenced: bool = False) -> WorkDeletion:
-    """How a deleted Work is finished (karmada-core.md §5.3), before its finalizer is removed."""
+    """How a deleted Work is finished, before its finalizer is removed."""
     if fenced:
         return WorkDeletion.ABANDON
     spec = work.get("spec")

@@ -1,4 +1,4 @@
-"""Dependencies follow the workload: attached ResourceBindings (karmada-core.md §10, BEHAVIOR.md D15).
+"""Dependencies follow the workload: attached ResourceBindings (with D15, below).
 
 Pure functions, no I/O, inputs never mutated. For an *independent* binding with
 ``spec.propagateDeps``, the interpreter names the objects its template depends on (ConfigMaps,

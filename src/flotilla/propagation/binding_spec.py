@@ -1,6 +1,6 @@
 """The (Cluster)ResourceBinding the resource detector makes for a template claimed by a policy.
 
-Pure functions, no I/O, inputs never mutated (karmada-core.md §1.4, §2.3).
+Pure functions, no I/O, inputs never mutated.
 
 A namespaced template always gets a ResourceBinding in its namespace (even when a
 ClusterPropagationPolicy claims it); a cluster-scoped template gets a ClusterResourceBinding. The

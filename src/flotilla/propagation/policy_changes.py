@@ -1,4 +1,4 @@
-"""Which templates and bindings a (Cluster)PropagationPolicy change affects (karmada-core.md §2.4-§2.6).
+"""Which templates and bindings a (Cluster)PropagationPolicy change affects.
 
 Pure functions over plain objects (the detector reads them from its informer caches):
 
@@ -144,7 +144,7 @@ def unmatched_bindings(
     template_lookup: Callable[[TemplateKey], Mapping[str, Any] | None],
 ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
     """``(binding, template)`` pairs, labelled with the policy's id, whose template still exists
-    but is no longer matched by the policy's selectors: both lose the claim (§2.4 step 1)."""
+    but is no longer matched by the policy's selectors: both lose the claim."""
     out = []
     for b in _bindings_of(policy, bindings):
         key = template_key_of_binding(b)
@@ -180,7 +180,7 @@ def preemption_targets(
     *,
     feature_gate_enabled: bool,
 ) -> list[Mapping[str, Any]]:
-    """Templates ``policy`` (with ``preemption: Always``) takes from the policy claiming them (§2.6).
+    """Templates ``policy`` (with ``preemption: Always``) takes from the policy claiming them (preemption).
 
     Only templates its selectors name (``name`` set) are candidates, and never ones being deleted
     or unclaimed (those are matched normally). ``claimer(template)`` returns the policy object that

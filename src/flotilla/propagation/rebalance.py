@@ -1,5 +1,5 @@
-"""What the WorkloadRebalancer controller decides (apps.karmada.io/v1alpha1; karmada-core.md §3.2 rule 4, §3.9
-"Fresh"; karmada-failover.md §2.10, §9 case 13).
+"""What the WorkloadRebalancer controller decides (apps.karmada.io/v1alpha1): an explicit, ``Fresh``
+reschedule of the workloads it lists.
 
 Pure functions, no I/O, inputs never mutated. A WorkloadRebalancer lists resource templates
 (``spec.workloads[] {apiVersion, kind, name, namespace}``); for each one the controller finds its binding

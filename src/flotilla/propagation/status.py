@@ -1,10 +1,10 @@
-"""Status collection as pure functions: member object -> Work -> binding -> template (karmada-core.md §6, §7).
+"""Status collection as pure functions: member object -> Work -> binding -> template.
 
 No I/O and no clock reads (``now`` is passed in). The controllers
 (:mod:`flotilla.controllers.work_status`, :mod:`flotilla.controllers.binding_status`) read caches, call these
 and write the result.
 
-Work side (§6)
+Work side
     A member object is identified in its Work by ``identifier`` = ``{ordinal, group, version, kind, resource,
     namespace, name}``, ``ordinal`` being the index of the manifest with the same apiVersion/kind/namespace/name
     (:func:`build_identifier`). The Work's ``status.manifestStatuses`` holds one ``{identifier, status, health}``
@@ -12,7 +12,7 @@ Work side (§6)
     with the latest single entry, which is the same thing for the one-manifest Works the binding controller
     writes; for Works with several manifests Flotilla keeps the entries of the other manifests.
 
-Binding side (§7)
+Binding side
     ``status.aggregatedStatus`` has one item per Work of the binding that is not being deleted, sorted by
     cluster: ``{clusterName, applied, appliedMessage, status, health}`` (:func:`build_aggregated_status`;
     ``applied`` and ``appliedMessage`` are left out when false/empty, as Karmada writes them).
@@ -20,7 +20,7 @@ Binding side (§7)
     and the ``fromCluster`` of eviction tasks not purged ``Directly``) are exactly the clusters of the items and
     every item is applied (:func:`fully_applied_condition`).
 
-Stale status (BEHAVIOR.md D14)
+Stale status (D14, stale health is Unknown)
     While a cluster is not Ready (its Cluster object has no ``Ready=True`` condition, or is gone), the item of
     that cluster keeps the last ``status`` (and ``applied``/``appliedMessage``) taken from the Work, but its
     ``health`` is ``Unknown`` instead of the last observed value. The binding carries the Flotilla condition
@@ -210,7 +210,7 @@ def _manifests(work: Obj) -> list[Any]:
     return list(manifests) if isinstance(manifests, list) else []
 
 
-# ============================================================================================ Work side (§6)
+# ================================================================================================= Work side
 
 
 def manifest_index(manifests: Sequence[Any], api_version: str, kind: str, namespace: str, name: str) -> int:
@@ -325,7 +325,7 @@ def work_needs_informer_sync(old: Obj, new: Obj) -> bool:
     return work_applied(old)[0] != work_applied(new)[0]
 
 
-# ============================================================================================ binding side (§7)
+# ============================================================================================== binding side
 
 
 def aggregated_status_item(work: Obj, resource: Mapping[str, Any], ready: bool) -> dict[str, Any] | None:
@@ -390,7 +390,7 @@ def stale_clusters(items: Iterable[Mapping[str, Any]],
 
 
 def expected_clusters(spec: Mapping[str, Any]) -> set[str]:
-    """Clusters a binding wants a copy in (§4 step 2): the purge rule's kept clusters."""
+    """Clusters a binding wants a copy in: the purge rule's kept clusters."""
     return kept_clusters(spec)
 
 

@@ -3,7 +3,7 @@
 Pure functions, no I/O; inputs are never mutated. The binding controller
 (:mod:`flotilla.controllers.binding`) reads the binding, its template, the override policies and the
 clusters from its caches, calls :func:`plan_works` and :func:`orphan_works`, then writes what
-:func:`render_work` returns (karmada-core.md §4, §1.5, §12).
+:func:`render_work` returns.
 
 For each target cluster (``spec.clusters``, plus the clusters of ``spec.requiredBy`` not already
 there), on a copy of the template:
@@ -383,7 +383,7 @@ def build_work_intent(
     guarded: bool = False,
     restore: Mapping[str, Any] | None = None,
 ) -> WorkIntent:
-    """The Work for ``target`` (karmada-core.md §4 step 5). Raises :class:`WorkBuildError`.
+    """The Work for ``target``. Raises :class:`WorkBuildError`.
 
     ``cluster`` is the Cluster object (for override rules' cluster affinity; a bare name is used when
     it is unknown); ``completions`` is :func:`job_completions`; ``targets`` the number of target

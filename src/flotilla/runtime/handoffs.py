@@ -24,7 +24,7 @@ def graceful_eviction_running(ctx: Any) -> bool:
     * the task producers beside it (taint manager, application failover) write new tasks with their
       ``creationTimestamp``: this controller would stamp the task on its first pass anyway, and writing it with
       the task saves that write (and a generation, so a scheduler pass);
-    * it stamps the D5 ``healthyAt`` of a binding with eviction tasks
+    * it stamps the ``healthyAt`` that consecutive failovers read (D5) of a binding with eviction tasks
       (:func:`~flotilla.failover.state.injected_state_stamp`) with the task removal the same Health allows, so
       the binding-status controller leaves that stamp to it.
     """

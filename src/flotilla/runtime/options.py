@@ -1,8 +1,8 @@
-"""Controller-manager flags (Karmada's names and defaults unless BEHAVIOR.md says otherwise) and feature gates.
+"""Controller-manager flags (Karmada's names and defaults unless a divergence says otherwise) and feature gates.
 
-:meth:`ControllerOptions.validate` checks the values as karmada-controller-manager does before it starts
-(reference karmada-failover.md §8.5), with Karmada's messages, plus the same kind of checks for the flags only
-Flotilla has (D6, D10).
+:meth:`ControllerOptions.validate` checks the values as karmada-controller-manager does before it starts,
+with Karmada's messages, plus the same kind of checks for the flags only Flotilla has (the state-preservation
+timeout of D6, the eviction rates of D10).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DEFAULT_FEATURE_GATES: dict[str, bool] = {
 
 @dataclass
 class ControllerOptions:
-    # cluster health (karmada-core.md §8)
+    # cluster health
     cluster_status_update_frequency: float = 10.0
     cluster_success_threshold: float = 30.0
     cluster_failure_threshold: float = 30.0
@@ -41,7 +41,7 @@ class ControllerOptions:
     #: every request to a member's API server (health probes included, watches excepted) times out after this;
     #: Karmada hard-codes 32 s (pkg/util/membercluster_client.go), Flotilla's default is 10 s
     cluster_api_timeout: float = 10.0
-    #: the cluster controller's monitor of Pull clusters (karmada-core.md §8.3): how often it looks, how long a
+    #: the cluster controller's monitor of Pull clusters: how often it looks, how long a
     #: Pull cluster may go without renewing its Lease or posting a new Ready condition, and that grace while it
     #: never posted one
     cluster_monitor_period: float = 5.0
@@ -51,7 +51,7 @@ class ControllerOptions:
     #: fence-after a cluster's agent announces; covers the permit write's request timeout, the guard's poll and
     #: reaction, and clock-rate drift
     fence_margin: float = 15.0
-    # failover (karmada-failover.md; D1, D6, D10)
+    # failover (D1: on by default; D6: state-preservation timeout; D10: eviction pacing)
     enable_no_execute_taint_eviction: bool = True
     no_execute_taint_eviction_purge_mode: str = "Gracefully"
     graceful_eviction_timeout: float = 600.0

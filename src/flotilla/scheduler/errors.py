@@ -1,6 +1,6 @@
 """Scheduling errors, mirroring the error kinds Karmada's scheduler distinguishes.
 
-The kind decides what a scheduler controller does with the binding (Karmada §3.3):
+The kind decides what a scheduler controller does with the binding (as in Karmada):
 
 * :class:`FitError` (condition reason ``NoClusterFit``): no cluster passed the filters. ``spec.clusters``
   is cleared and the binding is **not** retried until some event re-enqueues it.

@@ -1,11 +1,11 @@
-"""When the scheduler controller schedules a binding, and what it writes back (karmada-core.md §3.1-§3.3).
+"""When the scheduler controller schedules a binding, and what it writes back.
 
 Pure functions, no I/O, inputs never mutated. The placement decision itself is
 :func:`flotilla.scheduler.schedule`; this module decides *whether* to call it and shapes the result:
 
 * :func:`considered` - the bindings this scheduler looks at (scheduler name, not suspended, claimed
   by a policy or labelled ``binding.karmada.io/managed-by``, with a placement);
-* :func:`schedule_reason` - §3.2's ordered checks (placement changed, replicas changed, explicit
+* :func:`schedule_reason` - Karmada's ordered checks (placement changed, replicas changed, explicit
   reschedule, Duplicated/non-workload, a target cluster terminating); ``None`` = nothing to do
   beyond confirming ``schedulerObservedGeneration``;
 * :func:`cluster_update_matters` / :func:`affected_by_cluster` (:class:`ClusterChange` for a whole
@@ -200,7 +200,7 @@ def _duplicated(placement: Mapping[str, Any]) -> bool:
 
 
 def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]) -> str | None:
-    """Why ``binding`` must be scheduled now (the first of §3.2's checks that holds), or None.
+    """Why ``binding`` must be scheduled now (the first of Karmada's ordered checks that holds), or None.
 
     ``clusters``: every Cluster object (only their deletion state is looked at here).
     """

@@ -1,4 +1,5 @@
-"""The application-failover controller against a control plane: bindings written by the test (D8).
+"""The application-failover controller against a control plane: bindings written by the test (D8: timers persisted
+on the binding).
 
 No member cluster and no other controller: the test writes ``spec.failover.application`` (as the detector
 copies it from the policy) and ``status.aggregatedStatus`` (as the binding-status controller reports it).

@@ -1,4 +1,4 @@
-"""``--cluster-api-timeout`` (issue 8): the timeout of every request to a member reaches the member clients, so a
+"""``--cluster-api-timeout``: the timeout of every request to a member reaches the member clients, so a
 member that accepts connections and never answers (frozen) is seen failing after it; a bad value is refused.
 
 The member here is a TCP listener on 127.0.0.1 that accepts and never answers. With a 0.5 s timeout its first

@@ -1,6 +1,5 @@
 """Cluster lifecycle end to end: `flotilla join` / `unjoin` against a control-plane ApiServer, simulated
-members, and the controller-manager running the cluster and cluster-status controllers with short intervals
-(karmada-core.md §8, §11, §14.1)."""
+members, and the controller-manager running the cluster and cluster-status controllers with short intervals."""
 
 from __future__ import annotations
 

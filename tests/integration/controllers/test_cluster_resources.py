@@ -1,5 +1,5 @@
-"""The cluster status controller publishes a joined member's nodeSummary and resourceSummary (karmada-core.md
-§1.1, §8.1): simulated nodes make the allocatable, workloads (no Pods) or Pods the allocated/allocating, and the
+"""The cluster status controller publishes a joined member's nodeSummary and resourceSummary:
+simulated nodes make the allocatable, workloads (no Pods) or Pods the allocated/allocating, and the
 summary follows changes in the member without rewriting an unchanged status. The summaries come from watches
 (an idle member is not listed again) and discovery is aggregated, conditional (304) and read every 10 s when
 probes are more frequent."""

@@ -1,4 +1,4 @@
-"""The cluster status controller's thresholds with probes that take long (issue 8, karmada-core.md §8.1 step 3).
+"""The cluster status controller's thresholds with probes that take long.
 
 The success and failure thresholds are measured from the moment a probe's answer was observed, as Karmada's
 ``thresholdAdjustedReadyCondition`` does (``time.Now()`` after the probe), not from the start of the sync: a

@@ -401,7 +401,7 @@ async def test_recreated_template_gets_a_fresh_binding(plane: Plane) -> None:
     await plane.client.delete(DEPLOYMENTS, "nginx", NS)
     await eventually(lambda: _terminating_or_gone(plane, "nginx-deployment"), what="old binding terminating")
     new_template = await plane.client.create(DEPLOYMENTS, deployment())
-    # the old binding (owned by the old template) blocks until it is gone (§14 #15)
+    # the old binding (owned by the old template) blocks until it is gone
     await plane.client.patch(RBS, "nginx-deployment", {"metadata": {"finalizers": None}}, namespace=NS)
 
     async def rebound() -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""D2 after a long outage (issue 8): fencing a cluster lets the deletions that wait for it complete at once.
+"""Fencing (D2) after a long outage: fencing a cluster lets the deletions that wait for it complete at once.
 
 While a member is unreachable, the deletion of its Works fails and is retried with per-key exponential backoff
 (5 ms doubling to 1000 s, as client-go's default controller rate limiter): after an outage of a few minutes the

@@ -1,4 +1,4 @@
-"""BEHAVIOR.md D2 (fencing instead of deadlock) against a control plane and two simulated members.
+"""D2 (fencing instead of deadlock) against a control plane and two simulated members.
 
 Clusters, execution namespaces and bindings are written by the test (as in test_binding_execution), with the
 binding and execution controllers running; member1 is taken down and brought back through the fault API.

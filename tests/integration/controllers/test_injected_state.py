@@ -1,4 +1,5 @@
-"""Injected state on a real control plane and two simulated members (BEHAVIOR.md D4, D5).
+"""Injected state on a real control plane and two simulated members (D4, the injected-state record; D5, state
+carried over consecutive failovers).
 
 The binding, work-status, binding-status, execution, graceful-eviction and application-failover controllers
 run; the test plays the scheduler (``spec.clusters``, ``schedulerObservedGeneration``, ``lastScheduledTime``)

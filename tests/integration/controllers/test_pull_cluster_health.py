@@ -1,4 +1,4 @@
-"""The control plane's judgement of Pull clusters from their Lease (karmada-core.md §8.3), on a real API server
+"""The control plane's judgement of Pull clusters from their Lease, on a real API server
 with the controller-manager's cluster and taint-policy controllers and short monitor settings.
 
 The test plays the agent: it posts the Pull cluster's Ready condition and renews its Lease

@@ -166,7 +166,7 @@ async def test_cluster_taint_change_does_not_evict_an_existing_placement(plane: 
     rb = await eventually(lambda: scheduled(plane), what="scheduled binding")
     assert names(rb) == {"m1": 3, "m2": 3}
     generation = rb["metadata"]["generation"]
-    # a NoSchedule taint keeps new placements away but does not move what is there (§14 #3)
+    # a NoSchedule taint keeps new placements away but does not move what is there
     await plane.client.patch(CLUSTERS, "m2", {"spec": {"taints": [
         {"key": L.TAINT_CLUSTER_NOT_READY, "effect": "NoSchedule"}]}})
     await plane.cluster("m3", taints=[{"key": "x", "effect": "NoSchedule"}])

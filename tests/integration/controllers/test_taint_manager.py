@@ -1,4 +1,5 @@
-"""The taint manager on a real control plane (karmada-failover.md §2.3, §2.4, §6; BEHAVIOR.md D5, D6, D9, D10).
+"""The taint manager on a real control plane (D5 state carry-over, D6 reported failures, D9 clustersBeforeFailover,
+D10 eviction pacing).
 
 Clusters are created directly with a written Ready condition; a ResourceBinding for a FlinkDeployment is created
 directly, as the scheduler would leave it (``spec.clusters`` and the applied-placement annotation), with a

@@ -1,4 +1,4 @@
-"""The ClusterTaintPolicy controller on a real control plane (karmada-failover.md §7, §2.2; BEHAVIOR.md D1, D13).
+"""The ClusterTaintPolicy controller on a real control plane (D1, on by default; D13, ClusterTaintPolicy hygiene).
 
 Two set-ups: Clusters created directly whose status the test writes, with only the taint-policy controller
 running; and a simulated member joined for real, with the cluster and cluster-status controllers probing it

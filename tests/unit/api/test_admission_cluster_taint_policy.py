@@ -1,4 +1,4 @@
-"""ClusterTaintPolicy admission: Karmada's T1/T2 and D13."""
+"""ClusterTaintPolicy admission: Karmada's T1/T2 and D13 (ClusterTaintPolicy hygiene)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PropagationPolicy / ClusterPropagationPolicy admission: Karmada's webhooks, D3 and D12."""
+"""PropagationPolicy / ClusterPropagationPolicy admission: Karmada's webhooks, D3 (state-preservation
+checks) and D12 (no empty ``cluster`` spread)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """Every validation rule of the failover fields, one table row each, with Karmada's exact messages.
 
-Rows are named after the rule ids of ``karmada-failover.md`` §8 (S = CRD schema rule of §8.1, M = mutating
-default of §8.1, V1-V18, T1-T2, C = Cluster taints of §8.3, E = eviction tasks of §8.4, F = controller-manager
-flags of §8.5) and after Flotilla's divergences (D1, D3, D12, D13). Each object goes through what the API server
-does on a write, in its order: the schema's defaults, the schema check, then the registered admission plugins
-(defaults, validation, warnings). Messages are ``<field path>: <field.Error body>`` as kubectl prints them.
+Rows are named after rule ids (S = a CRD schema rule of (Cluster)PropagationPolicy, M = a mutating-webhook default,
+V1-V18 = Karmada's validating-webhook rules in their order, T1-T2 = ClusterTaintPolicy rules, C = Cluster taints, E
+= ResourceBinding eviction tasks, F = controller-manager flags) and after Flotilla's divergences (D1, on by
+default; D3, state-preservation checks; D12, no empty ``cluster`` spread; D13, ClusterTaintPolicy hygiene). Each
+object goes through what the API server does on a write, in its order: the schema's defaults, the schema check,
+then the registered admission plugins (defaults, validation, warnings). Messages are ``<field path>: <field.Error
+body>`` as kubectl prints them.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ REASON_PATTERN = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
 # (id, object, errors the write gets); every other field of the object is valid
 INVALID: list[Any] = [
-    # ------------------------------------------------------------------ §8.1 CRD schema of (Cluster)PropagationPolicy
+    # ------------------------------------------------------------------ CRD schema of (Cluster)PropagationPolicy
     pytest.param(pp(propagateDeps=True, failover={"application": {}}),
                  ["spec.failover.application.decisionConditions: Required value"], id="S1-decisionConditions-required"),
     pytest.param(pp(propagateDeps=True, failover=app_failover(purgeMode="Immediately")),
@@ -154,7 +156,7 @@ INVALID: list[Any] = [
                                                      {"spreadByField": "node", "maxGroups": 1}]}),
                  ['spec.placement.spreadConstraints[1].spreadByField: Unsupported value: "node": supported values: '
                   '"cluster", "region", "zone", "provider"'], id="S7-spreadByField-enum"),
-    # ------------------------------------------------------------------ §8.1 Karmada's validating webhook
+    # ------------------------------------------------------------------ Karmada's validating webhook
     pytest.param(pp(failover=app_failover()),
                  ["spec.propagateDeps: Invalid value: false: application failover is set, propagateDeps must be true"],
                  id="V4-application-failover-needs-propagateDeps"),
@@ -281,7 +283,7 @@ INVALID: list[Any] = [
                  ['spec.failover.cluster.statePreservation.rules[1].aliasLabelName: Duplicate value: "job-id": '
                   "rules[0] already writes this label; each rule must use its own aliasLabelName"],
                  id="D3-duplicate-alias"),
-    # ------------------------------------------------------------------ §8.2 ClusterTaintPolicy, D13
+    # ------------------------------------------------------------------ ClusterTaintPolicy, D13
     pytest.param(ctp({"key": "a", "effect": "NoSchedule", "value": "1"}, {"key": "a", "effect": "NoSchedule"},
                      {"key": "a", "effect": "NoSchedule", "value": "3"}),
                  ['spec.taints[0]: Duplicate value: "Duplicate taint with the same key(a) and effect(NoSchedule) is not '
@@ -309,7 +311,7 @@ INVALID: list[Any] = [
                   "spec.removeOnConditions[0].operator: Required value",
                   "spec.removeOnConditions[0].statusValues: Required value"],
                  id="CTP-schema-match-condition-fields-required"),
-    # ------------------------------------------------------------------ §8.3 Cluster taints
+    # ------------------------------------------------------------------ Cluster taints
     pytest.param(cluster({"key": "bad key", "effect": "NoSchedule"}),
                  [f'spec.taints[0].key: Invalid value: "bad key": {NAME_PART}'], id="C-key-qualified-name"),
     pytest.param(cluster({"key": "k", "value": "-x-", "effect": "NoSchedule"}),
@@ -326,7 +328,7 @@ INVALID: list[Any] = [
     pytest.param(cluster({"key": "k", "effect": "NoSchedule"}, {"key": "k", "value": "v", "effect": "NoSchedule"}),
                  ['spec.taints[1]: Duplicate value: {"key":"k","value":"v","effect":"NoSchedule"}: taints must be '
                   "unique by key and effect pair"], id="C-unique-by-key-and-effect"),
-    # ------------------------------------------------------------------ §8.4 ResourceBinding eviction tasks
+    # ------------------------------------------------------------------ ResourceBinding eviction tasks
     pytest.param(rb({"purgeMode": "Directly"}),
                  [f"{TASK}.fromCluster: Required value", f"{TASK}.producer: Required value",
                   f"{TASK}.reason: Required value"], id="E-required-fields"),
@@ -575,7 +577,7 @@ def test_d3_warnings(obj: dict[str, Any], expected: list[str]) -> None:
     assert outcome.warnings == expected
 
 
-# ---------------------------------------------------------------------------------------------- §8.5 flags
+# ---------------------------------------------------------------------------------------------- flags
 
 
 FLAGS: list[Any] = [

@@ -1,4 +1,4 @@
-"""``taint clusters`` argument parsing and taint updates, with karmadactl's messages (karmada-failover.md §9 item 14)."""
+"""``taint clusters`` argument parsing and taint updates, with karmadactl's messages."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Cluster health: probe outcomes, Karmada's Ready reasons, the success/failure threshold state machine,
-condition bookkeeping and the status patch (karmada-core.md §8.1, §14.1)."""
+condition bookkeeping and the status patch."""
 
 from __future__ import annotations
 
@@ -217,8 +217,8 @@ def test_adjust_is_idempotent_for_the_same_observation_and_time() -> None:
 
 
 def test_timeline_of_a_member_going_down_and_coming_back() -> None:
-    """§14.1 with probes every 10 s, thresholds 30 s: Ready=False/ClusterNotReachable is first published by the
-    probe at window start + 30 s; recovery needs 30 s of successes."""
+    """A member going down and back, probes every 10 s, thresholds 30 s: Ready=False/ClusterNotReachable is first
+    published by the probe at window start + 30 s; recovery needs 30 s of successes."""
     th = ReadyThresholds(30.0, 30.0)
     conditions: list[dict[str, Any]] = []
     seen: list[tuple[int, str]] = []

@@ -1,4 +1,4 @@
-"""The objects `flotilla join` writes (karmada-core.md §11, §1.1)."""
+"""The objects `flotilla join` writes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Pull-cluster health monitor's decision: probe time from the Ready condition and the Lease, Ready Unknown
-after the grace period (karmada-core.md §8.3)."""
+after the grace period."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Node and resource summaries of a member (Cluster.status.nodeSummary / resourceSummary, karmada-core.md §1.1,
-§8.1), the status patch that publishes them, and the replica estimates the scheduler makes of them (§3.7)."""
+"""Node and resource summaries of a member (Cluster.status.nodeSummary / resourceSummary),
+the status patch that publishes them, and the replica estimates the scheduler makes of them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Running totals of a member's summaries (flotilla.cluster.summary_totals): whatever sequence of adds, updates and
-deletes of Nodes, Pods and workloads they are fed, they give exactly what ``summarize`` gives on the objects left
-(karmada-core.md §1.1, §8.1)."""
+deletes of Nodes, Pods and workloads they are fed, they give exactly what ``summarize`` gives on the objects left."""
 
 from __future__ import annotations
 

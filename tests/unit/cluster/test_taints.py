@@ -1,4 +1,4 @@
-"""Condition taints of a Cluster (karmada-core.md §8.3): which NoSchedule taints for which Ready condition, and
+"""Condition taints of a Cluster: which NoSchedule taints for which Ready condition, and
 that no other taint is ever touched."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def binding(health: dict[str, str], *, record: dict[str, str] | None = None, pro
 
 
 # ------------------------------------------------------------------------------------------------
-# the filter (§3.1)
+# the filter (which bindings application failover looks at)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -90,7 +90,7 @@ def test_filter() -> None:
 
 
 def test_propagate_deps_required_for_cluster_resource_bindings_too() -> None:
-    """L10: Karmada's CRB controller skips the check; Flotilla requires propagateDeps for both kinds."""
+    """Karmada's CRB controller skips the check; Flotilla requires propagateDeps for both kinds."""
     crb = binding({"m1": "Unhealthy"}, propagate_deps=False)
     crb["kind"] = "ClusterResourceBinding"
     del crb["metadata"]["namespace"]
@@ -107,7 +107,7 @@ def test_toleration_seconds() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# the timer (§3.2, D8)
+# the timer (D8: persisted, and tolerationSeconds 0 evicts at once)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -131,7 +131,7 @@ def test_not_yet_due_reports_the_exact_remaining_time() -> None:
 
 
 def test_d8_boundary_evicts_instead_of_stalling() -> None:
-    """Karmada compares strictly after and then computes 0 remaining seconds, so it never requeues (§3.3)."""
+    """Karmada compares strictly after and then computes 0 remaining seconds, so it never requeues."""
     d = detect({"m1": "Unhealthy"}, {"m1": ago(300)})
     assert d.evict == ["m1"]
 

@@ -1,5 +1,5 @@
 """The application-failover controller's pure plan (flotilla.controllers.application_failover.plan_binding):
-state preservation with D5 and the StatefulFailoverInjection gate."""
+state preservation with D5 (state carried over consecutive failovers) and the StatefulFailoverInjection gate."""
 
 from __future__ import annotations
 

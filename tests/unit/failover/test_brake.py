@@ -3,7 +3,7 @@
 The last tests simulate members that fail at the same instant, probed at different moments of the status period,
 with the failure threshold of the cluster-status controller: from the moment the first member is Ready=False
 (the moment its workloads are evicted) the brake must be halted, which it is not when it counts Ready conditions
-only (the gap of issue 8).
+only (members going down together would then be evicted towards each other).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_cluster_failover_task_options_without_state() -> None:
 
 
 def test_d9_cluster_failover_records_clusters_before_failover() -> None:
-    """Karmada's taint manager stores no clustersBeforeFailover (L4); Flotilla records it with the state."""
+    """Karmada's taint manager stores no clustersBeforeFailover; Flotilla records it with the state."""
     before = cluster_names(spec([("m1", 1), ("m2", 1)]))
     opts = cluster_failover_task_options({"cluster": {"purgeMode": "Directly"}}, preserved_label_state={"a": "1"},
                                          clusters_before_failover=before)
@@ -121,7 +121,7 @@ def test_d9_cluster_failover_without_flag_default() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# application failover options (§3.4)
+# application failover options (Karmada's buildTaskOptions)
 # ------------------------------------------------------------------------------------------------
 
 

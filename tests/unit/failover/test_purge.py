@@ -52,7 +52,7 @@ def spec(clusters: Sequence[str], tasks: Sequence[tuple[str, str | None]] = (),
 
 
 # ------------------------------------------------------------------------------------------------
-# the table of §5
+# the purge-mode table: what happens to the old copy for each task
 # ------------------------------------------------------------------------------------------------
 
 
@@ -67,7 +67,7 @@ def spec(clusters: Sequence[str], tasks: Sequence[tuple[str, str | None]] = (),
         ({"purgeMode": "Never", "suppressDeletion": False}, OldCopy.KEEP_UNTIL_TASK_REMOVED),
         ({}, OldCopy.KEEP_UNTIL_TASK_REMOVED),
         ({"purgeMode": ""}, OldCopy.KEEP_UNTIL_TASK_REMOVED),
-        ({"purgeMode": "Immediately"}, OldCopy.KEEP_UNTIL_TASK_REMOVED),  # legacy: no longer Directly (L20)
+        ({"purgeMode": "Immediately"}, OldCopy.KEEP_UNTIL_TASK_REMOVED),  # removed in Karmada v1.19: not Directly
         ({"purgeMode": "Graciously"}, OldCopy.KEEP_UNTIL_TASK_REMOVED),
         ({"purgeMode": "directly"}, OldCopy.KEEP_UNTIL_TASK_REMOVED),
     ],

@@ -1,4 +1,5 @@
-"""State preservation: extraction, injection, D4 (state stays), D5 (consecutive failovers), D6, D7, D9."""
+"""State preservation: extraction, injection, D4 (state stays), D5 (consecutive failovers),
+D6 (failures that surface), D7 (label-safe values), D9 (clustersBeforeFailover for cluster failover)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ from flotilla.kube.validation import label_value_errors
 
 T0 = datetime(2024, 12, 17, 19, 8, 11, tzinfo=UTC)
 
-# What Flink's ReflectStatus keeps (karmada-failover.md Appendix A): the rules see this, not the object.
+# What Karmada's FlinkDeployment interpreter keeps in ReflectStatus: the rules see this, not the object.
 FLINK_STATUS: dict[str, Any] = {
     "jobManagerDeploymentStatus": "READY",
     "lifecycleState": "STABLE",

@@ -1,4 +1,4 @@
-"""ClusterTaintPolicy decisions (karmada-failover.md §1.5, §7; BEHAVIOR.md D13): condition matching (In/NotIn,
+"""ClusterTaintPolicy decisions (with D13, ClusterTaintPolicy hygiene): condition matching (In/NotIn,
 AND, absent conditions), target selection, adding and value-sensitive removal, ordering, and that taints no
 policy owns are never touched."""
 

@@ -45,7 +45,7 @@ def tol(key: str = "", operator: str = "", value: str = "", effect: str = "", se
 
 
 # ------------------------------------------------------------------------------------------------
-# matching (§1.6)
+# matching (ToleratesTaint without the comparison operators)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -112,7 +112,7 @@ def test_first_untolerated_taint() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# the timer (§2.3, §2.4, Appendix B)
+# the timer (timeAdded + tolerationSeconds, the earliest over the pairs)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -228,7 +228,7 @@ def test_toleration_deadline_function() -> None:
 
 
 def test_e2e_scenario_toleration_of_two_seconds() -> None:
-    """§9 case 1: `not-ready` Exists NoExecute for 2 s: evicted two seconds after the taint appears."""
+    """Karmada's e2e scenario 1: `not-ready` Exists NoExecute for 2 s: evicted two seconds after the taint appears."""
     t = taint("cluster.karmada.io/not-ready", added=NOW)
     tolerations = [tol("cluster.karmada.io/not-ready", "Exists", effect=NE, seconds=2)]
     assert no_execute_eviction([t], tolerations, NOW).action is Eviction.AT
@@ -236,7 +236,7 @@ def test_e2e_scenario_toleration_of_two_seconds() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# D10
+# D10: bindings that tolerate forever are never queued
 # ------------------------------------------------------------------------------------------------
 
 
@@ -366,7 +366,7 @@ tols_st = st.lists(
 
 
 def reference(taints: list[Taint], tolerations: list[Toleration], now: datetime) -> tuple[str, datetime | None]:
-    """A literal transcription of Appendix B's needEviction for comparison."""
+    """Karmada's needEviction written out step by step, for comparison."""
     ne = [t for t in taints if t.effect == NE]
     if not ne:
         return "never", None

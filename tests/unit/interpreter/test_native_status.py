@@ -1,4 +1,4 @@
-"""Native rules: ReflectStatus, AggregateStatus and InterpretHealth (the §9.3 rules)."""
+"""Native rules: ReflectStatus, AggregateStatus and InterpretHealth of the native workload kinds."""
 
 from __future__ import annotations
 

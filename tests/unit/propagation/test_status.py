@@ -1,4 +1,5 @@
-"""Status collection as pure functions: identifiers, manifest statuses, aggregated status, FullyApplied, D14."""
+"""Status collection as pure functions: identifiers, manifest statuses, aggregated status, FullyApplied, D14
+(stale health is Unknown)."""
 
 from __future__ import annotations
 

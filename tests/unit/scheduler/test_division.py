@@ -54,7 +54,7 @@ def candidates(
     return out
 
 
-# -- Webster: the Appendix A vectors -------------------------------------------------------------
+# -- Webster: Karmada's reference vectors --------------------------------------------------------
 
 
 def test_webster_9_seats_votes_1_3() -> None:
@@ -386,7 +386,7 @@ def test_property_dynamic_division_assigns_all_replicas_or_is_unschedulable(
 
 
 def test_aggregated_appendix_a_12_to_24_with_cluster2_gone() -> None:
-    """Appendix A: 12 -> 24, previous {m1:4, m2:8}, m2 gone, allocatable m1:4 m3:8 m4:12 -> m1:7 m3:7 m4:10."""
+    """Karmada's case: 12 -> 24, previous {m1:4, m2:8}, m2 gone, allocatable m1:4 m3:8 m4:12 -> m1:7 m3:7 m4:10."""
     spec = spec_of(aggregated(), replicas=24, clusters={"m1": 4, "m2": 8})
     got = seats(assign_replicas(candidates({"m1": 4, "m3": 8, "m4": 12}, spec), spec))
     assert got == {"m1": 7, "m3": 7, "m4": 10}

@@ -1,5 +1,5 @@
-"""Filter plugins and their runner: ClusterAffinity, TaintToleration (+ D11), APIEnablement, SpreadConstraint,
-ClusterEviction."""
+"""Filter plugins and their runner: ClusterAffinity, TaintToleration (+ D11: an expired toleration no longer
+tolerates), APIEnablement, SpreadConstraint, ClusterEviction."""
 
 from __future__ import annotations
 

@@ -164,7 +164,7 @@ def test_reschedule_needs_a_last_scheduled_time() -> None:
 
 
 def test_aggregated_appendix_a_vector_end_to_end() -> None:
-    """Appendix A: 12 -> 24 with cluster2 gone and allocatable m1:4, m3:8, m4:12 -> m1:7, m3:7, m4:10."""
+    """Karmada's case: 12 -> 24 with cluster2 gone and allocatable m1:4, m3:8, m4:12 -> m1:7, m3:7, m4:10."""
     rb = binding(aggregated(), replicas=24, clusters={"m1": 4, "m2": 8}, requests={})
     clusters = [cluster("m1", pods=8, allocated_pods=4), cluster("m3", pods=8), cluster("m4", pods=12)]
     assert placed(run(rb, clusters)) == {"m1": 7, "m3": 7, "m4": 10}

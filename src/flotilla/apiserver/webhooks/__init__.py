@@ -5,10 +5,10 @@
 >>> register_karmada_admission(admission)
 
 Every plugin defaults in ``default`` and validates in ``validate`` with Karmada's field paths and
-messages (reference ``karmada-failover.md`` §8), plus Flotilla's divergences D3, D12 and D13
-(``docs/karmada-compatibility.md``). On an update that leaves ``spec`` as stored (status writes,
-label and finalizer edits) spec defaulting and validation are skipped, so objects stored before a
-rule existed stay updatable.
+messages, plus Flotilla's divergences D3 (state-preservation checks), D12 (no empty ``cluster``
+spread) and D13 (ClusterTaintPolicy taints validated), listed in ``docs/karmada-compatibility.md``. On an update
+that leaves ``spec`` as stored (status writes, label and finalizer edits) spec defaulting and validation are
+skipped, so objects stored before a rule existed stay updatable.
 
 The ResourceInterpreterCustomization conflict check needs the stored RICs: pass
 ``existing_rics`` (e.g. ``RICIndex().items``, attached to the server's storage after start-up with

@@ -1,9 +1,9 @@
-"""ClusterTaintPolicy admission: Karmada's validating webhook plus D13.
+"""ClusterTaintPolicy admission: Karmada's validating webhook plus D13 (ClusterTaintPolicy hygiene).
 
-Karmada checks only two things (reference §8.2): NoExecute taints are forbidden unless the webhook
+Karmada checks only two things: NoExecute taints are forbidden unless the webhook
 runs with ``--allow-no-execute-taint-policy`` (T1), and no two taints share key and effect (T2),
-both with Karmada's messages. Flotilla allows NoExecute taints by default (D1; the API server's
-``allow_no_execute_taint_policy=False`` gives Karmada's default) and also validates (D13) what would
+both with Karmada's messages. Flotilla allows NoExecute taints by default (D1, failover on by default; the API
+server's ``allow_no_execute_taint_policy=False`` gives Karmada's default) and also validates (D13) what would
 otherwise fail later, when the policy's taints are written to a Cluster:
   - taints: key a qualified name, value a label value, effect NoSchedule or NoExecute;
   - ``addOnConditions``/``removeOnConditions``: ``conditionType`` not empty, operator In or NotIn,

@@ -1,5 +1,6 @@
 """PropagationPolicy and ClusterPropagationPolicy admission: Karmada's mutating and validating
-webhooks, plus Flotilla's D3 and D12 (docs/karmada-compatibility.md).
+webhooks, plus Flotilla's D3 (state-preservation checks) and D12 (no empty ``cluster`` spread), listed in
+docs/karmada-compatibility.md.
 
 Defaulting (Karmada's mutating webhook, in its order):
   1. PP only: an empty ``resourceSelectors[].namespace`` becomes the policy's namespace;
@@ -14,14 +15,14 @@ The CRD defaults the later steps rely on (``tolerationSeconds: 300``, ``purgeMod
 ``conflictResolution``) are applied too, in case the schema defaulting did not run. No default
 cluster tolerations are added (Karmada removed them).
 
-Validation: Karmada's ``ValidatePropagationSpec`` with its field paths and messages (reference
-§8.1 V1-V18, overflow affinities, workload affinity, suspension, preemption), plus:
+Validation: Karmada's ``ValidatePropagationSpec`` with its field paths and messages (its rules, numbered
+V1-V18 here and in the admission tests, overflow affinities, workload affinity, suspension, preemption), plus:
   - D12: a ``cluster`` spread constraint must set ``maxGroups`` > 0;
   - D3: each state-preservation ``jsonPath`` must parse as a kubectl JSONPath template, must not
     be empty, and ``aliasLabelName`` must be unique within its block;
   - resource selectors: ``apiVersion``/``kind`` not empty, label selectors valid; cluster-affinity
     label selectors valid; toleration operators and effects among the supported ones.
-  - D20, D21: the native-restore and planned-move annotations (``restore.flotilla.io/native``,
+  - D20, D21 (native restore, savepoints on planned moves): their annotations (``restore.flotilla.io/native``,
     ``.../max-checkpoint-age``, ``.../credentials-secret``, ``.../savepoint-on-move``) must be well formed; the
     field path names the annotation.
 Warnings (D3): state preservation with a purge mode other than Directly, or on a placement that

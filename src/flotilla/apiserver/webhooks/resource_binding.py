@@ -7,7 +7,7 @@ gets a fresh UUID when it is missing or empty, on create and update.
 Validation (Karmada's RB validating webhook, which the CRB does not have in Karmada; Flotilla
 applies it to both): the ``resourcebinding.karmada.io/dependencies`` annotation must be JSON, and
 ``spec.components[].name`` must be non-empty and unique. The FederatedResourceQuota check is not
-part of Flotilla. Graceful-eviction tasks get the constraints of Karmada's CRD (reference §8.4) from
+part of Flotilla. Graceful-eviction tasks get the constraints of Karmada's CRD from
 the server's schema check: the required ``fromCluster``, ``producer`` and ``reason``, the lengths
 (reason 1-32, message at most 1024), the purge-mode enum and the reason pattern
 ``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$``, with kube-apiserver's messages. Flotilla also rejects a
