@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--compaction-interval", type=float, default=300.0,
                    help="seconds between store compactions (history older than one interval is dropped; 0 = never)")
     a.add_argument("--allow-no-execute-taint-policy", type=_bool, default=True, metavar="true|false",
-                   help="admit ClusterTaintPolicies that add NoExecute taints (default true, BEHAVIOR.md D1; "
+                   help="admit ClusterTaintPolicies that add NoExecute taints (default true: failover is on by default, D1; "
                         "Karmada's default is false)")
     from flotilla.cli.etcd_flags import add_etcd_tls_arguments
 

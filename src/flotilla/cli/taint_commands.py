@@ -45,7 +45,7 @@ examples:
   # remove the taint with key dedicated and effect NoSchedule; remove every taint with key dedicated
   flotilla taint clusters member1 dedicated:NoSchedule-
   flotilla taint clusters member1 dedicated-
-  # evict what does not tolerate it (karmada-failover.md §2)
+  # evict the workloads that do not tolerate it (the taint manager moves them to other clusters)
   flotilla taint clusters member1 fail-test:NoExecute
 """
 
