@@ -204,7 +204,8 @@ def _guard_settings(args: argparse.Namespace) -> tuple[float, float]:
 def _check_dependencies() -> str | None:
     """A missing runtime dependency, said in one line with how to fix it (None: all there)."""
     for module, package in (("aiohttp", "aiohttp"), ("orjson", "orjson"), ("yaml", "PyYAML"),
-                            ("cryptography", "cryptography"), ("lupa", "lupa"), ("sqlite3", "Python's sqlite3")):
+                            ("cryptography", "cryptography"), ("lupa", "lupa"), ("re2", "google-re2"),
+                            ("sqlite3", "Python's sqlite3")):
         try:
             __import__(module)
         except ImportError as e:
