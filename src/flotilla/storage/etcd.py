@@ -287,6 +287,8 @@ class EtcdStore(Store):
             ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
             ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_SECONDS * 1000),
             ("grpc.http2.max_pings_without_data", 0),
+            # no transparent retries: the store fails over itself, and the retry machinery costs every call
+            ("grpc.enable_retries", 0),
             # a store of its own connections: closing one store does not touch another's (tests, HA replicas)
             ("grpc.use_local_subchannel_pool", 1),
         ]
