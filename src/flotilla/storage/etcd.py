@@ -26,11 +26,14 @@ Notes and limits:
   performed and the compact revisions etcd reports to its watches; when that is stale (another
   client compacted) it finds the exact value by probing ranges at old revisions (a binary search,
   about log2(current revision) cheap requests, only when the remembered value is out of date).
-* A watch is one gRPC Watch stream on the current endpoint's connection, created with etcd's "require a
-  leader" flag: a member that loses its cluster's leader ends the stream. When the stream ends (member down,
-  no leader) the iterator raises :class:`~flotilla.storage.base.WatchClosedError` and the caller re-watches
-  from the last revision it saw (on another endpoint). HTTP/2 keepalive pings find a peer that vanished
-  without closing the connection within about :data:`KEEPALIVE_SECONDS` plus :data:`KEEPALIVE_TIMEOUT_SECONDS`.
+* ``get``: the gets that tasks issue in one turn of the event loop are read by one transaction of ranges (at
+  most :data:`MAX_BATCHED_GETS`): one round trip instead of one each, still linearizable.
+* A watch is one gRPC Watch stream on the current endpoint's connection, read by a task of its own into a
+  queue (bounded by :data:`MAX_BACKLOG`), created with etcd's "require a leader" flag: a member that loses its
+  cluster's leader ends the stream. When the stream ends (member down, no leader) the iterator raises
+  :class:`~flotilla.storage.base.WatchClosedError` and the caller re-watches from the last revision it saw (on
+  another endpoint). HTTP/2 keepalive pings find a peer that vanished without closing the connection within
+  about :data:`KEEPALIVE_SECONDS` plus :data:`KEEPALIVE_TIMEOUT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from flotilla.storage.base import (  # noqa: E402
     WatchEvent,
 )
 from flotilla.storage.etcdpb import kv_pb2, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG  # noqa: E402
 
 __all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
 
@@ -75,6 +79,10 @@ _FUTURE = "required revision is a future revision"
 _NOT_CONNECTED = "failed to connect to all addresses"  # gRPC's words for a request that never left the client
 _NO_LEADER = "no leader"
 
+#: gets read in one transaction at most (etcd's --max-txn-ops is 128 by default)
+MAX_BATCHED_GETS = 64
+#: events a watch queues for a consumer that does not take them before it ends the watch (as the other stores do)
+MAX_BACKLOG = DEFAULT_MAX_BACKLOG
 #: seconds a request waits for a connection to come back when no endpoint is connected
 RECONNECT_WAIT = 1.5
 KEEPALIVE_SECONDS = 10
@@ -254,6 +262,9 @@ class EtcdStore(Store):
         self._compacted = 0  # newest compacted revision known to this client
         self._watchers: set[_EtcdWatcher] = set()
         self._closed = False
+        self._gets: list[tuple[Any, asyncio.Future[Any] | None]] | None = None  # the batch of gets of this turn
+        self.get_batches = 0  # round trips that gets took
+        self.batched_gets = 0  # gets answered by them
 
     @classmethod
     async def open(
@@ -427,10 +438,56 @@ class EtcdStore(Store):
         return resp.header.revision
 
     async def get(self, key: str) -> KeyValue | None:
-        resp = await self._call(_range_of, rpc_pb2.RangeRequest(key=self._pb + key.encode()), idempotent=True,
-                                what="get")
-        kvs = resp.kvs
+        """The key's value, read linearizably. Gets that tasks issue in the same turn of the event loop go out
+        as one transaction of ranges (one round trip, one revision) instead of one request each."""
+        request = rpc_pb2.RangeRequest(key=self._pb + key.encode())
+        batch = self._gets
+        if batch is not None and len(batch) < MAX_BATCHED_GETS:  # another get of this turn leads a batch
+            waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            batch.append((request, waiter))
+            kvs = await waiter
+        else:
+            batch = self._gets = [(request, None)]
+            try:
+                await asyncio.sleep(0)  # the gets of the other tasks that run in this turn join the batch
+            except BaseException:
+                if self._gets is batch:
+                    self._gets = None
+                if len(batch) > 1:  # cancelled: the others still get their answers
+                    asyncio.get_running_loop().create_task(self._get_batch(batch[1:]))
+                raise
+            if self._gets is batch:
+                self._gets = None
+            kvs = await self._get_batch(batch)
         return self._kv(kvs[0]) if kvs else None
+
+    async def _get_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> Any:
+        """Read the ranges of ``batch``, all in one transaction; hand each waiter its ``kvs`` (or the error). An
+        entry without a waiter is the caller's own: its ``kvs`` is returned, its error raised."""
+        self.get_batches += 1
+        self.batched_gets += len(batch)
+        try:
+            if len(batch) == 1:
+                responses = [await self._call(_range_of, batch[0][0], idempotent=True, what="get")]
+            else:
+                resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
+                    success=[rpc_pb2.RequestOp(request_range=request) for request, _ in batch]),
+                    idempotent=True, what="get")
+                responses = [op.response_range for op in resp.responses]
+        except BaseException as exc:
+            for _, waiter in batch:
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(exc)
+            if batch[0][1] is None:
+                raise
+            return None
+        own = None
+        for (_, waiter), response in zip(batch, responses, strict=True):
+            if waiter is None:
+                own = response.kvs
+            elif not waiter.done():
+                waiter.set_result(response.kvs)
+        return own
 
     async def list(
         self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
@@ -522,10 +579,10 @@ class EtcdStore(Store):
                     break
                 idx = found
             call = eps[idx].watch(metadata=_REQUIRE_LEADER)
-            watcher = _EtcdWatcher(self, call, after_revision)
+            watcher = _EtcdWatcher(self, call, prefix, after_revision)
             try:
                 await call.write(create)
-                await asyncio.wait_for(watcher._wait_created(), 10.0)
+                await watcher._start(10.0)
             except (aio.AioRpcError, asyncio.InvalidStateError, WatchClosedError, TimeoutError) as exc:
                 await watcher.close()
                 last = exc
@@ -576,41 +633,38 @@ class EtcdStore(Store):
 
 
 class _EtcdWatcher(Watcher):
-    """One etcd watch: one gRPC Watch stream.
+    """One etcd watch: one gRPC Watch stream, read by a task of its own into a queue of events.
 
-    A read of the stream runs as its own task that the consumer awaits shielded, so a consumer that is
-    cancelled while it waits (a timeout around the iteration) leaves the stream open: the next iteration
-    picks up that same read.
+    Read it as an async iterator, or without a task per event through ``poll`` (the next event, or None),
+    ``wakeup`` (a future done once ``poll`` has something, or the watch ended) and ``finished`` (nothing more will
+    come), as the API server's watch streams do. A consumer cancelled while it waits loses nothing, and leaving
+    an ``async for`` early keeps the watch open (iterate it again to go on). An error (the stream broke, etcd
+    ended or canceled the watch, history was compacted, the consumer fell more than :data:`MAX_BACKLOG` events
+    behind) is raised once, after the events before it, and ends the watch. Not for several concurrent consumers.
     """
 
-    def __init__(self, store: EtcdStore, call: Any, after_revision: int | None) -> None:
+    def __init__(self, store: EtcdStore, call: Any, prefix: str, after_revision: int | None) -> None:
         self._store = store
         self._call = call
+        self._prefix = prefix
         self._after = after_revision
-        self._read: asyncio.Future[Any] | None = None
-        self._closed = False
-        self._pending: deque[WatchEvent] = deque()
+        self._events: deque[WatchEvent] = deque()
+        self._error: StorageError | None = None  # raised by poll once the events before it are taken
+        self._ended = False  # the stream is over: nothing more will be queued
+        self._closed = False  # closed, or its error was handed out
+        self._waiter: asyncio.Future[None] | None = None
         self._progress: int | None = None  # every event up to this revision has been received
+        self._task: asyncio.Task[None] | None = None
 
-    async def _message(self) -> Any:
-        """The next message of the stream, or None at its end."""
-        read = self._read
-        if read is None:
-            read = self._read = asyncio.ensure_future(self._call.read())
-        try:
-            msg = await asyncio.shield(read)
-        finally:
-            if read.done():  # else the consumer was cancelled: the next call awaits this same read
-                self._read = None
-        return None if msg is aio.EOF else msg
-
-    async def _wait_created(self) -> None:
-        msg = await self._message()
-        if msg is None:
+    async def _start(self, within: float) -> None:
+        """Wait (at most ``within`` seconds) for etcd to confirm the watch, then read the stream in a task."""
+        msg = await asyncio.wait_for(self._call.read(), within)
+        if msg is aio.EOF:
             raise WatchClosedError("etcd closed the watch stream before confirming it")
         self._check(msg)
         if not msg.created:
             raise WatchClosedError(f"unexpected first watch message: {msg}")
+        self._task = asyncio.get_running_loop().create_task(self._pump())
 
     def _check(self, msg: Any) -> None:
         """Raise for compaction and cancellation."""
@@ -621,7 +675,7 @@ class _EtcdWatcher(Watcher):
         if msg.canceled:
             raise WatchClosedError(f"etcd canceled the watch: {msg.cancel_reason or 'no reason given'}")
 
-    def _events(self, msg: Any) -> list[WatchEvent]:
+    def _convert(self, msg: Any) -> list[WatchEvent]:
         plen = self._store._plen
         out = []
         for ev in msg.events:
@@ -646,57 +700,100 @@ class _EtcdWatcher(Watcher):
                 out.append(WatchEvent("PUT", key, kv.value, revision, create_revision, prev_value))
         return out
 
+    async def _pump(self) -> None:
+        call = self._call
+        queue = self._events
+        try:
+            while True:
+                msg = await call.read()
+                if msg is aio.EOF:
+                    raise WatchClosedError("etcd closed the watch stream")
+                self._check(msg)
+                if msg.events:
+                    events = self._convert(msg)
+                    queue.extend(events)
+                    self._progress = events[-1].revision
+                    if len(queue) > MAX_BACKLOG:
+                        raise WatchClosedError(f"watch on {self._prefix!r} fell more than {MAX_BACKLOG} events "
+                                               f"behind; re-list and re-watch")
+                    self._wake()
+                elif not msg.created and msg.header.revision:
+                    # a progress notification; etcd stamps event batches with its current revision, not theirs
+                    self._progress = msg.header.revision
+        except aio.AioRpcError as exc:
+            if not self._closed:
+                self._error = WatchClosedError(f"etcd watch stream broke: {_describe(exc)}")
+        except StorageError as exc:  # WatchClosedError, CompactedError
+            self._error = exc
+        except Exception as exc:  # e.g. a key under the prefix that is not UTF-8
+            self._error = WatchClosedError(f"etcd watch ended: {_describe(exc)}")
+        finally:
+            self._ended = True
+            call.cancel()
+            self._store._forget(self)
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def poll(self) -> WatchEvent | None:
+        """The next event if one is here, else None; raises the watch's error (once) after the events before it."""
+        if self._events:
+            return self._events.popleft()
+        error = self._error
+        if error is not None:
+            self._error = None
+            self._closed = True
+            raise error
+        return None
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will come (an error still to raise counts as something)."""
+        return not self._events and self._error is None and (self._ended or self._closed)
+
+    def wakeup(self) -> asyncio.Future[None]:
+        """A future done once ``poll`` may have something (or the watch ended); cancelling it loses nothing."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if self._events or self._error is not None or self._ended or self._closed:
+                waiter.set_result(None)
+        return waiter
+
     def __aiter__(self) -> AsyncIterator[WatchEvent]:
         return self
 
     async def __anext__(self) -> WatchEvent:
-        """The next event. Leaving an ``async for`` early keeps the watch open (iterate it again to go
-        on); errors close it. Not safe for several concurrent consumers."""
-        while not self._pending:
-            if self._closed:
+        while True:
+            event = self.poll()
+            if event is not None:
+                return event
+            if self.finished:
                 raise StopAsyncIteration
-            try:
-                msg = await self._message()
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if self._closed and (task is None or not task.cancelling()):
-                    raise StopAsyncIteration from None  # close() cancelled the stream under this read
-                raise
-            except aio.AioRpcError as exc:
-                if self._closed:
-                    raise StopAsyncIteration from None
-                await self.close()
-                raise WatchClosedError(f"etcd watch stream broke: {_describe(exc)}") from exc
-            if self._closed:
-                raise StopAsyncIteration
-            if msg is None:
-                await self.close()
-                raise WatchClosedError("etcd closed the watch stream")
-            try:
-                self._check(msg)
-            except StorageError:  # WatchClosedError, CompactedError
-                await self.close()
-                raise
-            events = self._events(msg)
-            if events:
-                self._pending.extend(events)
-                self._progress = events[-1].revision
-            elif not msg.created and msg.HasField("header"):
-                self._progress = msg.header.revision or self._progress
-        return self._pending.popleft()
+            await self.wakeup()
 
     def progress_revision(self) -> int | None:
-        return None if self._pending or self._closed else self._progress
+        return None if self._events or self._ended or self._closed else self._progress
 
     async def close(self) -> None:
-        if self._closed:
+        task = self._task
+        self.discard()
+        if task is not None and not task.done():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def discard(self) -> None:
+        """``close`` without waiting for the reading task to end."""
+        if self._closed and self._ended:
             return
         self._closed = True
-        self._pending.clear()
+        self._error = None
+        self._events.clear()
         self._call.cancel()
-        read = self._read
-        if read is not None:
-            read.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aio.AioRpcError, Exception):
-                await asyncio.shield(read)
+        if self._task is not None:
+            self._task.cancel()
         self._store._forget(self)
+        self._wake()
