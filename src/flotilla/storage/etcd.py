@@ -92,7 +92,6 @@ _REQUIRE_LEADER = (("hasleader", "true"),)
 
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 _DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
-_READY = grpc.ChannelConnectivity.READY
 
 _CREATE = rpc_pb2.Compare.CREATE
 _MOD = rpc_pb2.Compare.MOD
