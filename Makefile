@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench soak lint clean venv
+.PHONY: demo test bench soak lint clean venv protos
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ soak: $(STAMP)
 	FLOTILLA_PARTITION_SOAK_SECONDS=600 $(PY) -m pytest -q -s -p no:cacheprovider tests/e2e/test_partitions.py -k never_flip
 	FLOTILLA_FUZZ_SECONDS=600 FLOTILLA_FUZZ_EXAMPLES=3000 $(PY) -m pytest -q -p no:cacheprovider \
 		tests/e2e/test_openapi_fuzz.py tests/compat/test_karmada_objects_fuzz.py tests/unit/test_go_regexp.py
+
+# regenerate flotilla/storage/etcdpb's Python modules after changing its .proto files
+protos: $(STAMP)
+	$(PY) -m flotilla.storage.etcdpb.generate
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests

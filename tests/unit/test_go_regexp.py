@@ -20,9 +20,9 @@ import re2  # google-re2, the library the module under test is built on
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from flotilla.apiserver.schemas._build import CONDITION_TYPE_PATTERN, QUANTITY_PATTERN, REASON_PATTERN
 from flotilla.kube import go_regexp
 from flotilla.kube.go_regexp import GoRegexpError, compile_pattern, go_quote, pattern_error
-from flotilla.apiserver.schemas._build import CONDITION_TYPE_PATTERN, QUANTITY_PATTERN, REASON_PATTERN
 
 
 def search(pattern: str, text: str) -> bool:

@@ -1,4 +1,7 @@
-"""The etcd v3 store: talks to etcd's JSON gRPC gateway (``/v3/...``) over HTTP with aiohttp.
+"""The etcd v3 store: etcd's gRPC API (the KV and Watch services) through grpcio's asyncio API.
+
+The message and service definitions are the ones in :mod:`flotilla.storage.etcdpb` (etcd's own wire format,
+compiled into Python modules that are part of the package).
 
 Layout and revisions are etcd's own, as kube-apiserver uses them: every key is stored verbatim under
 the store's ``prefix`` (so ``/registry/pods/default/web`` is the etcd key
@@ -8,37 +11,51 @@ Several EtcdStore instances - one per API server - may share one etcd cluster.
 
 Notes and limits:
 
-* ``http://`` endpoints, or ``https://`` ones with :class:`EtcdTLS` (the ``etcds://`` storage URL): the server
-  certificate is checked against ``cafile`` (else the system's CAs) and ``certfile``/``keyfile`` are the client
-  certificate etcd's ``--client-cert-auth`` asks for. No user/password auth.
-* Failover: each request starts at the endpoint that answered last and moves on to the next one
-  when the connection cannot be made. Reads also move on when a connection breaks mid-request or
-  when etcd answers "unavailable"; a write whose connection broke after it was sent is ambiguous
-  (it may have been applied) and raises :class:`EtcdUnavailableError` instead of being retried.
+* ``host:port`` (or ``http://host:port``) endpoints, or with :class:`EtcdTLS` (the ``etcds://`` storage URL)
+  TLS ones (``https://host:port``): the server certificate is checked against ``cafile`` (else the system's CAs)
+  and the host name, and ``certfile``/``keyfile`` are the client certificate etcd's ``--client-cert-auth`` asks
+  for. No user/password auth.
+* One gRPC channel (one HTTP/2 connection) per endpoint carries every request and watch of the store.
+* Failover: each request starts at the endpoint that answered last and moves on to the next one when the
+  connection cannot be made (within ``connect_timeout``). Reads also move on when a connection breaks
+  mid-request or when etcd answers "unavailable"; a write whose connection broke after it was sent is ambiguous
+  (it may have been applied) and raises :class:`EtcdUnavailableError` instead of being retried. When no endpoint
+  is connected, a request waits a moment (:data:`RECONNECT_WAIT`) for one to come back before it fails: a member
+  that restarted is used again within about a second.
 * ``compacted_revision()``: etcd has no API that reports it. The store remembers the compactions it
   performed and the compact revisions etcd reports to its watches; when that is stale (another
   client compacted) it finds the exact value by probing ranges at old revisions (a binary search,
   about log2(current revision) cheap requests, only when the remembered value is out of date).
-* A watch is one streaming HTTP request. If the stream breaks (member down) the iterator raises
-  :class:`~flotilla.storage.base.WatchClosedError`; the caller re-watches from the last revision it
-  saw (on another endpoint). A silently dead peer (no FIN) is not detected.
+* ``get``: the gets that tasks issue in one turn of the event loop are read by one transaction of ranges (at
+  most :data:`MAX_BATCHED_GETS`): one round trip instead of one each, still linearizable.
+* A watch is one gRPC Watch stream on the current endpoint's connection, read by a task of its own into a
+  queue (bounded by :data:`MAX_BACKLOG`), created with etcd's "require a leader" flag: a member that loses its
+  cluster's leader ends the stream. When the stream ends (member down, no leader) the iterator raises
+  :class:`~flotilla.storage.base.WatchClosedError` and the caller re-watches from the last revision it saw (on
+  another endpoint). HTTP/2 keepalive pings find a peer that vanished without closing the connection within
+  about :data:`KEEPALIVE_SECONDS` plus :data:`KEEPALIVE_TIMEOUT_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import ssl
-from base64 import b64decode, b64encode
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
+# gRPC's C core logs every failed TLS handshake and every fork of a process that uses it at INFO level on
+# stderr; the store reports those failures itself.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from flotilla.storage.base import (
+import grpc  # noqa: E402
+from grpc import aio  # noqa: E402
+
+from flotilla.storage.base import (  # noqa: E402
     CompactedError,
     ConflictError,
     FutureRevisionError,
@@ -52,17 +69,39 @@ from flotilla.storage.base import (
     Watcher,
     WatchEvent,
 )
+from flotilla.storage.etcdpb import kv_pb2, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG  # noqa: E402
 
 __all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
 
-_JSON = {"Content-Type": "application/json"}
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
-_GRPC_UNAVAILABLE = 14
+_NOT_CONNECTED = "failed to connect to all addresses"  # gRPC's words for a request that never left the client
+_NO_LEADER = "no leader"
+
+#: gets read in one transaction at most (etcd's --max-txn-ops is 128 by default)
+MAX_BATCHED_GETS = 64
+#: events a watch queues for a consumer that does not take them before it ends the watch (as the other stores do)
+MAX_BACKLOG = DEFAULT_MAX_BACKLOG
+#: seconds a request waits for a connection to come back when no endpoint is connected
+RECONNECT_WAIT = 1.5
+KEEPALIVE_SECONDS = 10
+KEEPALIVE_TIMEOUT_SECONDS = 5
+#: metadata asking etcd to end a watch stream when the member it is on has no leader
+_REQUIRE_LEADER = (("hasleader", "true"),)
+
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+_DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
+
+_CREATE = rpc_pb2.Compare.CREATE
+_MOD = rpc_pb2.Compare.MOD
+_EQUAL = rpc_pb2.Compare.EQUAL
+_GREATER = rpc_pb2.Compare.GREATER
+_DELETE_EVENT = kv_pb2.Event.DELETE
 
 
 class EtcdError(StorageError):
-    """etcd rejected a request for a reason the Store interface has no error for."""
+    """etcd rejected a request for a reason the Store interface has no error for (``code``: the gRPC status)."""
 
     def __init__(self, message: str, code: int = 0) -> None:
         super().__init__(message)
@@ -71,10 +110,6 @@ class EtcdError(StorageError):
 
 class EtcdUnavailableError(EtcdError):
     """No endpoint could serve the request (or a write's outcome is unknown after a broken connection)."""
-
-
-def _b64(data: bytes) -> str:
-    return b64encode(data).decode("ascii")
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -128,11 +163,31 @@ class EtcdTLS:
                                  f"certificate and its key ({e})") from e
         return ctx
 
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """gRPC credentials with the same files (checked first, as :meth:`ssl_context` does). Without ``cafile``
+        the trusted CAs are OpenSSL's default bundle of this system, else gRPC's own."""
+        self.ssl_context()
+        roots: bytes | None = None
+        try:
+            if self.cafile:
+                roots = Path(self.cafile).read_bytes()
+            else:
+                system = ssl.get_default_verify_paths().cafile
+                if system and Path(system).is_file():
+                    roots = Path(system).read_bytes()
+            key = Path(self.keyfile).read_bytes() if self.keyfile else None
+            chain = Path(self.certfile).read_bytes() if self.certfile else None
+        except OSError as e:
+            raise ValueError(f"cannot read an etcd TLS file: {e}") from e
+        return grpc.ssl_channel_credentials(root_certificates=roots, private_key=key, certificate_chain=chain)
+
 
 def _describe(exc: BaseException | None) -> str:
-    """An error as a reader wants it: its type and its message (a TLS failure says which check failed)."""
+    """An error as a reader wants it: for gRPC its status and details, else its type and message."""
     if exc is None:
         return "no answer"
+    if isinstance(exc, aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -149,28 +204,66 @@ def _endpoint_url(endpoint: str, secure: bool = False) -> str:
     return ("https://" if secure else "http://") + endpoint
 
 
+def _target(url: str) -> str:
+    """The gRPC target (``host:port``) of an endpoint URL."""
+    target = url.partition("://")[2]
+    if not target or "/" in target:
+        raise ValueError(f"{url}: an etcd endpoint is host:port")
+    return target
+
+
+class _Endpoint:
+    """One etcd member: its channel and the stubs on it."""
+
+    __slots__ = ("channel", "kv", "range", "txn", "url", "watch")
+
+    def __init__(self, url: str, channel: aio.Channel) -> None:
+        self.url = url
+        self.channel = channel
+        self.kv = rpc_pb2_grpc.KVStub(channel)
+        self.range = self.kv.Range
+        self.txn = self.kv.Txn
+        self.watch = rpc_pb2_grpc.WatchStub(channel).Watch
+
+
+_Method = Callable[[_Endpoint], Any]
+
+
+def _range_of(ep: _Endpoint) -> Any:
+    return ep.range
+
+
+def _txn_of(ep: _Endpoint) -> Any:
+    return ep.txn
+
+
+def _compact_of(ep: _Endpoint) -> Any:
+    return ep.kv.Compact
+
+
 class EtcdStore(Store):
     """A :class:`Store` backed by an etcd v3 cluster."""
 
     def __init__(
         self,
-        endpoints: list[str],
+        endpoints: list[_Endpoint],
         prefix: str,
-        session: aiohttp.ClientSession,
-        watch_session: aiohttp.ClientSession,
         *,
-        secure: bool = False,
+        request_timeout: float,
     ) -> None:
-        self._urls = [_endpoint_url(e, secure) for e in endpoints]
+        self._endpoints = endpoints
+        self._urls = [e.url for e in endpoints]
         self._prefix = prefix
         self._pb = prefix.encode()
         self._plen = len(self._pb)
-        self._session = session
-        self._watch_session = watch_session
+        self._timeout = request_timeout
         self._current = 0  # index of the endpoint that answered last
         self._compacted = 0  # newest compacted revision known to this client
         self._watchers: set[_EtcdWatcher] = set()
         self._closed = False
+        self._gets: list[tuple[Any, asyncio.Future[Any] | None]] | None = None  # the batch of gets of this turn
+        self.get_batches = 0  # round trips that gets took
+        self.batched_gets = 0  # gets answered by them
 
     @classmethod
     async def open(
@@ -180,11 +273,10 @@ class EtcdStore(Store):
         prefix: str = "",
         request_timeout: float = 30.0,
         connect_timeout: float = 3.0,
-        max_connections: int = 256,
         tls: EtcdTLS | None = None,
     ) -> EtcdStore:
         """Connect to an etcd cluster given as ``host:port`` (or ``http://host:port``) endpoints; with ``tls``,
-        over https (``host:port`` or ``https://host:port``).
+        over TLS (``host:port`` or ``https://host:port``).
 
         Fails with :class:`EtcdUnavailableError` if no endpoint answers (a TLS handshake that fails included:
         the message says why), with ValueError for endpoints or TLS files that are not usable.
@@ -192,20 +284,30 @@ class EtcdStore(Store):
         if not endpoints:
             raise ValueError("EtcdStore needs at least one endpoint")
         secure = tls is not None
-        for e in endpoints:
-            _endpoint_url(e, secure)  # bad endpoints fail before any session exists
-        ctx: ssl.SSLContext | bool = tls.ssl_context() if tls is not None else True
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections, keepalive_timeout=60, ssl=ctx),
-            timeout=aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout),
-            auto_decompress=False,
-        )
-        watch_session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, force_close=True, ssl=ctx),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None),
-            auto_decompress=False,
-        )
-        store = cls(list(endpoints), prefix, session, watch_session, secure=secure)
+        urls = [_endpoint_url(e, secure) for e in endpoints]
+        targets = [_target(u) for u in urls]  # bad endpoints fail before any channel exists
+        credentials = tls.channel_credentials() if tls is not None else None
+        options = [
+            ("grpc.max_receive_message_length", -1),  # a LIST or a watch replay can be far over gRPC's 4 MiB
+            ("grpc.max_send_message_length", -1),  # etcd enforces its own --max-request-bytes
+            # connect attempts: each may take connect_timeout; a member that comes back is retried within 1 s
+            ("grpc.min_reconnect_backoff_ms", max(1, int(connect_timeout * 1000))),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_SECONDS * 1000),
+            ("grpc.http2.max_pings_without_data", 0),
+            # no transparent retries: the store fails over itself, and the retry machinery costs every call
+            ("grpc.enable_retries", 0),
+            # a store of its own connections: closing one store does not touch another's (tests, HA replicas)
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        eps = []
+        for url, target in zip(urls, targets, strict=True):
+            channel = (aio.secure_channel(target, credentials, options=options) if credentials is not None
+                       else aio.insecure_channel(target, options=options))
+            eps.append(_Endpoint(url, channel))
+        store = cls(eps, prefix, request_timeout=request_timeout)
         try:
             await store.current_revision()
         except BaseException:
@@ -215,75 +317,88 @@ class EtcdStore(Store):
 
     # ------------------------------------------------------------------ transport
 
-    async def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
-        payload = orjson.dumps(body)
-        n = len(self._urls)
+    async def _call(self, method: _Method, request: Any, *, idempotent: bool, what: str) -> Any:
+        """One unary request, failing over between endpoints as the module's notes say."""
+        eps = self._endpoints
+        n = len(eps)
         start = self._current
         last: BaseException | None = None
         for attempt in range(n):
             idx = (start + attempt) % n
             try:
-                async with self._session.post(self._urls[idx] + path, data=payload, headers=_JSON) as resp:
-                    status = resp.status
-                    data = await resp.read()
-            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-                last = exc  # never reached the server: safe to try the next endpoint
-                continue
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                last = exc
-                if idempotent:
-                    continue
-                self._current = (idx + 1) % n
-                raise EtcdUnavailableError(
-                    f"etcd {self._urls[idx]}: connection lost during {path}; the write may or may not "
-                    f"have been applied: {exc!r}"
-                ) from exc
-            if status == 200:
-                self._current = idx
-                return orjson.loads(data)
-            message, code = _error_of(data, status)
-            if code == _GRPC_UNAVAILABLE and (idempotent or "no leader" in message):
-                last = EtcdUnavailableError(message, code)
+                resp = await method(eps[idx])(request, timeout=self._timeout)
+            except aio.AioRpcError as exc:
+                last = self._failed(exc, idx, idempotent=idempotent, what=what)
                 continue
             self._current = idx
-            raise EtcdError(message, code)
+            return resp
+        # No endpoint was connected (or, for a read, none answered). A member that just came back may still be
+        # waiting for its channel's next connect attempt: give that a moment, then try the first one that is up.
+        idx = await self._wait_connected(RECONNECT_WAIT)
+        if idx is not None:
+            try:
+                resp = await method(eps[idx])(request, timeout=self._timeout)
+            except aio.AioRpcError as exc:
+                last = self._failed(exc, idx, idempotent=idempotent, what=what)
+            else:
+                self._current = idx
+                return resp
         self._current = (start + 1) % n
-        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} could serve {path}: {_describe(last)}") from last
+        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} could serve {what}: {_describe(last)}") from last
+
+    def _failed(self, exc: aio.AioRpcError, idx: int, *, idempotent: bool, what: str) -> aio.AioRpcError:
+        """Return ``exc`` when the request may go on to the next endpoint, else raise what it means."""
+        code = exc.code()
+        details = exc.details() or ""
+        if code is _UNAVAILABLE or code is _DEADLINE:
+            if idempotent or details.startswith(_NOT_CONNECTED) or _NO_LEADER in details:
+                return exc
+            self._current = (idx + 1) % len(self._endpoints)
+            raise EtcdUnavailableError(
+                f"etcd {self._urls[idx]}: {what} got no answer ({_describe(exc)}); the write may or may not "
+                f"have been applied"
+            ) from exc
+        self._current = idx
+        raise EtcdError(f"etcd {self._urls[idx]}: {what}: {details or code.name}", code.value[0]) from None
+
+    async def _wait_connected(self, within: float) -> int | None:
+        """The index of the first endpoint whose channel gets connected within ``within`` seconds, or None."""
+        waits = {asyncio.ensure_future(ep.channel.channel_ready()): i for i, ep in enumerate(self._endpoints)}
+        try:
+            done, _ = await asyncio.wait(waits, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        for task in done:
+            if not task.cancelled() and task.exception() is None:
+                return waits[task]
+        return None
 
     # ------------------------------------------------------------------ helpers
 
     def _key(self, key: str) -> bytes:
         return self._pb + key.encode()
 
-    def _kv(self, d: dict[str, Any]) -> KeyValue:
-        return KeyValue(
-            b64decode(d["key"])[self._plen :].decode(),
-            b64decode(d["value"]) if "value" in d else b"",
-            int(d.get("create_revision", 0)),
-            int(d.get("mod_revision", 0)),
-        )
+    def _kv(self, kv: Any) -> KeyValue:
+        return KeyValue(kv.key[self._plen :].decode(), kv.value, kv.create_revision, kv.mod_revision)
 
-    async def _range(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST /v3/kv/range, mapping etcd's compacted/future revision errors."""
+    async def _range(self, request: Any) -> Any:
+        """A range request, mapping etcd's compacted/future revision errors."""
         try:
-            return await self._post("/v3/kv/range", body, idempotent=True)
+            return await self._call(_range_of, request, idempotent=True, what="range")
         except EtcdError as exc:
-            requested = int(body.get("revision", 0))
             text = str(exc)
             if _COMPACTED in text:
-                raise CompactedError(requested, await self._discover_compacted(requested + 1)) from None
+                raise CompactedError(request.revision, await self._discover_compacted(request.revision + 1)) from None
             if _FUTURE in text:
-                raise FutureRevisionError(requested, await self.current_revision()) from None
+                raise FutureRevisionError(request.revision, await self.current_revision()) from None
             raise
 
     async def _probe(self, revision: int) -> bool:
         """True if reads at ``revision`` are still possible (it is not older than the compacted one)."""
         try:
-            await self._post(
-                "/v3/kv/range",
-                {"key": _b64(self._pb or b"\x00"), "revision": revision, "count_only": True},
-                idempotent=True,
-            )
+            await self._call(_range_of, rpc_pb2.RangeRequest(key=self._pb or b"\x00", revision=revision,
+                                                              count_only=True), idempotent=True, what="range")
         except EtcdError as exc:
             if _COMPACTED in str(exc):
                 return False
@@ -312,23 +427,66 @@ class EtcdStore(Store):
     # ------------------------------------------------------------------ Store API
 
     async def create(self, key: str, value: bytes) -> int:
-        k = _b64(self._key(key))
-        resp = await self._post(
-            "/v3/kv/txn",
-            {
-                "compare": [{"key": k, "target": "CREATE", "result": "EQUAL", "create_revision": 0}],
-                "success": [{"request_put": {"key": k, "value": _b64(value)}}],
-            },
-            idempotent=False,
-        )
-        if not resp.get("succeeded"):
+        k = self._pb + key.encode()
+        resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
+            compare=[rpc_pb2.Compare(key=k, target=_CREATE, result=_EQUAL, create_revision=0)],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=k, value=value))],
+        ), idempotent=False, what="create")
+        if not resp.succeeded:
             raise KeyExistsError(key)
-        return int(resp["header"]["revision"])
+        return resp.header.revision
 
     async def get(self, key: str) -> KeyValue | None:
-        resp = await self._post("/v3/kv/range", {"key": _b64(self._key(key))}, idempotent=True)
-        kvs = resp.get("kvs")
+        """The key's value, read linearizably. Gets that tasks issue in the same turn of the event loop go out
+        as one transaction of ranges (one round trip, one revision) instead of one request each."""
+        request = rpc_pb2.RangeRequest(key=self._pb + key.encode())
+        batch = self._gets
+        if batch is not None and len(batch) < MAX_BATCHED_GETS:  # another get of this turn leads a batch
+            waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            batch.append((request, waiter))
+            kvs = await waiter
+        else:
+            batch = self._gets = [(request, None)]
+            try:
+                await asyncio.sleep(0)  # the gets of the other tasks that run in this turn join the batch
+            except BaseException:
+                if self._gets is batch:
+                    self._gets = None
+                if len(batch) > 1:  # cancelled: the others still get their answers
+                    asyncio.get_running_loop().create_task(self._get_batch(batch[1:]))
+                raise
+            if self._gets is batch:
+                self._gets = None
+            kvs = await self._get_batch(batch)
         return self._kv(kvs[0]) if kvs else None
+
+    async def _get_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> Any:
+        """Read the ranges of ``batch``, all in one transaction; hand each waiter its ``kvs`` (or the error). An
+        entry without a waiter is the caller's own: its ``kvs`` is returned, its error raised."""
+        self.get_batches += 1
+        self.batched_gets += len(batch)
+        try:
+            if len(batch) == 1:
+                responses = [await self._call(_range_of, batch[0][0], idempotent=True, what="get")]
+            else:
+                resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
+                    success=[rpc_pb2.RequestOp(request_range=request) for request, _ in batch]),
+                    idempotent=True, what="get")
+                responses = [op.response_range for op in resp.responses]
+        except BaseException as exc:
+            for _, waiter in batch:
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(exc)
+            if batch[0][1] is None:
+                raise
+            return None
+        own = None
+        for (_, waiter), response in zip(batch, responses, strict=True):
+            if waiter is None:
+                own = response.kvs
+            elif not waiter.done():
+                waiter.set_result(response.kvs)
+        return own
 
     async def list(
         self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
@@ -340,86 +498,64 @@ class EtcdStore(Store):
             after = self._key(start_after) + b"\x00"
             if after > start:
                 start = after
-        body: dict[str, Any] = {"key": _b64(start), "range_end": _b64(end)}
-        if revision > 0:
-            body["revision"] = revision
-        if limit > 0:
-            body["limit"] = limit
         if end != b"\x00" and start >= end:
             # Nothing can match (start_after is past the prefix); still validate the revision.
-            body = {
-                "key": _b64(full or b"\x00"),
-                "count_only": True,
-                **({"revision": revision} if revision else {}),
-            }
-            resp = await self._range(body)
-            return ListResult([], revision or int(resp["header"]["revision"]), False)
-        resp = await self._range(body)
-        items = [self._kv(d) for d in resp.get("kvs", ())]
-        return ListResult(items, revision or int(resp["header"]["revision"]), bool(resp.get("more")))
+            resp = await self._range(rpc_pb2.RangeRequest(key=full or b"\x00", count_only=True,
+                                                          revision=max(revision, 0)))
+            return ListResult([], revision or resp.header.revision, False)
+        resp = await self._range(rpc_pb2.RangeRequest(key=start, range_end=end, revision=max(revision, 0),
+                                                      limit=max(limit, 0)))
+        plen = self._plen
+        items = [KeyValue(kv.key[plen:].decode(), kv.value, kv.create_revision, kv.mod_revision) for kv in resp.kvs]
+        return ListResult(items, revision or resp.header.revision, resp.more)
 
     async def update(self, key: str, value: bytes, expected_revision: int) -> int:
-        k = _b64(self._key(key))
-        resp = await self._post(
-            "/v3/kv/txn",
-            {
-                "compare": [
-                    {"key": k, "target": "CREATE", "result": "GREATER", "create_revision": 0},
-                    {"key": k, "target": "MOD", "result": "EQUAL", "mod_revision": expected_revision},
-                ],
-                "success": [{"request_put": {"key": k, "value": _b64(value)}}],
-                "failure": [{"request_range": {"key": k}}],
-            },
-            idempotent=False,
-        )
-        if resp.get("succeeded"):
-            return int(resp["header"]["revision"])
+        k = self._pb + key.encode()
+        resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
+            compare=[
+                rpc_pb2.Compare(key=k, target=_CREATE, result=_GREATER, create_revision=0),
+                rpc_pb2.Compare(key=k, target=_MOD, result=_EQUAL, mod_revision=expected_revision),
+            ],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=k, value=value))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=k))],
+        ), idempotent=False, what="update")
+        if resp.succeeded:
+            return resp.header.revision
         current = self._failure_kv(resp)
         if current is None:
             raise KeyNotFoundError(key)
         raise ConflictError(key, expected_revision, current.mod_revision)
 
     async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, KeyValue]:
-        k = _b64(self._key(key))
-        compare: list[dict[str, Any]] = [
-            {"key": k, "target": "CREATE", "result": "GREATER", "create_revision": 0}
-        ]
+        k = self._pb + key.encode()
+        compare = [rpc_pb2.Compare(key=k, target=_CREATE, result=_GREATER, create_revision=0)]
         if expected_revision:
-            compare.append({"key": k, "target": "MOD", "result": "EQUAL", "mod_revision": expected_revision})
-        resp = await self._post(
-            "/v3/kv/txn",
-            {
-                "compare": compare,
-                "success": [{"request_delete_range": {"key": k, "prev_kv": True}}],
-                "failure": [{"request_range": {"key": k}}],
-            },
-            idempotent=False,
-        )
-        if resp.get("succeeded"):
-            prev = resp["responses"][0]["response_delete_range"].get("prev_kvs") or ()
+            compare.append(rpc_pb2.Compare(key=k, target=_MOD, result=_EQUAL, mod_revision=expected_revision))
+        resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
+            compare=compare,
+            success=[rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(key=k, prev_kv=True))],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=k))],
+        ), idempotent=False, what="delete")
+        if resp.succeeded:
+            prev = resp.responses[0].response_delete_range.prev_kvs if resp.responses else ()
             if not prev:  # cannot happen: the compare proved the key existed in this very txn
                 raise EtcdError(f"etcd deleted {key} but returned no previous value")
-            return int(resp["header"]["revision"]), self._kv(prev[0])
+            return resp.header.revision, self._kv(prev[0])
         current = self._failure_kv(resp)
         if current is None:
             raise KeyNotFoundError(key)
         raise ConflictError(key, expected_revision, current.mod_revision)
 
-    def _failure_kv(self, resp: dict[str, Any]) -> KeyValue | None:
-        responses = resp.get("responses") or ()
-        if not responses:
+    def _failure_kv(self, resp: Any) -> KeyValue | None:
+        if not resp.responses:
             return None
-        kvs = responses[0].get("response_range", {}).get("kvs")
+        kvs = resp.responses[0].response_range.kvs
         return self._kv(kvs[0]) if kvs else None
 
     async def watch(self, prefix: str, after_revision: int | None = None) -> Watcher:
         full = self._key(prefix)
-        request: dict[str, Any] = {
-            "key": _b64(full or b"\x00"),
-            "range_end": _b64(_prefix_end(full)),
-            "prev_kv": True,
-            "progress_notify": True,
-        }
+        request = rpc_pb2.WatchCreateRequest(key=full or b"\x00", range_end=_prefix_end(full), prev_kv=True,
+                                             progress_notify=True)
         if after_revision is not None:
             if after_revision < self._compacted:
                 raise CompactedError(after_revision, self._compacted)
@@ -427,43 +563,41 @@ class EtcdStore(Store):
             # stream); a read at ``after_revision`` fails at once exactly when history after it is gone.
             if not await self._probe(max(after_revision, 1)):
                 raise CompactedError(after_revision, await self._discover_compacted(after_revision + 1))
-            request["start_revision"] = after_revision + 1
-        payload = orjson.dumps({"create_request": request})
-        n = len(self._urls)
+            request.start_revision = after_revision + 1
+        create = rpc_pb2.WatchRequest(create_request=request)
+        eps = self._endpoints
+        n = len(eps)
         start = self._current
         last: BaseException | None = None
-        for attempt in range(n):
-            idx = (start + attempt) % n
+        for attempt in range(n + 1):
+            if attempt < n:
+                idx = (start + attempt) % n
+            else:  # none was connected: wait a moment for one to come back, as requests do
+                found = await self._wait_connected(RECONNECT_WAIT)
+                if found is None:
+                    break
+                idx = found
+            call = eps[idx].watch(metadata=_REQUIRE_LEADER)
+            watcher = _EtcdWatcher(self, call, prefix, after_revision)
             try:
-                resp = await self._watch_session.post(
-                    self._urls[idx] + "/v3/watch", data=payload, headers=_JSON
-                )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                last = exc
-                continue
-            try:
-                if resp.status != 200:
-                    message, code = _error_of(await resp.read(), resp.status)
-                    raise EtcdError(f"watch: {message}", code)
-                watcher = _EtcdWatcher(self, resp, after_revision)
-                await asyncio.wait_for(watcher._wait_created(), 10.0)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                resp.close()
+                await call.write(create)
+                await watcher._start(10.0)
+            except (aio.AioRpcError, asyncio.InvalidStateError, WatchClosedError, TimeoutError) as exc:
+                await watcher.close()
                 last = exc
                 continue
             except BaseException:
-                resp.close()
+                await watcher.close()
                 raise
             self._current = idx
             self._watchers.add(watcher)
             return watcher
-        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} accepted a watch: {last!r}") from last
+        raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} accepted a watch: {_describe(last)}") from last
 
     async def current_revision(self) -> int:
-        resp = await self._post(
-            "/v3/kv/range", {"key": _b64(self._pb or b"\x00"), "count_only": True}, idempotent=True
-        )
-        return int(resp["header"]["revision"])
+        resp = await self._call(_range_of, rpc_pb2.RangeRequest(key=self._pb or b"\x00", count_only=True),
+                                idempotent=True, what="range")
+        return resp.header.revision
 
     async def compacted_revision(self) -> int:
         return await self._discover_compacted()
@@ -474,7 +608,8 @@ class EtcdStore(Store):
         if revision <= self._compacted:
             raise CompactedError(revision, self._compacted)
         try:
-            await self._post("/v3/kv/compaction", {"revision": revision, "physical": True}, idempotent=True)
+            await self._call(_compact_of, rpc_pb2.CompactionRequest(revision=revision, physical=True),
+                             idempotent=True, what="compaction")
         except EtcdError as exc:
             if _COMPACTED in str(exc):  # another client compacted at or past ``revision``
                 raise CompactedError(revision, await self._discover_compacted(revision)) from None
@@ -489,142 +624,175 @@ class EtcdStore(Store):
         self._closed = True
         for watcher in list(self._watchers):
             await watcher.close()
-        await self._session.close()
-        await self._watch_session.close()
+        for ep in self._endpoints:
+            await ep.channel.close()
 
     def _forget(self, watcher: _EtcdWatcher) -> None:
         self._watchers.discard(watcher)
 
 
-def _error_of(data: bytes, status: int) -> tuple[str, int]:
-    try:
-        body = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return f"HTTP {status}: {data[:200]!r}", 0
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):  # streaming error envelope
-        body = body["error"]
-    if not isinstance(body, dict):
-        return f"HTTP {status}: {body!r}", 0
-    return str(body.get("message") or body.get("error") or f"HTTP {status}"), int(body.get("code") or 0)
-
-
 class _EtcdWatcher(Watcher):
-    """One etcd watch over one streaming HTTP response of newline-delimited JSON messages."""
+    """One etcd watch: one gRPC Watch stream, read by a task of its own into a queue of events.
 
-    def __init__(self, store: EtcdStore, resp: aiohttp.ClientResponse, after_revision: int | None) -> None:
+    Read it as an async iterator, or without a task per event through ``poll`` (the next event, or None),
+    ``wakeup`` (a future done once ``poll`` has something, or the watch ended) and ``finished`` (nothing more will
+    come), as the API server's watch streams do. A consumer cancelled while it waits loses nothing, and leaving
+    an ``async for`` early keeps the watch open (iterate it again to go on). An error (the stream broke, etcd
+    ended or canceled the watch, history was compacted, the consumer fell more than :data:`MAX_BACKLOG` events
+    behind) is raised once, after the events before it, and ends the watch. Not for several concurrent consumers.
+    """
+
+    def __init__(self, store: EtcdStore, call: Any, prefix: str, after_revision: int | None) -> None:
         self._store = store
-        self._resp = resp
+        self._call = call
+        self._prefix = prefix
         self._after = after_revision
-        self._buf = bytearray()
-        self._scan = 0  # bytes of _buf known to hold no newline
-        self._closed = False
-        self._pending: deque[WatchEvent] = deque()
+        self._events: deque[WatchEvent] = deque()
+        self._error: StorageError | None = None  # raised by poll once the events before it are taken
+        self._ended = False  # the stream is over: nothing more will be queued
+        self._closed = False  # closed, or its error was handed out
+        self._waiter: asyncio.Future[None] | None = None
         self._progress: int | None = None  # every event up to this revision has been received
+        self._task: asyncio.Task[None] | None = None
 
-    async def _message(self) -> dict[str, Any] | None:
-        """The next message of the stream, or None at its end."""
-        buf = self._buf
-        while True:
-            nl = buf.find(b"\n", self._scan)
-            if nl >= 0:
-                line = bytes(buf[:nl])
-                del buf[: nl + 1]
-                self._scan = 0
-                if line.strip():
-                    return orjson.loads(line)
-                continue
-            self._scan = len(buf)
-            chunk = await self._resp.content.readany()
-            if not chunk:
-                return None
-            buf += chunk
+    async def _start(self, within: float) -> None:
+        """Wait (at most ``within`` seconds) for etcd to confirm the watch, then read the stream in a task."""
+        msg = await asyncio.wait_for(self._call.read(), within)
+        if msg is aio.EOF:
+            raise WatchClosedError("etcd closed the watch stream before confirming it")
+        self._check(msg)
+        if not msg.created:
+            raise WatchClosedError(f"unexpected first watch message: {msg}")
+        self._task = asyncio.get_running_loop().create_task(self._pump())
 
-    async def _wait_created(self) -> None:
-        msg = await self._message()
-        if msg is None:
-            raise aiohttp.ClientPayloadError("etcd closed the watch stream before confirming it")
-        result = self._check(msg)
-        if not result.get("created"):
-            raise aiohttp.ClientPayloadError(f"unexpected first watch message: {msg!r}")
-
-    def _check(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The ``result`` of a stream message; raises for errors, compaction and cancellation."""
-        if "error" in msg:
-            message, code = _error_of(orjson.dumps(msg), 200)
-            raise WatchClosedError(f"etcd ended the watch: {message} (code {code})")
-        result = msg.get("result", {})
-        compact = int(result.get("compact_revision", 0))
+    def _check(self, msg: Any) -> None:
+        """Raise for compaction and cancellation."""
+        compact = msg.compact_revision
         if compact:
             self._store._compacted = max(self._store._compacted, compact)
             raise CompactedError(self._after if self._after is not None else 0, compact)
-        if result.get("canceled"):
-            raise WatchClosedError(
-                f"etcd canceled the watch: {result.get('cancel_reason', 'no reason given')}"
-            )
-        return result
+        if msg.canceled:
+            raise WatchClosedError(f"etcd canceled the watch: {msg.cancel_reason or 'no reason given'}")
 
-    def _events(self, result: dict[str, Any]) -> list[WatchEvent]:
+    def _convert(self, msg: Any) -> list[WatchEvent]:
         plen = self._store._plen
         out = []
-        for ev in result.get("events", ()):
-            kv = ev["kv"]
-            key = b64decode(kv["key"])[plen:].decode()
-            revision = int(kv["mod_revision"])
-            prev = ev.get("prev_kv")
-            prev_value = (b64decode(prev["value"]) if "value" in prev else b"") if prev else None
-            if ev.get("type") == "DELETE":
-                value = prev_value if prev_value is not None else b""
-                create_revision = int(prev.get("create_revision", 0)) if prev else 0
-                out.append(WatchEvent("DELETE", key, value, revision, create_revision, value))
+        for ev in msg.events:
+            kv = ev.kv
+            key = kv.key[plen:].decode()
+            revision = kv.mod_revision
+            has_prev = ev.HasField("prev_kv")
+            if ev.type == _DELETE_EVENT:
+                if has_prev:
+                    prev = ev.prev_kv
+                    out.append(WatchEvent("DELETE", key, prev.value, revision, prev.create_revision, prev.value))
+                else:
+                    out.append(WatchEvent("DELETE", key, b"", revision, 0, b""))
             else:
-                value = b64decode(kv["value"]) if "value" in kv else b""
-                create_revision = int(kv["create_revision"])
+                create_revision = kv.create_revision
                 if create_revision == revision:
                     prev_value = None  # a create (even if etcd had an older, deleted incarnation)
-                elif prev_value is None:
+                elif has_prev:
+                    prev_value = ev.prev_kv.value
+                else:
                     prev_value = b""  # an update whose previous value was compacted away
-                out.append(WatchEvent("PUT", key, value, revision, create_revision, prev_value))
+                out.append(WatchEvent("PUT", key, kv.value, revision, create_revision, prev_value))
         return out
+
+    async def _pump(self) -> None:
+        call = self._call
+        queue = self._events
+        try:
+            while True:
+                msg = await call.read()
+                if msg is aio.EOF:
+                    raise WatchClosedError("etcd closed the watch stream")
+                self._check(msg)
+                if msg.events:
+                    events = self._convert(msg)
+                    queue.extend(events)
+                    self._progress = events[-1].revision
+                    if len(queue) > MAX_BACKLOG:
+                        raise WatchClosedError(f"watch on {self._prefix!r} fell more than {MAX_BACKLOG} events "
+                                               f"behind; re-list and re-watch")
+                    self._wake()
+                elif not msg.created and msg.header.revision:
+                    # a progress notification; etcd stamps event batches with its current revision, not theirs
+                    self._progress = msg.header.revision
+        except aio.AioRpcError as exc:
+            if not self._closed:
+                self._error = WatchClosedError(f"etcd watch stream broke: {_describe(exc)}")
+        except StorageError as exc:  # WatchClosedError, CompactedError
+            self._error = exc
+        except Exception as exc:  # e.g. a key under the prefix that is not UTF-8
+            self._error = WatchClosedError(f"etcd watch ended: {_describe(exc)}")
+        finally:
+            self._ended = True
+            call.cancel()
+            self._store._forget(self)
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def poll(self) -> WatchEvent | None:
+        """The next event if one is here, else None; raises the watch's error (once) after the events before it."""
+        if self._events:
+            return self._events.popleft()
+        error = self._error
+        if error is not None:
+            self._error = None
+            self._closed = True
+            raise error
+        return None
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will come (an error still to raise counts as something)."""
+        return not self._events and self._error is None and (self._ended or self._closed)
+
+    def wakeup(self) -> asyncio.Future[None]:
+        """A future done once ``poll`` may have something (or the watch ended); cancelling it loses nothing."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if self._events or self._error is not None or self._ended or self._closed:
+                waiter.set_result(None)
+        return waiter
 
     def __aiter__(self) -> AsyncIterator[WatchEvent]:
         return self
 
     async def __anext__(self) -> WatchEvent:
-        """The next event. Leaving an ``async for`` early keeps the watch open (iterate it again to go
-        on); errors close it. Not safe for several concurrent consumers."""
-        while not self._pending:
-            if self._closed:
+        while True:
+            event = self.poll()
+            if event is not None:
+                return event
+            if self.finished:
                 raise StopAsyncIteration
-            try:
-                msg = await self._message()
-                if self._closed:
-                    raise StopAsyncIteration
-                if msg is None:
-                    raise WatchClosedError("etcd closed the watch stream")
-                result = self._check(msg)
-                events = self._events(result)
-                self._pending.extend(events)
-                if events:
-                    self._progress = events[-1].revision
-                elif "header" in result and not result.get("created"):
-                    self._progress = int(result["header"].get("revision", 0)) or self._progress
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                if self._closed:
-                    raise StopAsyncIteration from None
-                await self.close()
-                raise WatchClosedError(f"etcd watch stream broke: {exc!r}") from exc
-            except (StorageError, ValueError):  # WatchClosedError, CompactedError, bad JSON
-                await self.close()
-                raise
-        return self._pending.popleft()
+            await self.wakeup()
 
     def progress_revision(self) -> int | None:
-        return None if self._pending or self._closed else self._progress
+        return None if self._events or self._ended or self._closed else self._progress
 
     async def close(self) -> None:
-        if self._closed:
+        task = self._task
+        self.discard()
+        if task is not None and not task.done():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def discard(self) -> None:
+        """``close`` without waiting for the reading task to end."""
+        if self._closed and self._ended:
             return
         self._closed = True
-        self._pending.clear()
-        self._resp.close()
+        self._error = None
+        self._events.clear()
+        self._call.cancel()
+        if self._task is not None:
+            self._task.cancel()
         self._store._forget(self)
+        self._wake()

@@ -529,3 +529,138 @@ async def test_concurrent_create_throughput(store: EtcdStore) -> None:
     assert len(set(revs)) == n
     assert len((await store.list("/bench/")).items) == n
     print(f"\n{n} concurrent 2 KiB creates: {elapsed:.3f}s = {n / elapsed:.0f} writes/s")
+
+
+# ---------------------------------------------------------------------------------- gRPC client specifics
+
+
+async def test_concurrent_gets_share_round_trips_and_each_gets_its_own_key(store: EtcdStore) -> None:
+    revs = {f"/g/{i:02d}": await store.create(f"/g/{i:02d}", f"v{i}".encode()) for i in range(40)}
+    keys = [*revs, "/g/missing", *revs]  # repeats and a key that is not there, in one turn of the loop
+    batches, gets = store.get_batches, store.batched_gets
+    found = await asyncio.gather(*(store.get(k) for k in keys))
+    assert [kv.key if kv else None for kv in found] == [*revs, None, *revs]
+    assert all(kv.mod_revision == revs[kv.key] and kv.value == f"v{int(kv.key[3:])}".encode()
+               for kv in found if kv)
+    assert store.batched_gets - gets == len(keys)
+    assert store.get_batches - batches < len(keys) // 10  # 81 gets: two transactions (at most 64 each)
+
+
+async def test_a_get_sees_a_write_that_finished_before_it_in_the_same_turn(store: EtcdStore) -> None:
+    rev = await store.create("/rw", b"1")
+
+    async def write_then_read() -> bytes:
+        await store.update("/rw", b"2", rev)
+        kv = await store.get("/rw")
+        assert kv is not None
+        return kv.value
+
+    async def read() -> bytes | None:
+        kv = await store.get("/rw")
+        return kv.value if kv else None
+
+    results = await asyncio.gather(write_then_read(), *(read() for _ in range(10)))
+    assert results[0] == b"2"
+    assert set(results[1:]) <= {b"1", b"2"}
+
+
+async def test_a_cancelled_get_does_not_strand_the_gets_that_joined_it(store: EtcdStore) -> None:
+    await store.create("/c1", b"x")
+    first = asyncio.ensure_future(store.get("/c1"))
+    others = [asyncio.ensure_future(store.get("/c1")) for _ in range(5)]
+    await asyncio.sleep(0)  # every get has joined the first one's batch
+    first.cancel()
+    got = await asyncio.wait_for(asyncio.gather(*others), 5)
+    assert [kv.value for kv in got if kv] == [b"x"] * 5
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_concurrent_gets_all_fail_when_etcd_is_gone(tmp_path: Path) -> None:
+    server = start_etcd(tmp_path / "etcd")
+    try:
+        s = await EtcdStore.open([server.endpoint], prefix="/p")
+        try:
+            await s.create("/a", b"1")
+            server.kill()
+            results = await asyncio.gather(*(s.get("/a") for _ in range(8)), return_exceptions=True)
+            assert all(isinstance(r, EtcdUnavailableError) for r in results), results
+        finally:
+            await s.close()
+    finally:
+        server.stop()
+
+
+async def test_a_consumer_cancelled_while_it_waits_loses_no_event(store: EtcdStore) -> None:
+    watcher = await store.watch("/wc/")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(anext(aiter(watcher)), 0.2)  # nothing yet: the wait is cancelled
+    rev = await store.create("/wc/a", b"1")
+    (event,) = await next_events(watcher, 1)
+    assert (event.key, event.revision) == ("/wc/a", rev)
+    await watcher.close()
+
+
+async def test_watch_poll_and_wakeup(store: EtcdStore) -> None:
+    watcher = await store.watch("/wp/")
+    assert watcher.poll() is None and not watcher.finished  # type: ignore[attr-defined]
+    wakeup = watcher.wakeup()  # type: ignore[attr-defined]
+    r1 = await store.create("/wp/a", b"1")
+    r2 = await store.create("/wp/b", b"2")
+    await asyncio.wait_for(wakeup, 5)
+    got: list[int] = []
+    while len(got) < 2:
+        event = watcher.poll()  # type: ignore[attr-defined]
+        if event is None:
+            await asyncio.wait_for(watcher.wakeup(), 5)  # type: ignore[attr-defined]
+        else:
+            got.append(event.revision)
+    assert got == [r1, r2]
+    await watcher.close()
+    assert watcher.finished and watcher.poll() is None  # type: ignore[attr-defined]
+
+
+async def test_a_consumer_that_falls_too_far_behind_loses_the_watch(
+        store: EtcdStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import flotilla.storage.etcd as etcd_module
+
+    monkeypatch.setattr(etcd_module, "MAX_BACKLOG", 5)
+    start = await store.current_revision()
+    for i in range(8):
+        await store.create(f"/slow/{i}", b"x")
+    watcher = await store.watch("/slow/", start)
+    got: list[WatchEvent] = []
+    with pytest.raises(WatchClosedError, match="fell more than 5 events behind"):
+        await asyncio.wait_for(_drain(watcher, got), 5)
+    assert len(got) <= 8
+    with pytest.raises(StopAsyncIteration):
+        await watcher.__anext__()
+
+
+async def _drain(watcher: Watcher, into: list[WatchEvent]) -> None:
+    await asyncio.sleep(0.5)  # let the stream's reader queue everything before the first event is taken
+    async for event in watcher:
+        into.append(event)
+
+
+async def test_progress_notifications_advance_an_idle_watch(tmp_path: Path) -> None:
+    server = start_etcd(tmp_path / "etcd", extra_args=["--experimental-watch-progress-notify-interval", "200ms"])
+    try:
+        s = await EtcdStore.open([server.endpoint], prefix="/p")
+        try:
+            watcher = await s.watch("/idle/")
+            busy = [await s.create(f"/busy/{i}", b"x") for i in range(3)]
+
+            for _ in range(200):  # etcd notifies every 200 ms; there is nothing to wait on but time
+                if (watcher.progress_revision() or 0) >= busy[-1]:
+                    break
+                await asyncio.sleep(0.05)
+            assert (watcher.progress_revision() or 0) >= busy[-1]  # no event of its own, yet it knows how far
+            rev = await s.create("/idle/k", b"v")
+            (event,) = await next_events(watcher, 1)
+            assert event.revision == rev and watcher.progress_revision() == rev
+            await watcher.close()
+        finally:
+            await s.close()
+    finally:
+        server.stop()
