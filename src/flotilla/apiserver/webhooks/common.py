@@ -22,7 +22,7 @@ from typing import Any
 from flotilla.apiserver.admission import Operation
 from flotilla.jsonpath.formatting import go_json, go_json_string
 from flotilla.kube.content import (
-    _byte_len,
+    byte_len,
     label_key_errors,
     label_value_errors,
 )
@@ -288,7 +288,7 @@ def validate_annotations(annotations: Any, path: str) -> list[Cause]:
     total = 0
     for key, value in as_dict(annotations).items():
         causes.extend(invalid(path, key, m) for m in label_key_errors(key.lower()))
-        total += _byte_len(key) + (_byte_len(value) if isinstance(value, str) else 0)
+        total += byte_len(key) + (byte_len(value) if isinstance(value, str) else 0)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
     return causes
