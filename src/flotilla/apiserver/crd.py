@@ -89,7 +89,8 @@ def _pattern_causes(schema: dict[str, Any], path: str) -> list[Cause]:
     A pattern is then enforced on every string it applies to (:mod:`flotilla.apiserver.schema_check`), never
     failing later: the error is the CRD author's, at creation, with Go's message.
     """
-    from flotilla.kube.go_regexp import go_quote, pattern_error
+    from flotilla.kube.go_regexp import pattern_error
+    from flotilla.kube.validation import go_quote
 
     causes: list[Cause] = []
     todo: list[tuple[Any, str]] = [(schema, path)]

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from flotilla.kube.go_regexp import GoRegexp, GoRegexpError, compile_pattern, go_quote
-from flotilla.kube.validation import Cause
+from flotilla.kube.go_regexp import GoRegexp, GoRegexpError, compile_pattern
+from flotilla.kube.validation import Cause, go_quote
 
 _ALWAYS_KNOWN_TOP = ("apiVersion", "kind", "metadata")
 _SERVER_SET_TOP = ("apiVersion", "kind")  # the server sets these from the URL; metadata is type-checked
