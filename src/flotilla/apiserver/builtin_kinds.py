@@ -22,6 +22,7 @@ from typing import Any
 
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
 from flotilla.apiserver.schemas import schema_for
+from flotilla.kube.timestamps import format_time, parse_time
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -36,7 +37,6 @@ __all__ = [
     "format_labels",
     "human_age",
     "human_duration",
-    "parse_timestamp",
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -604,19 +604,6 @@ def builtin_type(group: str, kind: str) -> ResourceType | None:
 # Time formatting (same rules as kubectl / apimachinery's HumanDuration)
 
 
-def parse_timestamp(value: Any) -> datetime | None:
-    """Parse an RFC 3339 timestamp (``2024-05-01T10:00:00Z``, fractions allowed). None if absent/invalid."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def human_duration(delta: timedelta) -> str:
     """A short duration with 2-3 significant figures: 45s, 119s, 4m30s, 15m, 3h20m, 9h, 2d5h, 30d, 2y100d."""
     micros = delta // timedelta(microseconds=1)
@@ -654,17 +641,10 @@ def human_duration(delta: timedelta) -> str:
 
 def human_age(timestamp: Any, now: datetime | None = None) -> str:
     """Age of ``timestamp`` (RFC 3339 string or datetime) at ``now``, formatted like kubectl ("<unknown>" if unset)."""
-    then = parse_timestamp(timestamp)
+    then = parse_time(timestamp)
     if then is None:
         return "<unknown>"
     return human_duration((now or datetime.now(UTC)) - then)
-
-
-def _rfc3339(value: Any) -> str | None:
-    parsed = parse_timestamp(value)
-    if parsed is None:
-        return None
-    return parsed.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -876,8 +856,8 @@ def job_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     else:
         completions = f"{succeeded}/1"
 
-    start = parse_timestamp(status.get("startTime"))
-    end = parse_timestamp(status.get("completionTime"))
+    start = parse_time(status.get("startTime"))
+    end = parse_time(status.get("completionTime"))
     if start is None:
         duration = ""
     elif end is None:
@@ -919,7 +899,7 @@ def job_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
 
 
 def _restart_time(container_status: Mapping[str, Any]) -> datetime | None:
-    return parse_timestamp(_get(container_status, "lastState", "terminated", "finishedAt"))
+    return parse_time(_get(container_status, "lastState", "terminated", "finishedAt"))
 
 
 def pod_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
@@ -1184,7 +1164,8 @@ def lease_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any
 
 
 def crd_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
-    return [_name(obj), _rfc3339(_get(obj, "metadata", "creationTimestamp"))]
+    created = parse_time(_get(obj, "metadata", "creationTimestamp"))
+    return [_name(obj), format_time(created) if created else None]
 
 
 def cluster_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:

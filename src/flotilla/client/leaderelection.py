@@ -30,10 +30,11 @@ from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, is_already_exists, is_conflict, is_not_found
 from flotilla.kube.resources import LEASES, Resource
+from flotilla.kube.timestamps import format_micro_time
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LeaderElector", "LeaseClient", "format_micro_time", "parse_micro_time"]
+__all__ = ["LeaderElector", "LeaseClient"]
 
 
 class LeaseClient(Protocol):
@@ -46,15 +47,6 @@ class LeaseClient(Protocol):
     ) -> dict[str, Any]: ...
 
     async def update(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]: ...
-
-
-def format_micro_time(dt: datetime) -> str:
-    """A metav1.MicroTime: RFC 3339 in UTC with microseconds, e.g. ``2026-11-30T12:00:00.123456Z``."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_micro_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def _now_micro() -> str:
