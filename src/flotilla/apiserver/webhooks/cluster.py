@@ -34,9 +34,6 @@ from flotilla.apiserver.webhooks.common import (
     GoStruct,
     NoOpPlugin,
     as_dict,
-    as_int,
-    as_list,
-    as_str,
     child,
     duplicate,
     go_quote,
@@ -50,6 +47,7 @@ from flotilla.apiserver.webhooks.common import (
     validate_label_name,
 )
 from flotilla.cluster.names import cluster_name_errors
+from flotilla.kube.objects import as_int, as_list, as_str
 from flotilla.kube.validation import Cause
 
 SUPPORTED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")

@@ -21,8 +21,6 @@ from flotilla.apiserver.webhooks.cluster import validate_taint
 from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
-    as_list,
-    as_str,
     duplicate,
     forbidden,
     not_supported,
@@ -30,6 +28,7 @@ from flotilla.apiserver.webhooks.common import (
     spec_unchanged,
     validate_cluster_affinity,
 )
+from flotilla.kube.objects import as_list, as_str
 from flotilla.kube.validation import Cause
 
 NO_EXECUTE_FORBIDDEN = (

@@ -26,6 +26,7 @@ from flotilla.kube.content import (
     label_key_errors,
     label_value_errors,
 )
+from flotilla.kube.objects import as_list, as_str
 from flotilla.kube.validation import Cause, go_quote
 
 # ---------------------------------------------------------------------------------------------
@@ -183,25 +184,6 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def as_int(value: Any) -> int | None:
-    """An integer field (``None`` if unset or not an integer; JSON ``2.0`` counts as 2)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def child(obj: dict[str, Any], key: str) -> dict[str, Any] | None:
     """``obj[key]`` if it is an object, else ``None`` (a Go nil pointer)."""
     value = obj.get(key)
@@ -213,12 +195,6 @@ def metadata(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(md, dict):
         md = obj["metadata"] = {}
     return md
-
-
-def labels_of(obj: dict[str, Any] | None) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    return as_dict(as_dict(obj.get("metadata")).get("labels"))
 
 
 def set_label(obj: dict[str, Any], key: str, value: str) -> None:

@@ -43,9 +43,6 @@ from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     add_finalizer,
     as_dict,
-    as_int,
-    as_list,
-    as_str,
     child,
     default_resource_selector_namespaces,
     duplicate,
@@ -53,7 +50,6 @@ from flotilla.apiserver.webhooks.common import (
     forbidden,
     invalid,
     label_key_errors,
-    labels_of,
     metadata,
     not_supported,
     required,
@@ -65,6 +61,7 @@ from flotilla.apiserver.webhooks.common import (
 )
 from flotilla.failover.restore import validate_restore_annotations
 from flotilla.jsonpath import JSONPathSyntaxError, parse
+from flotilla.kube.objects import annotations_of, as_int, as_list, as_str, labels_of
 from flotilla.kube.validation import Cause
 
 SERVICE_IMPORT_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
@@ -604,7 +601,7 @@ class PropagationPolicyAdmission(NoOpPlugin):
             )
         if isinstance(spec, dict) and not spec_unchanged(obj, old, op):
             causes.extend(validate_propagation_spec(spec, self._namespace(obj)))
-        annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+        annotations = annotations_of(obj)
         for key, problem in validate_restore_annotations(annotations):
             causes.append(invalid(f"metadata.annotations[{key}]", annotations.get(key), problem))
         return causes
