@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.store_mirror import StoreMirror
+from flotilla.apiserver.store_mirror import NameMirror
 from flotilla.apiserver.webhooks.common import (
     OMIT,
     NoOpPlugin,
@@ -327,7 +327,7 @@ class InterpreterCustomizationAdmission(NoOpPlugin):
 # ---------------------------------------------------------------------------------------------
 
 
-class RICIndex(StoreMirror):
+class RICIndex(NameMirror[dict[str, Any]]):
     """The ResourceInterpreterCustomizations stored in an API server, kept current.
 
     ``attach(storage)`` lists them once, then follows writes (of this server, via
@@ -337,26 +337,11 @@ class RICIndex(StoreMirror):
 
     what = "ResourceInterpreterCustomizations"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._items: dict[str, dict[str, Any]] = {}
-
     def items(self) -> list[dict[str, Any]]:
-        return list(self._items.values())
+        return list(self.by_name.values())
 
-    def remember(self, event: str, obj: Mapping[str, Any]) -> None:
-        name = meta_of(obj).get("name")
-        if not isinstance(name, str):
-            return
-        if event == "DELETED":
-            self._items.pop(name, None)
-        else:
-            self._items[name] = dict(obj)
-
-    def reset(self, items: list[dict[str, Any]]) -> None:
-        self._items = {}
-        for item in items:
-            self.remember("ADDED", item)
+    def value_of(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obj)
 
     def watches(self, rt: Any) -> bool:
         return rt is self._rt or (getattr(rt, "group", None) == GROUP and getattr(rt, "kind", None) == KIND)
