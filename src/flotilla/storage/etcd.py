@@ -38,20 +38,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from flotilla.storage.base import (
-    CompactedError,
-    ConflictError,
-    FutureRevisionError,
-    KeyExistsError,
-    KeyNotFoundError,
-    KeyValue,
-    ListResult,
-    StorageError,
-    Store,
-    WatchClosedError,
-    Watcher,
-    WatchEvent,
-)
+from flotilla.storage import base
 
 __all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
 
@@ -61,7 +48,7 @@ _FUTURE = "required revision is a future revision"
 _GRPC_UNAVAILABLE = 14
 
 
-class EtcdError(StorageError):
+class EtcdError(base.StorageError):
     """etcd rejected a request for a reason the Store interface has no error for."""
 
     def __init__(self, message: str, code: int = 0) -> None:
@@ -149,7 +136,7 @@ def _endpoint_url(endpoint: str, secure: bool = False) -> str:
     return ("https://" if secure else "http://") + endpoint
 
 
-class EtcdStore(Store):
+class EtcdStore(base.Store):
     """A :class:`Store` backed by an etcd v3 cluster."""
 
     def __init__(
@@ -255,8 +242,8 @@ class EtcdStore(Store):
     def _key(self, key: str) -> bytes:
         return self._pb + key.encode()
 
-    def _kv(self, d: dict[str, Any]) -> KeyValue:
-        return KeyValue(
+    def _kv(self, d: dict[str, Any]) -> base.KeyValue:
+        return base.KeyValue(
             b64decode(d["key"])[self._plen :].decode(),
             b64decode(d["value"]) if "value" in d else b"",
             int(d.get("create_revision", 0)),
@@ -271,9 +258,9 @@ class EtcdStore(Store):
             requested = int(body.get("revision", 0))
             text = str(exc)
             if _COMPACTED in text:
-                raise CompactedError(requested, await self._discover_compacted(requested + 1)) from None
+                raise base.CompactedError(requested, await self._discover_compacted(requested + 1)) from None
             if _FUTURE in text:
-                raise FutureRevisionError(requested, await self.current_revision()) from None
+                raise base.FutureRevisionError(requested, await self.current_revision()) from None
             raise
 
     async def _probe(self, revision: int) -> bool:
@@ -322,17 +309,17 @@ class EtcdStore(Store):
             idempotent=False,
         )
         if not resp.get("succeeded"):
-            raise KeyExistsError(key)
+            raise base.KeyExistsError(key)
         return int(resp["header"]["revision"])
 
-    async def get(self, key: str) -> KeyValue | None:
+    async def get(self, key: str) -> base.KeyValue | None:
         resp = await self._post("/v3/kv/range", {"key": _b64(self._key(key))}, idempotent=True)
         kvs = resp.get("kvs")
         return self._kv(kvs[0]) if kvs else None
 
     async def list(
         self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
-    ) -> ListResult:
+    ) -> base.ListResult:
         full = self._key(prefix)
         end = _prefix_end(full)
         start = full or b"\x00"
@@ -353,10 +340,10 @@ class EtcdStore(Store):
                 **({"revision": revision} if revision else {}),
             }
             resp = await self._range(body)
-            return ListResult([], revision or int(resp["header"]["revision"]), False)
+            return base.ListResult([], revision or int(resp["header"]["revision"]), False)
         resp = await self._range(body)
         items = [self._kv(d) for d in resp.get("kvs", ())]
-        return ListResult(items, revision or int(resp["header"]["revision"]), bool(resp.get("more")))
+        return base.ListResult(items, revision or int(resp["header"]["revision"]), bool(resp.get("more")))
 
     async def update(self, key: str, value: bytes, expected_revision: int) -> int:
         k = _b64(self._key(key))
@@ -376,10 +363,10 @@ class EtcdStore(Store):
             return int(resp["header"]["revision"])
         current = self._failure_kv(resp)
         if current is None:
-            raise KeyNotFoundError(key)
-        raise ConflictError(key, expected_revision, current.mod_revision)
+            raise base.KeyNotFoundError(key)
+        raise base.ConflictError(key, expected_revision, current.mod_revision)
 
-    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, KeyValue]:
+    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, base.KeyValue]:
         k = _b64(self._key(key))
         compare: list[dict[str, Any]] = [
             {"key": k, "target": "CREATE", "result": "GREATER", "create_revision": 0}
@@ -402,17 +389,17 @@ class EtcdStore(Store):
             return int(resp["header"]["revision"]), self._kv(prev[0])
         current = self._failure_kv(resp)
         if current is None:
-            raise KeyNotFoundError(key)
-        raise ConflictError(key, expected_revision, current.mod_revision)
+            raise base.KeyNotFoundError(key)
+        raise base.ConflictError(key, expected_revision, current.mod_revision)
 
-    def _failure_kv(self, resp: dict[str, Any]) -> KeyValue | None:
+    def _failure_kv(self, resp: dict[str, Any]) -> base.KeyValue | None:
         responses = resp.get("responses") or ()
         if not responses:
             return None
         kvs = responses[0].get("response_range", {}).get("kvs")
         return self._kv(kvs[0]) if kvs else None
 
-    async def watch(self, prefix: str, after_revision: int | None = None) -> Watcher:
+    async def watch(self, prefix: str, after_revision: int | None = None) -> base.Watcher:
         full = self._key(prefix)
         request: dict[str, Any] = {
             "key": _b64(full or b"\x00"),
@@ -422,11 +409,11 @@ class EtcdStore(Store):
         }
         if after_revision is not None:
             if after_revision < self._compacted:
-                raise CompactedError(after_revision, self._compacted)
+                raise base.CompactedError(after_revision, self._compacted)
             # etcd only reports a too-old start revision asynchronously (up to ~100 ms later, on the
             # stream); a read at ``after_revision`` fails at once exactly when history after it is gone.
             if not await self._probe(max(after_revision, 1)):
-                raise CompactedError(after_revision, await self._discover_compacted(after_revision + 1))
+                raise base.CompactedError(after_revision, await self._discover_compacted(after_revision + 1))
             request["start_revision"] = after_revision + 1
         payload = orjson.dumps({"create_request": request})
         n = len(self._urls)
@@ -472,14 +459,14 @@ class EtcdStore(Store):
         """etcd's compaction (physical: returns once the history is gone). Like etcd, compacting at or
         below the compacted revision raises CompactedError and past the current one FutureRevisionError."""
         if revision <= self._compacted:
-            raise CompactedError(revision, self._compacted)
+            raise base.CompactedError(revision, self._compacted)
         try:
             await self._post("/v3/kv/compaction", {"revision": revision, "physical": True}, idempotent=True)
         except EtcdError as exc:
             if _COMPACTED in str(exc):  # another client compacted at or past ``revision``
-                raise CompactedError(revision, await self._discover_compacted(revision)) from None
+                raise base.CompactedError(revision, await self._discover_compacted(revision)) from None
             if _FUTURE in str(exc):
-                raise FutureRevisionError(revision, await self.current_revision()) from None
+                raise base.FutureRevisionError(revision, await self.current_revision()) from None
             raise
         self._compacted = max(self._compacted, revision)
 
@@ -508,7 +495,7 @@ def _error_of(data: bytes, status: int) -> tuple[str, int]:
     return str(body.get("message") or body.get("error") or f"HTTP {status}"), int(body.get("code") or 0)
 
 
-class _EtcdWatcher(Watcher):
+class _EtcdWatcher(base.Watcher):
     """One etcd watch over one streaming HTTP response of newline-delimited JSON messages."""
 
     def __init__(self, store: EtcdStore, resp: aiohttp.ClientResponse, after_revision: int | None) -> None:
@@ -518,7 +505,7 @@ class _EtcdWatcher(Watcher):
         self._buf = bytearray()
         self._scan = 0  # bytes of _buf known to hold no newline
         self._closed = False
-        self._pending: deque[WatchEvent] = deque()
+        self._pending: deque[base.WatchEvent] = deque()
         self._progress: int | None = None  # every event up to this revision has been received
 
     async def _message(self) -> dict[str, Any] | None:
@@ -551,19 +538,19 @@ class _EtcdWatcher(Watcher):
         """The ``result`` of a stream message; raises for errors, compaction and cancellation."""
         if "error" in msg:
             message, code = _error_of(orjson.dumps(msg), 200)
-            raise WatchClosedError(f"etcd ended the watch: {message} (code {code})")
+            raise base.WatchClosedError(f"etcd ended the watch: {message} (code {code})")
         result = msg.get("result", {})
         compact = int(result.get("compact_revision", 0))
         if compact:
             self._store._compacted = max(self._store._compacted, compact)
-            raise CompactedError(self._after if self._after is not None else 0, compact)
+            raise base.CompactedError(self._after if self._after is not None else 0, compact)
         if result.get("canceled"):
-            raise WatchClosedError(
+            raise base.WatchClosedError(
                 f"etcd canceled the watch: {result.get('cancel_reason', 'no reason given')}"
             )
         return result
 
-    def _events(self, result: dict[str, Any]) -> list[WatchEvent]:
+    def _events(self, result: dict[str, Any]) -> list[base.WatchEvent]:
         plen = self._store._plen
         out = []
         for ev in result.get("events", ()):
@@ -575,7 +562,7 @@ class _EtcdWatcher(Watcher):
             if ev.get("type") == "DELETE":
                 value = prev_value if prev_value is not None else b""
                 create_revision = int(prev.get("create_revision", 0)) if prev else 0
-                out.append(WatchEvent("DELETE", key, value, revision, create_revision, value))
+                out.append(base.WatchEvent("DELETE", key, value, revision, create_revision, value))
             else:
                 value = b64decode(kv["value"]) if "value" in kv else b""
                 create_revision = int(kv["create_revision"])
@@ -583,13 +570,13 @@ class _EtcdWatcher(Watcher):
                     prev_value = None  # a create (even if etcd had an older, deleted incarnation)
                 elif prev_value is None:
                     prev_value = b""  # an update whose previous value was compacted away
-                out.append(WatchEvent("PUT", key, value, revision, create_revision, prev_value))
+                out.append(base.WatchEvent("PUT", key, value, revision, create_revision, prev_value))
         return out
 
-    def __aiter__(self) -> AsyncIterator[WatchEvent]:
+    def __aiter__(self) -> AsyncIterator[base.WatchEvent]:
         return self
 
-    async def __anext__(self) -> WatchEvent:
+    async def __anext__(self) -> base.WatchEvent:
         """The next event. Leaving an ``async for`` early keeps the watch open (iterate it again to go
         on); errors close it. Not safe for several concurrent consumers."""
         while not self._pending:
@@ -600,7 +587,7 @@ class _EtcdWatcher(Watcher):
                 if self._closed:
                     raise StopAsyncIteration
                 if msg is None:
-                    raise WatchClosedError("etcd closed the watch stream")
+                    raise base.WatchClosedError("etcd closed the watch stream")
                 result = self._check(msg)
                 events = self._events(result)
                 self._pending.extend(events)
@@ -612,8 +599,8 @@ class _EtcdWatcher(Watcher):
                 if self._closed:
                     raise StopAsyncIteration from None
                 await self.close()
-                raise WatchClosedError(f"etcd watch stream broke: {exc!r}") from exc
-            except (StorageError, ValueError):  # WatchClosedError, CompactedError, bad JSON
+                raise base.WatchClosedError(f"etcd watch stream broke: {exc!r}") from exc
+            except (base.StorageError, ValueError):  # WatchClosedError, CompactedError, bad JSON
                 await self.close()
                 raise
         return self._pending.popleft()
