@@ -3,14 +3,15 @@
 It holds the current value of every key, the history of changes after the compacted revision
 (enough to list at an older revision and to replay watches) and the watch fan-out. Writes are
 staged in a :class:`Batch` (CAS checks see the batch's own earlier writes) and become visible,
-all at once and in revision order, with :meth:`MVCC.commit`.
+all at once and in revision order, with :meth:`MVCC.commit`. :class:`MVCCStore` answers the Store interface
+from a core; a store built on it says how a write is committed.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from flotilla.storage import base
@@ -308,3 +309,50 @@ class MVCC:
     def close(self) -> None:
         """End every watcher."""
         self._hub.close_all()
+
+
+class MVCCStore(base.Store):
+    """A Store whose reads and watches are answered by an MVCC core (``_core``); subclasses commit the writes
+    (:meth:`_write`) and implement ``compact`` and ``close``."""
+
+    _core: MVCC
+    _closed: bool
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise base.StorageError("store is closed")
+
+    async def _write(self, op: Callable[[Batch], Change]) -> Change:
+        """Stage ``op`` on a batch, commit it and return its change."""
+        raise NotImplementedError
+
+    async def create(self, key: str, value: bytes) -> int:
+        return (await self._write(lambda b: b.create(key, value))).revision
+
+    async def get(self, key: str) -> base.KeyValue | None:
+        self._check_open()
+        return self._core.get(key)
+
+    async def list(
+        self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
+    ) -> base.ListResult:
+        self._check_open()
+        return self._core.list(prefix, revision=revision, start_after=start_after, limit=limit)
+
+    async def update(self, key: str, value: bytes, expected_revision: int) -> int:
+        return (await self._write(lambda b: b.update(key, value, expected_revision))).revision
+
+    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, base.KeyValue]:
+        change = await self._write(lambda b: b.delete(key, expected_revision))
+        assert change.prev is not None
+        return change.revision, change.prev
+
+    async def watch(self, prefix: str, after_revision: int | None = None) -> base.Watcher:
+        self._check_open()
+        return self._core.watch(prefix, after_revision)
+
+    async def current_revision(self) -> int:
+        return self._core.revision
+
+    async def compacted_revision(self) -> int:
+        return self._core.compacted
