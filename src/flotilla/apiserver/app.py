@@ -272,14 +272,8 @@ class ApiHandler:
             raise errors.path_not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None:
-            allowed = {"status"} if rt.has_status else set()
-            if rt.has_scale:
-                allowed.add("scale")
-            if rt.group == "" and rt.kind == "Namespace":
-                allowed.add("finalize")
-            if sub not in allowed:
-                raise errors.path_not_found()
+        if sub is not None and sub not in rt.subresources:
+            raise errors.path_not_found()
         return rt, ns, name, sub
 
     async def _group_version(

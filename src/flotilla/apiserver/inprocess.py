@@ -103,14 +103,8 @@ class InProcessTransport(Transport):
         rt = self._type(res)
         if rt.namespaced and not namespace:
             raise _exception(server_errors.path_not_found())
-        if subresource is not None:
-            allowed = {"status"} if rt.has_status else set()
-            if rt.has_scale:
-                allowed.add("scale")
-            if rt.group == "" and rt.kind == "Namespace":
-                allowed.add("finalize")
-            if subresource not in allowed:
-                raise _exception(server_errors.path_not_found())
+        if subresource is not None and subresource not in rt.subresources:
+            raise _exception(server_errors.path_not_found())
         return rt, namespace if rt.namespaced else None
 
     @staticmethod
