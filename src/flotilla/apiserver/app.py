@@ -37,6 +37,7 @@ from flotilla.apiserver.rest import (
 )
 from flotilla.apiserver.scale import scale_from_object, scale_to_patch
 from flotilla.apiserver.tables import build_table, wants_table
+from flotilla.apiserver.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +125,7 @@ class ApiHandler:
         From now on new watches are refused (503), so clients cannot keep the server from stopping.
         """
         self.closing = True
-        for task in list(self._watches):
-            task.cancel()
-        for task in list(self._watches):
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(list(self._watches))
         self.decoder.close()
 
     # --------------------------------------------------------------- entry point

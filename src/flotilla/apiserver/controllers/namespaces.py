@@ -12,6 +12,7 @@ from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.store_mirror import NameMirror
+from flotilla.apiserver.tasks import cancel_and_wait
 from flotilla.kube.objects import meta_of
 
 log = logging.getLogger(__name__)
@@ -114,10 +115,4 @@ class NamespaceLifecycle:
     async def stop(self) -> None:
         self.storage.namespace_cache = None
         await self._mirror.stop()
-        for t in list(self._tasks.values()):
-            t.cancel()
-        for t in list(self._tasks.values()):
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(list(self._tasks.values()))
