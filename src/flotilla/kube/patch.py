@@ -256,41 +256,41 @@ def _container(doc: Any, tokens: Sequence[str], where: str) -> Any:
     return parent
 
 
-def _jp_add(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
-    if not tokens:
-        return value
+def _slot(doc: Any, tokens: list[str], where: str, *, insert: bool) -> tuple[Any, Any]:
+    """The container of the pointer's target and the target's key or index in it. A key must exist unless
+    ``insert``; an index may then be the list's length (or ``-``)."""
     parent = _container(doc, tokens, where)
     last = tokens[-1]
     if isinstance(parent, dict):
-        parent[last] = value
+        if not insert and last not in parent:
+            raise PatchError(f"{where}: path does not exist")
+        return parent, last
+    return parent, _array_index(last, len(parent), for_insert=insert, where=where)
+
+
+def _jp_add(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
+    if not tokens:
+        return value
+    parent, slot = _slot(doc, tokens, where, insert=True)
+    if isinstance(parent, dict):
+        parent[slot] = value
     else:
-        parent.insert(_array_index(last, len(parent), for_insert=True, where=where), value)
+        parent.insert(slot, value)
     return doc
 
 
 def _jp_remove(doc: Any, tokens: list[str], where: str) -> tuple[Any, Any]:
     if not tokens:
         raise PatchError(f"{where}: cannot remove the whole document")
-    parent = _container(doc, tokens, where)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"{where}: path does not exist")
-        return doc, parent.pop(last)
-    return doc, parent.pop(_array_index(last, len(parent), for_insert=False, where=where))
+    parent, slot = _slot(doc, tokens, where, insert=False)
+    return doc, parent.pop(slot)
 
 
 def _jp_replace(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
     if not tokens:
         return value
-    parent = _container(doc, tokens, where)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"{where}: path does not exist")
-        parent[last] = value
-    else:
-        parent[_array_index(last, len(parent), for_insert=False, where=where)] = value
+    parent, slot = _slot(doc, tokens, where, insert=False)
+    parent[slot] = value
     return doc
 
 
