@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import random
@@ -28,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from flotilla.client.callbacks import run_callback
 from flotilla.client.errors import ApiException, is_already_exists, is_conflict, is_not_found
 from flotilla.kube.resources import LEASES, Resource
 from flotilla.kube.timestamps import format_micro_time
@@ -323,11 +323,4 @@ class LeaderElector:
         return period + random.random() * self.jitter * period if self.jitter else period
 
     async def _call(self, fn: Callback | None, *args: Any) -> None:
-        if fn is None:
-            return
-        try:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("%s: leader election callback %r failed", self.identity, fn)
+        await run_callback(fn, *args, logger=log, what=f"{self.identity}: leader election callback")
