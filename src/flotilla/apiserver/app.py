@@ -455,21 +455,7 @@ class ApiHandler:
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
         q = request.query
-        try:
-            limit = int(q.get("limit") or 0)
-        except ValueError:
-            raise errors.bad_request(f"invalid limit {q.get('limit')!r}") from None
-        result = await self.storage.list(
-            rt,
-            ns,
-            label_selector=q.get("labelSelector", ""),
-            field_selector=q.get("fieldSelector", ""),
-            limit=max(limit, 0),
-            continue_token=q.get("continue", ""),
-            resource_version=q.get("resourceVersion", ""),
-            resource_version_match=q.get("resourceVersionMatch", ""),
-            shared=True,  # only serialized
-        )
+        result = await self.storage.list_query(rt, ns, q, shared=True)  # shared: only serialized
         redact = _redactor(request, rt)
         items = result["items"]
         if wants_table(request.headers.get("Accept", "")):

@@ -13,7 +13,7 @@ import asyncio
 import base64
 import copy
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -458,6 +458,27 @@ class ResourceStorage:
             if f == "metadata.name" and op in ("=", "=="):
                 return str(value)
         return None
+
+    async def list_query(
+        self, rt: ResourceType, namespace: str | None, query: Mapping[str, str], *, shared: bool = False
+    ) -> dict[str, Any]:
+        """:meth:`list` with its options as a request's query parameters name them (``labelSelector``,
+        ``limit``, ``continue``, ``resourceVersion``...)."""
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request(f"invalid limit {query.get('limit')!r}") from None
+        return await self.list(
+            rt,
+            namespace,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""),
+            limit=max(limit, 0),
+            continue_token=query.get("continue", ""),
+            resource_version=query.get("resourceVersion", ""),
+            resource_version_match=query.get("resourceVersionMatch", ""),
+            shared=shared,
+        )
 
     async def list(
         self,
