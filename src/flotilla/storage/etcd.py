@@ -202,13 +202,16 @@ class EtcdStore(base.Store):
 
     # ------------------------------------------------------------------ transport
 
+    def _rotation(self) -> list[int]:
+        """The endpoints' indexes in the order to try them: the current one first, then round the list."""
+        n = len(self._urls)
+        return [(self._current + attempt) % n for attempt in range(n)]
+
     async def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
         payload = orjson.dumps(body)
-        n = len(self._urls)
-        start = self._current
         last: BaseException | None = None
-        for attempt in range(n):
-            idx = (start + attempt) % n
+        order = self._rotation()
+        for idx in order:
             try:
                 async with self._session.post(self._urls[idx] + path, data=payload, headers=_JSON) as resp:
                     status = resp.status
@@ -220,7 +223,7 @@ class EtcdStore(base.Store):
                 last = exc
                 if idempotent:
                     continue
-                self._current = (idx + 1) % n
+                self._current = (idx + 1) % len(self._urls)
                 raise EtcdUnavailableError(
                     f"etcd {self._urls[idx]}: connection lost during {path}; the write may or may not "
                     f"have been applied: {exc!r}"
@@ -234,7 +237,7 @@ class EtcdStore(base.Store):
                 continue
             self._current = idx
             raise EtcdError(message, code)
-        self._current = (start + 1) % n
+        self._current = (order[0] + 1) % len(self._urls)
         raise EtcdUnavailableError(f"no etcd endpoint of {self._urls} could serve {path}: {_describe(last)}") from last
 
     # ------------------------------------------------------------------ helpers
@@ -416,11 +419,8 @@ class EtcdStore(base.Store):
                 raise base.CompactedError(after_revision, await self._discover_compacted(after_revision + 1))
             request["start_revision"] = after_revision + 1
         payload = orjson.dumps({"create_request": request})
-        n = len(self._urls)
-        start = self._current
         last: BaseException | None = None
-        for attempt in range(n):
-            idx = (start + attempt) % n
+        for idx in self._rotation():
             try:
                 resp = await self._watch_session.post(
                     self._urls[idx] + "/v3/watch", data=payload, headers=_JSON
