@@ -41,6 +41,7 @@ from flotilla.apiserver.webhooks.common import (
     label_value_errors,
     metadata,
     not_supported,
+    objects_of,
     parse_quantity,
     required,
     spec_unchanged,
@@ -256,9 +257,7 @@ def validate_cluster_taints(taints: Any, path: str) -> list[Cause]:
     """Karmada's ``ValidateClusterTaints`` (lifted from Kubernetes' node taint validation)."""
     causes: list[Cause] = []
     seen: set[tuple[str, str]] = set()
-    for i, taint in enumerate(as_list(taints)):
-        if not isinstance(taint, dict):
-            continue
+    for i, taint in objects_of(taints):
         where = f"{path}[{i}]"
         causes.extend(validate_taint(taint, where))
         pair = (as_str(taint.get("key")), as_str(taint.get("effect")))

@@ -24,6 +24,7 @@ from flotilla.apiserver.webhooks.common import (
     duplicate,
     forbidden,
     not_supported,
+    objects_of,
     required,
     spec_unchanged,
     validate_cluster_affinity,
@@ -59,9 +60,7 @@ def validate_policy_taints(taints: Any, path: str, *, allow_no_execute: bool) ->
 
 def validate_match_conditions(conditions: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, condition in enumerate(as_list(conditions)):
-        if not isinstance(condition, dict):
-            continue
+    for i, condition in objects_of(conditions):
         where = f"{path}[{i}]"
         if condition.get("conditionType") == "":
             causes.append(required(f"{where}.conditionType"))

@@ -15,7 +15,7 @@ its fields in the struct's declaration order and leaves out empty ``omitempty`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -184,6 +184,14 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def objects_of(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(index, item)`` of the items of a list that are objects; other items, and a value that is not a list,
+    give nothing (the schema check reports them)."""
+    for i, item in enumerate(as_list(items)):
+        if isinstance(item, dict):
+            yield i, item
+
+
 def child(obj: dict[str, Any], key: str) -> dict[str, Any] | None:
     """``obj[key]`` if it is an object, else ``None`` (a Go nil pointer)."""
     value = obj.get(key)
@@ -347,9 +355,7 @@ def validate_resource_selectors(selectors: Any, policy_namespace: str, path: str
     Flotilla: apiVersion and kind must not be empty strings (the schema already requires the keys)
     and label selectors must be valid."""
     causes: list[Cause] = []
-    for i, selector in enumerate(as_list(selectors)):
-        if not isinstance(selector, dict):
-            continue
+    for i, selector in objects_of(selectors):
         where = f"{path}[{i}]"
         for key in ("apiVersion", "kind"):
             if selector.get(key) == "":

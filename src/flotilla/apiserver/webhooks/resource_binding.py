@@ -28,6 +28,7 @@ from flotilla.apiserver.webhooks.common import (
     as_dict,
     duplicate,
     invalid,
+    objects_of,
     set_label,
 )
 from flotilla.kube.objects import annotations_of, as_list, labels_of
@@ -56,9 +57,7 @@ def validate_binding(obj: dict[str, Any]) -> list[Cause]:
             )
     spec = as_dict(obj.get("spec"))
     names: set[str] = set()
-    for i, component in enumerate(as_list(spec.get("components"))):
-        if not isinstance(component, dict):
-            continue
+    for i, component in objects_of(spec.get("components")):
         name = component.get("name")
         path = f"spec.components[{i}].name"
         if not name:
