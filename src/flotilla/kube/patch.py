@@ -727,18 +727,22 @@ class _SMP:
             return self.merge_list([], value, self.lookup(path), path)
         return value
 
+    def _fresh_items(self, items: list[Any], path: tuple[str, ...]) -> list[Any]:
+        """``items`` as a whole new list: each item made :meth:`fresh`, those that come out deleted left out."""
+        out = []
+        for item in items:
+            new = self.fresh(item, path)
+            if new is not _DELETED:
+                out.append(new)
+        return out
+
     # -- lists -----------------------------------------------------------------------------
 
     def merge_list(
         self, live: list[Any], patch: list[Any], meta: PatchMeta, path: tuple[str, ...]
     ) -> list[Any]:
         if meta.strategy != "merge":
-            out = []
-            for item in patch:
-                new = self.fresh(item, path)
-                if new is not _DELETED:
-                    out.append(new)
-            return out
+            return self._fresh_items(patch, path)
         if meta.merge_key is None:
             return self._merge_scalars(live, patch, path)
         return self._merge_keyed(live, patch, meta.merge_key, path)
@@ -787,12 +791,7 @@ class _SMP:
                 raise PatchError(f"{_where(path)}: unknown patch directive {_describe(directive)}")
         survivors = [ident(x) for x in items]  # the live order after deletions
         if replace:
-            out = []
-            for item in plain:
-                new = self.fresh(item, path)
-                if new is not _DELETED:
-                    out.append(new)
-            return out
+            return self._fresh_items(plain, path)
         for item in plain:
             wanted = _ident(item[key])
             index = next((i for i, x in enumerate(items) if ident(x) == wanted), None)
