@@ -16,7 +16,9 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PRIVATE_DIR", "PRIVATE_FILE", "atomic_write", "make_private", "make_private_tree", "private_dir"]
+__all__ = [
+    "PRIVATE_DIR", "PRIVATE_FILE", "atomic_write", "create_exclusive", "make_private", "make_private_tree", "private_dir",
+]
 
 PRIVATE_FILE: Final = 0o600
 PRIVATE_DIR: Final = 0o700
@@ -75,10 +77,16 @@ def make_private_tree(root: str | os.PathLike[str]) -> int:
     return changed
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename) with ``mode``;
-    a missing parent directory is created 0700."""
-    path = Path(path)
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _synced_temp_file(path: Path, data: bytes, mode: int) -> str:
+    """A new file beside ``path`` (created 0700 if missing) holding ``data`` with ``mode``, synced to disk: its
+    name, for the caller to rename or link into place."""
     if not path.parent.exists():
         private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -88,10 +96,38 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        _remove(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename) with ``mode``;
+    a missing parent directory is created 0700."""
+    path = Path(path)
+    tmp = _synced_temp_file(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _remove(tmp)
         raise
+
+
+def create_exclusive(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> bool:
+    """Create ``path`` holding ``data`` with ``mode`` unless it exists, atomically (no reader ever sees it half
+    written); True if this call created it. A missing parent directory is created 0700."""
+    path = Path(path)
+    tmp = _synced_temp_file(path, data, mode)
+    try:
+        try:
+            os.link(tmp, path)  # fails if path exists
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+        return True
+    finally:
+        _remove(tmp)

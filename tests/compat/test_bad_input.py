@@ -254,6 +254,7 @@ CASES: list[Case] = [
     Case("watch-send-initial-events-without-bookmarks", "GET",
          CM + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", None, None, 422, "Invalid",
          ("allowWatchBookmarks",), ("sendInitialEvents",)),
+    Case("limit-not-a-number", "GET", CM + "?limit=ten", None, None, 400, "BadRequest", ("invalid limit", "ten")),
     Case("bad-label-selector", "GET", CM + "?labelSelector=" + urllib.parse.quote("a in (b"), None, None, 400,
          "BadRequest", ("label selector", "a in (b")),
     Case("bad-label-selector-value", "GET", CM + "?labelSelector=" + urllib.parse.quote("a=-x-"), None, None, 400,

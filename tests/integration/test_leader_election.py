@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from flotilla.client.client import Client
-from flotilla.client.leaderelection import LeaderElector, format_micro_time, parse_micro_time
+from flotilla.client.leaderelection import LeaderElector
 from flotilla.kube.resources import LEASES
+from flotilla.kube.timestamps import format_micro_time
+from flotilla.kube.timestamps import parse_time as parse_micro_time
 from tests.support.apiserver import ServerThread
 
 NS, LOCK = "default", "flotilla-lock"

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from flotilla.apiserver.schemas._build import CONDITION_TYPE_PATTERN, QUANTITY_PATTERN, REASON_PATTERN
 from flotilla.kube import go_regexp
-from flotilla.kube.go_regexp import GoRegexpError, compile_pattern, go_quote, pattern_error
+from flotilla.kube.go_regexp import GoRegexpError, compile_pattern, pattern_error
+from flotilla.kube.validation import go_quote
 
 
 def search(pattern: str, text: str) -> bool:

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from flotilla.files import atomic_write, make_private, make_private_tree, private_dir
+from flotilla.files import atomic_write, create_exclusive, make_private, make_private_tree, private_dir
 
 
 def mode(path: Path) -> int:
@@ -29,6 +29,16 @@ def test_private_dir_creates_every_missing_level_0700_and_narrows_an_existing_on
 def test_atomic_write_is_0600_by_default(tmp_path: Path) -> None:
     atomic_write(tmp_path / "new" / "f.json", b"{}")
     assert mode(tmp_path / "new" / "f.json") == 0o600 and mode(tmp_path / "new") == 0o700
+
+
+def test_create_exclusive_creates_once_and_never_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "tokens.csv"
+    assert create_exclusive(path, b"first")
+    assert path.read_bytes() == b"first"
+    assert mode(path) == 0o600 and mode(path.parent) == 0o700
+    assert not create_exclusive(path, b"second", 0o644)
+    assert path.read_bytes() == b"first" and mode(path) == 0o600
+    assert sorted(p.name for p in path.parent.iterdir()) == ["tokens.csv"]  # no temporary file left behind
 
 
 def test_make_private_tree_narrows_files_and_directories_but_not_what_a_link_points_to(tmp_path: Path) -> None:

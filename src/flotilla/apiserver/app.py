@@ -37,6 +37,7 @@ from flotilla.apiserver.rest import (
 )
 from flotilla.apiserver.scale import scale_from_object, scale_to_patch
 from flotilla.apiserver.tables import build_table, wants_table
+from flotilla.apiserver.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +125,7 @@ class ApiHandler:
         From now on new watches are refused (503), so clients cannot keep the server from stopping.
         """
         self.closing = True
-        for task in list(self._watches):
-            task.cancel()
-        for task in list(self._watches):
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(list(self._watches))
         self.decoder.close()
 
     # --------------------------------------------------------------- entry point
@@ -272,14 +267,8 @@ class ApiHandler:
             raise errors.path_not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None:
-            allowed = {"status"} if rt.has_status else set()
-            if rt.has_scale:
-                allowed.add("scale")
-            if rt.group == "" and rt.kind == "Namespace":
-                allowed.add("finalize")
-            if sub not in allowed:
-                raise errors.path_not_found()
+        if sub is not None and sub not in rt.subresources:
+            raise errors.path_not_found()
         return rt, ns, name, sub
 
     async def _group_version(
@@ -466,21 +455,7 @@ class ApiHandler:
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
         q = request.query
-        try:
-            limit = int(q.get("limit") or 0)
-        except ValueError:
-            raise errors.bad_request(f"invalid limit {q.get('limit')!r}") from None
-        result = await self.storage.list(
-            rt,
-            ns,
-            label_selector=q.get("labelSelector", ""),
-            field_selector=q.get("fieldSelector", ""),
-            limit=max(limit, 0),
-            continue_token=q.get("continue", ""),
-            resource_version=q.get("resourceVersion", ""),
-            resource_version_match=q.get("resourceVersionMatch", ""),
-            shared=True,  # only serialized
-        )
+        result = await self.storage.list_query(rt, ns, q, shared=True)  # shared: only serialized
         redact = _redactor(request, rt)
         items = result["items"]
         if wants_table(request.headers.get("Accept", "")):

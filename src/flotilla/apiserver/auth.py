@@ -15,9 +15,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import secrets
-import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ import orjson
 from aiohttp import web
 
 from flotilla.apiserver.agent_scope import agent_cluster_of, agent_may
+from flotilla.files import create_exclusive
 
 __all__ = [
     "ADMIN_ONLY_PATHS",
@@ -195,33 +194,6 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-def _create_exclusive(path: Path, data: bytes, mode: int) -> bool:
-    """Atomically create ``path`` with ``data`` unless it exists; True if we created it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)  # fails if path exists: no window where a half-written file is visible
-        except FileExistsError:
-            return False
-        except OSError:  # filesystem without hard links
-            if path.exists():
-                return False
-            os.replace(tmp, path)
-            return True
-        return True
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-
-
 def ensure_token_file(data_dir: Path) -> tuple[Path, str | None]:
     """Create ``data_dir/tokens.csv`` (0600) holding a random admin token if it does not exist yet.
 
@@ -233,7 +205,7 @@ def ensure_token_file(data_dir: Path) -> tuple[Path, str | None]:
     token = secrets.token_urlsafe(32)
     line = format_token_line(token, ADMIN_USER, str(uuid.uuid4()), [MASTERS_GROUP])
     header = '# token,user,uid,"group1,group2"  (Kubernetes --token-auth-file format)\n'
-    if _create_exclusive(path, (header + line).encode(), 0o600):
+    if create_exclusive(path, (header + line).encode()):
         return path, token
     tokens = parse_token_file(path.read_text(encoding="utf-8"), str(path))
     for tok, info in tokens.items():

@@ -15,6 +15,7 @@ Cell functions take ``(obj, now=None)`` and return one cell per column, in colum
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from typing import Any
 
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
 from flotilla.apiserver.schemas import schema_for
+from flotilla.kube.timestamps import format_time, parse_time
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -36,44 +38,42 @@ __all__ = [
     "format_labels",
     "human_age",
     "human_duration",
-    "parse_timestamp",
 ]
 
 # --------------------------------------------------------------------------------------------------
 # Printer columns (JSONPath, CRD additionalPrinterColumns semantics)
 
 _AGE_DESCRIPTION = "Time since the object was created."
+_AGE_COLUMN = PrinterColumn("AGE", "date", ".metadata.creationTimestamp", _AGE_DESCRIPTION)
 
 
-def _age() -> PrinterColumn:
-    return PrinterColumn("AGE", "date", ".metadata.creationTimestamp", _AGE_DESCRIPTION)
+def _col(name: str, json_path: str, description: str, type_: str = "string") -> PrinterColumn:
+    return PrinterColumn(name, type_, json_path, description)
 
 
-def _col(
-    name: str, json_path: str, description: str, type_: str = "string", priority: int = 0
-) -> PrinterColumn:
-    return PrinterColumn(name, type_, json_path, description, priority)
+def _wide(name: str, json_path: str, description: str) -> PrinterColumn:
+    """A column shown only with ``-o wide`` (priority 1)."""
+    return PrinterColumn(name, "string", json_path, description, 1)
 
 
-def _containers_images() -> tuple[PrinterColumn, PrinterColumn]:
-    return (
-        _col(
-            "CONTAINERS",
-            ".spec.template.spec.containers[*].name",
-            "Container names of the pod template.",
-            priority=1,
-        ),
-        _col(
-            "IMAGES",
-            ".spec.template.spec.containers[*].image",
-            "Container images of the pod template.",
-            priority=1,
-        ),
-    )
+def _count(name: str, json_path: str, description: str) -> PrinterColumn:
+    return PrinterColumn(name, "integer", json_path, description)
 
 
-def _condition_col(name: str, condition: str, description: str) -> PrinterColumn:
-    return _col(name, f'.status.conditions[?(@.type=="{condition}")].status', description)
+def _condition_col(name: str, condition: str) -> PrinterColumn:
+    return _col(name, f'.status.conditions[?(@.type=="{condition}")].status', f"Status of the {condition} condition.")
+
+
+_CONTAINERS_IMAGES = (
+    _wide("CONTAINERS", ".spec.template.spec.containers[*].name", "Container names of the pod template."),
+    _wide("IMAGES", ".spec.template.spec.containers[*].image", "Container images of the pod template."),
+)
+_POLICY_COLUMNS = (
+    _col("CONFLICT-RESOLUTION", ".spec.conflictResolution", "Abort or Overwrite."),
+    _col("PRIORITY", ".spec.priority", "Priority of the policy."),
+    _AGE_COLUMN,
+)
+_BINDING_COLUMNS = (_condition_col("SCHEDULED", "Scheduled"), _condition_col("FULLYAPPLIED", "FullyApplied"), _AGE_COLUMN)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -82,514 +82,190 @@ def _condition_col(name: str, condition: str, description: str) -> PrinterColumn
 _ALL = ("all",)
 _KARMADA = ("karmada-io",)
 
+
+def _served(group_version: str, kind: str, plural: str, *columns: PrinterColumn, **options: Any) -> ResourceType:
+    """A served kind with its printer columns and OpenAPI schema; ``options`` set further ResourceType fields
+    (namespaced unless they say otherwise)."""
+    group, _, version = group_version.rpartition("/")
+    options.setdefault("namespaced", True)
+    return ResourceType(group=group, version=version, kind=kind, plural=plural, printer_columns=columns,
+                        schema=schema_for(group, version, kind), **options)
+
+
+def _core(kind: str, plural: str, *columns: PrinterColumn, **options: Any) -> ResourceType:
+    """A core/v1 kind; none but Pod counts generations."""
+    options.setdefault("generation", "")
+    return _served("v1", kind, plural, *columns, **options)
+
+
+def _workload(group_version: str, kind: str, plural: str, *columns: PrinterColumn, **options: Any) -> ResourceType:
+    """A kind running a pod template: in ``all``, with status, and AGE, CONTAINERS and IMAGES last; a kind with
+    ``has_scale`` scales by ``.spec.selector``."""
+    if options.get("has_scale"):
+        options["scale_selector_path"] = ".spec.selector"
+    return _served(group_version, kind, plural, *columns, _AGE_COLUMN, *_CONTAINERS_IMAGES, categories=_ALL,
+                   has_status=True, **options)
+
+
+def _karmada(group_version: str, kind: str, plural: str, *columns: PrinterColumn, **options: Any) -> ResourceType:
+    """A Karmada kind: a custom resource in Karmada, so strictly checked against its schema, with generations
+    counted on any change but metadata, merge patches only, and in the ``karmada-io`` category unless
+    ``options`` say otherwise."""
+    options.setdefault("categories", _KARMADA)
+    return _served(group_version, kind, plural, *columns, generation="non-metadata", builtin_smp=False,
+                   strict_schema=True, **options)
+
+
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     # ---- core/v1 -------------------------------------------------------------------------------
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Namespace",
-        plural="namespaces",
-        namespaced=False,
-        short_names=("ns",),
-        has_status=True,
-        generation="",
-        printer_columns=(
-            _col("STATUS", ".status.phase", "Phase of the namespace: Active or Terminating."),
-            _age(),
-        ),
-        schema=schema_for("", "v1", "Namespace"),
-        selectable_fields=("status.phase",),
+    _core("Namespace", "namespaces",
+          _col("STATUS", ".status.phase", "Phase of the namespace: Active or Terminating."), _AGE_COLUMN,
+          namespaced=False, short_names=("ns",), has_status=True, selectable_fields=("status.phase",)),
+    _core("ConfigMap", "configmaps", _AGE_COLUMN, short_names=("cm",)),
+    _core("Secret", "secrets", _col("TYPE", ".type", "Type of the secret."), _AGE_COLUMN, selectable_fields=("type",)),
+    _core(
+        "Service", "services",
+        _col("TYPE", ".spec.type", "How the service is exposed."),
+        _col("CLUSTER-IP", ".spec.clusterIP", "Virtual IP of the service."),
+        _col("EXTERNAL-IP", ".spec.externalIPs[*]", "External IPs of the service."),
+        _col("PORT(S)", ".spec.ports[*].port", "Ports exposed by the service."),
+        _AGE_COLUMN,
+        _wide("SELECTOR", ".spec.selector", "Labels of the pods behind the service."),
+        return_deleted_object=True, short_names=("svc",), categories=_ALL, has_status=True,
     ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="ConfigMap",
-        plural="configmaps",
-        namespaced=True,
-        short_names=("cm",),
-        generation="",
-        printer_columns=(_age(),),
-        schema=schema_for("", "v1", "ConfigMap"),
+    _core("ServiceAccount", "serviceaccounts", _AGE_COLUMN, return_deleted_object=True, short_names=("sa",)),
+    _core(
+        "PersistentVolumeClaim", "persistentvolumeclaims",
+        _col("STATUS", ".status.phase", "Phase of the claim."),
+        _col("VOLUME", ".spec.volumeName", "Volume the claim is bound to."),
+        _col("CAPACITY", ".status.capacity.storage", "Capacity of the bound volume."),
+        _col("ACCESS MODES", ".status.accessModes[*]", "Access modes of the bound volume."),
+        _col("STORAGECLASS", ".spec.storageClassName", "Storage class of the claim."),
+        _AGE_COLUMN,
+        _wide("VOLUMEMODE", ".spec.volumeMode", "Filesystem or Block."),
+        return_deleted_object=True, short_names=("pvc",), has_status=True,
     ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Secret",
-        plural="secrets",
-        namespaced=True,
-        generation="",
-        printer_columns=(_col("TYPE", ".type", "Type of the secret."), _age()),
-        schema=schema_for("", "v1", "Secret"),
-        selectable_fields=("type",),
-    ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Service",
-        return_deleted_object=True,
-        plural="services",
-        namespaced=True,
-        short_names=("svc",),
-        categories=_ALL,
-        has_status=True,
-        generation="",
-        printer_columns=(
-            _col("TYPE", ".spec.type", "How the service is exposed."),
-            _col("CLUSTER-IP", ".spec.clusterIP", "Virtual IP of the service."),
-            _col("EXTERNAL-IP", ".spec.externalIPs[*]", "External IPs of the service."),
-            _col("PORT(S)", ".spec.ports[*].port", "Ports exposed by the service."),
-            _age(),
-            _col("SELECTOR", ".spec.selector", "Labels of the pods behind the service.", priority=1),
-        ),
-        schema=schema_for("", "v1", "Service"),
-    ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="ServiceAccount",
-        return_deleted_object=True,
-        plural="serviceaccounts",
-        namespaced=True,
-        short_names=("sa",),
-        generation="",
-        printer_columns=(_age(),),
-        schema=schema_for("", "v1", "ServiceAccount"),
-    ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="PersistentVolumeClaim",
-        return_deleted_object=True,
-        plural="persistentvolumeclaims",
-        namespaced=True,
-        short_names=("pvc",),
-        has_status=True,
-        generation="",
-        printer_columns=(
-            _col("STATUS", ".status.phase", "Phase of the claim."),
-            _col("VOLUME", ".spec.volumeName", "Volume the claim is bound to."),
-            _col("CAPACITY", ".status.capacity.storage", "Capacity of the bound volume."),
-            _col("ACCESS MODES", ".status.accessModes[*]", "Access modes of the bound volume."),
-            _col("STORAGECLASS", ".spec.storageClassName", "Storage class of the claim."),
-            _age(),
-            _col("VOLUMEMODE", ".spec.volumeMode", "Filesystem or Block.", priority=1),
-        ),
-        schema=schema_for("", "v1", "PersistentVolumeClaim"),
-    ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Event",
-        plural="events",
-        namespaced=True,
+    _core(
+        "Event", "events",
+        _col("LAST SEEN", ".lastTimestamp", "When the event last occurred.", "date"),
+        _col("TYPE", ".type", "Normal or Warning."),
+        _col("REASON", ".reason", "Short reason of the event."),
+        _col("OBJECT", ".involvedObject.name", "Object the event is about."),
+        _col("MESSAGE", ".message", "Description of the event."),
         short_names=("ev",),
-        generation="",
-        printer_columns=(
-            _col("LAST SEEN", ".lastTimestamp", "When the event last occurred.", "date"),
-            _col("TYPE", ".type", "Normal or Warning."),
-            _col("REASON", ".reason", "Short reason of the event."),
-            _col("OBJECT", ".involvedObject.name", "Object the event is about."),
-            _col("MESSAGE", ".message", "Description of the event."),
-        ),
-        schema=schema_for("", "v1", "Event"),
         selectable_fields=(
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
+            *(f"involvedObject.{field}"
+              for field in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")),
+            "reason", "reportingComponent", "source", "type",
         ),
     ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Pod",
-        return_deleted_object=True,
-        plural="pods",
-        namespaced=True,
-        short_names=("po",),
-        categories=_ALL,
-        has_status=True,
-        printer_columns=(
-            _col("STATUS", ".status.phase", "Phase of the pod."),
-            _col("RESTARTS", ".status.containerStatuses[*].restartCount", "Container restart counts."),
-            _age(),
-            _col("IP", ".status.podIP", "IP of the pod.", priority=1),
-            _col("NODE", ".spec.nodeName", "Node the pod runs on.", priority=1),
-        ),
-        schema=schema_for("", "v1", "Pod"),
-        selectable_fields=(
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ),
+    _core(
+        "Pod", "pods",
+        _col("STATUS", ".status.phase", "Phase of the pod."),
+        _col("RESTARTS", ".status.containerStatuses[*].restartCount", "Container restart counts."),
+        _AGE_COLUMN,
+        _wide("IP", ".status.podIP", "IP of the pod."),
+        _wide("NODE", ".spec.nodeName", "Node the pod runs on."),
+        generation="spec", return_deleted_object=True, short_names=("po",), categories=_ALL, has_status=True,
+        selectable_fields=("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                           "status.phase", "status.podIP", "status.nominatedNodeName"),
     ),
-    ResourceType(
-        group="",
-        version="v1",
-        kind="Node",
-        plural="nodes",
-        namespaced=False,
-        short_names=("no",),
-        has_status=True,
-        generation="",
-        printer_columns=(
-            _condition_col("STATUS", "Ready", "Status of the Ready condition."),
-            _col("ROLES", r".metadata.labels.kubernetes\.io/role", "Role of the node (kubernetes.io/role)."),
-            _age(),
-            _col("VERSION", ".status.nodeInfo.kubeletVersion", "Kubelet version of the node."),
-            _col(
-                "INTERNAL-IP",
-                '.status.addresses[?(@.type=="InternalIP")].address',
-                "Internal IP of the node.",
-                priority=1,
-            ),
-            _col(
-                "EXTERNAL-IP",
-                '.status.addresses[?(@.type=="ExternalIP")].address',
-                "External IP of the node.",
-                priority=1,
-            ),
-            _col("OS-IMAGE", ".status.nodeInfo.osImage", "Operating system image of the node.", priority=1),
-            _col("KERNEL-VERSION", ".status.nodeInfo.kernelVersion", "Kernel version of the node.", priority=1),
-            _col(
-                "CONTAINER-RUNTIME",
-                ".status.nodeInfo.containerRuntimeVersion",
-                "Container runtime of the node.",
-                priority=1,
-            ),
-        ),
-        schema=schema_for("", "v1", "Node"),
-        selectable_fields=("spec.unschedulable",),
+    _core(
+        "Node", "nodes",
+        _condition_col("STATUS", "Ready"),
+        _col("ROLES", r".metadata.labels.kubernetes\.io/role", "Role of the node (kubernetes.io/role)."),
+        _AGE_COLUMN,
+        _col("VERSION", ".status.nodeInfo.kubeletVersion", "Kubelet version of the node."),
+        _wide("INTERNAL-IP", '.status.addresses[?(@.type=="InternalIP")].address', "Internal IP of the node."),
+        _wide("EXTERNAL-IP", '.status.addresses[?(@.type=="ExternalIP")].address', "External IP of the node."),
+        _wide("OS-IMAGE", ".status.nodeInfo.osImage", "Operating system image of the node."),
+        _wide("KERNEL-VERSION", ".status.nodeInfo.kernelVersion", "Kernel version of the node."),
+        _wide("CONTAINER-RUNTIME", ".status.nodeInfo.containerRuntimeVersion", "Container runtime of the node."),
+        namespaced=False, short_names=("no",), has_status=True, selectable_fields=("spec.unschedulable",),
     ),
-    # ---- apps/v1 -------------------------------------------------------------------------------
-    ResourceType(
-        group="apps",
-        version="v1",
-        kind="Deployment",
-        plural="deployments",
-        namespaced=True,
-        short_names=("deploy",),
-        categories=_ALL,
-        has_status=True,
-        has_scale=True,
-        scale_selector_path=".spec.selector",
-        printer_columns=(
-            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
-            _col("UP-TO-DATE", ".status.updatedReplicas", "Pods running the current template.", "integer"),
-            _col("AVAILABLE", ".status.availableReplicas", "Available pods.", "integer"),
-            _age(),
-            *_containers_images(),
-        ),
-        schema=schema_for("apps", "v1", "Deployment"),
+    # ---- apps/v1 and batch/v1 ------------------------------------------------------------------
+    _workload(
+        "apps/v1", "Deployment", "deployments",
+        _count("READY", ".status.readyReplicas", "Ready pods."),
+        _count("UP-TO-DATE", ".status.updatedReplicas", "Pods running the current template."),
+        _count("AVAILABLE", ".status.availableReplicas", "Available pods."),
+        short_names=("deploy",), has_scale=True,
     ),
-    ResourceType(
-        group="apps",
-        version="v1",
-        kind="StatefulSet",
-        plural="statefulsets",
-        namespaced=True,
-        short_names=("sts",),
-        categories=_ALL,
-        has_status=True,
-        has_scale=True,
-        scale_selector_path=".spec.selector",
-        printer_columns=(
-            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
-            _age(),
-            *_containers_images(),
-        ),
-        schema=schema_for("apps", "v1", "StatefulSet"),
-    ),
-    ResourceType(
-        group="apps",
-        version="v1",
-        kind="DaemonSet",
-        plural="daemonsets",
-        namespaced=True,
+    _workload("apps/v1", "StatefulSet", "statefulsets", _count("READY", ".status.readyReplicas", "Ready pods."),
+              short_names=("sts",), has_scale=True),
+    _workload(
+        "apps/v1", "DaemonSet", "daemonsets",
+        _count("DESIRED", ".status.desiredNumberScheduled", "Nodes that should run the pod."),
+        _count("CURRENT", ".status.currentNumberScheduled", "Nodes running the pod."),
+        _count("READY", ".status.numberReady", "Nodes whose pod is ready."),
+        _count("UP-TO-DATE", ".status.updatedNumberScheduled", "Nodes running the current template."),
+        _count("AVAILABLE", ".status.numberAvailable", "Nodes whose pod is available."),
+        _col("NODE SELECTOR", ".spec.template.spec.nodeSelector", "Node labels the pods require."),
         short_names=("ds",),
-        categories=_ALL,
-        has_status=True,
-        printer_columns=(
-            _col("DESIRED", ".status.desiredNumberScheduled", "Nodes that should run the pod.", "integer"),
-            _col("CURRENT", ".status.currentNumberScheduled", "Nodes running the pod.", "integer"),
-            _col("READY", ".status.numberReady", "Nodes whose pod is ready.", "integer"),
-            _col(
-                "UP-TO-DATE",
-                ".status.updatedNumberScheduled",
-                "Nodes running the current template.",
-                "integer",
-            ),
-            _col("AVAILABLE", ".status.numberAvailable", "Nodes whose pod is available.", "integer"),
-            _col("NODE SELECTOR", ".spec.template.spec.nodeSelector", "Node labels the pods require."),
-            _age(),
-            *_containers_images(),
-        ),
-        schema=schema_for("apps", "v1", "DaemonSet"),
     ),
-    ResourceType(
-        group="apps",
-        version="v1",
-        kind="ReplicaSet",
-        plural="replicasets",
-        namespaced=True,
-        short_names=("rs",),
-        categories=_ALL,
-        has_status=True,
-        has_scale=True,
-        scale_selector_path=".spec.selector",
-        printer_columns=(
-            _col("DESIRED", ".spec.replicas", "Desired pods.", "integer"),
-            _col("CURRENT", ".status.replicas", "Existing pods.", "integer"),
-            _col("READY", ".status.readyReplicas", "Ready pods.", "integer"),
-            _age(),
-            *_containers_images(),
-        ),
-        schema=schema_for("apps", "v1", "ReplicaSet"),
+    _workload(
+        "apps/v1", "ReplicaSet", "replicasets",
+        _count("DESIRED", ".spec.replicas", "Desired pods."),
+        _count("CURRENT", ".status.replicas", "Existing pods."),
+        _count("READY", ".status.readyReplicas", "Ready pods."),
+        short_names=("rs",), has_scale=True,
     ),
-    # ---- batch/v1 ------------------------------------------------------------------------------
-    ResourceType(
-        group="batch",
-        version="v1",
-        kind="Job",
-        plural="jobs",
-        namespaced=True,
-        categories=_ALL,
-        has_status=True,
-        printer_columns=(
-            _col("COMPLETIONS", ".status.succeeded", "Pods that succeeded.", "integer"),
-            _age(),
-            *_containers_images(),
-        ),
-        schema=schema_for("batch", "v1", "Job"),
-    ),
+    _workload("batch/v1", "Job", "jobs", _count("COMPLETIONS", ".status.succeeded", "Pods that succeeded.")),
     # ---- coordination.k8s.io/v1 (not compiled into kubectl: client-side apply sends merge patches) --
-    ResourceType(
-        group="coordination.k8s.io",
-        version="v1",
-        kind="Lease",
-        plural="leases",
-        namespaced=True,
-        generation="",
-        builtin_smp=False,
-        printer_columns=(_col("HOLDER", ".spec.holderIdentity", "Current holder of the lease."), _age()),
-        schema=schema_for("coordination.k8s.io", "v1", "Lease"),
-    ),
+    _served("coordination.k8s.io/v1", "Lease", "leases",
+            _col("HOLDER", ".spec.holderIdentity", "Current holder of the lease."), _AGE_COLUMN,
+            generation="", builtin_smp=False),
     # ---- apiextensions.k8s.io/v1 ---------------------------------------------------------------
-    ResourceType(
-        group="apiextensions.k8s.io",
-        version="v1",
-        kind="CustomResourceDefinition",
-        plural="customresourcedefinitions",
-        namespaced=False,
-        short_names=("crd", "crds"),
-        categories=("api-extensions",),
-        has_status=True,
+    _served(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions",
+        # type string (not date): kubectl shows the creation time itself, not an age.
+        _col("CREATED AT", ".metadata.creationTimestamp", "When the definition was created (RFC 3339)."),
+        namespaced=False, short_names=("crd", "crds"), categories=("api-extensions",), has_status=True,
         builtin_smp=False,
-        printer_columns=(
-            # type string (not date): kubectl shows the creation time itself, not an age.
-            _col("CREATED AT", ".metadata.creationTimestamp", "When the definition was created (RFC 3339)."),
-        ),
-        schema=schema_for("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
     ),
     # ---- Karmada -------------------------------------------------------------------------------
-    ResourceType(
-        group="cluster.karmada.io",
-        version="v1alpha1",
-        kind="Cluster",
-        plural="clusters",
-        namespaced=False,
-        has_status=True,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _col("VERSION", ".status.kubernetesVersion", "Kubernetes version of the member cluster."),
-            _col("MODE", ".spec.syncMode", "Push or Pull."),
-            _condition_col("READY", "Ready", "Status of the Ready condition."),
-            _age(),
-            _col("ZONES", ".spec.zones", "Failure zones of the cluster.", priority=1),
-            _col("REGION", ".spec.region", "Region of the cluster.", priority=1),
-            _col("PROVIDER", ".spec.provider", "Cloud provider of the cluster.", priority=1),
-            _col("API-ENDPOINT", ".spec.apiEndpoint", "API server URL of the cluster.", priority=1),
-            _col("PROXY-URL", ".spec.proxyURL", "Proxy used to reach the cluster.", priority=1),
-        ),
-        schema=schema_for("cluster.karmada.io", "v1alpha1", "Cluster"),
+    _karmada(
+        "cluster.karmada.io/v1alpha1", "Cluster", "clusters",
+        _col("VERSION", ".status.kubernetesVersion", "Kubernetes version of the member cluster."),
+        _col("MODE", ".spec.syncMode", "Push or Pull."),
+        _condition_col("READY", "Ready"),
+        _AGE_COLUMN,
+        _wide("ZONES", ".spec.zones", "Failure zones of the cluster."),
+        _wide("REGION", ".spec.region", "Region of the cluster."),
+        _wide("PROVIDER", ".spec.provider", "Cloud provider of the cluster."),
+        _wide("API-ENDPOINT", ".spec.apiEndpoint", "API server URL of the cluster."),
+        _wide("PROXY-URL", ".spec.proxyURL", "Proxy used to reach the cluster."),
+        namespaced=False, categories=(), has_status=True,
     ),
-    ResourceType(
-        group="policy.karmada.io",
-        version="v1alpha1",
-        kind="PropagationPolicy",
-        plural="propagationpolicies",
-        namespaced=True,
-        short_names=("pp",),
-        categories=_KARMADA,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _col("CONFLICT-RESOLUTION", ".spec.conflictResolution", "Abort or Overwrite."),
-            _col("PRIORITY", ".spec.priority", "Priority of the policy."),
-            _age(),
-        ),
-        schema=schema_for("policy.karmada.io", "v1alpha1", "PropagationPolicy"),
+    _karmada("policy.karmada.io/v1alpha1", "PropagationPolicy", "propagationpolicies", *_POLICY_COLUMNS,
+             short_names=("pp",)),
+    _karmada("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy", "clusterpropagationpolicies",
+             *_POLICY_COLUMNS, namespaced=False, short_names=("cpp",)),
+    _karmada("policy.karmada.io/v1alpha1", "OverridePolicy", "overridepolicies", _AGE_COLUMN, short_names=("op",)),
+    _karmada("policy.karmada.io/v1alpha1", "ClusterOverridePolicy", "clusteroverridepolicies", _AGE_COLUMN,
+             namespaced=False, short_names=("cop",)),
+    _karmada("policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "clustertaintpolicies", _AGE_COLUMN,
+             namespaced=False, categories=()),
+    _karmada("work.karmada.io/v1alpha2", "ResourceBinding", "resourcebindings", *_BINDING_COLUMNS,
+             short_names=("rb",), has_status=True),
+    _karmada("work.karmada.io/v1alpha2", "ClusterResourceBinding", "clusterresourcebindings", *_BINDING_COLUMNS,
+             namespaced=False, short_names=("crb",), has_status=True),
+    _karmada(
+        "work.karmada.io/v1alpha1", "Work", "works",
+        _col("WORKLOAD-KIND", ".spec.workload.manifests[*].kind", "Kinds of the manifests."),
+        _condition_col("APPLIED", "Applied"),
+        _AGE_COLUMN,
+        short_names=("wk",), has_status=True,
     ),
-    ResourceType(
-        group="policy.karmada.io",
-        version="v1alpha1",
-        kind="ClusterPropagationPolicy",
-        plural="clusterpropagationpolicies",
-        namespaced=False,
-        short_names=("cpp",),
-        categories=_KARMADA,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _col("CONFLICT-RESOLUTION", ".spec.conflictResolution", "Abort or Overwrite."),
-            _col("PRIORITY", ".spec.priority", "Priority of the policy."),
-            _age(),
-        ),
-        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy"),
+    _karmada(
+        "config.karmada.io/v1alpha1", "ResourceInterpreterCustomization", "resourceinterpretercustomizations",
+        _col("TARGET-API-VERSION", ".spec.target.apiVersion", "API version of the target kind."),
+        _col("TARGET-KIND", ".spec.target.kind", "Target kind."),
+        _AGE_COLUMN,
+        namespaced=False, short_names=("ric",),
     ),
-    ResourceType(
-        group="policy.karmada.io",
-        version="v1alpha1",
-        kind="OverridePolicy",
-        plural="overridepolicies",
-        namespaced=True,
-        short_names=("op",),
-        categories=_KARMADA,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(_age(),),
-        schema=schema_for("policy.karmada.io", "v1alpha1", "OverridePolicy"),
-    ),
-    ResourceType(
-        group="policy.karmada.io",
-        version="v1alpha1",
-        kind="ClusterOverridePolicy",
-        plural="clusteroverridepolicies",
-        namespaced=False,
-        short_names=("cop",),
-        categories=_KARMADA,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(_age(),),
-        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy"),
-    ),
-    ResourceType(
-        group="policy.karmada.io",
-        version="v1alpha1",
-        kind="ClusterTaintPolicy",
-        plural="clustertaintpolicies",
-        namespaced=False,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(_age(),),
-        schema=schema_for("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy"),
-    ),
-    ResourceType(
-        group="work.karmada.io",
-        version="v1alpha2",
-        kind="ResourceBinding",
-        plural="resourcebindings",
-        namespaced=True,
-        short_names=("rb",),
-        categories=_KARMADA,
-        has_status=True,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _condition_col("SCHEDULED", "Scheduled", "Status of the Scheduled condition."),
-            _condition_col("FULLYAPPLIED", "FullyApplied", "Status of the FullyApplied condition."),
-            _age(),
-        ),
-        schema=schema_for("work.karmada.io", "v1alpha2", "ResourceBinding"),
-    ),
-    ResourceType(
-        group="work.karmada.io",
-        version="v1alpha2",
-        kind="ClusterResourceBinding",
-        plural="clusterresourcebindings",
-        namespaced=False,
-        short_names=("crb",),
-        categories=_KARMADA,
-        has_status=True,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _condition_col("SCHEDULED", "Scheduled", "Status of the Scheduled condition."),
-            _condition_col("FULLYAPPLIED", "FullyApplied", "Status of the FullyApplied condition."),
-            _age(),
-        ),
-        schema=schema_for("work.karmada.io", "v1alpha2", "ClusterResourceBinding"),
-    ),
-    ResourceType(
-        group="work.karmada.io",
-        version="v1alpha1",
-        kind="Work",
-        plural="works",
-        namespaced=True,
-        short_names=("wk",),
-        categories=_KARMADA,
-        has_status=True,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _col("WORKLOAD-KIND", ".spec.workload.manifests[*].kind", "Kinds of the manifests."),
-            _condition_col("APPLIED", "Applied", "Status of the Applied condition."),
-            _age(),
-        ),
-        schema=schema_for("work.karmada.io", "v1alpha1", "Work"),
-    ),
-    ResourceType(
-        group="config.karmada.io",
-        version="v1alpha1",
-        kind="ResourceInterpreterCustomization",
-        plural="resourceinterpretercustomizations",
-        namespaced=False,
-        short_names=("ric",),
-        categories=_KARMADA,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(
-            _col("TARGET-API-VERSION", ".spec.target.apiVersion", "API version of the target kind."),
-            _col("TARGET-KIND", ".spec.target.kind", "Target kind."),
-            _age(),
-        ),
-        schema=schema_for("config.karmada.io", "v1alpha1", "ResourceInterpreterCustomization"),
-    ),
-    ResourceType(
-        group="apps.karmada.io",
-        version="v1alpha1",
-        kind="WorkloadRebalancer",
-        plural="workloadrebalancers",
-        namespaced=False,
-        has_status=True,
-        generation="non-metadata",
-        builtin_smp=False,
-        strict_schema=True,
-        printer_columns=(_age(),),
-        schema=schema_for("apps.karmada.io", "v1alpha1", "WorkloadRebalancer"),
-    ),
+    _karmada("apps.karmada.io/v1alpha1", "WorkloadRebalancer", "workloadrebalancers", _AGE_COLUMN,
+             namespaced=False, categories=(), has_status=True),
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], ResourceType] = {(t.group, t.kind): t for t in BUILTIN_TYPES}
@@ -604,17 +280,14 @@ def builtin_type(group: str, kind: str) -> ResourceType | None:
 # Time formatting (same rules as kubectl / apimachinery's HumanDuration)
 
 
-def parse_timestamp(value: Any) -> datetime | None:
-    """Parse an RFC 3339 timestamp (``2024-05-01T10:00:00Z``, fractions allowed). None if absent/invalid."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+_MINUTE, _HOUR, _DAY, _YEAR = 60, 3600, 86400, 365 * 86400
+#: (unit, its seconds, the next smaller unit, its seconds, shown as both below, shown alone below) in seconds
+_AGE_STEPS = (
+    ("m", _MINUTE, "s", 1, 10 * _MINUTE, 3 * _HOUR),
+    ("h", _HOUR, "m", _MINUTE, 8 * _HOUR, 2 * _DAY),
+    ("d", _DAY, "h", _HOUR, 8 * _DAY, 2 * _YEAR),
+    ("y", _YEAR, "d", _DAY, 8 * _YEAR, math.inf),
+)
 
 
 def human_duration(delta: timedelta) -> str:
@@ -625,46 +298,23 @@ def human_duration(delta: timedelta) -> str:
         return "<invalid>"
     if seconds < 0:
         return "0s"
-    if seconds < 120:
+    if seconds < 2 * _MINUTE:
         return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{days}d{rest}h" if rest else f"{days}d"
-    if hours < 24 * 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    if hours < 24 * 365 * 8:
-        rest = days % 365
-        return f"{years}y{rest}d" if rest else f"{years}y"
-    return f"{years}y"
+    for unit, length, small_unit, small_length, both_below, alone_below in _AGE_STEPS:
+        whole, rest = divmod(seconds, length)
+        if seconds < both_below and rest >= small_length:
+            return f"{whole}{unit}{rest // small_length}{small_unit}"
+        if seconds < alone_below:
+            return f"{whole}{unit}"
+    raise AssertionError("the last step takes every duration")
 
 
 def human_age(timestamp: Any, now: datetime | None = None) -> str:
     """Age of ``timestamp`` (RFC 3339 string or datetime) at ``now``, formatted like kubectl ("<unknown>" if unset)."""
-    then = parse_timestamp(timestamp)
+    then = parse_time(timestamp)
     if then is None:
         return "<unknown>"
     return human_duration((now or datetime.now(UTC)) - then)
-
-
-def _rfc3339(value: Any) -> str | None:
-    parsed = parse_timestamp(value)
-    if parsed is None:
-        return None
-    return parsed.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -803,63 +453,40 @@ def _desired_replicas(obj: Mapping[str, Any]) -> int:
 # -- apps ------------------------------------------------------------------------------------------
 
 
+def _pod_template_row(obj: Mapping[str, Any], now: datetime | None, *cells: Any, selector: bool = True) -> list[Any]:
+    """A row of a kind running a pod template: the name, ``cells``, the age, the template's container names and
+    images and, unless ``selector`` is false, the label selector."""
+    names, images = _template_containers(obj)
+    row = [_name(obj), *cells, _age_of(obj, now), names, images]
+    if selector:
+        row.append(format_label_selector(_get(obj, "spec", "selector")))
+    return row
+
+
 def deployment_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     status = obj.get("status") or {}
-    names, images = _template_containers(obj)
-    return [
-        _name(obj),
-        f"{_int(status.get('readyReplicas'))}/{_desired_replicas(obj)}",
-        _int(status.get("updatedReplicas")),
-        _int(status.get("availableReplicas")),
-        _age_of(obj, now),
-        names,
-        images,
-        format_label_selector(_get(obj, "spec", "selector")),
-    ]
+    ready = f"{_int(status.get('readyReplicas'))}/{_desired_replicas(obj)}"
+    return _pod_template_row(obj, now, ready, _int(status.get("updatedReplicas")), _int(status.get("availableReplicas")))
 
 
 def statefulset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
-    names, images = _template_containers(obj)
-    return [
-        _name(obj),
-        f"{_int(_get(obj, 'status', 'readyReplicas'))}/{_desired_replicas(obj)}",
-        _age_of(obj, now),
-        names,
-        images,
-    ]
+    ready = f"{_int(_get(obj, 'status', 'readyReplicas'))}/{_desired_replicas(obj)}"
+    return _pod_template_row(obj, now, ready, selector=False)
 
 
 def replicaset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     status = obj.get("status") or {}
-    names, images = _template_containers(obj)
-    return [
-        _name(obj),
-        _desired_replicas(obj),
-        _int(status.get("replicas")),
-        _int(status.get("readyReplicas")),
-        _age_of(obj, now),
-        names,
-        images,
-        format_label_selector(_get(obj, "spec", "selector")),
-    ]
+    counts = (_desired_replicas(obj), _int(status.get("replicas")), _int(status.get("readyReplicas")))
+    return _pod_template_row(obj, now, *counts)
 
 
 def daemonset_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     status = obj.get("status") or {}
-    names, images = _template_containers(obj)
-    return [
-        _name(obj),
-        _int(status.get("desiredNumberScheduled")),
-        _int(status.get("currentNumberScheduled")),
-        _int(status.get("numberReady")),
-        _int(status.get("updatedNumberScheduled")),
-        _int(status.get("numberAvailable")),
-        format_labels(_get(obj, "spec", "template", "spec", "nodeSelector")),
-        _age_of(obj, now),
-        names,
-        images,
-        format_label_selector(_get(obj, "spec", "selector")),
-    ]
+    counts = (_int(status.get(field)) for field in (
+        "desiredNumberScheduled", "currentNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable"
+    ))
+    node_selector = format_labels(_get(obj, "spec", "template", "spec", "nodeSelector"))
+    return _pod_template_row(obj, now, *counts, node_selector)
 
 
 # -- batch -----------------------------------------------------------------------------------------
@@ -876,8 +503,8 @@ def job_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
     else:
         completions = f"{succeeded}/1"
 
-    start = parse_timestamp(status.get("startTime"))
-    end = parse_timestamp(status.get("completionTime"))
+    start = parse_time(status.get("startTime"))
+    end = parse_time(status.get("completionTime"))
     if start is None:
         duration = ""
     elif end is None:
@@ -902,24 +529,14 @@ def job_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
         state = "SuccessCriteriaMet"
     else:
         state = "Running"
-    names, images = _template_containers(obj)
-    return [
-        _name(obj),
-        state,
-        completions,
-        duration,
-        _age_of(obj, now),
-        names,
-        images,
-        format_label_selector(spec.get("selector")),
-    ]
+    return _pod_template_row(obj, now, state, completions, duration)
 
 
 # -- core ------------------------------------------------------------------------------------------
 
 
 def _restart_time(container_status: Mapping[str, Any]) -> datetime | None:
-    return parse_timestamp(_get(container_status, "lastState", "terminated", "finishedAt"))
+    return parse_time(_get(container_status, "lastState", "terminated", "finishedAt"))
 
 
 def pod_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
@@ -1184,7 +801,8 @@ def lease_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any
 
 
 def crd_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
-    return [_name(obj), _rfc3339(_get(obj, "metadata", "creationTimestamp"))]
+    created = parse_time(_get(obj, "metadata", "creationTimestamp"))
+    return [_name(obj), format_time(created) if created else None]
 
 
 def cluster_cells(obj: Mapping[str, Any], now: datetime | None = None) -> list[Any]:
@@ -1208,71 +826,41 @@ def _table(columns: Iterable[TableColumn], cells: CellFunction) -> CustomTable:
     return CustomTable(tuple(columns), cells)
 
 
+def _pod_template_table(cells: CellFunction, *columns: TableColumn, selector: bool = True) -> CustomTable:
+    """The table of a kind running a pod template, the columns of :func:`_pod_template_row`."""
+    return _table([_NAME, *columns, _AGE, _CONTAINERS, _IMAGES, *([_SELECTOR] if selector else [])], cells)
+
+
 CUSTOM_TABLES: dict[tuple[str, str], CustomTable] = {
-    ("apps", "Deployment"): _table(
-        [
-            _NAME,
-            TableColumn("Ready", "string", "Ready pods out of the desired number."),
-            TableColumn("Up-to-date", "integer", "Pods running the current pod template."),
-            TableColumn("Available", "integer", "Pods available to serve."),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
-        ],
+    ("apps", "Deployment"): _pod_template_table(
         deployment_cells,
+        TableColumn("Ready", "string", "Ready pods out of the desired number."),
+        TableColumn("Up-to-date", "integer", "Pods running the current pod template."),
+        TableColumn("Available", "integer", "Pods available to serve."),
     ),
-    ("apps", "StatefulSet"): _table(
-        [
-            _NAME,
-            TableColumn("Ready", "string", "Ready pods out of the desired number."),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-        ],
-        statefulset_cells,
+    ("apps", "StatefulSet"): _pod_template_table(
+        statefulset_cells, TableColumn("Ready", "string", "Ready pods out of the desired number."), selector=False
     ),
-    ("apps", "ReplicaSet"): _table(
-        [
-            _NAME,
-            TableColumn("Desired", "integer", "Desired number of pods."),
-            TableColumn("Current", "integer", "Pods that exist."),
-            TableColumn("Ready", "integer", "Pods that are ready."),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
-        ],
+    ("apps", "ReplicaSet"): _pod_template_table(
         replicaset_cells,
+        TableColumn("Desired", "integer", "Desired number of pods."),
+        TableColumn("Current", "integer", "Pods that exist."),
+        TableColumn("Ready", "integer", "Pods that are ready."),
     ),
-    ("apps", "DaemonSet"): _table(
-        [
-            _NAME,
-            TableColumn("Desired", "integer", "Nodes that should run the pod."),
-            TableColumn("Current", "integer", "Nodes running the pod."),
-            TableColumn("Ready", "integer", "Nodes whose pod is ready."),
-            TableColumn("Up-to-date", "integer", "Nodes running the current pod template."),
-            TableColumn("Available", "integer", "Nodes whose pod is available."),
-            TableColumn("Node Selector", "string", "Node labels the pods require."),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
-        ],
+    ("apps", "DaemonSet"): _pod_template_table(
         daemonset_cells,
+        TableColumn("Desired", "integer", "Nodes that should run the pod."),
+        TableColumn("Current", "integer", "Nodes running the pod."),
+        TableColumn("Ready", "integer", "Nodes whose pod is ready."),
+        TableColumn("Up-to-date", "integer", "Nodes running the current pod template."),
+        TableColumn("Available", "integer", "Nodes whose pod is available."),
+        TableColumn("Node Selector", "string", "Node labels the pods require."),
     ),
-    ("batch", "Job"): _table(
-        [
-            _NAME,
-            TableColumn("Status", "string", "Complete, Failed, Running, Suspended, Terminating..."),
-            TableColumn("Completions", "string", "Successful pods out of the required number."),
-            TableColumn("Duration", "string", "How long the job ran (or has been running)."),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
-        ],
+    ("batch", "Job"): _pod_template_table(
         job_cells,
+        TableColumn("Status", "string", "Complete, Failed, Running, Suspended, Terminating..."),
+        TableColumn("Completions", "string", "Successful pods out of the required number."),
+        TableColumn("Duration", "string", "How long the job ran (or has been running)."),
     ),
     ("", "Pod"): _table(
         [

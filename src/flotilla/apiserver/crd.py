@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta, now_rfc3339
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
+from flotilla.apiserver.tasks import cancel_and_wait
 from flotilla.kube.validation import Cause, dns1123_label_errors, dns1123_subdomain_errors
 
 if TYPE_CHECKING:
@@ -89,7 +90,8 @@ def _pattern_causes(schema: dict[str, Any], path: str) -> list[Cause]:
     A pattern is then enforced on every string it applies to (:mod:`flotilla.apiserver.schema_check`), never
     failing later: the error is the CRD author's, at creation, with Go's message.
     """
-    from flotilla.kube.go_regexp import go_quote, pattern_error
+    from flotilla.kube.go_regexp import pattern_error
+    from flotilla.kube.validation import go_quote
 
     causes: list[Cause] = []
     todo: list[tuple[Any, str]] = [(schema, path)]
@@ -378,11 +380,4 @@ class CRDManager:
             self._cleanups.pop(name, None)
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._task, *self._cleanups.values()] if t]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task, *self._cleanups.values()])

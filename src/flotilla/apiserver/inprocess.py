@@ -103,14 +103,8 @@ class InProcessTransport(Transport):
         rt = self._type(res)
         if rt.namespaced and not namespace:
             raise _exception(server_errors.path_not_found())
-        if subresource is not None:
-            allowed = {"status"} if rt.has_status else set()
-            if rt.has_scale:
-                allowed.add("scale")
-            if rt.group == "" and rt.kind == "Namespace":
-                allowed.add("finalize")
-            if subresource not in allowed:
-                raise _exception(server_errors.path_not_found())
+        if subresource is not None and subresource not in rt.subresources:
+            raise _exception(server_errors.path_not_found())
         return rt, namespace if rt.namespaced else None
 
     @staticmethod
@@ -147,20 +141,8 @@ class InProcessTransport(Transport):
 
     async def list(self, res: Resource, namespace: str | None, query: Query) -> dict[str, Any]:
         rt = self._type(res)
-        try:
-            limit = int(query.get("limit") or 0)
-        except ValueError:
-            raise _exception(server_errors.bad_request(f"invalid limit {query.get('limit')!r}")) from None
-        result = await self._call(self.storage.list(
-            rt, namespace if rt.namespaced else None,
-            label_selector=query.get("labelSelector", ""),
-            field_selector=query.get("fieldSelector", ""),
-            limit=max(limit, 0),
-            continue_token=query.get("continue", ""),
-            resource_version=query.get("resourceVersion", ""),
-            resource_version_match=query.get("resourceVersionMatch", ""),
-        ))
-        return result  # the items are decoded for this call: the caller's own
+        # the items are decoded for this call: the caller's own
+        return await self._call(self.storage.list_query(rt, namespace if rt.namespaced else None, query))
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any], query: Query) -> dict[str, Any]:
         rt = self._type(res)

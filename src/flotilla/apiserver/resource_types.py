@@ -55,6 +55,16 @@ class ResourceType:
             object.__setattr__(self, "singular", self.kind.lower())
 
     @property
+    def subresources(self) -> frozenset[str]:
+        """The subresources served besides the object itself: status, scale, and a Namespace's finalize."""
+        served = {"status"} if self.has_status else set()
+        if self.has_scale:
+            served.add("scale")
+        if self.group == "" and self.kind == "Namespace":
+            served.add("finalize")
+        return frozenset(served)
+
+    @property
     def group_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 

@@ -13,12 +13,13 @@ import asyncio
 import base64
 import copy
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from flotilla import storage
 from flotilla.apiserver import errors
 from flotilla.apiserver.admission import Admission, Operation
 from flotilla.apiserver.errors import ApiError
@@ -51,17 +52,6 @@ from flotilla.kube.selectors import (
     parse_label_selector,
 )
 from flotilla.kube.validation import Cause, validate_metadata
-from flotilla.storage import (
-    CompactedError,
-    ConflictError,
-    FutureRevisionError,
-    KeyExistsError,
-    KeyNotFoundError,
-    KeyValue,
-    Store,
-    WatchClosedError,
-    WatchEvent,
-)
 from flotilla.storage.fanout import PolledWatcher
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -108,11 +98,11 @@ class DecodedObjects:
             items[key] = obj
         return obj
 
-    def cached(self, kv: KeyValue) -> dict[str, Any] | None:
+    def cached(self, kv: storage.KeyValue) -> dict[str, Any] | None:
         """The shared object of ``kv``'s revision if it is here (read it, never change it), else None."""
         return self._items.get(kv.mod_revision)
 
-    def peek(self, kv: KeyValue) -> dict[str, Any]:
+    def peek(self, kv: storage.KeyValue) -> dict[str, Any]:
         """The shared object of ``kv`` if it is still here, else a new one (not kept: lists must not churn)."""
         obj = self._items.get(kv.mod_revision)
         return obj if obj is not None else decode(kv.value, kv.mod_revision)
@@ -180,7 +170,7 @@ def _secret_strategy(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
 class ResourceStorage:
     """All REST operations on all resource types, on one Store."""
 
-    def __init__(self, store: Store, types: TypeRegistry, admission: Admission | None = None) -> None:
+    def __init__(self, store: storage.Store, types: TypeRegistry, admission: Admission | None = None) -> None:
         self.store = store
         self.types = types
         self.admission = admission or Admission()
@@ -199,7 +189,7 @@ class ResourceStorage:
     def _key(self, rt: ResourceType, namespace: str | None, name: str) -> str:
         return rt.key(namespace, name)
 
-    def _old(self, kv: KeyValue) -> tuple[dict[str, Any], bool]:
+    def _old(self, kv: storage.KeyValue) -> tuple[dict[str, Any], bool]:
         """The stored object to write against, READ-ONLY, and whether it is shared (a watch event's object).
 
         Writes read the stored object (preconditions, what changed, admission's ``old``) but never change it:
@@ -212,7 +202,7 @@ class ResourceStorage:
             return shared, True
         return decode_kv(kv), False
 
-    async def _get_kv(self, rt: ResourceType, namespace: str | None, name: str) -> KeyValue:
+    async def _get_kv(self, rt: ResourceType, namespace: str | None, name: str) -> storage.KeyValue:
         kv = await self.store.get(self._key(rt, namespace, name))
         if kv is None:
             raise errors.not_found(rt, name)
@@ -428,7 +418,7 @@ class ResourceStorage:
             try:
                 value = encode(obj)
                 rev = await self.store.create(self._key(rt, namespace, md["name"]), value)
-            except KeyExistsError:
+            except storage.KeyExistsError:
                 if generate and attempt < 4:
                     continue
                 raise errors.already_exists(rt, md["name"]) from None
@@ -468,6 +458,27 @@ class ResourceStorage:
             if f == "metadata.name" and op in ("=", "=="):
                 return str(value)
         return None
+
+    async def list_query(
+        self, rt: ResourceType, namespace: str | None, query: Mapping[str, str], *, shared: bool = False
+    ) -> dict[str, Any]:
+        """:meth:`list` with its options as a request's query parameters name them (``labelSelector``,
+        ``limit``, ``continue``, ``resourceVersion``...)."""
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise errors.bad_request(f"invalid limit {query.get('limit')!r}") from None
+        return await self.list(
+            rt,
+            namespace,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""),
+            limit=max(limit, 0),
+            continue_token=query.get("continue", ""),
+            resource_version=query.get("resourceVersion", ""),
+            resource_version_match=query.get("resourceVersionMatch", ""),
+            shared=shared,
+        )
 
     async def list(
         self,
@@ -551,7 +562,7 @@ class ResourceStorage:
                             break
                     if not res.more:
                         done = True
-        except CompactedError:
+        except storage.CompactedError:
             if continue_token:
                 raise errors.expired(
                     "The provided continue parameter is too old to display a consistent list result. You can start "
@@ -559,7 +570,7 @@ class ResourceStorage:
                     "retrieve the remainder of the results."
                 ) from None
             raise errors.expired(f"too old resource version: {revision}") from None
-        except FutureRevisionError:
+        except storage.FutureRevisionError:
             raise errors.timeout(
                 f"Too large resource version: {revision}, current: {await self.store.current_revision()}",
                 "ResourceVersionTooLarge",
@@ -585,7 +596,7 @@ class ResourceStorage:
 
     # ------------------------------------------------------------------ update
     def _merge_for_update(
-        self, rt: ResourceType, body: dict[str, Any], old: dict[str, Any], subresource: str | None, kv: KeyValue,
+        self, rt: ResourceType, body: dict[str, Any], old: dict[str, Any], subresource: str | None, kv: storage.KeyValue,
         old_shared: bool = False,
     ) -> dict[str, Any]:
         """The object to store: ``body`` (which the caller hands over) merged with ``old`` per subresource.
@@ -638,7 +649,7 @@ class ResourceStorage:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         precondition = md.get("resourceVersion") or ""
-        stored: tuple[KeyValue, dict[str, Any], bool] | None = None
+        stored: tuple[storage.KeyValue, dict[str, Any], bool] | None = None
         if subresource is None:
             found = await self.store.get(self._key(rt, namespace, name))
             if found is not None:
@@ -672,7 +683,7 @@ class ResourceStorage:
         rt: ResourceType,
         namespace: str | None,
         name: str,
-        kv: KeyValue,
+        kv: storage.KeyValue,
         old: dict[str, Any],
         new: dict[str, Any],
         ctx: RequestContext,
@@ -722,16 +733,16 @@ class ResourceStorage:
         if nm.get("deletionTimestamp") and not pending_finalizers(rt, new):
             try:
                 rev, last = await self.store.delete(kv.key, kv.mod_revision)
-            except (ConflictError, KeyNotFoundError):
+            except (storage.ConflictError, storage.KeyNotFoundError):
                 raise _Retry() from None
             nm["resourceVersion"] = str(rev)
             self._notify(rt, "DELETED", last.value, rev)
             return new
         try:
             rev = await self.store.update(kv.key, value, kv.mod_revision)
-        except ConflictError:
+        except storage.ConflictError:
             raise _Retry() from None
-        except KeyNotFoundError:
+        except storage.KeyNotFoundError:
             raise errors.not_found(rt, name) from None
         nm["resourceVersion"] = str(rev)
         self._notify(rt, "MODIFIED", value, rev)
@@ -827,7 +838,7 @@ class ResourceStorage:
                 continue
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
-    def _apply_patch(self, rt: ResourceType, old: dict[str, Any], kv: KeyValue, patch_type: str, patch: Any) -> Any:
+    def _apply_patch(self, rt: ResourceType, old: dict[str, Any], kv: storage.KeyValue, patch_type: str, patch: Any) -> Any:
         """The patched object, sharing nothing with ``old`` or ``patch``."""
         if patch_type == MERGE_PATCH:
             # into a fresh copy of the stored object: O(patch), not a copy of the whole object per level
@@ -899,7 +910,7 @@ class ResourceStorage:
                 value = encode(new)
                 try:
                     rev = await self.store.update(kv.key, value, kv.mod_revision)
-                except ConflictError:
+                except storage.ConflictError:
                     continue
                 nm["resourceVersion"] = str(rev)
                 self._notify(rt, "MODIFIED", value, rev)
@@ -908,7 +919,7 @@ class ResourceStorage:
                 return (obj if rt.return_deleted_object else self._success(rt, obj)), 200
             try:
                 rev, last = await self.store.delete(kv.key, kv.mod_revision)
-            except (ConflictError, KeyNotFoundError):
+            except (storage.ConflictError, storage.KeyNotFoundError):
                 continue
             deleted = decode(last.value, rev)
             self._notify(rt, "DELETED", last.value, rev)
@@ -975,7 +986,7 @@ class ResourceStorage:
                 raise errors.bad_request(f"invalid resourceVersion {rv!r}") from None
         try:
             watcher = await self.store.watch(prefix, start)
-        except CompactedError as e:
+        except storage.CompactedError as e:
             raise errors.expired(f"too old resource version: {start} ({e.compacted + 1})") from None
         return WatchStream(self.decoded, rt, watcher, initial, start, ls, fs, spec)
 
@@ -1029,11 +1040,11 @@ class WatchStream:
         while True:
             try:
                 ev = watcher.poll()
-            except WatchClosedError:
+            except storage.WatchClosedError:
                 self._ended = True
                 return "ERROR", errors.expired("watch closed by the server: the client fell too far behind; "
                                                "re-list and watch again").status()
-            except CompactedError as e:
+            except storage.CompactedError as e:
                 self._ended = True
                 return "ERROR", errors.expired(f"too old resource version: {self._start} "
                                                f"({e.compacted + 1})").status()
@@ -1045,7 +1056,7 @@ class WatchStream:
             if item is not None:
                 return item
 
-    def _event(self, ev: WatchEvent) -> tuple[str, dict[str, Any]] | None:
+    def _event(self, ev: storage.WatchEvent) -> tuple[str, dict[str, Any]] | None:
         obj = self._decoded.get(ev.value, ev.revision)
         if ev.type == "DELETE":
             return ("DELETED", obj) if not self._filtered or self._matches(obj) else None
@@ -1142,7 +1153,7 @@ class _Retry(Exception):
     pass
 
 
-def kv_finalizers(kv: KeyValue) -> list[str]:
+def kv_finalizers(kv: storage.KeyValue) -> list[str]:
     return list((orjson.loads(kv.value).get("metadata") or {}).get("finalizers") or [])
 
 

@@ -10,12 +10,13 @@ same answer again (no unknown fields, nothing to prune, defaults present, no err
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-from flotilla.kube.go_regexp import GoRegexp, GoRegexpError, compile_pattern, go_quote
-from flotilla.kube.validation import Cause
+from flotilla.kube.go_regexp import GoRegexp, GoRegexpError, compile_pattern
+from flotilla.kube.validation import Cause, go_quote
 
 _ALWAYS_KNOWN_TOP = ("apiVersion", "kind", "metadata")
 _SERVER_SET_TOP = ("apiVersion", "kind")  # the server sets these from the URL; metadata is type-checked
@@ -80,6 +81,23 @@ def _child_skip(skip: Skip | None, k: str) -> Any:
     return skip.get(k, _ABSENT)
 
 
+def _walked(obj: dict[str, Any], skip: Skip | None, ignored: tuple[str, ...] = ()) -> Iterator[tuple[str, Any, Any]]:
+    """``(key, value, skip of the value)`` of the members of ``obj`` to walk: all but the ``ignored`` keys and
+    those ``skip`` says are unchanged. (The compiled checks below walk inline: a generator would cost them a
+    good part of their time.)"""
+    if skip is None:
+        for k, v in obj.items():
+            if k not in ignored:
+                yield k, v, None
+        return
+    for k, v in obj.items():
+        if k in ignored:
+            continue
+        s = skip.get(k, _ABSENT)
+        if s is not None:
+            yield k, v, None if s is _ABSENT else s
+
+
 def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool = True,
                    skip: Skip | None = None) -> list[str]:
     """Paths of fields in ``obj`` the schema does not declare (``.spec.foo`` style, as Kubernetes prints)."""
@@ -89,13 +107,7 @@ def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "", *, top: boo
     if isinstance(obj, dict):
         props = _props(schema)
         addl = schema.get("additionalProperties")
-        for k, v in obj.items():
-            if top and k in _ALWAYS_KNOWN_TOP:
-                continue
-            s = _child_skip(skip, k)
-            if s is None:
-                continue
-            sub = None if s is _ABSENT else s
+        for k, v, sub in _walked(obj, skip, _ALWAYS_KNOWN_TOP if top else ()):
             if props is not None and k in props:
                 found.extend(unknown_fields(v, props[k], _join(path, k), top=False, skip=sub))
             elif isinstance(addl, dict):
@@ -119,17 +131,11 @@ def prune(obj: Any, schema: dict[str, Any], *, top: bool = True, skip: Skip | No
     if isinstance(obj, dict):
         props = _props(schema)
         addl = schema.get("additionalProperties")
-        for k in list(obj):
-            if top and k in _ALWAYS_KNOWN_TOP:
-                continue
-            s = _child_skip(skip, k)
-            if s is None:
-                continue
-            sub = None if s is _ABSENT else s
+        for k, v, sub in list(_walked(obj, skip, _ALWAYS_KNOWN_TOP if top else ())):
             if props is not None and k in props:
-                prune(obj[k], props[k], top=False, skip=sub)
+                prune(v, props[k], top=False, skip=sub)
             elif isinstance(addl, dict):
-                prune(obj[k], addl, top=False, skip=sub)
+                prune(v, addl, top=False, skip=sub)
             elif addl is True:
                 continue
             elif props is not None or schema.get("type") == "object":
@@ -229,13 +235,7 @@ def schema_errors(obj: Any, schema: dict[str, Any], path: str = "", *, top: bool
             if req not in obj or (obj[req] is None and not props.get(req, {}).get("nullable")):
                 causes.append(Cause(_join(path, req), "Required value", "FieldValueRequired"))
         addl = schema.get("additionalProperties")
-        for k, v in obj.items():
-            if top and k in _SERVER_SET_TOP:
-                continue
-            s = _child_skip(skip, k)
-            if s is None:
-                continue
-            sub = None if s is _ABSENT else s
+        for k, v, sub in _walked(obj, skip, _SERVER_SET_TOP if top else ()):
             if k in props:
                 causes.extend(schema_errors(v, props[k], _join(path, k), top=False, skip=sub))
             elif isinstance(addl, dict):
@@ -298,11 +298,9 @@ def apply_defaults(obj: Any, schema: dict[str, Any], *, top: bool = True, skip: 
                     apply_defaults(obj[k], sub, top=False, skip=None if s is _ABSENT else s)
         addl = schema.get("additionalProperties")
         if isinstance(addl, dict):
-            for k, v in obj.items():
+            for k, v, sub_skip in _walked(obj, skip):
                 if k not in props:
-                    s = _child_skip(skip, k)
-                    if s is not None:
-                        apply_defaults(v, addl, top=False, skip=None if s is _ABSENT else s)
+                    apply_defaults(v, addl, top=False, skip=sub_skip)
     else:
         items = schema.get("items")
         if isinstance(items, dict):

@@ -185,20 +185,10 @@ class ApiServer:
                 await self.handler.close()
             await self.runner.cleanup()
             self.runner = None
-        if self._compactor:
-            await self._compactor.stop()
-        if self._gc:
-            await self._gc.stop()
-            self._gc = None
-        if self._rics is not None:
-            await self._rics.stop()
-        if self._agent_tokens is not None:
-            await self._agent_tokens.stop()
-            self._agent_tokens = None
-        if self._crds:
-            await self._crds.stop()
-        if self._namespaces:
-            await self._namespaces.stop()
+        for part in (self._compactor, self._gc, self._rics, self._agent_tokens, self._crds, self._namespaces):
+            if part is not None:
+                await part.stop()
+        self._gc = self._agent_tokens = None
         if self.store is not None and self._owns_store:
             await self.store.close()
 

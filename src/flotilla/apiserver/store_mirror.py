@@ -5,7 +5,8 @@ ResourceInterpreterCustomizations an admission check compares against, the agent
 looks tokens up in). :class:`StoreMirror` lists them once, then follows this server's own writes (synchronously,
 through ``storage.after_write``, so a request sees a write that came just before it) and the store's watch (the
 writes of other API servers sharing the store), re-listing whenever the watch ends or fails. Subclasses say what to
-keep of each object (:meth:`remember`) and how to start over from a list (:meth:`reset`).
+keep of each object (:meth:`remember`) and how to start over from a list (:meth:`reset`); :class:`NameMirror` keeps
+one value per object name.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["StoreMirror"]
+from flotilla.kube.objects import meta_of
+
+__all__ = ["NameMirror", "StoreMirror"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,8 @@ class StoreMirror:
     ``what`` names the objects in log lines."""
 
     what = "objects"
+    #: seconds to wait before re-listing after the watch failed or ended
+    relist_pause = RELIST_PAUSE
 
     def __init__(self, namespace: str | None = None) -> None:
         self.namespace = namespace
@@ -78,7 +83,7 @@ class StoreMirror:
                 raise
             except Exception:
                 log.exception("watch of %s failed; re-listing", self.what)
-            await asyncio.sleep(RELIST_PAUSE)
+            await asyncio.sleep(self.relist_pause)
             try:
                 listed = await storage.list(self._rt, self.namespace)
             except Exception:
@@ -93,3 +98,33 @@ class StoreMirror:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+V = TypeVar("V")
+
+
+class NameMirror(StoreMirror, Generic[V]):
+    """A :class:`StoreMirror` keeping ``value_of(obj)`` for each object's name in ``by_name`` (updated in place:
+    the dict may be handed out)."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        super().__init__(namespace)
+        self.by_name: dict[str, V] = {}
+
+    def value_of(self, obj: Mapping[str, Any]) -> V:
+        """What to keep of an object."""
+        raise NotImplementedError
+
+    def remember(self, event: str, obj: Mapping[str, Any]) -> None:
+        name = meta_of(obj).get("name")
+        if not isinstance(name, str):
+            return
+        if event == "DELETED":
+            self.by_name.pop(name, None)
+        else:
+            self.by_name[name] = self.value_of(obj)
+
+    def reset(self, items: list[dict[str, Any]]) -> None:
+        self.by_name.clear()
+        for item in items:
+            self.remember("ADDED", item)

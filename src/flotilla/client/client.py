@@ -24,6 +24,11 @@ from flotilla.kube.resources import Resource
 __all__ = ["Client"]
 
 
+def _query(params: dict[str, str]) -> dict[str, str]:
+    """The query parameters that are set (an empty value is left out)."""
+    return {key: value for key, value in params.items() if value}
+
+
 def _name_of(obj: dict[str, Any]) -> tuple[str | None, str]:
     md = obj.get("metadata") or {}
     name = md.get("name")
@@ -114,14 +119,9 @@ class Client:
 
     @staticmethod
     def _write_query(field_manager: str, dry_run: bool, force: bool = False) -> dict[str, str]:
-        q: dict[str, str] = {}
-        if field_manager:
-            q["fieldManager"] = field_manager
-        if dry_run:
-            q["dryRun"] = "All"
-        if force:
-            q["force"] = "true"
-        return q
+        return _query(
+            {"fieldManager": field_manager, "dryRun": "All" if dry_run else "", "force": "true" if force else ""}
+        )
 
     async def get(self, res: Resource, name: str, namespace: str | None = None, *,
                   subresource: str | None = None) -> dict[str, Any]:
@@ -149,19 +149,14 @@ class Client:
         resource_version_match: str = "",
     ) -> dict[str, Any]:
         """One page of the collection (all namespaces when ``namespace`` is None): the List object."""
-        q: dict[str, str] = {}
-        if label_selector:
-            q["labelSelector"] = label_selector
-        if field_selector:
-            q["fieldSelector"] = field_selector
-        if limit:
-            q["limit"] = str(limit)
-        if continue_:
-            q["continue"] = continue_
-        if resource_version:
-            q["resourceVersion"] = resource_version
-        if resource_version_match:
-            q["resourceVersionMatch"] = resource_version_match
+        q = _query({
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": str(limit) if limit else "",
+            "continue": continue_,
+            "resourceVersion": resource_version,
+            "resourceVersionMatch": resource_version_match,
+        })
         return await self.transport.list(res, self._ns(res, namespace, required=False), q)
 
     async def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None, *,
@@ -235,11 +230,7 @@ class Client:
         field_selector: str = "",
         propagation_policy: str | None = None,
     ) -> dict[str, Any]:
-        q: dict[str, str] = {}
-        if label_selector:
-            q["labelSelector"] = label_selector
-        if field_selector:
-            q["fieldSelector"] = field_selector
+        q = _query({"labelSelector": label_selector, "fieldSelector": field_selector})
         options = self._delete_options(propagation_policy, None, None, False)
         return await self.transport.delete_collection(res, self._ns(res, namespace, required=False), options, q)
 
@@ -260,15 +251,11 @@ class Client:
         after N. ERROR events raise ApiException (``is_gone``: re-list). Ends when the server ends the watch.
         Use ``async with client.watch(...) as w`` (or ``aclose()``) to release the connection early.
         """
-        q: dict[str, str] = {}
-        if resource_version:
-            q["resourceVersion"] = resource_version
-        if label_selector:
-            q["labelSelector"] = label_selector
-        if field_selector:
-            q["fieldSelector"] = field_selector
-        if allow_bookmarks:
-            q["allowWatchBookmarks"] = "true"
-        if timeout_seconds is not None:
-            q["timeoutSeconds"] = str(max(1, int(timeout_seconds)))
+        q = _query({
+            "resourceVersion": resource_version,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "allowWatchBookmarks": "true" if allow_bookmarks else "",
+            "timeoutSeconds": str(max(1, int(timeout_seconds))) if timeout_seconds is not None else "",
+        })
         return self.transport.watch(res, self._ns(res, namespace, required=False), q)

@@ -68,27 +68,33 @@ class RESTMapper:
         finally:
             del self._inflight[gv]
 
+    async def _lookup(self, group: str, version: str, name: str, *, plural: bool) -> Resource | None:
+        """The group version's resource of kind (or, with ``plural``, of plural) ``name``; the group version is
+        fetched again once when it does not know the name (yet)."""
+        gv = f"{group}/{version}" if group else version
+        for attempt in range(2):
+            entry = self._gv.get(gv)
+            by_name = entry[1 if plural else 0] if entry is not None else {}
+            if name in by_name:
+                return by_name[name]
+            if attempt == 0:
+                await self._fetch(group, version)
+        return None
+
     async def resource_for(self, api_version: str, kind: str) -> Resource:
         """The collection serving ``kind`` in ``api_version`` (e.g. ``apps/v1``, ``Deployment``)."""
         group, version = _split(api_version)
-        gv = f"{group}/{version}" if group else version
-        for attempt in range(2):
-            entry = self._gv.get(gv)
-            if entry is not None and kind in entry[0]:
-                return entry[0][kind]
-            if attempt == 0:
-                await self._fetch(group, version)
-        raise ApiException(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
+        found = await self._lookup(group, version, kind, plural=False)
+        if found is None:
+            raise ApiException(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
+        return found
 
     async def resource(self, group: str, version: str, plural: str) -> Resource:
-        gv = f"{group}/{version}" if group else version
-        for attempt in range(2):
-            entry = self._gv.get(gv)
-            if entry is not None and plural in entry[1]:
-                return entry[1][plural]
-            if attempt == 0:
-                await self._fetch(group, version)
-        raise ApiException(404, "NotFound", f'the server does not serve resource "{plural}" in "{gv}"')
+        found = await self._lookup(group, version, plural, plural=True)
+        if found is None:
+            gv = f"{group}/{version}" if group else version
+            raise ApiException(404, "NotFound", f'the server does not serve resource "{plural}" in "{gv}"')
+        return found
 
     async def preferred_version(self, group: str) -> str:
         """The server's preferred version of ``group`` ("" is the core group)."""

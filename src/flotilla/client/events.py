@@ -55,10 +55,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, ConnectionFailed, is_already_exists, is_not_found
 from flotilla.kube.resources import EVENTS, Resource
+from flotilla.kube.timestamps import format_time
 from flotilla.observability.metrics import (
     DROP_CLOSED,
     DROP_INVALID,
@@ -184,7 +186,7 @@ def _rank(type: str, priority: bool, new_event: bool) -> int:
 
 
 def _timestamp(wall: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+    return format_time(datetime.fromtimestamp(wall, UTC))
 
 
 def _truncate(message: str) -> str:

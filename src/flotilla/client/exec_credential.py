@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flotilla.kube.timestamps import parse_time
+
 __all__ = [
     "EXEC_API_VERSIONS",
     "ClusterInfo",
@@ -181,11 +183,10 @@ class ExecResult:
 
 
 def _parse_time(value: str, where: str) -> dt.datetime:
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ExecConfigError(f"{where}: status.expirationTimestamp {value!r} is not an RFC 3339 time") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+    parsed = parse_time(value)
+    if parsed is None:
+        raise ExecConfigError(f"{where}: status.expirationTimestamp {value!r} is not an RFC 3339 time")
+    return parsed
 
 
 def parse_exec_credential(output: bytes, api_version: str, where: str = "exec plugin") -> ExecResult:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flotilla.client.callbacks import run_callback
 from flotilla.client.client import Client
 from flotilla.client.errors import ApiException, ConnectionFailed, is_gone
 from flotilla.client.transport import WatchEvent
@@ -194,16 +195,7 @@ class HandlerRegistration:
 
 
 async def _call(fn: Callable[..., Any] | None, *args: Obj) -> None:
-    if fn is None:
-        return
-    try:
-        result = fn(*args)
-        if inspect.isawaitable(result):
-            await result
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("informer event handler %r failed", fn)
+    await run_callback(fn, *args, logger=log, what="informer event handler")
 
 
 async def _deliver(reg: HandlerRegistration, kind: str, args: tuple[Obj, ...]) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
 import random
@@ -28,12 +27,14 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from flotilla.client.callbacks import run_callback
 from flotilla.client.errors import ApiException, is_already_exists, is_conflict, is_not_found
 from flotilla.kube.resources import LEASES, Resource
+from flotilla.kube.timestamps import format_micro_time
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LeaderElector", "LeaseClient", "format_micro_time", "parse_micro_time"]
+__all__ = ["LeaderElector", "LeaseClient"]
 
 
 class LeaseClient(Protocol):
@@ -46,15 +47,6 @@ class LeaseClient(Protocol):
     ) -> dict[str, Any]: ...
 
     async def update(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]: ...
-
-
-def format_micro_time(dt: datetime) -> str:
-    """A metav1.MicroTime: RFC 3339 in UTC with microseconds, e.g. ``2026-11-30T12:00:00.123456Z``."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_micro_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def _now_micro() -> str:
@@ -331,11 +323,4 @@ class LeaderElector:
         return period + random.random() * self.jitter * period if self.jitter else period
 
     async def _call(self, fn: Callback | None, *args: Any) -> None:
-        if fn is None:
-            return
-        try:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("%s: leader election callback %r failed", self.identity, fn)
+        await run_callback(fn, *args, logger=log, what=f"{self.identity}: leader election callback")

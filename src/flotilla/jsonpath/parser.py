@@ -27,23 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from flotilla.jsonpath import nodes
 from flotilla.jsonpath.errors import JSONPathSyntaxError
 from flotilla.jsonpath.formatting import is_int64
-from flotilla.jsonpath.nodes import (
-    Chain,
-    Expression,
-    Field,
-    Filter,
-    Literal,
-    Node,
-    Range,
-    Recursive,
-    Slice,
-    Step,
-    Text,
-    Union,
-    Wildcard,
-)
 
 FILTER_OPERATORS: Final = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
@@ -63,40 +49,40 @@ class _Keyword:
     position: int
 
 
-_Element = Step | _Keyword
+_Element = nodes.Step | _Keyword
 
 
-def parse_nodes(template: str) -> tuple[Node, ...]:
+def parse_nodes(template: str) -> tuple[nodes.Node, ...]:
     """Parse a whole template into its nodes; raises :class:`JSONPathSyntaxError`."""
-    flat: list[Text | tuple[list[_Element], int]] = []
+    flat: list[nodes.Text | tuple[list[_Element], int]] = []
     pos = 0
     while pos < len(template):
         open_brace = template.find("{", pos)
         if open_brace < 0:
-            flat.append(Text(template[pos:]))
+            flat.append(nodes.Text(template[pos:]))
             break
         if open_brace > pos:
-            flat.append(Text(template[pos:open_brace]))
+            flat.append(nodes.Text(template[pos:open_brace]))
         action = _ActionParser(template, template, base=0, start=open_brace + 1, action_open=open_brace)
         flat.append((action.parse(), open_brace))
         pos = action.pos
     return _nest_ranges(template, flat)
 
 
-def _nest_ranges(template: str, flat: list[Text | tuple[list[_Element], int]]) -> tuple[Node, ...]:
+def _nest_ranges(template: str, flat: list[nodes.Text | tuple[list[_Element], int]]) -> tuple[nodes.Node, ...]:
     # Each open {range}: its chain, position and the body collected so far.
-    stack: list[tuple[Chain, int, list[Node]]] = []
-    top: list[Node] = []
+    stack: list[tuple[nodes.Chain, int, list[nodes.Node]]] = []
+    top: list[nodes.Node] = []
     for item in flat:
         body = stack[-1][2] if stack else top
-        if isinstance(item, Text):
+        if isinstance(item, nodes.Text):
             body.append(item)
             continue
         elements, position = item
         keywords = [e for e in elements if isinstance(e, _Keyword)]
         steps = tuple(e for e in elements if not isinstance(e, _Keyword))
         if not keywords:
-            body.append(Expression(steps, position))
+            body.append(nodes.Expression(steps, position))
         elif any(k.name == "end" for k in keywords):
             end = next(k for k in keywords if k.name == "end")
             if len(elements) != 1:
@@ -106,7 +92,7 @@ def _nest_ranges(template: str, flat: list[Text | tuple[list[_Element], int]]) -
             if not stack:
                 raise JSONPathSyntaxError("{end} without a matching {range}", position, template)
             chain, range_position, range_body = stack.pop()
-            closed = Range(chain, tuple(range_body), range_position)
+            closed = nodes.Range(chain, tuple(range_body), range_position)
             (stack[-1][2] if stack else top).append(closed)
         elif len(keywords) > 1:
             raise JSONPathSyntaxError("more than one 'range' in one action", keywords[1].position, template)
@@ -117,7 +103,7 @@ def _nest_ranges(template: str, flat: list[Text | tuple[list[_Element], int]]) -
     return tuple(top)
 
 
-def parse_chain(source: str, template: str, base: int) -> Chain:
+def parse_chain(source: str, template: str, base: int) -> nodes.Chain:
     """Parse the inside of an action that has no braces (a filter side, a union branch ...).
 
     ``base`` is the offset in ``template`` of ``source[0]`` (for error positions).
@@ -152,7 +138,7 @@ class _ActionParser:
         position = min(max(self.base + index, 0), len(self.template))
         return JSONPathSyntaxError(message, position, self.template)
 
-    def _sub_chain(self, source: str, base_index: int) -> Chain:
+    def _sub_chain(self, source: str, base_index: int) -> nodes.Chain:
         return parse_chain(source, self.template, self.base + base_index)
 
     # -- the action loop ---------------------------------------------------------------------------
@@ -177,10 +163,10 @@ class _ActionParser:
                 out.append(self._filter())
                 continue
             if rest("..", self.pos):
-                if out and isinstance(out[-1], Recursive):
+                if out and isinstance(out[-1], nodes.Recursive):
                     raise self._error("invalid multiple recursive descent", self.pos)
                 self.pos += 2
-                out.append(Recursive())
+                out.append(nodes.Recursive())
                 if self.pos < len(src) and _is_alphanumeric(src[self.pos]):
                     out.append(self._field())
                 continue
@@ -203,7 +189,7 @@ class _ActionParser:
 
     # -- tokens ------------------------------------------------------------------------------------
 
-    def _field(self) -> Field | Wildcard:
+    def _field(self) -> nodes.Field | nodes.Wildcard:
         src = self.src
         start = self.pos
         while self.pos < len(src):
@@ -216,10 +202,10 @@ class _ActionParser:
                 self.pos += 1
         raw = src[start : self.pos]
         if raw == "*":
-            return Wildcard()
-        return Field(raw.replace("\\", ""))
+            return nodes.Wildcard()
+        return nodes.Field(raw.replace("\\", ""))
 
-    def _number(self) -> Literal:
+    def _number(self) -> nodes.Literal:
         src = self.src
         start = self.pos
         if src[self.pos] in "+-":
@@ -228,19 +214,19 @@ class _ActionParser:
             self.pos += 1
         text = src[start : self.pos]
         if _INT.fullmatch(text) and is_int64(int(text)):
-            return Literal(int(text))
+            return nodes.Literal(int(text))
         if _FLOAT.fullmatch(text):
-            return Literal(float(text))
+            return nodes.Literal(float(text))
         raise self._error(f"cannot parse number {text}", start)
 
-    def _identifier(self, *, first_in_action: bool) -> Literal | _Keyword:
+    def _identifier(self, *, first_in_action: bool) -> nodes.Literal | _Keyword:
         src = self.src
         start = self.pos
         while self.pos < len(src) and src[self.pos] not in _TERMINATORS:
             self.pos += 1
         word = src[start : self.pos]
         if word in ("true", "false"):
-            return Literal(word == "true")
+            return nodes.Literal(word == "true")
         if word in ("range", "end"):
             return _Keyword(word, min(max(self.base + start, 0), len(self.template)))
         hint = (
@@ -248,7 +234,7 @@ class _ActionParser:
         )
         raise self._error(f"unrecognized identifier {word}{hint}", start)
 
-    def _quoted(self) -> Literal:
+    def _quoted(self) -> nodes.Literal:
         src = self.src
         start = self.pos
         quote = src[start]
@@ -264,9 +250,9 @@ class _ActionParser:
         value = _unquote(raw)
         if value is None:
             raise self._error(f"unquote string {raw} error invalid syntax", start)
-        return Literal(value)
+        return nodes.Literal(value)
 
-    def _array(self) -> list[Step]:
+    def _array(self) -> list[nodes.Step]:
         src = self.src
         start = self.pos
         close = start + 1
@@ -281,14 +267,14 @@ class _ActionParser:
             text = ":"
 
         if "," in text:
-            branches: list[Chain] = []
+            branches: list[nodes.Chain] = []
             offset = content_start
             for part in text.split(","):
                 stripped = part.strip(" ")
                 stripped_at = offset + (len(part) - len(part.lstrip(" ")))
                 branches.append(self._sub_chain(f"[{stripped}]", stripped_at - 1))
                 offset += len(part) + 1
-            return [Union(tuple(branches))]
+            return [nodes.Union(tuple(branches))]
 
         key = _DICT_KEY.fullmatch(text)
         if key is not None:
@@ -300,7 +286,7 @@ class _ActionParser:
             raise self._error(f"invalid array index {text}", start)
         return [self._slice(match, start)]
 
-    def _slice(self, match: re.Match[str], start: int) -> Slice:
+    def _slice(self, match: re.Match[str], start: int) -> nodes.Slice:
         groups = [match.group(1) or "", match.group(2) or "", match.group(3) or ""]
         values: list[int | None] = [None, None, None]
         derived = False
@@ -316,9 +302,9 @@ class _ActionParser:
             elif i == 1:
                 values[1] = (values[0] or 0) + 1
                 derived = True
-        return Slice(values[0], values[1], values[2], derived)
+        return nodes.Slice(values[0], values[1], values[2], derived)
 
-    def _filter(self) -> Filter:
+    def _filter(self) -> nodes.Filter:
         src = self.src
         start = self.pos
         self.pos += 3
@@ -344,7 +330,7 @@ class _ActionParser:
         text = src[content_start : self.pos - 2]
         comparison = _FILTER_COMPARISON.fullmatch(text)
         if comparison is None:
-            return Filter(self._sub_chain(text, content_start), "exists", ())
+            return nodes.Filter(self._sub_chain(text, content_start), "exists", ())
         left_text, op, right_text = comparison.groups()
         left = self._sub_chain(left_text, content_start)
         right_at = content_start + len(left_text) + len(op)
@@ -354,7 +340,7 @@ class _ActionParser:
                 f"unrecognized filter operator {op} (use one of == != < <= > >=)",
                 content_start + len(left_text),
             )
-        return Filter(left, op, right)
+        return nodes.Filter(left, op, right)
 
 
 def _is_alphanumeric(ch: str) -> bool:

@@ -1,6 +1,11 @@
 """apimachinery's content validators (names, DNS labels and subdomains, label keys and values) with its exact
-error messages, as Karmada's admission reports them (``must not contain dots``, ``regex used for validation is
-'...'``)."""
+error messages (``must not contain dots``, ``regex used for validation is '...'``).
+
+Every validator takes ``legacy``: the wording of earlier apimachinery releases, which Flotilla's API server
+reproduces for object metadata and label selectors (lengths said in characters, and a DNS label holding dots
+given the general label message), while Karmada's admission reports the current wording (lengths in bytes, ``must
+not contain dots``). Lengths are counted in bytes either way, as Go's ``len`` counts them.
+"""
 
 from __future__ import annotations
 
@@ -42,36 +47,38 @@ def regex_error(msg: str, regex: str, *examples: str) -> str:
     return text + f"regex used for validation is '{regex}')"
 
 
-def max_len_error(length: int) -> str:
-    return f"must be no more than {length} bytes"
+def max_len_error(length: int, *, legacy: bool = False) -> str:
+    return f"must be no more than {length} {'characters' if legacy else 'bytes'}"
 
 
-def _byte_len(text: str) -> int:
+def byte_len(text: str) -> int:
+    """The length of ``text`` as Go's ``len`` counts it: bytes of its UTF-8 encoding."""
     return len(text.encode())
 
 
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > 253:
-        errs.append(max_len_error(253))
+def _too_long(value: str, length: int, legacy: bool) -> list[str]:
+    return [max_len_error(length, legacy=legacy)] if byte_len(value) > length else []
+
+
+def dns1123_subdomain_errors(value: str, *, legacy: bool = False) -> list[str]:
+    errs = _too_long(value, 253, legacy)
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
 
 
-def dns1123_label_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-            errs.append("must not contain dots")
-        else:
-            errs.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+def dns1123_label_errors(value: str, *, legacy: bool = False) -> list[str]:
+    errs = _too_long(value, 63, legacy)
+    if _DNS1123_LABEL_RE.fullmatch(value):
+        return errs
+    if not legacy and _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        errs.append("must not contain dots")
+    else:
+        errs.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errs
 
 
-def label_key_errors(value: str) -> list[str]:
+def label_key_errors(value: str, *, legacy: bool = False) -> list[str]:
     """``content.IsLabelKey`` (= ``IsQualifiedName``): optional DNS-subdomain prefix and ``/``, then a name."""
     errs: list[str] = []
     parts = value.split("/")
@@ -82,7 +89,7 @@ def label_key_errors(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs.extend("prefix part " + m for m in dns1123_subdomain_errors(prefix))
+            errs.extend("prefix part " + m for m in dns1123_subdomain_errors(prefix, legacy=legacy))
     else:
         return [
             "a valid label key "
@@ -91,17 +98,14 @@ def label_key_errors(value: str) -> list[str]:
         ]
     if not name:
         errs.append("name part must be non-empty")
-    elif _byte_len(name) > 63:
-        errs.append("name part " + max_len_error(63))
+    errs.extend("name part " + m for m in _too_long(name, 63, legacy))
     if not _LABEL_KEY_RE.fullmatch(name):
         errs.append("name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
 
-def label_value_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > 63:
-        errs.append(max_len_error(63))
+def label_value_errors(value: str, *, legacy: bool = False) -> list[str]:
+    errs = _too_long(value, 63, legacy)
     if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs

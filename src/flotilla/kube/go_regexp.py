@@ -336,22 +336,3 @@ def pattern_error(pattern: str) -> str | None:
     got = _compiled(pattern)
     return str(got) if isinstance(got, GoRegexpError) else None
 
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-               '"': '\\"', "\\": "\\\\"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``strconv.Quote`` (``%q``), as ``field.Invalid`` prints a string value."""
-    out = ['"']
-    for ch in text:
-        esc = _GO_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch == " " or (ch.isprintable() and ch != "\x7f"):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["annotations_of", "as_list", "as_map", "as_str", "labels_of", "meta_of", "spec_of", "status_of"]
+__all__ = [
+    "annotations_of", "as_int", "as_list", "as_map", "as_str", "labels_of", "meta_of", "spec_of", "status_of",
+]
+
 
 def as_map(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one."""
@@ -25,6 +28,17 @@ def as_list(value: Any) -> list[Any]:
 def as_str(value: Any) -> str:
     """``value`` when it is a string, else ``""``."""
     return value if isinstance(value, str) else ""
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` when it is a JSON integer (``2.0`` counts as 2; a bool does not), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def meta_of(obj: Any) -> Mapping[str, Any]:

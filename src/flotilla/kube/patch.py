@@ -256,41 +256,41 @@ def _container(doc: Any, tokens: Sequence[str], where: str) -> Any:
     return parent
 
 
-def _jp_add(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
-    if not tokens:
-        return value
+def _slot(doc: Any, tokens: list[str], where: str, *, insert: bool) -> tuple[Any, Any]:
+    """The container of the pointer's target and the target's key or index in it. A key must exist unless
+    ``insert``; an index may then be the list's length (or ``-``)."""
     parent = _container(doc, tokens, where)
     last = tokens[-1]
     if isinstance(parent, dict):
-        parent[last] = value
+        if not insert and last not in parent:
+            raise PatchError(f"{where}: path does not exist")
+        return parent, last
+    return parent, _array_index(last, len(parent), for_insert=insert, where=where)
+
+
+def _jp_add(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
+    if not tokens:
+        return value
+    parent, slot = _slot(doc, tokens, where, insert=True)
+    if isinstance(parent, dict):
+        parent[slot] = value
     else:
-        parent.insert(_array_index(last, len(parent), for_insert=True, where=where), value)
+        parent.insert(slot, value)
     return doc
 
 
 def _jp_remove(doc: Any, tokens: list[str], where: str) -> tuple[Any, Any]:
     if not tokens:
         raise PatchError(f"{where}: cannot remove the whole document")
-    parent = _container(doc, tokens, where)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"{where}: path does not exist")
-        return doc, parent.pop(last)
-    return doc, parent.pop(_array_index(last, len(parent), for_insert=False, where=where))
+    parent, slot = _slot(doc, tokens, where, insert=False)
+    return doc, parent.pop(slot)
 
 
 def _jp_replace(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
     if not tokens:
         return value
-    parent = _container(doc, tokens, where)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"{where}: path does not exist")
-        parent[last] = value
-    else:
-        parent[_array_index(last, len(parent), for_insert=False, where=where)] = value
+    parent, slot = _slot(doc, tokens, where, insert=False)
+    parent[slot] = value
     return doc
 
 
@@ -727,18 +727,22 @@ class _SMP:
             return self.merge_list([], value, self.lookup(path), path)
         return value
 
+    def _fresh_items(self, items: list[Any], path: tuple[str, ...]) -> list[Any]:
+        """``items`` as a whole new list: each item made :meth:`fresh`, those that come out deleted left out."""
+        out = []
+        for item in items:
+            new = self.fresh(item, path)
+            if new is not _DELETED:
+                out.append(new)
+        return out
+
     # -- lists -----------------------------------------------------------------------------
 
     def merge_list(
         self, live: list[Any], patch: list[Any], meta: PatchMeta, path: tuple[str, ...]
     ) -> list[Any]:
         if meta.strategy != "merge":
-            out = []
-            for item in patch:
-                new = self.fresh(item, path)
-                if new is not _DELETED:
-                    out.append(new)
-            return out
+            return self._fresh_items(patch, path)
         if meta.merge_key is None:
             return self._merge_scalars(live, patch, path)
         return self._merge_keyed(live, patch, meta.merge_key, path)
@@ -787,12 +791,7 @@ class _SMP:
                 raise PatchError(f"{_where(path)}: unknown patch directive {_describe(directive)}")
         survivors = [ident(x) for x in items]  # the live order after deletions
         if replace:
-            out = []
-            for item in plain:
-                new = self.fresh(item, path)
-                if new is not _DELETED:
-                    out.append(new)
-            return out
+            return self._fresh_items(plain, path)
         for item in plain:
             wanted = _ident(item[key])
             index = next((i for i, x in enumerate(items) if ident(x) == wanted), None)

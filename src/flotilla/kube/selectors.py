@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from flotilla.kube import content
+
 __all__ = [
     "FieldSelector",
     "LabelSelector",
@@ -52,70 +54,23 @@ class SelectorError(ValueError):
 # Validation of label keys and values (k8s.io/apimachinery/pkg/util/validation semantics)
 # ---------------------------------------------------------------------------------------------
 
-_NAME_MAX = 63
-_PREFIX_MAX = 253
-_QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_LABEL_VALUE_RE = re.compile(r"(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
-_NAME_RULE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character"
-)
-
-
-def _key_problems(key: str) -> list[str]:
-    problems: list[str] = []
-    parts = key.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > _PREFIX_MAX:
-                problems.append(f"prefix part must be no more than {_PREFIX_MAX} characters")
-            if not all(_DNS1123_LABEL_RE.fullmatch(label) for label in prefix.split(".")):
-                problems.append(
-                    "prefix part must be a lowercase RFC 1123 subdomain: lowercase alphanumeric "
-                    "characters, '-' or '.', starting and ending with an alphanumeric character"
-                )
-    else:
-        return [
-            "a qualified name must consist of an optional DNS subdomain prefix and a name, "
-            "separated by a single '/'"
-        ]
-    if not name:
-        problems.append("name part must be non-empty")
-    else:
-        if len(name) > _NAME_MAX:
-            problems.append(f"name part must be no more than {_NAME_MAX} characters")
-        if not _QUALIFIED_NAME_RE.fullmatch(name):
-            problems.append(f"name part {_NAME_RULE}")
-    return problems
+def _check_label_text(what: str, text: Any, errors: Callable[..., list[str]]) -> None:
+    if not isinstance(text, str):
+        raise SelectorError(f"invalid {what} {text!r}: must be a string")
+    problems = errors(text, legacy=True)
+    if problems:
+        raise SelectorError(f"invalid {what} {text!r}: {'; '.join(problems)}")
 
 
 def validate_label_key(key: str) -> None:
     """Raise :class:`SelectorError` unless ``key`` is a valid label key (qualified name)."""
-    if not isinstance(key, str):
-        raise SelectorError(f"invalid label key {key!r}: must be a string")
-    problems = _key_problems(key)
-    if problems:
-        raise SelectorError(f"invalid label key {key!r}: {'; '.join(problems)}")
+    _check_label_text("label key", key, content.label_key_errors)
 
 
 def validate_label_value(value: str) -> None:
     """Raise :class:`SelectorError` unless ``value`` is a valid label value (may be empty)."""
-    if not isinstance(value, str):
-        raise SelectorError(f"invalid label value {value!r}: must be a string")
-    problems = []
-    if len(value) > _NAME_MAX:
-        problems.append(f"must be no more than {_NAME_MAX} characters")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        problems.append(f"a valid label value must be an empty string or {_NAME_RULE}")
-    if problems:
-        raise SelectorError(f"invalid label value {value!r}: {'; '.join(problems)}")
+    _check_label_text("label value", value, content.label_value_errors)
 
 
 # ---------------------------------------------------------------------------------------------

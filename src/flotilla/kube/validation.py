@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from flotilla.kube import content
 
 
 @dataclass
@@ -20,77 +22,29 @@ class Cause:
         return {"reason": self.reason, "message": self.message, "field": self.field}
 
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
 # Kinds whose names must be DNS-1123 labels rather than subdomains.
 LABEL_NAMED_KINDS = frozenset({("", "Namespace"), ("", "Service")})
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 
 
+# The object-metadata rules, in the wording kube-apiserver uses (see :mod:`flotilla.kube.content`).
+
+
 def dns1123_label_errors(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errs.append(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-            "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return errs
+    return content.dns1123_label_errors(value, legacy=True)
 
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errs.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-            "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
-            "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
-    return errs
+    return content.dns1123_subdomain_errors(value, legacy=True)
 
 
 def qualified_name_errors(key: str) -> list[str]:
     """Label/annotation key rules: optional DNS subdomain prefix '/', then a name of <= 63 chars."""
-    errs: list[str] = []
-    prefix, sep, name = key.rpartition("/")
-    if sep:
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + e for e in dns1123_subdomain_errors(prefix))
-    else:
-        name = key
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    elif not _QUALIFIED_NAME.match(name):
-        errs.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-            "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
-            "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-        )
-    return errs
+    return content.label_key_errors(key, legacy=True)
 
 
 def label_value_errors(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE.match(value):
-        errs.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
-            "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-        )
-    return errs
+    return content.label_value_errors(value, legacy=True)
 
 
 def name_errors(group: str, kind: str, name: str) -> list[str]:
@@ -118,6 +72,33 @@ def _name_ok(group: str, kind: str, name: str) -> bool:
     return not name_errors(group, kind, name)
 
 
+def _label_value_causes(value: str) -> list[Cause]:
+    if type(value) is str and _label_value_ok(value):
+        return []
+    return [Cause("metadata.labels", f'Invalid value: "{value}": {err}') for err in label_value_errors(value)]
+
+
+def _string_map_causes(
+    meta: dict[str, Any], key: str, noun: str, value_causes: Callable[[str], list[Cause]] = lambda _: []
+) -> list[Cause]:
+    """The causes of ``metadata.<key>`` (labels or annotations): a map from qualified names to strings."""
+    field = f"metadata.{key}"
+    entries = meta.get(key)
+    if entries is None:
+        return []
+    if not isinstance(entries, dict):
+        return [Cause(field, f"Invalid value: {key} must be a map of strings", "FieldValueTypeInvalid")]
+    causes: list[Cause] = []
+    for k, v in entries.items():
+        if type(k) is not str or not _qualified_name_ok(k):
+            causes.extend(Cause(field, f'Invalid value: "{k}": {err}') for err in qualified_name_errors(k))
+        if isinstance(v, str):
+            causes.extend(value_causes(v))
+        else:
+            causes.append(Cause(f"{field}[{k}]", f"Invalid value: {noun} values must be strings", "FieldValueTypeInvalid"))
+    return causes
+
+
 def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced: bool) -> list[Cause]:
     """Checks every object must pass: the shape of metadata, its name, labels and annotations."""
     causes: list[Cause] = []
@@ -130,47 +111,15 @@ def validate_metadata(group: str, kind: str, obj: dict[str, Any], *, namespaced:
     elif type(name) is not str or not _name_ok(group, kind, name):
         for err in name_errors(group, kind, name):
             causes.append(Cause("metadata.name", f'Invalid value: "{name}": {err}'))
-    labels = meta.get("labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            causes.append(Cause("metadata.labels", "Invalid value: labels must be a map of strings", "FieldValueTypeInvalid"))
-        else:
-            for k, v in labels.items():
-                if type(k) is not str or not _qualified_name_ok(k):
-                    for err in qualified_name_errors(k):
-                        causes.append(Cause("metadata.labels", f'Invalid value: "{k}": {err}'))
-                if not isinstance(v, str):
-                    causes.append(
-                        Cause(f"metadata.labels[{k}]", "Invalid value: label values must be strings", "FieldValueTypeInvalid")
-                    )
-                    continue
-                if type(v) is str and _label_value_ok(v):
-                    continue
-                for err in label_value_errors(v):
-                    causes.append(Cause("metadata.labels", f'Invalid value: "{v}": {err}'))
+    causes.extend(_string_map_causes(meta, "labels", "label", _label_value_causes))
+    causes.extend(_string_map_causes(meta, "annotations", "annotation"))
     annotations = meta.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, dict):
+    if isinstance(annotations, dict):
+        total = sum(len(k) + len(v) for k, v in annotations.items() if isinstance(v, str))
+        if total > MAX_ANNOTATIONS_BYTES:
             causes.append(
-                Cause("metadata.annotations", "Invalid value: annotations must be a map of strings", "FieldValueTypeInvalid")
+                Cause("metadata.annotations", f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes", "FieldValueTooLong")
             )
-        else:
-            total = 0
-            for k, v in annotations.items():
-                if type(k) is not str or not _qualified_name_ok(k):
-                    for err in qualified_name_errors(k):
-                        causes.append(Cause("metadata.annotations", f'Invalid value: "{k}": {err}'))
-                if not isinstance(v, str):
-                    causes.append(
-                        Cause(f"metadata.annotations[{k}]", "Invalid value: annotation values must be strings",
-                              "FieldValueTypeInvalid")
-                    )
-                    continue
-                total += len(k) + len(v)
-            if total > MAX_ANNOTATIONS_BYTES:
-                causes.append(
-                    Cause("metadata.annotations", f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes", "FieldValueTooLong")
-                )
     finalizers = meta.get("finalizers")
     if finalizers is not None:
         if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):

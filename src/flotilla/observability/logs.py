@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flotilla.kube.timestamps import format_time
+
 __all__ = [
     "LOG_FORMATS",
     "LOG_FORMAT_ENV",
@@ -51,7 +53,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created, UTC)
         entry: dict[str, Any] = {
-            "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z",
+            "time": format_time(stamp, 3),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

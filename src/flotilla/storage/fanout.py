@@ -19,7 +19,50 @@ from flotilla.storage.base import WatchClosedError, Watcher, WatchEvent
 DEFAULT_MAX_BACKLOG = 100_000
 
 
-class QueueWatcher(Watcher):
+class _EventQueue(Watcher):
+    """What both watchers below give their one consumer: the queued events, ``poll``, ``finished`` and
+    ``wakeup``. A subclass sets ``_ended`` once no more events will be queued, and raises in
+    :meth:`_raise_failure` what the consumer gets after the last event of a watch that ended with an error."""
+
+    def __init__(self) -> None:
+        self._events: deque[WatchEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+
+    def _raise_failure(self) -> None:
+        """Raise the error the watch ended with; nothing when it ended without one."""
+        raise NotImplementedError
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def poll(self) -> WatchEvent | None:
+        """The next queued event, or None when there is none now (then ``finished`` tells whether one may come).
+        Once the events are consumed, a watch that ended with an error raises it."""
+        if self._events:
+            return self._events.popleft()
+        if self._ended:
+            self._raise_failure()
+        return None
+
+    @property
+    def finished(self) -> bool:
+        """Ended, and nothing left to poll: no event will come any more."""
+        return self._ended and not self._events
+
+    def wakeup(self) -> asyncio.Future[None]:
+        """A future done once ``poll`` has something (or the watch ended). Cancelling it loses nothing."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if self._events or self._ended:
+                waiter.set_result(None)
+        return waiter
+
+
+class QueueWatcher(_EventQueue):
     """A watch on one key prefix, backed by an unbounded-but-policed in-memory queue.
 
     Events at or below the last revision queued are dropped, so feeding the same event twice
@@ -33,14 +76,12 @@ class QueueWatcher(Watcher):
         self._seen = after_revision  # the newest revision fed to this watcher, matching or not
         self._hub = hub
         self._max_backlog = max_backlog
-        self._events: deque[WatchEvent] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._closed = False
         self._error: str | None = None
+        super().__init__()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._ended
 
     @property
     def backlog(self) -> int:
@@ -49,7 +90,7 @@ class QueueWatcher(Watcher):
 
     def feed(self, events: Iterable[WatchEvent]) -> None:
         """Queue the events of ``events`` (in revision order) that match this watch."""
-        if self._closed:
+        if self._ended:
             return
         prefix = self.prefix
         last = self.last_revision
@@ -72,18 +113,17 @@ class QueueWatcher(Watcher):
 
     def end(self, error: str | None = None) -> None:
         """Stop the watch; pending events are dropped. With ``error`` the iterator raises WatchClosedError."""
-        if self._closed:
+        if self._ended:
             return
-        self._closed = True
+        self._ended = True
         self._error = error
         self._events.clear()
         self._hub.discard(self)
         self._wake()
 
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            raise WatchClosedError(self._error)
 
     def __aiter__(self) -> AsyncIterator[WatchEvent]:
         return self
@@ -92,42 +132,14 @@ class QueueWatcher(Watcher):
         while True:
             if self._events:
                 return self._events.popleft()
-            if self._closed:
-                if self._error is not None:
-                    raise WatchClosedError(self._error)
+            if self._ended:
+                self._raise_failure()
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
-
-    # -- polling (one consumer; no task per event) ------------------------------------------------
-
-    def poll(self) -> WatchEvent | None:
-        """The next queued event, or None when there is none now (then ``finished`` tells whether one may come).
-
-        Raises :class:`WatchClosedError` once the watch was ended with an error and its events are consumed.
-        """
-        if self._events:
-            return self._events.popleft()
-        if self._closed and self._error is not None:
-            raise WatchClosedError(self._error)
-        return None
-
-    @property
-    def finished(self) -> bool:
-        """Ended, and nothing left to poll: no event will come any more."""
-        return self._closed and not self._events
-
-    def wakeup(self) -> asyncio.Future[None]:
-        """A future done once ``poll`` has something (or the watch ended). Cancelling it loses nothing."""
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            if self._events or self._closed:
-                waiter.set_result(None)
-        return waiter
 
     async def close(self) -> None:
         self.end()
@@ -137,7 +149,7 @@ class QueueWatcher(Watcher):
         self.end()
 
     def progress_revision(self) -> int | None:
-        if self._events or self._closed:
+        if self._events or self._ended:
             return None
         # every event the store published so far was offered to the watchers it concerns
         return max(self._seen, self._hub.revision)
@@ -214,15 +226,13 @@ class WatchHub:
             watcher.end()
 
 
-class PolledWatcher(Watcher):
+class PolledWatcher(_EventQueue):
     """``poll``/``wakeup``/``finished`` for any watcher (e.g. etcd's): one task moves its events into a deque."""
 
     def __init__(self, watcher: Watcher) -> None:
+        super().__init__()
         self._watcher = watcher
-        self._events: deque[WatchEvent] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
-        self._done = False
         self._task = asyncio.get_running_loop().create_task(self._pump())
 
     async def _pump(self) -> None:
@@ -235,32 +245,12 @@ class PolledWatcher(Watcher):
         except Exception as e:  # handed to the consumer once the events before it are taken
             self._error = e
         finally:
-            self._done = True
+            self._ended = True
             self._wake()
 
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def poll(self) -> WatchEvent | None:
-        if self._events:
-            return self._events.popleft()
-        if self._done and self._error is not None:
+    def _raise_failure(self) -> None:
+        if self._error is not None:
             raise self._error
-        return None
-
-    @property
-    def finished(self) -> bool:
-        return self._done and not self._events
-
-    def wakeup(self) -> asyncio.Future[None]:
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            if self._events or self._done:
-                waiter.set_result(None)
-        return waiter
 
     def __aiter__(self) -> AsyncIterator[WatchEvent]:
         return self
@@ -275,7 +265,7 @@ class PolledWatcher(Watcher):
             await self.wakeup()
 
     def progress_revision(self) -> int | None:
-        if self._events or self._done:
+        if self._events or self._ended:
             return None
         return self._watcher.progress_revision()
 
@@ -283,7 +273,7 @@ class PolledWatcher(Watcher):
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
-        self._done = True
+        self._ended = True
         self._events.clear()
         self._wake()
         await self._watcher.close()
@@ -291,7 +281,7 @@ class PolledWatcher(Watcher):
     def discard(self) -> None:
         """``close`` without awaiting (for a consumer that is being garbage-collected)."""
         self._task.cancel()
-        self._done = True
+        self._ended = True
         self._events.clear()
         with contextlib.suppress(RuntimeError):  # no loop running any more: nothing to close on
             asyncio.get_running_loop().create_task(self._watcher.close())

@@ -3,26 +3,18 @@
 It holds the current value of every key, the history of changes after the compacted revision
 (enough to list at an older revision and to replay watches) and the watch fan-out. Writes are
 staged in a :class:`Batch` (CAS checks see the batch's own earlier writes) and become visible,
-all at once and in revision order, with :meth:`MVCC.commit`.
+all at once and in revision order, with :meth:`MVCC.commit`. :class:`MVCCStore` answers the Store interface
+from a core; a store built on it says how a write is committed.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from flotilla.storage.base import (
-    CompactedError,
-    ConflictError,
-    FutureRevisionError,
-    KeyExistsError,
-    KeyNotFoundError,
-    KeyValue,
-    ListResult,
-    WatchEvent,
-)
+from flotilla.storage import base
 from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG, QueueWatcher, WatchHub
 from flotilla.storage.sortedkeys import SortedKeys
 
@@ -31,9 +23,9 @@ from flotilla.storage.sortedkeys import SortedKeys
 class Change:
     """One write: its watch event plus the key's value after and before it."""
 
-    event: WatchEvent
-    kv: KeyValue | None  # the value after the write; None for a delete
-    prev: KeyValue | None  # the value before the write; None for a create
+    event: base.WatchEvent
+    kv: base.KeyValue | None  # the value after the write; None for a delete
+    prev: base.KeyValue | None  # the value before the write; None for a create
     # prev.mod_revision; for a create, the revision of the key's previous delete if that is still
     # in history (0 otherwise). Persistent backends use it to chain a key's log rows.
     prev_revision: int
@@ -68,10 +60,10 @@ class Batch:
         self.settled = False  # committed or abandoned: children read the core instead
         self.revision = parent.revision if parent is not None else core.revision
         self.changes: list[Change] = []
-        self._staged: dict[str, KeyValue | None] = {}
+        self._staged: dict[str, base.KeyValue | None] = {}
         self._deleted_at: dict[str, int] = {}
 
-    def get(self, key: str) -> KeyValue | None:
+    def get(self, key: str) -> base.KeyValue | None:
         if key in self._staged:
             return self._staged[key]
         parent = self._parent
@@ -96,32 +88,32 @@ class Batch:
     def create(self, key: str, value: bytes) -> Change:
         _check_value(value)
         if self.get(key) is not None:
-            raise KeyExistsError(key)
+            raise base.KeyExistsError(key)
         revision = self.revision + 1
         prev_revision = self.deleted_at(key)
-        event = WatchEvent("PUT", key, value, revision, revision, None)
-        return self._stage(Change(event, KeyValue(key, value, revision, revision), None, prev_revision))
+        event = base.WatchEvent("PUT", key, value, revision, revision, None)
+        return self._stage(Change(event, base.KeyValue(key, value, revision, revision), None, prev_revision))
 
     def update(self, key: str, value: bytes, expected_revision: int) -> Change:
         _check_value(value)
         current = self._current(key, expected_revision)
         revision = self.revision + 1
-        event = WatchEvent("PUT", key, value, revision, current.create_revision, current.value)
-        kv = KeyValue(key, value, current.create_revision, revision)
+        event = base.WatchEvent("PUT", key, value, revision, current.create_revision, current.value)
+        kv = base.KeyValue(key, value, current.create_revision, revision)
         return self._stage(Change(event, kv, current, current.mod_revision))
 
     def delete(self, key: str, expected_revision: int = 0) -> Change:
         current = self._current(key, expected_revision or None)
         revision = self.revision + 1
-        event = WatchEvent("DELETE", key, current.value, revision, current.create_revision, current.value)
+        event = base.WatchEvent("DELETE", key, current.value, revision, current.create_revision, current.value)
         return self._stage(Change(event, None, current, current.mod_revision))
 
-    def _current(self, key: str, expected_revision: int | None) -> KeyValue:
+    def _current(self, key: str, expected_revision: int | None) -> base.KeyValue:
         current = self.get(key)
         if current is None:
-            raise KeyNotFoundError(key)
+            raise base.KeyNotFoundError(key)
         if expected_revision is not None and current.mod_revision != expected_revision:
-            raise ConflictError(key, expected_revision, current.mod_revision)
+            raise base.ConflictError(key, expected_revision, current.mod_revision)
         return current
 
     def _stage(self, change: Change) -> Change:
@@ -139,7 +131,7 @@ class MVCC:
     def __init__(self, *, max_watch_backlog: int = DEFAULT_MAX_BACKLOG) -> None:
         self.revision = 0
         self.compacted = 0
-        self._kvs: dict[str, KeyValue] = {}
+        self._kvs: dict[str, base.KeyValue] = {}
         self._keys = SortedKeys()
         self._history: list[Change] = []  # every change after ``compacted``, in revision order
         self._deleted_at: dict[str, int] = {}  # deleted key -> revision of its delete, while in history
@@ -147,7 +139,7 @@ class MVCC:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get(self, key: str) -> KeyValue | None:
+    def get(self, key: str) -> base.KeyValue | None:
         return self._kvs.get(key)
 
     def deleted_at(self, key: str) -> int:
@@ -165,11 +157,11 @@ class MVCC:
     def watcher_count(self) -> int:
         return len(self._hub)
 
-    def list(self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0) -> ListResult:
+    def list(self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0) -> base.ListResult:
         """Keys starting with ``prefix`` as of ``revision`` (0 = now), in key order, after ``start_after``."""
         read_revision = self._read_revision(revision)
         # Keys changed after the read revision, mapped to their value at it (None: absent then).
-        then: dict[str, KeyValue | None] = {}
+        then: dict[str, base.KeyValue | None] = {}
         if read_revision < self.revision:
             history = self._history
             for i in range(bisect_right(history, read_revision, key=_revision_of), len(history)):
@@ -182,7 +174,7 @@ class MVCC:
             live = self._keys.iter_from(prefix)
         gone = sorted(k for k in then if k not in self._kvs and k > start_after)
         wanted = limit + 1 if limit > 0 else -1
-        items: list[KeyValue] = []
+        items: list[base.KeyValue] = []
         for key in heapq.merge(live, gone):
             if not key.startswith(prefix):
                 break  # keys with the prefix are contiguous; every ``gone`` key has it
@@ -195,7 +187,7 @@ class MVCC:
         more = 0 < limit < len(items)
         if more:
             del items[limit:]
-        return ListResult(items, read_revision, more)
+        return base.ListResult(items, read_revision, more)
 
     def _read_revision(self, revision: int) -> int:
         if revision < 0:
@@ -203,9 +195,9 @@ class MVCC:
         if revision == 0:
             return self.revision
         if revision > self.revision:
-            raise FutureRevisionError(revision, self.revision)
+            raise base.FutureRevisionError(revision, self.revision)
         if revision < self.compacted:
-            raise CompactedError(revision, self.compacted)
+            raise base.CompactedError(revision, self.compacted)
         return revision
 
     # -- writes --------------------------------------------------------------------------------
@@ -243,7 +235,7 @@ class MVCC:
         if notify:
             self._hub.publish([change.event for change in changes])
 
-    def restore(self, *, compacted: int, live: Iterable[KeyValue], changes: Iterable[Change]) -> None:
+    def restore(self, *, compacted: int, live: Iterable[base.KeyValue], changes: Iterable[Change]) -> None:
         """Load persisted state into an empty core: values at or below ``compacted``, then later changes."""
         if self.revision or self._kvs:
             raise RuntimeError("restore needs an empty core")
@@ -272,9 +264,9 @@ class MVCC:
     def check_compact(self, revision: int) -> None:
         """Raise unless ``compact(revision)`` would be valid now."""
         if revision > self.revision:
-            raise FutureRevisionError(revision, self.revision)
+            raise base.FutureRevisionError(revision, self.revision)
         if revision <= self.compacted:
-            raise CompactedError(revision, self.compacted)
+            raise base.CompactedError(revision, self.compacted)
 
     def compaction_garbage(self, revision: int) -> list[int]:
         """Revisions of log rows that compacting at ``revision`` makes useless: tombstones and superseded values.
@@ -306,7 +298,7 @@ class MVCC:
         """A watcher of ``prefix`` that first replays kept history after ``after_revision``."""
         after = self.revision if after_revision is None else after_revision
         if after < self.compacted:
-            raise CompactedError(after, self.compacted)
+            raise base.CompactedError(after, self.compacted)
         watcher = self._hub.open(prefix, after)  # registered first: later commits feed it directly
         history = self._history
         start = bisect_right(history, after, key=_revision_of)
@@ -317,3 +309,50 @@ class MVCC:
     def close(self) -> None:
         """End every watcher."""
         self._hub.close_all()
+
+
+class MVCCStore(base.Store):
+    """A Store whose reads and watches are answered by an MVCC core (``_core``); subclasses commit the writes
+    (:meth:`_write`) and implement ``compact`` and ``close``."""
+
+    _core: MVCC
+    _closed: bool
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise base.StorageError("store is closed")
+
+    async def _write(self, op: Callable[[Batch], Change]) -> Change:
+        """Stage ``op`` on a batch, commit it and return its change."""
+        raise NotImplementedError
+
+    async def create(self, key: str, value: bytes) -> int:
+        return (await self._write(lambda b: b.create(key, value))).revision
+
+    async def get(self, key: str) -> base.KeyValue | None:
+        self._check_open()
+        return self._core.get(key)
+
+    async def list(
+        self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
+    ) -> base.ListResult:
+        self._check_open()
+        return self._core.list(prefix, revision=revision, start_after=start_after, limit=limit)
+
+    async def update(self, key: str, value: bytes, expected_revision: int) -> int:
+        return (await self._write(lambda b: b.update(key, value, expected_revision))).revision
+
+    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, base.KeyValue]:
+        change = await self._write(lambda b: b.delete(key, expected_revision))
+        assert change.prev is not None
+        return change.revision, change.prev
+
+    async def watch(self, prefix: str, after_revision: int | None = None) -> base.Watcher:
+        self._check_open()
+        return self._core.watch(prefix, after_revision)
+
+    async def current_revision(self) -> int:
+        return self._core.revision
+
+    async def compacted_revision(self) -> int:
+        return self._core.compacted

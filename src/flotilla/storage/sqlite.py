@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from flotilla.storage.base import KeyValue, ListResult, StorageError, Store, Watcher, WatchEvent
+from flotilla.storage.base import KeyValue, StorageError, WatchEvent
 from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG
-from flotilla.storage.mvcc import MVCC, Batch, Change
+from flotilla.storage.mvcc import MVCC, Batch, Change, MVCCStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log (
@@ -231,7 +231,7 @@ class _Flight:
     doomed: bool = False  # staged on a batch whose transaction failed
 
 
-class SQLiteStore(Store):
+class SQLiteStore(MVCCStore):
     """The MVCC core persisted to an SQLite log with grouped, pipelined commits."""
 
     def __init__(self, db: LogDB, executor: ThreadPoolExecutor, core: MVCC) -> None:
@@ -265,10 +265,6 @@ class SQLiteStore(Store):
         return cls(db, executor, core)
 
     # -- the grouped writer --------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError("store is closed")
 
     async def _submit(self, request: _Request) -> Change | None:
         self._check_open()
@@ -402,38 +398,7 @@ class SQLiteStore(Store):
             if not request.future.done():
                 request.future.set_exception(failure)
 
-    # -- the Store interface -------------------------------------------------------------------
-
-    async def create(self, key: str, value: bytes) -> int:
-        return (await self._write(lambda b: b.create(key, value))).revision
-
-    async def get(self, key: str) -> KeyValue | None:
-        self._check_open()
-        return self._core.get(key)
-
-    async def list(
-        self, prefix: str, *, revision: int = 0, start_after: str = "", limit: int = 0
-    ) -> ListResult:
-        self._check_open()
-        return self._core.list(prefix, revision=revision, start_after=start_after, limit=limit)
-
-    async def update(self, key: str, value: bytes, expected_revision: int) -> int:
-        return (await self._write(lambda b: b.update(key, value, expected_revision))).revision
-
-    async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, KeyValue]:
-        change = await self._write(lambda b: b.delete(key, expected_revision))
-        assert change.prev is not None
-        return change.revision, change.prev
-
-    async def watch(self, prefix: str, after_revision: int | None = None) -> Watcher:
-        self._check_open()
-        return self._core.watch(prefix, after_revision)
-
-    async def current_revision(self) -> int:
-        return self._core.revision
-
-    async def compacted_revision(self) -> int:
-        return self._core.compacted
+    # -- the Store interface (reads and watches: MVCCStore) ------------------------------------
 
     async def compact(self, revision: int) -> None:
         self._check_open()

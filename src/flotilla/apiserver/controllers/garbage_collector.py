@@ -38,6 +38,7 @@ from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import MERGE_PATCH, ResourceStorage, WatchSpec
+from flotilla.apiserver.tasks import cancel_and_wait
 from flotilla.kube.objects import as_str
 
 log = logging.getLogger(__name__)
@@ -300,13 +301,7 @@ class GarbageCollector:
         tasks = [*self._tasks, *self._watched.values()]
         self._tasks = []
         self._watched = {}
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(tasks)
         self._queue.close()
         self._queue = _WorkQueue()
         self.nodes.clear()

@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import ResourceStorage
+from flotilla.apiserver.store_mirror import NameMirror
+from flotilla.apiserver.tasks import cancel_and_wait
+from flotilla.kube.objects import meta_of
 
 log = logging.getLogger(__name__)
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class _TerminatingNamespaces(NameMirror[bool]):
+    """Namespace name -> terminating?, of every namespace."""
+
+    what = "namespaces"
+    relist_pause = 0.2
+
+    def value_of(self, obj: Mapping[str, Any]) -> bool:
+        return bool(meta_of(obj).get("deletionTimestamp"))
 
 
 class NamespaceLifecycle:
@@ -27,58 +41,13 @@ class NamespaceLifecycle:
         self.storage = storage
         self.ns_rt = storage.types.lookup("", "v1", "namespaces")
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._follower: asyncio.Task[None] | None = None
-        self.cache: dict[str, bool] = {}
-
-    def _remember(self, event: str, ns: dict[str, Any]) -> None:
-        name = meta(ns).get("name")
-        if not isinstance(name, str):
-            return
-        if event == "DELETED":
-            self.cache.pop(name, None)
-        else:
-            self.cache[name] = bool(meta(ns).get("deletionTimestamp"))
+        self._mirror = _TerminatingNamespaces()
+        self.cache = self._mirror.by_name
 
     async def start_cache(self) -> None:
         assert self.ns_rt is not None
-        listed = await self.storage.list(self.ns_rt, None)
-        self.cache = {}
-        for ns in listed["items"]:
-            self._remember("ADDED", ns)
+        await self._mirror.attach(self.storage, self.ns_rt)
         self.storage.namespace_cache = self.cache
-        self._follower = asyncio.get_running_loop().create_task(self._follow(listed["metadata"]["resourceVersion"]))
-
-    async def _follow(self, rv: str) -> None:
-        from flotilla.apiserver.rest import WatchSpec
-
-        assert self.ns_rt is not None
-        while True:
-            try:
-                events = await self.storage.watch(self.ns_rt, WatchSpec(resource_version=rv))
-                async for etype, obj in events:
-                    if etype in ("ADDED", "MODIFIED", "DELETED"):
-                        rv = obj["metadata"]["resourceVersion"]
-                        self._remember(etype, obj)
-                    elif etype == "ERROR":
-                        break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("namespace watch failed; re-listing")
-            await asyncio.sleep(0.2)
-            try:
-                listed = await self.storage.list(self.ns_rt, None)
-            except Exception:
-                log.exception("namespace re-list failed")
-                continue
-            fresh: dict[str, bool] = {}
-            for ns in listed["items"]:
-                name = meta(ns).get("name")
-                if isinstance(name, str):
-                    fresh[name] = bool(meta(ns).get("deletionTimestamp"))
-            self.cache.clear()
-            self.cache.update(fresh)
-            rv = listed["metadata"]["resourceVersion"]
 
     async def ensure_defaults(self) -> None:
         assert self.ns_rt is not None
@@ -99,7 +68,6 @@ class NamespaceLifecycle:
     def on_write(self, rt: ResourceType, event: str, obj: dict[str, Any]) -> None:
         if rt is not self.ns_rt:
             return
-        self._remember(event, obj)
         if event == "MODIFIED" and meta(obj).get("deletionTimestamp"):
             self._schedule(meta(obj)["name"])
 
@@ -146,16 +114,5 @@ class NamespaceLifecycle:
 
     async def stop(self) -> None:
         self.storage.namespace_cache = None
-        if self._follower is not None:
-            self._follower.cancel()
-            try:
-                await self._follower
-            except (asyncio.CancelledError, Exception):
-                pass
-        for t in list(self._tasks.values()):
-            t.cancel()
-        for t in list(self._tasks.values()):
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._mirror.stop()
+        await cancel_and_wait(list(self._tasks.values()))

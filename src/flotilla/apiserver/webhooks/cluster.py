@@ -34,9 +34,6 @@ from flotilla.apiserver.webhooks.common import (
     GoStruct,
     NoOpPlugin,
     as_dict,
-    as_int,
-    as_list,
-    as_str,
     child,
     duplicate,
     go_quote,
@@ -44,12 +41,14 @@ from flotilla.apiserver.webhooks.common import (
     label_value_errors,
     metadata,
     not_supported,
+    objects_of,
     parse_quantity,
     required,
     spec_unchanged,
     validate_label_name,
 )
 from flotilla.cluster.names import cluster_name_errors
+from flotilla.kube.objects import as_int, as_list, as_str
 from flotilla.kube.validation import Cause
 
 SUPPORTED_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -258,9 +257,7 @@ def validate_cluster_taints(taints: Any, path: str) -> list[Cause]:
     """Karmada's ``ValidateClusterTaints`` (lifted from Kubernetes' node taint validation)."""
     causes: list[Cause] = []
     seen: set[tuple[str, str]] = set()
-    for i, taint in enumerate(as_list(taints)):
-        if not isinstance(taint, dict):
-            continue
+    for i, taint in objects_of(taints):
         where = f"{path}[{i}]"
         causes.extend(validate_taint(taint, where))
         pair = (as_str(taint.get("key")), as_str(taint.get("effect")))

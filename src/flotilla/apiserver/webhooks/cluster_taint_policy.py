@@ -21,15 +21,15 @@ from flotilla.apiserver.webhooks.cluster import validate_taint
 from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
-    as_list,
-    as_str,
     duplicate,
     forbidden,
     not_supported,
+    objects_of,
     required,
     spec_unchanged,
     validate_cluster_affinity,
 )
+from flotilla.kube.objects import as_list, as_str
 from flotilla.kube.validation import Cause
 
 NO_EXECUTE_FORBIDDEN = (
@@ -60,9 +60,7 @@ def validate_policy_taints(taints: Any, path: str, *, allow_no_execute: bool) ->
 
 def validate_match_conditions(conditions: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
-    for i, condition in enumerate(as_list(conditions)):
-        if not isinstance(condition, dict):
-            continue
+    for i, condition in objects_of(conditions):
         where = f"{path}[{i}]"
         if condition.get("conditionType") == "":
             causes.append(required(f"{where}.conditionType"))

@@ -15,17 +15,18 @@ its fields in the struct's declaration order and leaves out empty ``omitempty`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from flotilla.apiserver.admission import Operation
 from flotilla.jsonpath.formatting import go_json, go_json_string
 from flotilla.kube.content import (
-    _byte_len,
+    byte_len,
     label_key_errors,
     label_value_errors,
 )
+from flotilla.kube.objects import as_list, as_str
 from flotilla.kube.validation import Cause, go_quote
 
 # ---------------------------------------------------------------------------------------------
@@ -183,23 +184,12 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def as_int(value: Any) -> int | None:
-    """An integer field (``None`` if unset or not an integer; JSON ``2.0`` counts as 2)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+def objects_of(items: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(index, item)`` of the items of a list that are objects; other items, and a value that is not a list,
+    give nothing (the schema check reports them)."""
+    for i, item in enumerate(as_list(items)):
+        if isinstance(item, dict):
+            yield i, item
 
 
 def child(obj: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -213,12 +203,6 @@ def metadata(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(md, dict):
         md = obj["metadata"] = {}
     return md
-
-
-def labels_of(obj: dict[str, Any] | None) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    return as_dict(as_dict(obj.get("metadata")).get("labels"))
 
 
 def set_label(obj: dict[str, Any], key: str, value: str) -> None:
@@ -288,7 +272,7 @@ def validate_annotations(annotations: Any, path: str) -> list[Cause]:
     total = 0
     for key, value in as_dict(annotations).items():
         causes.extend(invalid(path, key, m) for m in label_key_errors(key.lower()))
-        total += _byte_len(key) + (_byte_len(value) if isinstance(value, str) else 0)
+        total += byte_len(key) + (byte_len(value) if isinstance(value, str) else 0)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT))
     return causes
@@ -371,9 +355,7 @@ def validate_resource_selectors(selectors: Any, policy_namespace: str, path: str
     Flotilla: apiVersion and kind must not be empty strings (the schema already requires the keys)
     and label selectors must be valid."""
     causes: list[Cause] = []
-    for i, selector in enumerate(as_list(selectors)):
-        if not isinstance(selector, dict):
-            continue
+    for i, selector in objects_of(selectors):
         where = f"{path}[{i}]"
         for key in ("apiVersion", "kind"):
             if selector.get(key) == "":

@@ -36,17 +36,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.apiserver.admission import Operation
-from flotilla.apiserver.store_mirror import StoreMirror
+from flotilla.apiserver.store_mirror import NameMirror
 from flotilla.apiserver.webhooks.common import (
     OMIT,
     NoOpPlugin,
     as_dict,
-    as_str,
     forbidden,
     invalid,
     required,
     spec_unchanged,
 )
+from flotilla.kube.objects import as_map, as_str, meta_of, spec_of
 from flotilla.kube.validation import Cause
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ MULTI_SCRIPT_OPERATIONS = frozenset({"InterpretDependency"})
 
 def script_of(ric: Mapping[str, Any], hook: Hook) -> str:
     """The hook's script ("" when the hook is not customized), as Karmada's ``rule.GetScript``."""
-    return as_str(as_dict(as_dict(as_dict(ric.get("spec")).get("customizations")).get(hook.field)).get("luaScript"))
+    return as_str(as_map(as_map(spec_of(ric).get("customizations")).get(hook.field)).get("luaScript"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,15 +282,15 @@ def validate_customization_scripts(spec: dict[str, Any]) -> list[Cause]:
 
 def conflicting_customizations(ric: Mapping[str, Any], others: Iterable[Mapping[str, Any]]) -> list[Cause]:
     """Operations of ``ric`` already customized by another RIC for the same target."""
-    name = as_dict(ric.get("metadata")).get("name")
-    target = as_dict(as_dict(ric.get("spec")).get("target"))
+    name = meta_of(ric).get("name")
+    target = as_map(spec_of(ric).get("target"))
     causes: list[Cause] = []
     reported: set[str] = set()
-    for other in sorted(others, key=lambda o: as_str(as_dict(o.get("metadata")).get("name"))):
-        other_name = as_dict(other.get("metadata")).get("name")
+    for other in sorted(others, key=lambda o: as_str(meta_of(o).get("name"))):
+        other_name = meta_of(other).get("name")
         if other_name == name:
             continue
-        other_target = as_dict(as_dict(other.get("spec")).get("target"))
+        other_target = as_map(spec_of(other).get("target"))
         if (other_target.get("apiVersion"), other_target.get("kind")) != (target.get("apiVersion"), target.get("kind")):
             continue
         for hook in HOOKS:
@@ -327,7 +327,7 @@ class InterpreterCustomizationAdmission(NoOpPlugin):
 # ---------------------------------------------------------------------------------------------
 
 
-class RICIndex(StoreMirror):
+class RICIndex(NameMirror[dict[str, Any]]):
     """The ResourceInterpreterCustomizations stored in an API server, kept current.
 
     ``attach(storage)`` lists them once, then follows writes (of this server, via
@@ -337,26 +337,11 @@ class RICIndex(StoreMirror):
 
     what = "ResourceInterpreterCustomizations"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._items: dict[str, dict[str, Any]] = {}
-
     def items(self) -> list[dict[str, Any]]:
-        return list(self._items.values())
+        return list(self.by_name.values())
 
-    def remember(self, event: str, obj: Mapping[str, Any]) -> None:
-        name = as_dict(obj.get("metadata")).get("name")
-        if not isinstance(name, str):
-            return
-        if event == "DELETED":
-            self._items.pop(name, None)
-        else:
-            self._items[name] = dict(obj)
-
-    def reset(self, items: list[dict[str, Any]]) -> None:
-        self._items = {}
-        for item in items:
-            self.remember("ADDED", item)
+    def value_of(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obj)
 
     def watches(self, rt: Any) -> bool:
         return rt is self._rt or (getattr(rt, "group", None) == GROUP and getattr(rt, "kind", None) == KIND)

@@ -25,8 +25,6 @@ from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
-    as_list,
-    as_str,
     default_resource_selector_namespaces,
     invalid,
     json_pointer_error,
@@ -39,6 +37,7 @@ from flotilla.apiserver.webhooks.common import (
     validate_labels,
     validate_resource_selectors,
 )
+from flotilla.kube.objects import as_list, as_str
 from flotilla.kube.validation import Cause
 
 _LEGACY_OVERRIDER_KINDS = (

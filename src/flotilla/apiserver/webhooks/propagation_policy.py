@@ -43,9 +43,6 @@ from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     add_finalizer,
     as_dict,
-    as_int,
-    as_list,
-    as_str,
     child,
     default_resource_selector_namespaces,
     duplicate,
@@ -53,9 +50,9 @@ from flotilla.apiserver.webhooks.common import (
     forbidden,
     invalid,
     label_key_errors,
-    labels_of,
     metadata,
     not_supported,
+    objects_of,
     required,
     set_label,
     spec_unchanged,
@@ -65,6 +62,7 @@ from flotilla.apiserver.webhooks.common import (
 )
 from flotilla.failover.restore import validate_restore_annotations
 from flotilla.jsonpath import JSONPathSyntaxError, parse
+from flotilla.kube.objects import annotations_of, as_int, as_list, as_str, labels_of
 from flotilla.kube.validation import Cause
 
 SERVICE_IMPORT_API_VERSION = "multicluster.x-k8s.io/v1alpha1"
@@ -262,9 +260,7 @@ def _validate_overflow_affinities(term: dict[str, Any], path: str) -> list[Cause
 def validate_cluster_affinities(terms: Any, path: str) -> list[Cause]:
     causes: list[Cause] = []
     names: set[str] = set()
-    for i, term in enumerate(as_list(terms)):
-        if not isinstance(term, dict):
-            continue
+    for i, term in objects_of(terms):
         where = f"{path}[{i}]"
         name = as_str(term.get("affinityName"))
         causes.extend(invalid(where, name, m) for m in label_key_errors(name))
@@ -298,9 +294,7 @@ def validate_workload_affinity(affinity: Any, path: str) -> list[Cause]:
 def validate_cluster_tolerations(tolerations: Any, path: str) -> list[Cause]:
     """Karmada rejects Lt/Gt (V11); Flotilla also any other unknown operator and unknown effects."""
     causes: list[Cause] = []
-    for i, toleration in enumerate(as_list(tolerations)):
-        if not isinstance(toleration, dict):
-            continue
+    for i, toleration in objects_of(tolerations):
         operator = toleration.get("operator", "")
         if operator not in SUPPORTED_TOLERATION_OPERATORS:
             causes.append(not_supported(f"{path}[{i}].operator", operator, SUPPORTED_TOLERATION_OPERATORS))
@@ -343,9 +337,7 @@ def validate_state_preservation(preservation: dict[str, Any], path: str) -> list
     alias is used twice."""
     causes: list[Cause] = []
     first_use: dict[str, int] = {}
-    for i, rule in enumerate(as_list(preservation.get("rules"))):
-        if not isinstance(rule, dict):
-            continue
+    for i, rule in objects_of(preservation.get("rules")):
         where = f"{path}.rules[{i}]"
         alias = rule.get("aliasLabelName")
         if isinstance(alias, str):
@@ -604,7 +596,7 @@ class PropagationPolicyAdmission(NoOpPlugin):
             )
         if isinstance(spec, dict) and not spec_unchanged(obj, old, op):
             causes.extend(validate_propagation_spec(spec, self._namespace(obj)))
-        annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+        annotations = annotations_of(obj)
         for key, problem in validate_restore_annotations(annotations):
             causes.append(invalid(f"metadata.annotations[{key}]", annotations.get(key), problem))
         return causes

@@ -26,18 +26,18 @@ from flotilla.apiserver.admission import Operation
 from flotilla.apiserver.webhooks.common import (
     NoOpPlugin,
     as_dict,
-    as_list,
     duplicate,
     invalid,
-    labels_of,
+    objects_of,
     set_label,
 )
+from flotilla.kube.objects import annotations_of, as_list, labels_of
 from flotilla.kube.validation import Cause
 
 
 def validate_binding(obj: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
-    annotations = as_dict(as_dict(obj.get("metadata")).get("annotations"))
+    annotations = annotations_of(obj)
     dependencies = annotations.get(L.DEPENDENCIES_ANNOTATION)
     if isinstance(dependencies, str):
         try:
@@ -57,9 +57,7 @@ def validate_binding(obj: dict[str, Any]) -> list[Cause]:
             )
     spec = as_dict(obj.get("spec"))
     names: set[str] = set()
-    for i, component in enumerate(as_list(spec.get("components"))):
-        if not isinstance(component, dict):
-            continue
+    for i, component in objects_of(spec.get("components")):
         name = component.get("name")
         path = f"spec.components[{i}].name"
         if not name:
