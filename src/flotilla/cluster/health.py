@@ -27,7 +27,6 @@ failure observation like any other and goes through the same window (Karmada #74
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
+from flotilla.kube.conditions import find_condition, set_condition
 from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "api_enablements_condition",
     "condition_status",
     "discovery_due",
-    "find_condition",
     "format_time",
     "is_ready",
     "needs_healthz_fallback",
@@ -64,7 +63,6 @@ __all__ = [
     "plan_status",
     "ready_condition",
     "ready_transition",
-    "set_condition",
     "should_collect",
     "threshold_adjusted_ready",
 ]
@@ -192,13 +190,6 @@ def observed_ready_condition(obs: Observation) -> dict[str, Any]:
 # ============================================================================================ conditions
 
 
-def find_condition(conditions: Any, type_: str) -> dict[str, Any] | None:
-    for c in conditions if isinstance(conditions, list) else ():
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
 def condition_status(cluster: Mapping[str, Any] | None, type_: str = CONDITION_READY) -> str | None:
     """Status of a Cluster's condition: "True", "False", "Unknown", or None when it has none."""
     cond = ready_condition(cluster, type_)
@@ -214,31 +205,6 @@ def ready_condition(cluster: Mapping[str, Any] | None, type_: str = CONDITION_RE
 def is_ready(cluster: Mapping[str, Any] | None) -> bool:
     """Karmada's ``IsClusterReady``: the Ready condition is True."""
     return condition_status(cluster) == TRUE
-
-
-def set_condition(conditions: Sequence[Any] | None, new: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """``meta.SetStatusCondition`` on a copy: add or update the condition of ``new``'s type. The transition
-    time moves (to ``new``'s, else ``now``) only when the status changes; reason, message and
-    observedGeneration always follow ``new``. Other conditions are kept as they are."""
-    out: list[dict[str, Any]] = [copy.deepcopy(c) for c in conditions or () if isinstance(c, dict)]
-    stamp = new.get("lastTransitionTime") or format_time(now)
-    for c in out:
-        if c.get("type") != new.get("type"):
-            continue
-        if c.get("status") != new.get("status"):
-            c["status"] = new.get("status")
-            c["lastTransitionTime"] = stamp
-        c["reason"] = new.get("reason")
-        c["message"] = new.get("message", "")
-        if "observedGeneration" in new:
-            c["observedGeneration"] = new["observedGeneration"]
-        else:
-            c.pop("observedGeneration", None)
-        return out
-    added = dict(new)
-    added["lastTransitionTime"] = stamp
-    out.append(added)
-    return out
 
 
 # ============================================================================================ thresholds

@@ -62,6 +62,7 @@ from flotilla.api.labels import (
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
 from flotilla.client.events import NORMAL, WARNING
+from flotilla.cluster.health import is_ready
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
@@ -316,7 +317,7 @@ class BindingStatusController(Controller):
         return written
 
     def _ready(self, cluster: str) -> bool:
-        return st.cluster_ready(self.clusters.store.get(cluster))
+        return is_ready(self.clusters.store.get(cluster))
 
     async def _patch_binding(self, key: str, res: Resource, binding: _Obj, items: list[dict[str, Any]],
                              stale: list[str], handed: list[dict[str, Any]]) -> _Obj | None:

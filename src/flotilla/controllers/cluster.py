@@ -64,7 +64,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, is_already_exists, is_conflict, is_not_found
-from flotilla.cluster.health import is_ready, ready_condition, ready_transition, set_condition
+from flotilla.cluster.health import is_ready, ready_condition, ready_transition
 from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_cluster, judge_pull_cluster
 from flotilla.cluster.taints import taints_for_condition, taints_message
 from flotilla.failover.auto_fence import (
@@ -85,6 +85,7 @@ from flotilla.failover.peer_quorum import (
     observe_acknowledgements,
     peer_endpoint,
 )
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.observability.metrics import FENCE_TRIGGER_LEASE
 from flotilla.policy.naming import (

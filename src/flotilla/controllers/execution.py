@@ -83,6 +83,7 @@ from flotilla.client import (
     is_not_found,
 )
 from flotilla.client.informer import HandlerRegistration
+from flotilla.cluster.health import is_ready
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
@@ -97,6 +98,7 @@ from flotilla.failover.fencing import (
     work_deletion_decision,
 )
 from flotilla.interpreter import Operation
+from flotilla.kube.conditions import set_conditions
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.apply import (
@@ -105,14 +107,12 @@ from flotilla.propagation.apply import (
     LazyRecord,
     WorkDeletion,
     applied_condition,
-    cluster_ready,
     content_changed,
     decide_apply,
     decide_delete,
     dispatching_condition,
     object_key,
     preserved_manifest,
-    set_conditions,
     work_deletion_action,
 )
 from flotilla.propagation.works import (
@@ -259,7 +259,7 @@ class ExecutionController(Controller):
         name = str(_meta(cluster).get("name") or "")
         if not name or not self.serves(cluster):
             return
-        if not cluster_ready(cluster) or is_fenced(cluster):
+        if not is_ready(cluster) or is_fenced(cluster):
             if name not in self._lost:  # lost: purge as soon as its API answers again (D17), fenced or not
                 self._lost.add(name)
                 self._want_purge(name)
@@ -389,7 +389,7 @@ class ExecutionController(Controller):
         try:
             if cluster is None:
                 raise ClusterNotReady(f"cluster({cluster_name}) not found")
-            if not cluster_ready(cluster):
+            if not is_ready(cluster):
                 raise ClusterNotReady(f"cluster({cluster_name}) not ready")
             if is_fenced(cluster):
                 raise ClusterNotReady(f"cluster({cluster_name}) is fenced")
@@ -607,7 +607,7 @@ class ExecutionController(Controller):
             cluster = self._clusters.store.get(cluster_name)
             answering = self._board.last_answer(cluster_name) if self._board is not None else None
             step = recovery_purge_step(cluster, pending=asked is not None,
-                                       ready=cluster is not None and cluster_ready(cluster), answering=answering)
+                                       ready=cluster is not None and is_ready(cluster), answering=answering)
             if step is PurgeStep.WAIT:
                 return False
             if step is PurgeStep.PURGE:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.cluster.health import is_ready
 from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
     "LazyRecord",
     "WorkDeletion",
     "applied_condition",
-    "cluster_ready",
     "cluster_terminating",
     "content_changed",
     "content_digest",
@@ -75,8 +75,6 @@ __all__ = [
     "refusal_message",
     "retain_cluster_fields",
     "retain_metadata",
-    "set_condition",
-    "set_conditions",
     "work_deletion_action",
 ]
 
@@ -409,21 +407,6 @@ def preserved_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _condition(obj: Mapping[str, Any] | None, ctype: str) -> Mapping[str, Any] | None:
-    status = (obj or {}).get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for c in conditions if isinstance(conditions, list) else []:
-        if isinstance(c, Mapping) and c.get("type") == ctype:
-            return c
-    return None
-
-
-def cluster_ready(cluster: Mapping[str, Any] | None) -> bool:
-    """The Cluster's ``Ready`` condition is ``True``."""
-    c = _condition(cluster, "Ready")
-    return c is not None and c.get("status") == "True"
-
-
 def cluster_terminating(cluster: Mapping[str, Any] | None) -> bool:
     """The Cluster is being deleted (or is already gone: ``None``)."""
     return cluster is None or bool(_meta(cluster).get("deletionTimestamp"))
@@ -445,7 +428,7 @@ def work_deletion_action(work: Mapping[str, Any], cluster: Mapping[str, Any] | N
     spec = work.get("spec")
     if isinstance(spec, Mapping) and spec.get("preserveResourcesOnDeletion") is True:
         return WorkDeletion.PRESERVE
-    if cluster_ready(cluster):
+    if is_ready(cluster):
         return WorkDeletion.DELETE
     if not cluster_terminating(cluster):
         return WorkDeletion.WAIT
@@ -455,36 +438,6 @@ def work_deletion_action(work: Mapping[str, Any], cluster: Mapping[str, Any] | N
 # ---------------------------------------------------------------------------------------------
 # Work conditions
 # ---------------------------------------------------------------------------------------------
-
-
-def set_condition(conditions: Iterable[Mapping[str, Any]] | None, condition: Mapping[str, Any],
-                  now: str) -> tuple[list[dict[str, Any]], bool]:
-    """``meta.SetStatusCondition``: replace the condition of that type; ``lastTransitionTime`` moves
-    only when the status changes. Returns the new list and whether anything changed."""
-    out = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
-    new = {k: v for k, v in condition.items() if k != "lastTransitionTime"}
-    for i, old in enumerate(out):
-        if old.get("type") != new.get("type"):
-            continue
-        merged = dict(old)
-        merged.update(new)
-        if old.get("status") != new.get("status") or not old.get("lastTransitionTime"):
-            merged["lastTransitionTime"] = now
-        out[i] = merged
-        return out, merged != old
-    out.append({**new, "lastTransitionTime": now})
-    return out, True
-
-
-def set_conditions(conditions: Iterable[Mapping[str, Any]] | None, new: Iterable[Mapping[str, Any]],
-                   now: str) -> tuple[list[dict[str, Any]], bool]:
-    """:func:`set_condition` for each of ``new`` in turn: the new list and whether anything changed."""
-    out = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
-    changed = False
-    for condition in new:
-        out, one = set_condition(out, condition, now)
-        changed = changed or one
-    return out, changed
 
 
 def applied_condition(succeeded: int, errors: Sequence[str]) -> dict[str, Any]:

@@ -44,10 +44,11 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
+from flotilla.cluster.health import is_ready
 from flotilla.failover.purge import kept_clusters
+from flotilla.kube.conditions import find_condition, set_condition, set_conditions
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.timestamps import utc_seconds
-from flotilla.propagation.apply import set_conditions as set_work_conditions
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -70,10 +71,8 @@ __all__ = [
     "binding_status_patch",
     "build_aggregated_status",
     "build_identifier",
-    "cluster_ready",
     "expected_clusters",
     "expected_clusters_gained",
-    "find_condition",
     "fully_applied_condition",
     "fully_applied_overstated",
     "fully_applied_written",
@@ -84,7 +83,6 @@ __all__ = [
     "object_ref",
     "ready_changed",
     "reapply_patch",
-    "set_condition",
     "split_api_version",
     "stale_clusters",
     "status_up_to_date_condition",
@@ -150,24 +148,9 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return (group, version) if sep else ("", version)
 
 
-def find_condition(conditions: Any, ctype: str) -> Mapping[str, Any] | None:
-    for c in conditions or ():
-        if (type(c) is dict or isinstance(c, Mapping)) and c.get("type") == ctype:
-            return c
-    return None
-
-
-def cluster_ready(cluster: Obj | None) -> bool:
-    """Whether a Cluster object has ``Ready=True`` (a missing Cluster is not Ready)."""
-    if cluster is None:
-        return False
-    cond = find_condition(_status(cluster).get("conditions"), CONDITION_READY)
-    return cond is not None and cond.get("status") == "True"
-
-
 def ready_changed(old: Obj | None, new: Obj | None) -> bool:
     """Whether a Cluster update flips its readiness (the D14 trigger for the binding status)."""
-    return cluster_ready(old) != cluster_ready(new)
+    return is_ready(old) != is_ready(new)
 
 
 def work_cluster(work: Obj) -> str | None:
@@ -309,7 +292,7 @@ def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
     out: dict[str, Any] = {}
     if merged != current:
         out["manifestStatuses"] = merged
-    new_conditions, changed = set_work_conditions(status.get("conditions"), conditions, now)
+    new_conditions, changed = set_conditions(status.get("conditions"), conditions, now)
     if changed:
         out["conditions"] = new_conditions
     return out or None
@@ -463,26 +446,6 @@ def status_up_to_date_condition(stale: Sequence[str]) -> dict[str, Any]:
     return {"type": CONDITION_STATUS_UP_TO_DATE, "status": "False", "reason": STATUS_STALE_REASON,
             "message": f"Cluster(s) {', '.join(stale)} not Ready: their status is the last one observed and "
                        "their health is reported Unknown"}
-
-
-def set_condition(conditions: Any, cond: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """``conditions`` with ``cond`` set, as ``meta.SetStatusCondition``: ``lastTransitionTime`` moves only when
-    the status changes; reason, message and observedGeneration are updated in place; order is kept."""
-    out: list[dict[str, Any]] = [json_copy(dict(c)) for c in conditions or () if isinstance(c, Mapping)]
-    for c in out:
-        if c.get("type") == cond["type"]:
-            if c.get("status") != cond["status"] or not c.get("lastTransitionTime"):
-                c["lastTransitionTime"] = cond.get("lastTransitionTime") or _timestamp(now)
-            c["status"] = cond["status"]
-            c["reason"] = cond.get("reason", "")
-            c["message"] = cond.get("message", "")
-            if "observedGeneration" in cond:
-                c["observedGeneration"] = cond["observedGeneration"]
-            return out
-    new = dict(cond)
-    new.setdefault("lastTransitionTime", _timestamp(now))
-    out.append(new)
-    return out
 
 
 def binding_status_patch(status: Mapping[str, Any] | None, items: list[dict[str, Any]],

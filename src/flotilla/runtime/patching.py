@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.objects import meta_of
-from flotilla.propagation.status import set_condition
 
 __all__ = ["patch_condition", "patch_with_retry"]
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, meta_of, spec_of
@@ -60,7 +61,6 @@ __all__ = [
     "scheduled_fields",
     "scheduled_status",
     "scheduled_status_patch",
-    "set_condition",
     "status_patch",
     "target_clusters_dicts",
 ]
@@ -472,32 +472,6 @@ def guarded_status_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -
     for key, value in status.items():
         ops.append({"op": "add", "path": _pointer("status", key), "value": value})
     return ops
-
-
-def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any], now: str) -> list[dict[str, Any]]:
-    """``meta.SetStatusCondition``: replace the condition of ``new['type']``; its
-    ``lastTransitionTime`` moves to ``now`` only when the status changes (or it is new)."""
-    out: list[dict[str, Any]] = []
-    found = False
-    for c in conditions:
-        if not isinstance(c, Mapping):
-            continue
-        if c.get("type") != new.get("type"):
-            out.append(json_copy(dict(c)))
-            continue
-        found = True
-        merged = json_copy(dict(c))
-        if merged.get("status") != new.get("status") or not merged.get("lastTransitionTime"):
-            merged["lastTransitionTime"] = now
-        for key, value in new.items():
-            if key != "lastTransitionTime":
-                merged[key] = value
-        out.append(merged)
-    if not found:
-        cond = dict(new)
-        cond.setdefault("lastTransitionTime", now)
-        out.append(cond)
-    return out
 
 
 def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
 from flotilla.scheduler.triggers import (
     REASON_CLUSTER_TERMINATING,
@@ -35,7 +36,6 @@ from flotilla.scheduler.triggers import (
     schedule_reason,
     scheduled_status,
     scheduled_status_patch,
-    set_condition,
     status_patch,
 )
 
