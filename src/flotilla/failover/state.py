@@ -94,6 +94,7 @@ __all__ = [
     "STATE_PRESERVATION_FAILING_SINCE_ANNOTATION",
     "CarryForward",
     "EventSpec",
+    "EvictionState",
     "ExtractionFailure",
     "InjectedStateRecord",
     "InjectionDecision",
@@ -124,6 +125,7 @@ __all__ = [
     "parse_injected_state_record",
     "parse_time",
     "plan_injection",
+    "preserve_state_for_eviction",
     "previous_injection",
     "record_failing_since",
     "reflected_status",
@@ -925,6 +927,63 @@ def on_extraction_success(state: Mapping[str, str], *, cluster: str, carried_for
     origin = "carried forward from the previous failover" if carried_forward else f"extracted from cluster {cluster}"
     return {"type": CONDITION_STATE_PRESERVED, "status": "True", "reason": REASON_STATE_PRESERVED,
             "message": f"State {origin} for the eviction from cluster {cluster}: {len(state)} label(s) ({keys})"}
+
+
+@dataclass(frozen=True)
+class EvictionState:
+    """What state preservation decides for one eviction from a cluster (D5, D6).
+
+    ``state``: the labels to record on the eviction task (``None``: none, the extraction failed).
+    ``condition``: the binding's ``StatePreserved`` condition. ``carried``: the D5 Event, to record once the
+    eviction is written. ``failure``: the D6 outcome of a failed extraction (its Event and metric labels are
+    for every attempt); ``None`` after a success.
+    """
+
+    state: dict[str, str] | None
+    condition: dict[str, Any]
+    carried: EventSpec | None = None
+    failure: StatePreservationOutcome | None = None
+
+    @property
+    def proceed(self) -> bool:
+        """The eviction goes ahead now: with ``state``, or without any once the timeout has passed."""
+        return self.failure is None or self.failure.proceed_without_state
+
+    @property
+    def retry_after(self) -> float | None:
+        """While the eviction waits: the seconds until it proceeds without state (``None``: no deadline)."""
+        return self.failure.retry_after if self.failure is not None else None
+
+
+def preserve_state_for_eviction(
+    rules: Sequence[RuleLike],
+    binding: Mapping[str, Any],
+    cluster: str,
+    *,
+    record: InjectedStateRecord | None,
+    first_failure_at: datetime | None,
+    now: datetime,
+    timeout: float | timedelta = 0.0,
+) -> EvictionState:
+    """The state an eviction of ``binding`` from ``cluster`` preserves, as both failover triggers decide it:
+    :func:`extract_state` on the status the cluster reflected, :func:`carry_forward` of the previous injection
+    into that cluster (D5, ``record`` is the binding's :func:`parse_injected_state_record`), and
+    :func:`on_extraction_failure` when that leaves an error (D6; ``first_failure_at`` from :func:`failing_since`).
+    """
+    extracted: dict[str, str] | StateExtractionError
+    try:
+        extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
+    except StateExtractionError as e:
+        extracted = e
+    previous, healthy = previous_injection(as_map(binding.get("spec")), record, cluster)
+    kept = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
+    if kept.error is None:
+        state = dict(kept.state or {})
+        return EvictionState(state, on_extraction_success(state, cluster=cluster, carried_forward=kept.carried_forward),
+                             kept.event)
+    failure = on_extraction_failure(kept.error, cluster=cluster, first_failure_at=first_failure_at, now=now,
+                                    timeout=timeout)
+    return EvictionState(None, failure.condition, kept.event, failure)
 
 
 def failing_since(annotations: Mapping[str, Any] | str | None) -> dict[str, datetime]:
