@@ -135,6 +135,7 @@ __all__ = [
     "should_inject",
     "similar_keys",
     "state_preservation_deadline",
+    "target_entries",
 ]
 
 PURGE_MODE_DIRECTLY: Final = "Directly"
@@ -447,17 +448,25 @@ def similar_keys(missing: str, data: Any, limit: int = 3) -> list[tuple[str, str
 # ============================================================================================ injection
 
 
-def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
-    """The clusters a binding renders Works for: ``spec.clusters`` then the ``requiredBy`` clusters."""
-    out: list[str] = []
+def target_entries(binding_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The target cluster entries (``{name, replicas}``) a binding renders Works for: ``spec.clusters`` then
+    the ``requiredBy`` clusters not already listed (the first entry of a name wins); entries without a name
+    are left out."""
+    out: dict[str, Mapping[str, Any]] = {}
     sources = [_list(binding_spec.get("clusters"))]
     sources += [_list(as_map(b).get("clusters")) for b in _list(binding_spec.get("requiredBy"))]
     for entries in sources:
         for entry in entries:
-            name = as_str(as_map(entry).get("name"))
+            entry = as_map(entry)
+            name = as_str(entry.get("name"))
             if name and name not in out:
-                out.append(name)
-    return out
+                out[name] = entry
+    return list(out.values())
+
+
+def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
+    """The names of the clusters a binding renders Works for (:func:`target_entries`)."""
+    return [as_str(e.get("name")) for e in target_entries(binding_spec)]
 
 
 def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
@@ -469,11 +478,14 @@ def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
     return [n for n in (as_str(as_map(c).get("name")) for c in _list(binding_spec.get("clusters"))) if n]
 
 
-def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate: bool = True) -> tuple[bool, str]:
-    """Whether the last eviction task's preserved state goes into ``target_cluster``'s Work, and why (not)."""
+def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate: bool = True,
+                  targets: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Whether the last eviction task's preserved state goes into ``target_cluster``'s Work, and why (not).
+    ``targets``: the clusters the binding renders Works for, when the caller has them already (by default
+    :func:`render_targets`)."""
     if not gate:
         return False, f"the feature gate {STATEFUL_FAILOVER_INJECTION_GATE} is disabled"
-    targets = render_targets(binding_spec)
+    targets = render_targets(binding_spec) if targets is None else list(targets)
     if len(targets) > 1:
         return False, (f"the workload is placed in {len(targets)} clusters ({', '.join(targets)}); state is "
                        "injected only when it runs in exactly one cluster")

@@ -72,6 +72,7 @@ from flotilla.failover.purge import (
     orphan_works,
 )
 from flotilla.failover.run_permit import GUARDED_LABEL, GUARDED_LABEL_VALUE, is_guarded
+from flotilla.failover.state import should_inject, target_entries
 from flotilla.interpreter import (
     CustomizationFailure,
     InterpreterError,
@@ -133,7 +134,6 @@ CLUSTER_RESOURCE_BINDING_KIND = "ClusterResourceBinding"
 WORK_API_VERSION = "work.karmada.io/v1alpha1"
 
 
-PURGE_MODE_DIRECTLY = "Directly"
 CONFLICT_OVERWRITE = "Overwrite"  # the binding's spec.conflictResolution value
 JOB_KIND = "Job"
 
@@ -222,17 +222,7 @@ def is_workload(spec: Mapping[str, Any]) -> bool:
 
 def target_clusters(spec: Mapping[str, Any]) -> list[TargetCluster]:
     """``spec.clusters`` then the ``spec.requiredBy`` clusters not already listed (first entry wins)."""
-    out: list[TargetCluster] = []
-    seen: set[str] = set()
-    sources = [as_list(spec.get("clusters"))]
-    sources += [as_list(_map(b).get("clusters")) for b in as_list(spec.get("requiredBy"))]
-    for entries in sources:
-        for entry in entries:
-            name = as_str(_map(entry).get("name"))
-            if name and name not in seen:
-                seen.add(name)
-                out.append(TargetCluster(name, _int(_map(entry).get("replicas"))))
-    return out
+    return [TargetCluster(as_str(e.get("name")), _int(e.get("replicas"))) for e in target_entries(spec)]
 
 
 # Which clusters keep the binding's Works, and the Directly barrier: one rule, in flotilla.failover.purge
@@ -277,19 +267,12 @@ def job_completions(template: Mapping[str, Any], spec: Mapping[str, Any],
 
 def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest: dict[str, Any],
                                  targets: int) -> dict[str, Any]:
-    """``manifest`` with the last ``Directly`` eviction task's preserved labels, when they apply."""
-    tasks = eviction_tasks(spec)
-    if targets > 1 or not tasks:
+    """``manifest`` with the last eviction task's preserved labels, when Karmada's rule
+    (:func:`flotilla.failover.state.should_inject`) lets them into ``target``, one of ``targets`` clusters."""
+    if targets > 1 or not should_inject(spec, target, targets=[target])[0]:
         return manifest
-    task = tasks[-1]
-    if task.get("purgeMode") != PURGE_MODE_DIRECTLY:
-        return manifest
-    if target in [c for c in as_list(task.get("clustersBeforeFailover")) if isinstance(c, str)]:
-        return manifest
-    state = _string_map(task.get("preservedLabelState"))
-    if not state:
-        return manifest
-    return _with_labels(manifest, state)
+    state = _string_map(eviction_tasks(spec)[-1].get("preservedLabelState"))
+    return _with_labels(manifest, state) if state else manifest
 
 
 def restore_state_enabled(interpreter: ResourceInterpreter, obj: Mapping[str, Any]) -> bool:
