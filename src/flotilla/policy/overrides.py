@@ -788,31 +788,26 @@ def apply_overrides(
     cluster_meta = cluster.get("metadata")
     cluster_name = as_str(cluster_meta.get("name")) if isinstance(cluster_meta, Mapping) else ""
     applied: list[AppliedOverride] = []
-    for policy, overriders in cluster_overriders(obj, cluster, cluster_override_policies):
-        name = _policy_name(policy)
-        try:
-            obj = apply_overriders(obj, overriders)
-        except OverrideError as e:
-            raise OverrideError(
-                f"Apply cluster override policy({name}) for cluster({cluster_name}) failed: {e.message}",
-                policy_name=name,
-                cluster_scoped=True,
-            ) from None
-        applied.append(AppliedOverride(name, json_copy(overriders), True))
-    meta = obj.get("metadata")
-    namespace = as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
-    if namespace:
-        candidates = [p for p in override_policies if (_policy_namespace(p) or namespace) == namespace]
-        for policy, overriders in cluster_overriders(obj, cluster, candidates):
+
+    def apply(policies: Iterable[Mapping[str, Any]], namespace: str | None) -> None:
+        """One kind of policy in turn; ``namespace`` None for ClusterOverridePolicies."""
+        nonlocal obj
+        for policy, overriders in cluster_overriders(obj, cluster, policies):
             name = _policy_name(policy)
             try:
                 obj = apply_overriders(obj, overriders)
             except OverrideError as e:
-                raise OverrideError(
-                    f"Apply override policy({namespace}/{name}) for cluster({cluster_name}) failed: {e.message}",
-                    policy_name=name,
-                ) from None
-            applied.append(AppliedOverride(name, json_copy(overriders), False))
+                which = f"cluster override policy({name})" if namespace is None else \
+                    f"override policy({namespace}/{name})"
+                raise OverrideError(f"Apply {which} for cluster({cluster_name}) failed: {e.message}",
+                                    policy_name=name, cluster_scoped=namespace is None) from None
+            applied.append(AppliedOverride(name, json_copy(overriders), namespace is None))
+
+    apply(cluster_override_policies, None)
+    meta = obj.get("metadata")
+    namespace = as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
+    if namespace:
+        apply([p for p in override_policies if (_policy_namespace(p) or namespace) == namespace], namespace)
     return obj, applied
 
 
