@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
 from flotilla.kube.conditions import find_condition, set_condition
-from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
     "CLIENT_FAILURE_PREFIX",
@@ -53,13 +52,11 @@ __all__ = [
     "api_enablements_condition",
     "condition_status",
     "discovery_due",
-    "format_time",
     "is_ready",
     "needs_healthz_fallback",
     "new_condition",
     "observation_from_probe",
     "observed_ready_condition",
-    "parse_time",
     "plan_status",
     "ready_condition",
     "ready_transition",
@@ -94,23 +91,6 @@ MAX_MESSAGE = 32768
 
 
 # ============================================================================================ time
-
-
-def format_time(dt: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return utc_seconds(dt)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ============================================================================================ observations

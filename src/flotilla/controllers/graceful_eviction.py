@@ -61,8 +61,9 @@ from flotilla.failover.purge import (
     directly_purged_clusters,
     eviction_tasks,
 )
-from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
+from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 from flotilla.runtime.base import Controller, binding_key, template_ref

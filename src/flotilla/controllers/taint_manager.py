@@ -80,7 +80,6 @@ from flotilla.failover.eviction import (
     REASON_TAINT_UNTOLERATED,
     cluster_failover_task_options,
     evict_failed_message,
-    format_timestamp,
     graceful_evict_cluster,
 )
 from flotilla.failover.ratelimit import EvictionMode, EvictionRateLimiter
@@ -107,6 +106,7 @@ from flotilla.failover.tolerations import (
     should_queue,
 )
 from flotilla.kube.objects import annotations_of, as_map, meta_of, spec_of
+from flotilla.kube.times import format_time
 from flotilla.observability.metrics import (
     RESULT_BLOCKED,
     RESULT_ERROR,
@@ -191,7 +191,7 @@ def queued_message(cluster: str, decision: EvictionDecision) -> str:
         return (f"Cluster {cluster} has NoExecute taints and the applied placement cannot be read "
                 f"({decision.error}): eviction queued now.")
     if decision.action is Eviction.AT and decision.at is not None:
-        return (f"Cluster {cluster}: {taint} is tolerated until {format_timestamp(decision.at)}: eviction queued "
+        return (f"Cluster {cluster}: {taint} is tolerated until {format_time(decision.at)}: eviction queued "
                 "for then.")
     if decision.at is not None:
         return f"Cluster {cluster}: the toleration of {taint} has expired: eviction queued now."

@@ -62,6 +62,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flotilla.kube.objects import as_list, as_map
+from flotilla.kube.times import parse_time
 
 __all__ = [
     "DEFAULT_TOLERATION_SECONDS",
@@ -91,19 +92,6 @@ def _utc(t: datetime) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return _utc(parsed)
-
-
 def _format_time(t: datetime) -> str:
     t = _utc(t)
     if t.microsecond:
@@ -129,7 +117,7 @@ def parse_unhealthy_since(annotations: Mapping[str, Any] | None) -> dict[str, da
         return {}
     out: dict[str, datetime] = {}
     for cluster, value in data.items():
-        t = _parse_time(value)
+        t = parse_time(value)
         if isinstance(cluster, str) and cluster and t is not None:
             out[cluster] = t
     return out

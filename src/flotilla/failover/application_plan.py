@@ -28,12 +28,12 @@ from flotilla.failover.state import (
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
     EventSpec,
     failing_since,
-    format_time,
     parse_injected_state_record,
     preserve_state_for_eviction,
     rules_of,
 )
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import format_time
 
 __all__ = ["Plan", "binding_wants_failover", "plan_binding"]
 

@@ -40,8 +40,9 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
-from flotilla.failover.state import EventSpec, format_time
+from flotilla.failover.state import EventSpec
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import format_time
 
 __all__ = [
     "ABANDONED_ANNOTATION",

@@ -74,8 +74,9 @@ from typing import Any, Final
 from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RESTORE_ANNOTATION
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
-from flotilla.failover.state import parse_time, render_targets
+from flotilla.failover.state import render_targets
 from flotilla.kube.objects import as_list, as_map
+from flotilla.kube.times import parse_time
 from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [

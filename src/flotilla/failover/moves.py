@@ -60,9 +60,9 @@ from flotilla.failover.eviction import PRODUCER_TAINT_MANAGER
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
-from flotilla.failover.state import format_time, parse_time
 from flotilla.interpreter import Operation, ResourceInterpreter
 from flotilla.kube.objects import as_list, as_map, as_str
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "DEFAULT_MOVE_SAVEPOINT_TIMEOUT",

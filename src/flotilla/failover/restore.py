@@ -55,16 +55,10 @@ from flotilla.api.labels import (
     SAVEPOINT_ON_MOVE_ANNOTATION,
 )
 from flotilla.failover.purge import eviction_tasks
-from flotilla.failover.state import (
-    EventSpec,
-    InjectionPlan,
-    format_time,
-    parse_time,
-    render_targets,
-    rules_of,
-)
+from flotilla.failover.state import EventSpec, InjectionPlan, render_targets, rules_of
 from flotilla.kube.durations import go_duration, parse_go_duration
 from flotilla.kube.objects import as_map, as_str
+from flotilla.kube.times import format_time, parse_time
 
 if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
     from flotilla.checkpoints.layout import Snapshot

@@ -61,7 +61,7 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Final, Literal
@@ -76,7 +76,7 @@ from flotilla.jsonpath import (
     parse,
 )
 from flotilla.kube.objects import as_map, as_str
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time, parse_time
 from flotilla.kube.validation import label_value_errors, qualified_name_errors
 
 __all__ = [
@@ -111,7 +111,6 @@ __all__ = [
     "extract_rule",
     "extract_state",
     "failing_since",
-    "format_time",
     "inject_labels",
     "injected_copy_health_pending",
     "injected_state_patch",
@@ -123,7 +122,6 @@ __all__ = [
     "on_extraction_success",
     "not_collected_message",
     "parse_injected_state_record",
-    "parse_time",
     "plan_injection",
     "preserve_state_for_eviction",
     "previous_injection",
@@ -180,29 +178,6 @@ def _string_map(value: Any) -> dict[str, str]:
 
 def _strings(value: Any) -> list[str]:
     return [v for v in _list(value) if isinstance(v, str)]
-
-
-def format_time(t: datetime) -> str:
-    """RFC 3339 in UTC, seconds precision (``metav1.Time``)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime; anything unreadable is ``None``."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _seconds(value: float | timedelta) -> float:

@@ -38,8 +38,8 @@ from datetime import datetime
 from typing import Any
 
 from flotilla.api.labels import TAINT_CLUSTER_NOT_READY, TAINT_CLUSTER_UNREACHABLE, TAINT_EFFECT_NO_SCHEDULE
-from flotilla.cluster.health import format_time
 from flotilla.kube.objects import meta_of, spec_of, status_of
+from flotilla.kube.times import format_time
 from flotilla.scheduler.affinity import cluster_object_matches
 
 __all__ = [

@@ -27,7 +27,7 @@ from flotilla.kube.conditions import set_condition
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, meta_of, spec_of
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time
 from flotilla.scheduler.affinity import cluster_identity, cluster_object_matches
 from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.errors import ModelError
@@ -49,7 +49,6 @@ __all__ = [
     "clusters_patch",
     "confirmation_patch",
     "considered",
-    "format_time",
     "guarded_clusters_patch",
     "guarded_status_patch",
     "held_status_due",
@@ -95,13 +94,6 @@ def _time(value: Any) -> datetime | None:
         return parse_time(value)
     except ModelError:
         return None
-
-
-def format_time(t: datetime) -> str:
-    """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
 
 
 # ---------------------------------------------------------------------------------------------
