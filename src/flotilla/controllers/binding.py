@@ -104,7 +104,7 @@ from flotilla.runtime.base import Controller
 from flotilla.runtime.binding_works import index_works_by_binding, planned_moves_running, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import CLUSTERS
-from flotilla.runtime.patching import patch_with_retry
+from flotilla.runtime.patching import Written, patch_with_retry, write_once
 
 log = logging.getLogger(__name__)
 
@@ -511,14 +511,8 @@ class BindingController(Controller):
                 return
             body = dict(current)
             body["metadata"] = {**_meta(current), "finalizers": [f for f in finalizers if f != finalizer]}
-            try:
-                await self.client.update(res, body)
+            if await write_once(self.client.update(res, body)) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
             meta = _meta(current)
             try:
                 current = await self.client.get(res, str(meta.get("name")), meta.get("namespace"))

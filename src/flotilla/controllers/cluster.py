@@ -95,6 +95,7 @@ from flotilla.policy.naming import (
 )
 from flotilla.runtime.base import Controller, ControllerContext
 from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import Written, write_once
 
 log = logging.getLogger(__name__)
 
@@ -497,14 +498,8 @@ class ClusterController(Controller):
                                        condition, self.ctx.now())
             patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")},
                      "status": {"conditions": conditions}}
-            try:
-                await self.client.patch(CLUSTERS, name, patch, subresource="status")
+            if await write_once(self.client.patch(CLUSTERS, name, patch, subresource="status")) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
             cluster = await self.client.get_or_none(CLUSTERS, name) or {}
             if not cluster or (still is not None and not still(cluster)):
                 return  # unfenced meanwhile: nothing to record
@@ -610,14 +605,10 @@ class ClusterController(Controller):
                 return
             patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion"),
                                   "finalizers": [f for f in finalizers if f != CLUSTER_CONTROLLER_FINALIZER]}}
-            try:
-                await self.client.patch(CLUSTERS, name, patch)
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if is_conflict(e):
-                    continue
-                raise
-            log.info("cluster %s: cleaned up, removed finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
+            written = await write_once(self.client.patch(CLUSTERS, name, patch))
+            if written is Written.CONFLICT:
+                continue
+            if written is Written.DONE:
+                log.info("cluster %s: cleaned up, removed finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
             return
         raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")

@@ -126,6 +126,7 @@ from flotilla.runtime.applied_handoff import applied_handoff
 from flotilla.runtime.base import Controller
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.member_informers import MANAGED_SELECTOR, member_informers
+from flotilla.runtime.patching import Written, write_once
 
 log = logging.getLogger(__name__)
 
@@ -675,17 +676,13 @@ class ExecutionController(Controller):
         known, cached = self._cached(cluster, member, res, name, namespace)
         if known and cached is not None and _meta(cached).get("uid"):
             # managed (the drift cache holds only those): delete that very object, no GET first
-            try:
-                await member.delete(res, name, namespace, propagation_policy="Background",
-                                    preconditions={"uid": str(_meta(cached)["uid"])})
+            written = await write_once(member.delete(res, name, namespace, propagation_policy="Background",
+                                                     preconditions={"uid": str(_meta(cached)["uid"])}))
+            if written is Written.DONE:
                 log.info("deleted %s in cluster %s", _describe(manifest), cluster)
+            if written is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
-                # replaced by another object meanwhile: look at it
+            # replaced by another object meanwhile: look at it
         elif known and cached is None and (cluster, object_key(manifest)) not in self._versions:
             return  # never written by this controller and no managed object of that name: nothing to delete
         observed = await self._observe(member, res, name, namespace)
@@ -713,14 +710,8 @@ class ExecutionController(Controller):
             if decision.action is not ApplyAction.UPDATE:  # gone, someone else's, or already clean
                 break
             assert decision.obj is not None
-            try:
-                await member.update(res, decision.obj)
+            if await write_once(member.update(res, decision.obj)) is not Written.CONFLICT:
                 break
-            except ApiException as e:
-                if is_not_found(e):
-                    break
-                if not is_conflict(e):
-                    raise
         else:
             raise ApplyError(f"{_describe(manifest)} in cluster {cluster}: gave up after {_ATTEMPTS} conflicting writes")
 
@@ -762,14 +753,9 @@ class ExecutionController(Controller):
             finalizers = list(_meta(current).get("finalizers") or [])
             if L.EXECUTION_CONTROLLER_FINALIZER not in finalizers:
                 return
-            try:
-                await self._patch_finalizers(current, [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER])
+            remaining = [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER]
+            if await write_once(self._patch_finalizers(current, remaining)) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
             current = await self._refetch(current)
         raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not remove finalizer")
 
