@@ -57,7 +57,7 @@ from flotilla.api.labels import (
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import EventSpec, InjectionPlan, render_targets, rules_of
 from flotilla.kube.durations import go_duration, parse_go_duration
-from flotilla.kube.objects import as_map, as_str
+from flotilla.kube.objects import annotations_of, as_map, as_str
 from flotilla.kube.times import format_time, parse_time
 
 if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
@@ -170,10 +170,6 @@ def failure_of(storage_reason: str) -> RestoreFailure:
 # ============================================================================================ helpers
 
 
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(as_map(as_map(obj).get("metadata")).get("annotations"))
-
-
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -227,7 +223,7 @@ def restore_settings(obj_or_annotations: Mapping[str, Any] | None) -> RestoreSet
     fall back to the defaults."""
     values = as_map(obj_or_annotations)
     if "metadata" in values:
-        values = _annotations(values)
+        values = annotations_of(values)
     native = as_str(values.get(NATIVE_ANNOTATION)).strip().lower() != "false"
     age: float | None = None
     try:
@@ -241,7 +237,7 @@ def restore_settings(obj_or_annotations: Mapping[str, Any] | None) -> RestoreSet
 
 def policy_restore_annotations(policy: Mapping[str, Any]) -> dict[str, str]:
     """The ``restore.flotilla.io/*`` annotations of a (Cluster)PropagationPolicy, for its bindings."""
-    return {k: v for k, v in _annotations(policy).items()
+    return {k: v for k, v in annotations_of(policy).items()
             if isinstance(k, str) and k.startswith(POLICY_ANNOTATION_PREFIX) and isinstance(v, str)}
 
 
@@ -302,7 +298,7 @@ class RestoreRecord:
 def parse_restore_record(value: Mapping[str, Any] | str | None) -> RestoreRecord | None:
     """The record in a binding (or its annotations, or the value); ``None`` when absent or unreadable."""
     if isinstance(value, Mapping):
-        annotations = _annotations(value) if "metadata" in value else value
+        annotations = annotations_of(value) if "metadata" in value else value
         value = annotations.get(RESTORE_ANNOTATION)
     if not isinstance(value, str) or not value:
         return None
@@ -434,7 +430,7 @@ def applied_restore(binding_spec: Mapping[str, Any], record: RestoreRecord | Non
 
 def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
     """The savepoint a planned move took for ``need`` (``failover.flotilla.io/move-savepoint``), or ``None``."""
-    raw = _annotations(binding).get(MOVE_SAVEPOINT_ANNOTATION)
+    raw = annotations_of(binding).get(MOVE_SAVEPOINT_ANNOTATION)
     try:
         doc = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
@@ -449,7 +445,7 @@ def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
 def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
     """Whether a planned move to ``cluster`` is still taking its savepoint (``failover.flotilla.io/move`` phase
     ``Savepointing``): the restore waits for it instead of settling on an older checkpoint."""
-    raw = _annotations(binding).get(MOVE_ANNOTATION)
+    raw = annotations_of(binding).get(MOVE_ANNOTATION)
     try:
         doc = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:

@@ -46,6 +46,7 @@ import orjson
 from flotilla.api import labels as L
 from flotilla.cluster.health import is_ready
 from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
+from flotilla.kube.objects import meta_of
 
 __all__ = [
     "APPLIED",
@@ -117,21 +118,16 @@ _SUSPEND_DISPATCHING_MESSAGE = "Work dispatching is in a suspended state."
 # ---------------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def _string_map(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(_meta(obj).get("labels"))
+    return _string_map(meta_of(obj).get("labels"))
 
 
 def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(_meta(obj).get("annotations"))
+    return _string_map(meta_of(obj).get("annotations"))
 
 
 def _set_or_drop(meta: dict[str, Any], key: str, value: Any) -> None:
@@ -143,7 +139,7 @@ def _set_or_drop(meta: dict[str, Any], key: str, value: Any) -> None:
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """``<apiVersion>, Kind=<kind>/<namespace>/<name>``: one object of one cluster (version records)."""
-    meta = _meta(obj)
+    meta = meta_of(obj)
     return f"{obj.get('apiVersion', '')}, Kind={obj.get('kind', '')}/{meta.get('namespace') or ''}/{meta.get('name', '')}"
 
 
@@ -250,7 +246,7 @@ def retain_cluster_fields(desired: Mapping[str, Any], observed: Mapping[str, Any
     """``desired`` plus the member's resourceVersion, finalizers, ownerReferences and own labels/annotations."""
     out = retain_metadata(desired, observed)
     meta = out.setdefault("metadata", {})
-    observed_meta = _meta(observed)
+    observed_meta = meta_of(observed)
     _set_or_drop(meta, "resourceVersion", observed_meta.get("resourceVersion"))
     _set_or_drop(meta, "finalizers", copy.deepcopy(observed_meta.get("finalizers")))
     _set_or_drop(meta, "ownerReferences", copy.deepcopy(observed_meta.get("ownerReferences")))
@@ -318,7 +314,7 @@ class LazyRecord:
 
 
 def refusal_message(desired: Mapping[str, Any], cluster: str) -> str:
-    meta = _meta(desired)
+    meta = meta_of(desired)
     return (f"resource(kind={desired.get('kind', '')}, {meta.get('namespace') or ''}/{meta.get('name', '')}) "
             f"already exists in the cluster {cluster} and the {L.CONFLICT_RESOLUTION_ANNOTATION} strategy value "
             "is empty, Karmada will not manage this resource")
@@ -409,7 +405,7 @@ def preserved_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def cluster_terminating(cluster: Mapping[str, Any] | None) -> bool:
     """The Cluster is being deleted (or is already gone: ``None``)."""
-    return cluster is None or bool(_meta(cluster).get("deletionTimestamp"))
+    return cluster is None or bool(meta_of(cluster).get("deletionTimestamp"))
 
 
 class WorkDeletion(StrEnum):

@@ -26,7 +26,7 @@ from flotilla.api import labels as L
 from flotilla.kube.conditions import set_condition
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
-from flotilla.kube.objects import as_list, meta_of, spec_of
+from flotilla.kube.objects import as_list, labels_of, meta_of, spec_of, status_of
 from flotilla.kube.times import format_time
 from flotilla.scheduler.affinity import cluster_identity, cluster_object_matches
 from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
@@ -74,16 +74,6 @@ REASON_DUPLICATED = "duplicated or not a workload"
 REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
 
 
-def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    status = obj.get("status")
-    return status if type(status) is dict or isinstance(status, Mapping) else {}
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = meta_of(obj).get("labels")
-    return labels if type(labels) is dict or isinstance(labels, Mapping) else {}
-
-
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -116,7 +106,7 @@ def considered(binding: Mapping[str, Any], scheduler_name: str = DEFAULT_SCHEDUL
         return False
     if not isinstance(spec.get("placement"), Mapping):
         return False
-    labels = _labels(binding)
+    labels = labels_of(binding)
     return any(labels.get(k) for k in (L.PROPAGATION_POLICY_PERMANENT_ID_LABEL,
                                        L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
                                        L.BINDING_MANAGED_BY_LABEL))
@@ -201,7 +191,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
     placement = placement if isinstance(placement, Mapping) else {}
     annotations = meta_of(binding).get("annotations")
     applied = annotations.get(L.POLICY_PLACEMENT_ANNOTATION) if isinstance(annotations, Mapping) else None
-    status = _status(binding)
+    status = status_of(binding)
     if placement_changed(placement, applied, str(status.get("schedulerObservingAffinityName") or "")):
         return REASON_PLACEMENT_CHANGED
     if replicas_changed(spec):
@@ -220,7 +210,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
 def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | None:
     """When nothing is scheduled: the status merge patch confirming the current generation, or None."""
     generation = _int(meta_of(binding).get("generation"))
-    if _int(_status(binding).get("schedulerObservedGeneration")) == generation:
+    if _int(status_of(binding).get("schedulerObservedGeneration")) == generation:
         return None
     return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
 
@@ -237,7 +227,7 @@ def confirmation_patch(binding: Mapping[str, Any],
     if held is None or not isinstance(generation, int) or isinstance(generation, bool):
         return observed_generation_patch(binding)
     condition, now, affinity = held
-    recorded = _time(_status(binding).get("lastScheduledTime"))
+    recorded = _time(status_of(binding).get("lastScheduledTime"))
     if recorded is not None and recorded > (now if now.tzinfo is not None else now.replace(tzinfo=UTC)):
         return observed_generation_patch(binding)
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity, generation=generation)
@@ -251,7 +241,7 @@ def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
     if binding is None or meta_of(binding).get("deletionTimestamp"):
         return False
     generation = _int(meta_of(binding).get("generation"))
-    return generation == observed and _int(_status(binding).get("schedulerObservedGeneration")) < observed
+    return generation == observed and _int(status_of(binding).get("schedulerObservedGeneration")) < observed
 
 
 def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime, *,
@@ -263,7 +253,7 @@ def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], 
     (``held``) when :func:`held_status_due` says it is no longer due."""
     if held and not held_status_due(binding, observed):
         return None
-    if observed >= 0 and _int(_status(binding).get("schedulerObservedGeneration")) > observed:
+    if observed >= 0 and _int(status_of(binding).get("schedulerObservedGeneration")) > observed:
         return None
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity_name,
                                   generation=observed if observed >= 0 else None)
@@ -279,7 +269,7 @@ def cluster_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bo
     (``generation``: taints, region, zones...) changes; status changes (Ready flips) do not."""
     if not meta_of(old).get("deletionTimestamp") and meta_of(new).get("deletionTimestamp"):
         return True
-    if dict(_labels(old)) != dict(_labels(new)):
+    if dict(labels_of(old)) != dict(labels_of(new)):
         return True
     return meta_of(old).get("generation") != meta_of(new).get("generation")
 
@@ -348,7 +338,7 @@ def _affinity_in_force(binding: Mapping[str, Any]) -> Any:
         return _NEVER
     terms = placement.get("clusterAffinities")
     if terms:
-        status = _status(binding)
+        status = status_of(binding)
         if _int(status.get("schedulerObservedGeneration")) != _int(meta_of(binding).get("generation")):
             return _ALWAYS
         observed = str(status.get("schedulerObservingAffinityName") or "")
@@ -459,7 +449,7 @@ def guarded_status_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -
     ops = _guards(binding, ("metadata", "uid"), ("metadata", "generation"))
     if ops is None:
         return None
-    if "schedulerObservedGeneration" in _status(binding):
+    if "schedulerObservedGeneration" in status_of(binding):
         ops += _guards(binding, ("status", "schedulerObservedGeneration")) or []
     for key, value in status.items():
         ops.append({"op": "add", "path": _pointer("status", key), "value": value})
@@ -473,7 +463,7 @@ def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     ``schedulerObservingAffinityName``. Shares nothing with ``binding``."""
     stamp = format_time(now)
     fields: dict[str, Any] = {
-        "conditions": set_condition(as_list(_status(binding).get("conditions")), condition, stamp)}
+        "conditions": set_condition(as_list(status_of(binding).get("conditions")), condition, stamp)}
     if condition.get("status") == "True":
         fields["schedulerObservedGeneration"] = (
             generation if generation is not None else _int(meta_of(binding).get("generation")))
@@ -492,7 +482,7 @@ def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     start of the pass; default: the binding's) and ``lastScheduledTime`` becomes ``now``.
     ``affinity_name``: the ``clusterAffinities`` term used (None: leave it).
     """
-    status = json_copy(dict(_status(binding)))
+    status = json_copy(dict(status_of(binding)))
     status.update(scheduled_fields(binding, condition, now, affinity_name=affinity_name, generation=generation))
     return status
 
@@ -502,7 +492,7 @@ def scheduled_status_patch(binding: Mapping[str, Any], condition: Mapping[str, A
                            ) -> dict[str, Any] | None:
     """``status_patch(binding, scheduled_status(binding, ...))`` without copying or comparing the rest of
     the status (which a scheduling pass leaves alone)."""
-    old = _status(binding)
+    old = status_of(binding)
     diff: dict[str, Any] = {}
     for key, value in scheduled_fields(binding, condition, now, affinity_name=affinity_name,
                                        generation=generation).items():
@@ -521,7 +511,7 @@ def status_patch(binding: Mapping[str, Any], new_status: Mapping[str, Any]) -> d
     """Merge patch of ``status`` (for the status subresource) with the resourceVersion precondition,
     or None when unchanged. ``conditions`` is a list, so it is sent whole (others' conditions kept:
     that is why the precondition matters)."""
-    diff = merge_patch_diff(_status(binding), new_status)
+    diff = merge_patch_diff(status_of(binding), new_status)
     if not diff:
         return None
     return with_precondition({"status": diff}, binding)
