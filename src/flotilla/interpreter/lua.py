@@ -671,22 +671,18 @@ def _reference_paths(references: Iterable[Any]) -> tuple[set[tuple[str, ...]], s
 
     def walk(v: Any, path: tuple[str, ...]) -> None:
         if isinstance(v, Mapping):
-            for k, x in v.items():
-                p = (*path, str(k))
-                if isinstance(x, Mapping) and not x:
-                    objects.add(p)
-                elif isinstance(x, list) and not x:
-                    arrays.add(p)
-                else:
-                    walk(x, p)
+            children = [((*path, str(k)), x) for k, x in v.items()]
         elif isinstance(v, list):
-            for x in v:
-                if isinstance(x, Mapping) and not x:
-                    objects.add(path)
-                elif isinstance(x, list) and not x:
-                    arrays.add(path)
-                else:
-                    walk(x, path)
+            children = [(path, x) for x in v]  # array positions are not part of a path
+        else:
+            return
+        for p, x in children:
+            if isinstance(x, Mapping) and not x:
+                objects.add(p)
+            elif isinstance(x, list) and not x:
+                arrays.add(p)
+            else:
+                walk(x, p)
 
     for ref in references:
         walk(ref, ())
@@ -1049,6 +1045,21 @@ def lua_get_replicas(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMI
     return ReplicaResult(replicas, normalize_requirements(op, value, "requirement", component=False))
 
 
+def _result_tables(op: Operation, result: LuaValue, what: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The script's result as an array of tables (``what``: components, dependencies): ``(where, table)`` for
+    each, ``where`` naming it as Lua counts (``components[1]``)."""
+    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
+    if not isinstance(value, list):
+        raise _fail(op, f"the result must be an array of {what}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{what}[{i + 1}]"
+        if not isinstance(item, Mapping):
+            raise _fail(op, f"{where} must be a table")
+        out.append((where, item))
+    return out
+
+
 def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMITS,
                        print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
     """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}``; ``None`` when the script
@@ -1057,14 +1068,8 @@ def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LI
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
     if result.type == "nil":
         return None
-    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
-    if not isinstance(value, list):
-        raise _fail(op, "the result must be an array of components")
     out = []
-    for i, c in enumerate(value):
-        where = f"components[{i + 1}]"
-        if not isinstance(c, Mapping):
-            raise _fail(op, f"{where} must be a table")
+    for where, c in _result_tables(op, result, "components"):
         comp: dict[str, Any] = {"name": _string_field(op, c, "name", where),
                                 "replicas": _int32(op, c.get("replicas", 0), f"{where}.replicas", truncate=False)}
         if c.get("replicaRequirements") is not None:
@@ -1142,14 +1147,8 @@ def lua_get_dependencies(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_
     """``GetDependencies(desiredObj)`` -> list of ``{apiVersion, kind, namespace, name, labelSelector}``."""
     op = Operation.INTERPRET_DEPENDENCY
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
-    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
-    if not isinstance(value, list):
-        raise _fail(op, "the result must be an array of dependencies")
     out = []
-    for i, d in enumerate(value):
-        where = f"dependencies[{i + 1}]"
-        if not isinstance(d, Mapping):
-            raise _fail(op, f"{where} must be a table")
+    for where, d in _result_tables(op, result, "dependencies"):
         dep: dict[str, Any] = {}
         for key in ("apiVersion", "kind", "namespace", "name"):
             s = _string_field(op, d, key, where)
