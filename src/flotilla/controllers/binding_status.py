@@ -60,7 +60,7 @@ from flotilla.api.labels import (
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
-from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
+from flotilla.client import ApiException, Resource, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
 from flotilla.cluster.health import is_ready
 from flotilla.failover.purge import eviction_tasks
@@ -75,6 +75,7 @@ from flotilla.interpreter import InterpreterError, Operation
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.base import Controller
+from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import HANDOFF, ConditionHandoff, graceful_eviction_running
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.members import CLUSTERS
@@ -104,18 +105,6 @@ FIRST_STATUS_WAIT = 10.0
 _Obj = dict[str, Any]
 
 
-#: ``ControllerContext.extras`` key of the running binding-status controller's :class:`ConditionHandoff`.
-def _label_index(label: str) -> str:
-    return f"label:{label}"
-
-
-def _ensure_label_index(inf: Informer, label: str) -> None:
-    try:
-        inf.add_indexer(_label_index(label), label_indexer(label))
-    except ValueError:
-        pass  # another controller indexes the same label under the same name
-
-
 class BindingStatusController(Controller):
     name: ClassVar[str] = "binding-status"
     role: ClassVar[str] = "reports"
@@ -138,8 +127,7 @@ class BindingStatusController(Controller):
         self.works = self.informer(WORKS)
         self.clusters = self.informer(CLUSTERS)
         self.interpreters = shared_interpreter(self.ctx)
-        _ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        _ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self.works)
         for inf, prefix in ((self.rbs, "rb"), (self.crbs, "crb")):
             inf.add_handler(on_add=lambda b, p=prefix: self._on_binding(p, None, b),
                             on_update=lambda old, new, p=prefix: self._on_binding(p, old, new))
@@ -176,7 +164,7 @@ class BindingStatusController(Controller):
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return False
-        works = self.works.store.by_index(_label_index(label), permanent_id)
+        works = works_with_label(self.works, label, permanent_id)
         if not works:
             return False
         items = st.build_aggregated_status(works, (binding.get("spec") or {}).get("resource") or {}, self._ready)
@@ -229,7 +217,7 @@ class BindingStatusController(Controller):
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return None  # admission always sets it; without it no Work can be found
-        works = self.works.store.by_index(_label_index(label), permanent_id)
+        works = works_with_label(self.works, label, permanent_id)
         handed = self._handoff.pending(key)
         spec = binding.get("spec") or {}
         items = st.build_aggregated_status(works, spec.get("resource") or {}, self._ready)

@@ -45,7 +45,7 @@ from flotilla.api.labels import (
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
-from flotilla.client import Informer, Resource, label_indexer
+from flotilla.client import Resource
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
     Assessment,
@@ -67,6 +67,7 @@ from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import mark_graceful_eviction_running
 from flotilla.runtime.patching import patch_with_retry
 
@@ -75,19 +76,6 @@ log = logging.getLogger(__name__)
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController"]
 
 _Obj = dict[str, Any]
-
-
-def _label_index(label: str) -> str:
-    return f"label:{label}"
-
-
-def ensure_label_index(inf: Informer, label: str) -> str:
-    """Index ``inf`` by ``label`` (shared with other controllers under the same name); the index name."""
-    try:
-        inf.add_indexer(_label_index(label), label_indexer(label))
-    except ValueError:
-        pass  # another controller indexes the same label under the same name
-    return _label_index(label)
 
 
 def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
@@ -116,8 +104,7 @@ class GracefulEvictionController(Controller):
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)
-        ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self.works)
         for inf, scoped in ((self.rbs, False), (self.crbs, True)):
             inf.add_handler(on_add=lambda b, s=scoped: self._on_binding(s, None, b),
                             on_update=lambda old, new, s=scoped: self._on_binding(s, old, new))
@@ -154,7 +141,7 @@ class GracefulEvictionController(Controller):
         if not permanent_id:
             # no permanent id: its Works cannot be told apart, assume the old copy may still be there
             return directly_purged_clusters(spec)
-        works = [w for w in self.works.store.by_index(_label_index(label), permanent_id)
+        works = [w for w in works_with_label(self.works, label, permanent_id)
                  if str(as_map(w.get("metadata")).get("namespace") or "").startswith(EXECUTION_SPACE_PREFIX)]
         return directly_pending_clusters(works, spec)
 

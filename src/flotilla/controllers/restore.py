@@ -38,7 +38,7 @@ from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.checkpoints.config import StorageConfigError, storage_config
 from flotilla.checkpoints.storage import SnapshotStorageError, describe_snapshot, list_snapshots
-from flotilla.client import Informer, Resource, label_indexer
+from flotilla.client import Informer, Resource
 from flotilla.failover.purge import directly_purge_pending
 from flotilla.failover.restore import (
     CREDENTIALS_SECRET_ANNOTATION,
@@ -75,6 +75,7 @@ from flotilla.propagation.works import (
     work_cluster,
 )
 from flotilla.runtime.base import Controller
+from flotilla.runtime.binding_works import index_works_by_binding, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import SECRETS
 from flotilla.runtime.patching import patch_condition, patch_with_retry
@@ -83,8 +84,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RestoreController"]
 
-_RB_INDEX = "restore:" + L.RESOURCE_BINDING_PERMANENT_ID_LABEL
-_CRB_INDEX = "restore:" + L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
 RETRY_INITIAL = 1.0
 RETRY_MAX = 30.0
 #: Seconds before a binding whose old copy's Work (purged Directly) still exists is looked at again, if the Work's
@@ -112,12 +111,7 @@ class RestoreController(Controller):
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
-        for index, label in ((_RB_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL),
-                             (_CRB_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)):
-            try:
-                self._works.add_indexer(index, label_indexer(label))
-            except ValueError:
-                pass
+        index_works_by_binding(self._works)
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
         self._interpreters = InterpreterCache(customization_failures(self.ctx))
         self._attempts: dict[str, int] = {}
@@ -218,11 +212,7 @@ class RestoreController(Controller):
         return await self.client.get_or_none(res, str(resource.get("name") or ""), ns)
 
     def _works_of(self, binding: Mapping[str, Any]) -> list[dict[str, Any]]:
-        ref = binding_ref(binding)
-        if not ref.permanent_id:
-            return []
-        index = _CRB_INDEX if ref.cluster_scoped else _RB_INDEX
-        return list(self._works.store.by_index(index, ref.permanent_id))
+        return works_of(self._works, binding_ref(binding))
 
     def _work_exists(self, binding: Mapping[str, Any], cluster: str) -> bool:
         namespace = generate_execution_space_name(cluster)
