@@ -74,7 +74,7 @@ from flotilla.failover.state import (
 from flotilla.interpreter import InterpreterError, Operation
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
-from flotilla.runtime.base import Controller
+from flotilla.runtime.base import Controller, split_binding_key
 from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import HANDOFF, ConditionHandoff, graceful_eviction_running
 from flotilla.runtime.interpreters import shared_interpreter
@@ -199,16 +199,14 @@ class BindingStatusController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> float | None:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            binding = self._written.fresh(key, self.rbs.store.get(f"{parts[1]}/{parts[2]}"))
-            res, label = RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
-        elif parts[0] == "crb" and len(parts) == 2:
-            binding = self._written.fresh(key, self.crbs.store.get(parts[1]))
-            res, label = CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
-        else:
+        try:
+            res, cache_key = split_binding_key(key)
+        except ValueError:
             log.warning("binding-status: ignoring malformed key %r", key)
             return None
+        cluster_scoped = res is CLUSTER_RESOURCE_BINDINGS
+        binding = self._written.fresh(key, (self.crbs if cluster_scoped else self.rbs).store.get(cache_key))
+        label = CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if cluster_scoped else RESOURCE_BINDING_PERMANENT_ID_LABEL
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             self._aggregated.pop(key, None)
             self._awaited.pop(key, None)

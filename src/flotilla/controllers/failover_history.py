@@ -43,7 +43,7 @@ from flotilla.failover.history import (
 from flotilla.failover.purge import eviction_tasks
 from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import FailoverHistoryMetrics
-from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, split_binding_key, template_ref
 from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
@@ -112,12 +112,8 @@ class FailoverHistoryController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def _lookup(self, key: str) -> tuple[_Obj | None, Resource]:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS
-        if parts[0] == "crb" and len(parts) == 2:
-            return self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS
-        raise ValueError(f"malformed key {key!r}")
+        res, cache_key = split_binding_key(key)
+        return (self.crbs if res is CLUSTER_RESOURCE_BINDINGS else self.rbs).store.get(cache_key), res
 
     async def reconcile(self, key: str) -> float | None:
         try:

@@ -66,7 +66,7 @@ from flotilla.kube.objects import as_map
 from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
-from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, split_binding_key, template_ref
 from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import mark_graceful_eviction_running
 from flotilla.runtime.patching import patch_with_retry
@@ -124,13 +124,10 @@ class GracefulEvictionController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
-        if parts[0] == "crb" and len(parts) == 2:
-            return (self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS,
-                    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        raise ValueError(f"malformed key {key!r}")
+        res, cache_key = split_binding_key(key)
+        if res is CLUSTER_RESOURCE_BINDINGS:
+            return self.crbs.store.get(cache_key), res, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
+        return self.rbs.store.get(cache_key), res, RESOURCE_BINDING_PERMANENT_ID_LABEL
 
     def directly_pending(self, binding: Mapping[str, Any], label: str) -> set[str]:
         """Clusters of the binding's ``Directly`` tasks that still hold a Work of the binding (D2)."""

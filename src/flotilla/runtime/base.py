@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from flotilla.api.resources import CLUSTERS, WORKS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.events import EventRecorder
 from flotilla.client.workqueue import WorkQueue
@@ -185,6 +185,17 @@ def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
     if not name:
         return None
     return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
+
+
+def split_binding_key(key: str) -> tuple[Resource, str]:
+    """The kind (``RESOURCE_BINDINGS`` or ``CLUSTER_RESOURCE_BINDINGS``) and the cache key (``<ns>/<name>`` or
+    ``<name>``) of a key made by :func:`binding_key`; ValueError for any other key."""
+    parts = key.split("|")
+    if parts[0] == "rb" and len(parts) == 3:
+        return RESOURCE_BINDINGS, f"{parts[1]}/{parts[2]}"
+    if parts[0] == "crb" and len(parts) == 2:
+        return CLUSTER_RESOURCE_BINDINGS, parts[1]
+    raise ValueError(f"malformed key {key!r}")
 
 
 def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
