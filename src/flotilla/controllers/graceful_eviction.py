@@ -45,7 +45,6 @@ from flotilla.api.labels import (
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
-from flotilla.client import Resource
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
     Assessment,
@@ -66,7 +65,7 @@ from flotilla.kube.objects import as_map
 from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
-from flotilla.runtime.base import Controller, binding_key, split_binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, cached_binding, template_ref
 from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import mark_graceful_eviction_running
 from flotilla.runtime.patching import patch_with_retry
@@ -123,12 +122,6 @@ class GracefulEvictionController(Controller):
             self.enqueue(key)
 
     # ------------------------------------------------------------------ reconcile
-    def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
-        res, cache_key = split_binding_key(key)
-        if res is CLUSTER_RESOURCE_BINDINGS:
-            return self.crbs.store.get(cache_key), res, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
-        return self.rbs.store.get(cache_key), res, RESOURCE_BINDING_PERMANENT_ID_LABEL
-
     def directly_pending(self, binding: Mapping[str, Any], label: str) -> set[str]:
         """Clusters of the binding's ``Directly`` tasks that still hold a Work of the binding (D2)."""
         spec = as_map(binding.get("spec"))
@@ -145,13 +138,11 @@ class GracefulEvictionController(Controller):
     async def reconcile(self, key: str) -> float | None:
         if not self.enabled:
             return None
-        try:
-            binding, res, label = self._lookup(key)
-        except ValueError:
-            log.warning("graceful-eviction: ignoring malformed key %r", key)
+        binding, res = cached_binding(self.name, key, self.rbs, self.crbs)
+        if binding is None or not eviction_tasks(as_map(binding.get("spec"))):
             return None
-        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp") or not eviction_tasks(as_map(binding.get("spec"))):
-            return None
+        label = (CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if res is CLUSTER_RESOURCE_BINDINGS
+                 else RESOURCE_BINDING_PERMANENT_ID_LABEL)
         md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         outcome: dict[str, Assessment] = {}

@@ -22,6 +22,7 @@ from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.events import EventRecorder
 from flotilla.client.workqueue import WorkQueue
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace, serves_cluster
+from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import ControllerMetrics
 from flotilla.runtime.forward_first import ForwardFirst
 from flotilla.runtime.members import MemberClients
@@ -196,6 +197,21 @@ def split_binding_key(key: str) -> tuple[Resource, str]:
     if parts[0] == "crb" and len(parts) == 2:
         return CLUSTER_RESOURCE_BINDINGS, parts[1]
     raise ValueError(f"malformed key {key!r}")
+
+
+def cached_binding(controller: str, key: str, rbs: Any, crbs: Any) -> tuple[dict[str, Any] | None, Resource]:
+    """The binding that ``key`` (:func:`binding_key`) names, from the ResourceBinding or ClusterResourceBinding
+    informer's cache, and its kind. The binding is None when it is not cached or is being deleted, and when the
+    key is malformed (which is logged for ``controller``)."""
+    try:
+        res, cache_key = split_binding_key(key)
+    except ValueError:
+        log.warning("%s: ignoring malformed key %r", controller, key)
+        return None, RESOURCE_BINDINGS
+    binding = (crbs if res is CLUSTER_RESOURCE_BINDINGS else rbs).store.get(cache_key)
+    if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp"):
+        return None, res
+    return binding, res
 
 
 def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:
