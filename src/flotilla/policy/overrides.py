@@ -352,6 +352,11 @@ def _type_name(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _conversion_error(obj: Mapping[str, Any], detail: str) -> OverrideError:
+    """The typed conversion's refusal of ``obj``."""
+    return OverrideError(f"failed to convert {obj.get('kind')} from unstructured object: {detail}")
+
+
 def _typed_containers(obj: Mapping[str, Any], path: Sequence[str]) -> list[Mapping[str, Any]]:
     """``podSpec.Containers`` as the typed conversion sees it (null/missing = none)."""
     current: Any = obj
@@ -359,28 +364,18 @@ def _typed_containers(obj: Mapping[str, Any], path: Sequence[str]) -> list[Mappi
         if current is None:
             return []
         if not isinstance(current, Mapping):
-            raise OverrideError(
-                f"failed to convert {obj.get('kind')} from unstructured object: "
-                f"{key}: expected an object, got {_type_name(current)}"
-            )
+            raise _conversion_error(obj, f"{key}: expected an object, got {_type_name(current)}")
         current = current.get(key)
     if current is None:
         return []
     if not isinstance(current, list):
-        raise OverrideError(
-            f"failed to convert {obj.get('kind')} from unstructured object: "
-            f"containers: expected a list, got {_type_name(current)}"
-        )
+        raise _conversion_error(obj, f"containers: expected a list, got {_type_name(current)}")
     containers: list[Mapping[str, Any]] = []
     for container in current:
         if container is None:
             container = {}
-        if not isinstance(container, Mapping) or not isinstance(
-            container.get("image", ""), (str, type(None))
-        ):
-            raise OverrideError(
-                f"failed to convert {obj.get('kind')} from unstructured object: bad container"
-            )
+        if not isinstance(container, Mapping) or not isinstance(container.get("image", ""), (str, type(None))):
+            raise _conversion_error(obj, "bad container")
         containers.append(container)
     return containers
 
