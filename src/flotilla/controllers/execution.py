@@ -73,6 +73,7 @@ from typing import Any, ClassVar
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS, WORKS
 from flotilla.client import (
     ApiException,
     Client,
@@ -116,12 +117,7 @@ from flotilla.propagation.apply import (
     preserved_manifest,
     work_deletion_action,
 )
-from flotilla.propagation.works import (
-    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
-    WORKS,
-    InterpreterCache,
-    work_cluster,
-)
+from flotilla.propagation.works import InterpreterCache, work_cluster
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.applied_handoff import applied_handoff
 from flotilla.runtime.base import Controller
