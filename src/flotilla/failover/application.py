@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.times import parse_time
 
@@ -106,13 +107,7 @@ def _format_time(t: datetime) -> str:
 
 def parse_unhealthy_since(annotations: Mapping[str, Any] | None) -> dict[str, datetime]:
     """The record held by :data:`UNHEALTHY_SINCE_ANNOTATION` (entries that do not parse are dropped)."""
-    raw = as_map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
-    if not isinstance(raw, str) or not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
+    data = json_annotation(annotations, UNHEALTHY_SINCE_ANNOTATION)
     if not isinstance(data, dict):
         return {}
     out: dict[str, datetime] = {}

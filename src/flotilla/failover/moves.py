@@ -61,6 +61,7 @@ from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
 from flotilla.interpreter import Operation, ResourceInterpreter
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import annotations_of, as_list, as_map, as_str, meta_of
 from flotilla.kube.times import format_time, parse_time
 
@@ -191,13 +192,7 @@ class Move:
 
 def parse_move(binding: Mapping[str, Any] | None) -> Move | None:
     """The binding's move record, or None (absent or unreadable: an unreadable record is no move)."""
-    raw = annotations_of(binding).get(MOVE_ANNOTATION)
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
+    data = json_annotation(annotations_of(binding), MOVE_ANNOTATION)
     if not isinstance(data, Mapping):
         return None
     started = parse_time(data.get("startedAt"))
@@ -411,28 +406,13 @@ def move_restore(binding: Mapping[str, Any], cluster: str, *, existed: bool = Fa
     move = parse_move(binding)
     if move is None or move.phase != PHASE_DONE or move.to_cluster != cluster:
         return None
-    raw = annotations_of(binding).get(MOVE_SAVEPOINT_ANNOTATION)
-    try:
-        record = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        record = None
+    record = json_annotation(annotations_of(binding), MOVE_SAVEPOINT_ANNOTATION)
     if not isinstance(record, Mapping) or record.get("toCluster") != cluster or not as_str(record.get("path")):
         return None
-    restore = as_map(as_map(json.loads(annotations_of(binding).get(RESTORE_ANNOTATION) or "{}")
-                        if _valid_json(annotations_of(binding).get(RESTORE_ANNOTATION)) else {}))
+    restore = as_map(json_annotation(annotations_of(binding), RESTORE_ANNOTATION))
     job_id = restore.get("jobId") if restore.get("cluster") == cluster else None
     return {"path": record["path"], "kind": "savepoint", "jobId": job_id, "checkpointId": None,
             "existed": existed, "nonce": move.nonce}
-
-
-def _valid_json(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        json.loads(value)
-    except ValueError:
-        return False
-    return True
 
 
 def apply_move_restore(manifest: Mapping[str, Any], binding: Mapping[str, Any], cluster: str,

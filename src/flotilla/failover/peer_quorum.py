@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flotilla.failover.fencing import is_fenced
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
 from flotilla.kube.objects import annotations_of, meta_of
 
@@ -151,11 +152,7 @@ def acknowledgement_text(fences: Mapping[str, str]) -> str:
 
 def acknowledged_fences(lease: Mapping[str, Any] | None) -> dict[str, str]:
     """The pending fences an agent's Lease acknowledges (a malformed value acknowledges nothing)."""
-    raw = annotations_of(lease).get(ANNOTATION_ACKNOWLEDGED_FENCES)
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
+    value = json_annotation(annotations_of(lease), ANNOTATION_ACKNOWLEDGED_FENCES)
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}

@@ -56,6 +56,7 @@ from flotilla.api.labels import (
 )
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import EventSpec, InjectionPlan, render_targets, rules_of
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
 from flotilla.kube.objects import annotations_of, as_map, as_str
 from flotilla.kube.times import format_time, parse_time
@@ -299,13 +300,9 @@ def parse_restore_record(value: Mapping[str, Any] | str | None) -> RestoreRecord
     """The record in a binding (or its annotations, or the value); ``None`` when absent or unreadable."""
     if isinstance(value, Mapping):
         annotations = annotations_of(value) if "metadata" in value else value
-        value = annotations.get(RESTORE_ANNOTATION)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return None
+    else:
+        annotations = {RESTORE_ANNOTATION: value}
+    doc = json_annotation(annotations, RESTORE_ANNOTATION)
     if not isinstance(doc, dict):
         return None
     cluster, outcome = as_str(doc.get("cluster")), as_str(doc.get("outcome"))
@@ -430,11 +427,7 @@ def applied_restore(binding_spec: Mapping[str, Any], record: RestoreRecord | Non
 
 def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
     """The savepoint a planned move took for ``need`` (``failover.flotilla.io/move-savepoint``), or ``None``."""
-    raw = annotations_of(binding).get(MOVE_SAVEPOINT_ANNOTATION)
-    try:
-        doc = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
+    doc = json_annotation(annotations_of(binding), MOVE_SAVEPOINT_ANNOTATION)
     if not isinstance(doc, dict) or as_str(doc.get("toCluster")) != need.cluster:
         return None
     if doc.get("fromCluster") and as_str(doc.get("fromCluster")) != need.from_cluster:
@@ -445,11 +438,7 @@ def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
 def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
     """Whether a planned move to ``cluster`` is still taking its savepoint (``failover.flotilla.io/move`` phase
     ``Savepointing``): the restore waits for it instead of settling on an older checkpoint."""
-    raw = annotations_of(binding).get(MOVE_ANNOTATION)
-    try:
-        doc = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return False
+    doc = json_annotation(annotations_of(binding), MOVE_ANNOTATION)
     return isinstance(doc, dict) and doc.get("phase") == "Savepointing" and as_str(doc.get("toCluster")) == cluster
 
 

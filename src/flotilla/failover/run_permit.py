@@ -32,8 +32,9 @@ from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
-from flotilla.kube.objects import as_map, meta_of
+from flotilla.kube.objects import annotations_of, as_map, meta_of
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",
@@ -127,11 +128,7 @@ def guarded_kinds(works: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 def parse_guarded_kinds(permit: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """The kinds recorded on the permit Lease (a malformed record counts as none)."""
-    raw = as_map(meta_of(permit).get("annotations")).get(ANNOTATION_GUARDED_KINDS)
-    try:
-        items = json.loads(raw) if isinstance(raw, str) else []
-    except ValueError:
-        return set()
+    items = json_annotation(annotations_of(permit), ANNOTATION_GUARDED_KINDS)
     return {(a, k) for a, k in (i for i in items if isinstance(i, list) and len(i) == 2)
             if isinstance(a, str) and isinstance(k, str) and a and k} if isinstance(items, list) else set()
 

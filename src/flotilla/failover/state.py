@@ -75,6 +75,7 @@ from flotilla.jsonpath import (
     Template,
     parse,
 )
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import as_map, as_str
 from flotilla.kube.times import format_time, parse_time
 from flotilla.kube.validation import label_value_errors, qualified_name_errors
@@ -976,13 +977,8 @@ def preserve_state_for_eviction(
 def failing_since(annotations: Mapping[str, Any] | str | None) -> dict[str, datetime]:
     """``cluster -> first failure`` from the ``failover.flotilla.io/state-preservation-failing-since``
     annotation (a binding's annotations, or the value itself); unreadable entries are ignored."""
-    value = annotations.get(STATE_PRESERVATION_FAILING_SINCE_ANNOTATION) if isinstance(annotations, Mapping) else annotations
-    if not isinstance(value, str) or not value:
-        return {}
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return {}
+    key = STATE_PRESERVATION_FAILING_SINCE_ANNOTATION
+    doc = json_annotation(annotations if isinstance(annotations, Mapping) else {key: annotations}, key)
     out: dict[str, datetime] = {}
     for cluster, stamp in as_map(doc).items():
         parsed = parse_time(stamp)
