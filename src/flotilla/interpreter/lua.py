@@ -68,6 +68,7 @@ from flotilla.interpreter.operations import (
     LuaScriptError,
     Operation,
     ReplicaResult,
+    describe_value,
 )
 from flotilla.kube.quantity import (
     Quantity,
@@ -923,12 +924,12 @@ def _resource_request(op: Operation, value: Any, where: str) -> dict[str, str] |
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table of resource quantities, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table of resource quantities, got {describe_value(value)}")
     out = {}
     for k, q in value.items():
         if isinstance(q, bool) or not isinstance(q, (str, int, float)):
             raise _fail(op, f"{where}.{k} must be a quantity string such as \"500m\" or a number, "
-                            f"got {_describe(q)}")
+                            f"got {describe_value(q)}")
         try:
             out[k] = str(parse_quantity(q))
         except QuantityError as e:
@@ -936,20 +937,12 @@ def _resource_request(op: Operation, value: Any, where: str) -> dict[str, str] |
     return out or None
 
 
-def _describe(v: Any) -> str:
-    if isinstance(v, Mapping):
-        return "an object"
-    if isinstance(v, list):
-        return "an array"
-    return repr(v)
-
-
 def _string_field(op: Operation, obj: Mapping[str, Any], key: str, where: str) -> str:
     v = obj.get(key)
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise _fail(op, f"{where}.{key} must be a string, got {_describe(v)}")
+        raise _fail(op, f"{where}.{key} must be a string, got {describe_value(v)}")
     return v
 
 
@@ -957,7 +950,7 @@ def _node_claim(op: Operation, value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table, got {describe_value(value)}")
     out: dict[str, Any] = {}
     if value.get("hardNodeAffinity") is not None:
         if not isinstance(value["hardNodeAffinity"], Mapping):
@@ -978,7 +971,7 @@ def _node_claim(op: Operation, value: Any, where: str) -> dict[str, Any] | None:
 
 def normalize_requirements(op: Operation, value: Any, where: str, *, component: bool) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table, got {describe_value(value)}")
     out: dict[str, Any] = {}
     claim = _node_claim(op, value.get("nodeClaim"), f"{where}.nodeClaim")
     if claim is not None:
@@ -996,7 +989,7 @@ def normalize_requirements(op: Operation, value: Any, where: str, *, component: 
 
 def _int32(op: Operation, v: Any, where: str, *, truncate: bool) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _fail(op, f"{where} must be a number, got {_describe(v)}")
+        raise _fail(op, f"{where} must be a number, got {describe_value(v)}")
     if isinstance(v, float) and not v.is_integer():
         if not truncate:
             raise _fail(op, f"{where} must be a whole number, got {v!r}")

@@ -326,20 +326,21 @@ class WorkIntent:
         return f"{self.namespace}/{self.name}"
 
 
-def _set_label(obj: dict[str, Any], key: str, value: str) -> None:
+def _set_metadata_entry(obj: dict[str, Any], field: str, key: str, value: str) -> None:
+    """Set ``metadata.<field>.<key>`` (``field``: labels or annotations), making the maps it needs."""
     meta = obj.setdefault("metadata", {})
-    labels = meta.get("labels")
-    if not isinstance(labels, dict):
-        labels = meta["labels"] = {}
-    labels[key] = value
+    entries = meta.get(field)
+    if not isinstance(entries, dict):
+        entries = meta[field] = {}
+    entries[key] = value
+
+
+def _set_label(obj: dict[str, Any], key: str, value: str) -> None:
+    _set_metadata_entry(obj, "labels", key, value)
 
 
 def _set_annotation(obj: dict[str, Any], key: str, value: str) -> None:
-    meta = obj.setdefault("metadata", {})
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    annotations[key] = value
+    _set_metadata_entry(obj, "annotations", key, value)
 
 
 def build_work_intent(
