@@ -17,7 +17,7 @@ from flotilla.failover import purge, state
 from flotilla.interpreter import native, thirdparty
 from flotilla.interpreter.operations import GVK
 from flotilla.kube.jsondiff import merge_patch_diff
-from flotilla.kube.objects import as_map, meta_of
+from flotilla.kube.objects import as_map, meta_of, spec_of, status_of
 from flotilla.propagation import status, works, written
 from flotilla.scheduler import model
 
@@ -55,13 +55,13 @@ def test_map_helpers_keep_any_mapping_and_drop_the_rest(helper: Callable[[Any], 
 
 def test_object_accessors_read_nested_mappings_of_any_kind() -> None:
     for view in _views({k: MappingProxyType(v) for k, v in _OBJ.items()}):
-        assert dict(status._md(view)) == _OBJ["metadata"]
-        assert dict(status._status(view)) == _OBJ["status"]
-        assert dict(status._spec(view)) == _OBJ["spec"]
+        assert dict(meta_of(view)) == _OBJ["metadata"]
+        assert dict(status_of(view)) == _OBJ["status"]
+        assert dict(spec_of(view)) == _OBJ["spec"]
         assert dict(meta_of(view)) == _OBJ["metadata"]
         assert written._rv(view) == "7"
         assert native._path(view, "metadata", "name") == "a"
-    assert status._md({"metadata": ["not", "a", "mapping"]}) == {}
+    assert meta_of({"metadata": ["not", "a", "mapping"]}) == {}
     assert written._rv(None) is None
     assert native._path({"metadata": "x"}, "metadata", "name") is None
 

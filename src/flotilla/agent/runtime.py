@@ -23,22 +23,14 @@ from flotilla.agent.metrics import AgentMetrics
 from flotilla.agent.peers import FleetView, PeerPoller, PeerServer, split_host_port
 from flotilla.agent.permit import PermitKeeper
 from flotilla.agent.registration import RegistrationError, adoption_patch, cluster_body
-from flotilla.api.resources import CLUSTERS
+from flotilla.api.resources import CLUSTERS, WORKS
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.events import EventRecorder
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace
-from flotilla.failover.peer_quorum import (
-    ANNOTATION_ACKNOWLEDGED_FENCES,
-    DEFAULT_PEER_REPORT_TTL,
-    Quorum,
-    acknowledgement_text,
-    peer_announcement_patch,
-    pending_fences,
-)
+from flotilla.failover import peer_quorum
 from flotilla.failover.run_permit import MEMBER_EVENT_REASONS
 from flotilla.kube.resources import LEASES
 from flotilla.observability.metrics import MetricsServer
-from flotilla.propagation.works import WORKS
 from flotilla.runtime.manager import ControllerManager
 from flotilla.runtime.members import AgentMemberClients
 from flotilla.runtime.options import ControllerOptions
@@ -78,7 +70,7 @@ class AgentConfig:
     #: (what peers are told; default the listen address), --peer-report-ttl, --peer-poll-interval
     peer_listen: str = ""
     peer_advertise: str = ""
-    peer_report_ttl: float = DEFAULT_PEER_REPORT_TTL
+    peer_report_ttl: float = peer_quorum.DEFAULT_PEER_REPORT_TTL
     peer_poll_interval: float = 0.5
     #: --lease-only: beside a Push cluster (joined with `flotilla join`, its Works applied by the control plane),
     #: only renew the Lease, keep the permit (--guard) and speak the peer protocol; no controllers
@@ -261,9 +253,9 @@ class Agent:
         duration = self.config.cluster_lease_duration
         started = self.monotonic()
         # the pending fences this agent names in its reports from now on: the Lease acknowledges them
-        acks = ({ANNOTATION_ACKNOWLEDGED_FENCES: acknowledgement_text(self.fleet.fences)}
+        acks = ({peer_quorum.ANNOTATION_ACKNOWLEDGED_FENCES: peer_quorum.acknowledgement_text(self.fleet.fences)}
                 if self.fleet is not None else None)
-        acked = len(pending_fences(self.fleet.fences)) if self.fleet is not None else 0
+        acked = len(peer_quorum.pending_fences(self.fleet.fences)) if self.fleet is not None else 0
         for _ in range(3):
             if self.lease is None:
                 self.lease = await self.cp.get_or_none(LEASES, name, namespace)
@@ -335,7 +327,7 @@ class Agent:
         period = renew_interval(self.config.cluster_lease_duration, self.config.cluster_lease_renew_interval_fraction)
         return self.monotonic() - self.last_renewal_started > period + 0.5
 
-    def quorum(self) -> Quorum | None:
+    def quorum(self) -> peer_quorum.Quorum | None:
         return self.poller.quorum() if self.poller is not None else None
 
     async def probe_loop(self, stop: asyncio.Event) -> None:
@@ -356,7 +348,7 @@ class Agent:
 
     async def announce_peers(self, stop: asyncio.Event, endpoint: str) -> None:
         backoff = Backoff(*self.backoff)
-        patch = peer_announcement_patch(endpoint, self.config.peer_report_ttl)
+        patch = peer_quorum.peer_announcement_patch(endpoint, self.config.peer_report_ttl)
         while not stop.is_set():
             try:
                 await self.cp.patch(CLUSTERS, self.config.cluster_name, patch)

@@ -200,12 +200,7 @@ def storage_config(flink_configuration: Mapping[str, Any] | None, secret: Mappin
         if path_style:
             config_kwargs["s3"] = {"addressing_style": "path"}
         options["config_kwargs"] = config_kwargs
-        if endpoint:
-            options["endpoint_url"] = endpoint
-        if access:
-            options["key"] = access
-        if secret_key:
-            options["secret"] = secret_key
+        options.update({k: v for k, v in (("endpoint_url", endpoint), ("key", access), ("secret", secret_key)) if v})
         if (access is None) != (secret_key is None):
             raise StorageConfigError(KEY_SECRET if access else KEY_ACCESS,
                                      f"{KEY_ACCESS} and {KEY_SECRET} must be given together")

@@ -27,15 +27,14 @@ failure observation like any other and goes through the same window (Karmada #74
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from flotilla.cluster.resources import OWNED_SUMMARY_KEYS, Summaries, merge_patch_diff
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.conditions import find_condition, set_condition
 
 __all__ = [
     "CLIENT_FAILURE_PREFIX",
@@ -53,18 +52,14 @@ __all__ = [
     "api_enablements_condition",
     "condition_status",
     "discovery_due",
-    "find_condition",
-    "format_time",
     "is_ready",
     "needs_healthz_fallback",
     "new_condition",
     "observation_from_probe",
     "observed_ready_condition",
-    "parse_time",
     "plan_status",
     "ready_condition",
     "ready_transition",
-    "set_condition",
     "should_collect",
     "threshold_adjusted_ready",
 ]
@@ -96,23 +91,6 @@ MAX_MESSAGE = 32768
 
 
 # ============================================================================================ time
-
-
-def format_time(dt: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return utc_seconds(dt)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ============================================================================================ observations
@@ -192,13 +170,6 @@ def observed_ready_condition(obs: Observation) -> dict[str, Any]:
 # ============================================================================================ conditions
 
 
-def find_condition(conditions: Any, type_: str) -> dict[str, Any] | None:
-    for c in conditions if isinstance(conditions, list) else ():
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
 def condition_status(cluster: Mapping[str, Any] | None, type_: str = CONDITION_READY) -> str | None:
     """Status of a Cluster's condition: "True", "False", "Unknown", or None when it has none."""
     cond = ready_condition(cluster, type_)
@@ -214,31 +185,6 @@ def ready_condition(cluster: Mapping[str, Any] | None, type_: str = CONDITION_RE
 def is_ready(cluster: Mapping[str, Any] | None) -> bool:
     """Karmada's ``IsClusterReady``: the Ready condition is True."""
     return condition_status(cluster) == TRUE
-
-
-def set_condition(conditions: Sequence[Any] | None, new: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """``meta.SetStatusCondition`` on a copy: add or update the condition of ``new``'s type. The transition
-    time moves (to ``new``'s, else ``now``) only when the status changes; reason, message and
-    observedGeneration always follow ``new``. Other conditions are kept as they are."""
-    out: list[dict[str, Any]] = [copy.deepcopy(c) for c in conditions or () if isinstance(c, dict)]
-    stamp = new.get("lastTransitionTime") or format_time(now)
-    for c in out:
-        if c.get("type") != new.get("type"):
-            continue
-        if c.get("status") != new.get("status"):
-            c["status"] = new.get("status")
-            c["lastTransitionTime"] = stamp
-        c["reason"] = new.get("reason")
-        c["message"] = new.get("message", "")
-        if "observedGeneration" in new:
-            c["observedGeneration"] = new["observedGeneration"]
-        else:
-            c.pop("observedGeneration", None)
-        return out
-    added = dict(new)
-    added["lastTransitionTime"] = stamp
-    out.append(added)
-    return out
 
 
 # ============================================================================================ thresholds

@@ -43,13 +43,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from flotilla.cluster.health import (
-    CONDITION_READY,
-    format_time,
-    new_condition,
-    parse_time,
-    ready_condition,
-)
+from flotilla.cluster.health import CONDITION_READY, new_condition, ready_condition
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "MESSAGE_CLUSTER_STATUS_NEVER_UPDATED",

@@ -23,7 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from flotilla.api.labels import TAINT_CLUSTER_NOT_READY, TAINT_CLUSTER_UNREACHABLE, TAINT_EFFECT_NO_SCHEDULE
-from flotilla.cluster.health import CONDITION_READY, FALSE, TRUE, UNKNOWN, find_condition, format_time
+from flotilla.cluster.health import CONDITION_READY, FALSE, TRUE, UNKNOWN
+from flotilla.kube.conditions import find_condition
+from flotilla.kube.times import format_time
 
 __all__ = [
     "NOT_READY_TAINT",

@@ -44,13 +44,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
-from flotilla.client import ApiException, Resource
+from flotilla.client import ApiException
 from flotilla.failover.application_plan import Plan, binding_wants_failover, plan_binding
 from flotilla.failover.eviction import (
-    CLUSTER_RESOURCE_BINDING_KIND,
     EVENT_EVICT_FAILED,
     REASON_APPLICATION_FAILURE,
-    RESOURCE_BINDING_KIND,
     evict_failed_message,
 )
 from flotilla.failover.state import (
@@ -61,7 +59,7 @@ from flotilla.failover.state import (
 from flotilla.interpreter import Operation
 from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import RESULT_BLOCKED, RESULT_ERROR, RESULT_SUCCESS, TRIGGER_APPLICATION
-from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, cached_binding, template_ref
 from flotilla.runtime.handoffs import graceful_eviction_running
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
@@ -106,14 +104,6 @@ class ApplicationFailoverController(Controller):
         if key:
             self.enqueue(key)
 
-    def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS, RESOURCE_BINDING_KIND
-        if parts[0] == "crb" and len(parts) == 2:
-            return self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_KIND
-        raise ValueError(f"malformed key {key!r}")
-
     def health_interpretable(self, binding: Mapping[str, Any]) -> bool:
         ref = as_map(as_map(binding.get("spec")).get("resource"))
         gvk = {"apiVersion": str(ref.get("apiVersion") or ""), "kind": str(ref.get("kind") or "")}
@@ -126,13 +116,10 @@ class ApplicationFailoverController(Controller):
     async def reconcile(self, key: str) -> float | None:
         if not self.enabled:
             return None
-        try:
-            binding, res, kind = self._lookup(key)
-        except ValueError:
-            log.warning("application-failover: ignoring malformed key %r", key)
+        binding, res = cached_binding(self.name, key, self.rbs, self.crbs)
+        if binding is None:
             return None
-        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp"):
-            return None
+        kind = res.kind
         md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         plans: list[Plan] = []

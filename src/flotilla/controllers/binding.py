@@ -76,6 +76,7 @@ from flotilla.failover.state import (
     plan_injection,
 )
 from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.policy.matching import resource_matches_selector
 from flotilla.policy.naming import generate_binding_name
 from flotilla.propagation.works import (
@@ -104,7 +105,7 @@ from flotilla.runtime.base import Controller
 from flotilla.runtime.binding_works import index_works_by_binding, planned_moves_running, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import CLUSTERS
-from flotilla.runtime.patching import patch_with_retry
+from flotilla.runtime.patching import Written, patch_with_retry, write_once
 
 log = logging.getLogger(__name__)
 
@@ -130,16 +131,6 @@ def binding_key(binding: Mapping[str, Any]) -> str:
     """The queue key of a binding: ``ResourceBinding/<ns>/<name>`` or ``ClusterResourceBinding/<name>``."""
     ref = binding_ref(binding)
     return f"{ref.kind}/{ref.key}"
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
 
 
 class BindingController(Controller):
@@ -173,7 +164,7 @@ class BindingController(Controller):
         self.enqueue(binding_key(obj))
 
     def _binding_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        o, n = _meta(old), _meta(new)
+        o, n = meta_of(old), meta_of(new)
         if o.get("generation") != n.get("generation") or o.get("deletionTimestamp") != n.get("deletionTimestamp"):
             self.enqueue(binding_key(new))
         elif (o.get("annotations") or {}).get(RESTORE_ANNOTATION) != (n.get("annotations") or {}).get(
@@ -191,7 +182,7 @@ class BindingController(Controller):
     def _work_deleted(self, work: dict[str, Any]) -> None:
         """The old copy of a ``Directly`` eviction or of a planned move is gone: its binding may write the new Works
         now."""
-        annotations = _meta(work).get("annotations") or {}
+        annotations = meta_of(work).get("annotations") or {}
         namespace = annotations.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION)
         name = annotations.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
         if namespace and name:
@@ -201,13 +192,13 @@ class BindingController(Controller):
         else:
             return
         binding = self._binding_informer(kind).store.get(rest)
-        if binding is not None and (work_cluster(work) in directly_purged_clusters(_spec(binding))
+        if binding is not None and (work_cluster(work) in directly_purged_clusters(spec_of(binding))
                                     or waits_on_old_copy(binding, work_cluster(work))):
             self.enqueue(f"{kind}/{rest}")
 
     def _override_changed(self, policy: dict[str, Any]) -> None:
-        namespace = _meta(policy).get("namespace")
-        selectors = [s for s in _spec(policy).get("resourceSelectors") or [] if isinstance(s, dict)]
+        namespace = meta_of(policy).get("namespace")
+        selectors = [s for s in spec_of(policy).get("resourceSelectors") or [] if isinstance(s, dict)]
         bindings = self._rbs.store.by_index("namespace", namespace) if namespace else self._rbs.store.list()
         if not namespace:
             bindings = bindings + self._crbs.store.list()
@@ -217,7 +208,7 @@ class BindingController(Controller):
                 self.enqueue(binding_key(binding))
 
     def _template_changed(self, kind: str, obj: dict[str, Any]) -> None:
-        meta = _meta(obj)
+        meta = meta_of(obj)
         name, namespace = meta.get("name"), meta.get("namespace")
         if not isinstance(name, str):
             return
@@ -248,7 +239,7 @@ class BindingController(Controller):
         return inf
 
     def _cached_template(self, binding: Mapping[str, Any]) -> dict[str, Any] | None:
-        resource = _spec(binding).get("resource") or {}
+        resource = spec_of(binding).get("resource") or {}
         inf = self._templates.get((resource.get("apiVersion"), resource.get("kind")))
         if inf is None:
             return None
@@ -257,7 +248,7 @@ class BindingController(Controller):
 
     async def _fetch_template(self, binding: Mapping[str, Any]) -> dict[str, Any] | None:
         """The template (cache, else a live GET); None when it does not exist."""
-        resource = _spec(binding).get("resource") or {}
+        resource = spec_of(binding).get("resource") or {}
         res = await self.client.resource_for(str(resource.get("apiVersion") or ""), str(resource.get("kind") or ""))
         inf = self._template_informer(res)
         ns = (resource.get("namespace") or None) if res.namespaced else None
@@ -285,15 +276,15 @@ class BindingController(Controller):
             return None
         self._deleted.pop(key, None)
         ref = binding_ref(binding)
-        if _meta(binding).get("deletionTimestamp"):
+        if meta_of(binding).get("deletionTimestamp"):
             await self._delete_works(ref)
             await self._remove_finalizer(binding)
             return None
         if not ref.permanent_id:
             raise BindingSyncError(f"{kind} {rest} has no {ref.id_label} label yet")
-        spec = _spec(binding)
+        spec = spec_of(binding)
         works = self._works_of(ref)
-        move = render_rule(binding, works, {str(_meta(c).get("name")): c for c in self._clusters.store.list()},
+        move = render_rule(binding, works, {str(meta_of(c).get("name")): c for c in self._clusters.store.list()},
                            self._cached_template(binding), pending=planned_moves_running(self.ctx))
         if move.hold:
             return await self._render_move(binding, works, move)
@@ -316,7 +307,7 @@ class BindingController(Controller):
         """D21: a planned move is under way: the old copy is kept (stopped with a savepoint) or deleted, other
         orphans go, and nothing else is written (:func:`flotilla.failover.moves.render_rule`)."""
         log.debug("%s: %s", binding_key(binding), move.reason)
-        doomed = {id(w): w for w in orphan_works(works, _spec(binding)) if work_cluster(w) not in move.keep_clusters}
+        doomed = {id(w): w for w in orphan_works(works, spec_of(binding)) if work_cluster(w) not in move.keep_clusters}
         doomed.update((id(w), w) for w in move.delete)
         await self._delete_orphans(binding, list(doomed.values()))
         for body in move.update:
@@ -334,17 +325,17 @@ class BindingController(Controller):
         ``None`` when the binding changed (or went) under the render: its Works are not written now.
         """
         gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
-        meta = _meta(binding)
+        meta = meta_of(binding)
         generation = meta.get("generation")
         res = CLUSTER_RESOURCE_BINDINGS if binding_ref(binding).cluster_scoped else RESOURCE_BINDINGS
         plans: list[InjectionPlan] = []
 
         def make_patch(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             plans.clear()
-            md = _meta(obj)
+            md = meta_of(obj)
             if md.get("generation") != generation or md.get("deletionTimestamp"):
                 return None  # a newer render follows (or the binding goes); decide nothing from this one
-            plan = plan_injection(_spec(obj), parse_injected_state_record(obj), self.ctx.now(), gate=gate)
+            plan = plan_injection(spec_of(obj), parse_injected_state_record(obj), self.ctx.now(), gate=gate)
             plans.append(plan)
             return injected_state_patch(plan.record, md.get("resourceVersion")) if plan.record_changed else None
 
@@ -365,7 +356,7 @@ class BindingController(Controller):
     async def _ensure_works(self, binding: dict[str, Any], template: dict[str, Any],
                             injection: InjectionPlan) -> set[str]:
         """Write the Works; returns the targets held for their native restore (D20)."""
-        clusters = {str(_meta(c).get("name")): c for c in self._clusters.store.list()}
+        clusters = {str(meta_of(c).get("name")): c for c in self._clusters.store.list()}
         interpreter = self._interpreters.get(self._rics.store.list())
         gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
         record = parse_restore_record(binding)
@@ -375,7 +366,7 @@ class BindingController(Controller):
         held = held_targets(needs, record)
         restores = {}
         for target in injection.decisions:
-            restore = applied_restore(_spec(binding), record, target)
+            restore = applied_restore(spec_of(binding), record, target)
             if restore is not None:
                 restores[target] = restore
         if held:
@@ -402,7 +393,7 @@ class BindingController(Controller):
                 await self._write_work(intent)
             except Exception as e:  # noqa: BLE001 - one cluster's failure does not stop the others
                 errors.append(f"failed to write Work {intent.key}: {e}")
-        meta = _meta(binding)
+        meta = meta_of(binding)
         who = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
         if errors:
             message = "; ".join(errors)
@@ -445,7 +436,7 @@ class BindingController(Controller):
                         raise
                 existing = await self._get_work(intent)
                 continue
-            if _meta(existing).get("deletionTimestamp"):
+            if meta_of(existing).get("deletionTimestamp"):
                 raise BindingSyncError(f"work {intent.key} is being deleted")
             body = work_update(existing, render_work(intent, existing, str(uuid.uuid4())))
             if body is None:
@@ -463,7 +454,7 @@ class BindingController(Controller):
         return await self.client.get_or_none(WORKS, intent.name, intent.namespace)
 
     async def _delete_work(self, work: Mapping[str, Any]) -> None:
-        meta = _meta(work)
+        meta = meta_of(work)
         try:
             await self.client.delete(WORKS, str(meta.get("name")), str(meta.get("namespace")))
         except ApiException as e:
@@ -473,13 +464,13 @@ class BindingController(Controller):
     async def _delete_orphans(self, binding: dict[str, Any], works: list[Mapping[str, Any]]) -> None:
         errors = []
         for work in works:
-            if _meta(work).get("deletionTimestamp"):
+            if meta_of(work).get("deletionTimestamp"):
                 continue
             try:
                 await self._delete_work(work)
-                log.info("deleted orphan Work %s/%s", _meta(work).get("namespace"), _meta(work).get("name"))
+                log.info("deleted orphan Work %s/%s", meta_of(work).get("namespace"), meta_of(work).get("name"))
             except ApiException as e:
-                errors.append(f"{_meta(work).get('namespace')}/{_meta(work).get('name')}: {e}")
+                errors.append(f"{meta_of(work).get('namespace')}/{meta_of(work).get('name')}: {e}")
         if errors:
             message = "failed to delete orphan Works: " + "; ".join(errors)
             self.ctx.recorder.event(binding, "Warning", "CleanupWorkFailed", message)
@@ -488,12 +479,12 @@ class BindingController(Controller):
     async def _delete_works(self, ref: BindingRef) -> None:
         errors = []
         for work in self._works_of(ref):
-            if _meta(work).get("deletionTimestamp"):
+            if meta_of(work).get("deletionTimestamp"):
                 continue
             try:
                 await self._delete_work(work)
             except ApiException as e:
-                errors.append(f"{_meta(work).get('namespace')}/{_meta(work).get('name')}: {e}")
+                errors.append(f"{meta_of(work).get('namespace')}/{meta_of(work).get('name')}: {e}")
         if errors:
             raise BindingSyncError(f"{ref.kind} {ref.key}: failed to delete Works: " + "; ".join(errors))
 
@@ -506,20 +497,14 @@ class BindingController(Controller):
         for _ in range(_WRITE_ATTEMPTS):
             if current is None:
                 return
-            finalizers = list(_meta(current).get("finalizers") or [])
+            finalizers = list(meta_of(current).get("finalizers") or [])
             if finalizer not in finalizers:
                 return
             body = dict(current)
-            body["metadata"] = {**_meta(current), "finalizers": [f for f in finalizers if f != finalizer]}
-            try:
-                await self.client.update(res, body)
+            body["metadata"] = {**meta_of(current), "finalizers": [f for f in finalizers if f != finalizer]}
+            if await write_once(self.client.update(res, body)) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
-            meta = _meta(current)
+            meta = meta_of(current)
             try:
                 current = await self.client.get(res, str(meta.get("name")), meta.get("namespace"))
             except ApiException as e:

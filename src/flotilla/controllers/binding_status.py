@@ -60,8 +60,9 @@ from flotilla.api.labels import (
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
-from flotilla.client import ApiException, Informer, Resource, is_conflict, is_not_found, label_indexer
+from flotilla.client import ApiException, Resource, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
+from flotilla.cluster.health import is_ready
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import (
     STATEFUL_FAILOVER_INJECTION_GATE,
@@ -73,7 +74,8 @@ from flotilla.failover.state import (
 from flotilla.interpreter import InterpreterError, Operation
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
-from flotilla.runtime.base import Controller
+from flotilla.runtime.base import Controller, split_binding_key
+from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import HANDOFF, ConditionHandoff, graceful_eviction_running
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.members import CLUSTERS
@@ -103,18 +105,6 @@ FIRST_STATUS_WAIT = 10.0
 _Obj = dict[str, Any]
 
 
-#: ``ControllerContext.extras`` key of the running binding-status controller's :class:`ConditionHandoff`.
-def _label_index(label: str) -> str:
-    return f"label:{label}"
-
-
-def _ensure_label_index(inf: Informer, label: str) -> None:
-    try:
-        inf.add_indexer(_label_index(label), label_indexer(label))
-    except ValueError:
-        pass  # another controller indexes the same label under the same name
-
-
 class BindingStatusController(Controller):
     name: ClassVar[str] = "binding-status"
     role: ClassVar[str] = "reports"
@@ -137,8 +127,7 @@ class BindingStatusController(Controller):
         self.works = self.informer(WORKS)
         self.clusters = self.informer(CLUSTERS)
         self.interpreters = shared_interpreter(self.ctx)
-        _ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        _ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self.works)
         for inf, prefix in ((self.rbs, "rb"), (self.crbs, "crb")):
             inf.add_handler(on_add=lambda b, p=prefix: self._on_binding(p, None, b),
                             on_update=lambda old, new, p=prefix: self._on_binding(p, old, new))
@@ -175,7 +164,7 @@ class BindingStatusController(Controller):
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return False
-        works = self.works.store.by_index(_label_index(label), permanent_id)
+        works = works_with_label(self.works, label, permanent_id)
         if not works:
             return False
         items = st.build_aggregated_status(works, (binding.get("spec") or {}).get("resource") or {}, self._ready)
@@ -210,16 +199,14 @@ class BindingStatusController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     async def reconcile(self, key: str) -> float | None:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            binding = self._written.fresh(key, self.rbs.store.get(f"{parts[1]}/{parts[2]}"))
-            res, label = RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
-        elif parts[0] == "crb" and len(parts) == 2:
-            binding = self._written.fresh(key, self.crbs.store.get(parts[1]))
-            res, label = CLUSTER_RESOURCE_BINDINGS, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
-        else:
+        try:
+            res, cache_key = split_binding_key(key)
+        except ValueError:
             log.warning("binding-status: ignoring malformed key %r", key)
             return None
+        cluster_scoped = res is CLUSTER_RESOURCE_BINDINGS
+        binding = self._written.fresh(key, (self.crbs if cluster_scoped else self.rbs).store.get(cache_key))
+        label = CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if cluster_scoped else RESOURCE_BINDING_PERMANENT_ID_LABEL
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             self._aggregated.pop(key, None)
             self._awaited.pop(key, None)
@@ -228,7 +215,7 @@ class BindingStatusController(Controller):
         permanent_id = ((binding.get("metadata") or {}).get("labels") or {}).get(label)
         if not permanent_id:
             return None  # admission always sets it; without it no Work can be found
-        works = self.works.store.by_index(_label_index(label), permanent_id)
+        works = works_with_label(self.works, label, permanent_id)
         handed = self._handoff.pending(key)
         spec = binding.get("spec") or {}
         items = st.build_aggregated_status(works, spec.get("resource") or {}, self._ready)
@@ -316,7 +303,7 @@ class BindingStatusController(Controller):
         return written
 
     def _ready(self, cluster: str) -> bool:
-        return st.cluster_ready(self.clusters.store.get(cluster))
+        return is_ready(self.clusters.store.get(cluster))
 
     async def _patch_binding(self, key: str, res: Resource, binding: _Obj, items: list[dict[str, Any]],
                              stale: list[str], handed: list[dict[str, Any]]) -> _Obj | None:

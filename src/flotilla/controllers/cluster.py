@@ -64,7 +64,7 @@ from flotilla.api.labels import (
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import ApiException, is_already_exists, is_conflict, is_not_found
-from flotilla.cluster.health import is_ready, ready_condition, ready_transition, set_condition
+from flotilla.cluster.health import is_ready, ready_condition, ready_transition
 from flotilla.cluster.lease_health import LeaseMemory, MonitorGrace, is_pull_cluster, judge_pull_cluster
 from flotilla.cluster.taints import taints_for_condition, taints_message
 from flotilla.failover.auto_fence import (
@@ -85,6 +85,8 @@ from flotilla.failover.peer_quorum import (
     observe_acknowledgements,
     peer_endpoint,
 )
+from flotilla.kube.conditions import set_condition
+from flotilla.kube.objects import meta_of
 from flotilla.kube.resources import LEASES, NAMESPACES
 from flotilla.observability.metrics import FENCE_TRIGGER_LEASE
 from flotilla.policy.naming import (
@@ -94,6 +96,7 @@ from flotilla.policy.naming import (
 )
 from flotilla.runtime.base import Controller, ControllerContext
 from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import Written, write_once
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +116,6 @@ REASON_TAINT_CLUSTER_SUCCEED = EVENT_TAINT_CLUSTER_SUCCEED
 REASON_TAINT_CLUSTER_FAILED = EVENT_TAINT_CLUSTER_FAILED
 # Flotilla's: what a deletion is waiting for
 REASON_CLEANUP_PENDING = "ClusterCleanupPending"
-
-
-def _md(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
 
 
 def _shown(names: list[str]) -> str:
@@ -159,7 +158,7 @@ class ClusterController(Controller):
                                     on_delete=self._on_namespace)
 
     def _on_namespace(self, ns: dict[str, Any]) -> None:
-        name = _md(ns).get("name") or ""
+        name = meta_of(ns).get("name") or ""
         if is_execution_space(name):
             cluster = cluster_name_from_execution_space(name)
             if cluster:
@@ -184,7 +183,7 @@ class ClusterController(Controller):
             self._health.pop(key, None)
             self._fence_notes.pop(key, None)
             return None
-        if _md(cluster).get("deletionTimestamp"):
+        if meta_of(cluster).get("deletionTimestamp"):
             return await self._remove(cluster)
         self._pending.pop(key, None)
         await self._ensure_execution_space(cluster)
@@ -195,11 +194,11 @@ class ClusterController(Controller):
 
     # ------------------------------------------------------------------ normal life
     async def _ensure_execution_space(self, cluster: dict[str, Any]) -> None:
-        name = _md(cluster)["name"]
+        name = meta_of(cluster)["name"]
         es = generate_execution_space_name(name)
         ns = self.namespaces.store.get(es)
         if ns is not None:
-            if _md(ns).get("deletionTimestamp"):
+            if meta_of(ns).get("deletionTimestamp"):
                 log.info("cluster %s: execution space %s is still terminating; will create it once it is gone",
                          name, es)  # its deletion event enqueues the cluster again
             return
@@ -231,15 +230,15 @@ class ClusterController(Controller):
         log.info("created namespace %s for the Leases of Pull clusters", KARMADA_CLUSTER_NAMESPACE)
 
     async def _sync_taints_and_finalizer(self, cluster: dict[str, Any]) -> None:
-        name = _md(cluster)["name"]
+        name = meta_of(cluster)["name"]
         for _ in range(_CONFLICT_RETRIES):
             now = self.ctx.now()
             taints = taints_for_condition(cluster, now)
-            finalizers = list(_md(cluster).get("finalizers") or [])
+            finalizers = list(meta_of(cluster).get("finalizers") or [])
             missing_finalizer = CLUSTER_CONTROLLER_FINALIZER not in finalizers
             if taints is None and not missing_finalizer:
                 return
-            patch: dict[str, Any] = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")}}
+            patch: dict[str, Any] = {"metadata": {"resourceVersion": meta_of(cluster).get("resourceVersion")}}
             if taints is not None:
                 patch["spec"] = {"taints": taints}
             if missing_finalizer:
@@ -251,7 +250,7 @@ class ClusterController(Controller):
                     return
                 if is_conflict(e):
                     cluster = await self.client.get(CLUSTERS, name)
-                    if _md(cluster).get("deletionTimestamp"):
+                    if meta_of(cluster).get("deletionTimestamp"):
                         return  # the deletion path takes over on its update event
                     continue
                 if taints is not None:
@@ -269,13 +268,13 @@ class ClusterController(Controller):
     # ------------------------------------------------------------------ Pull clusters' health
     def _on_lease(self, lease: dict[str, Any]) -> None:
         self._observe_acks(lease)
-        cluster = self.clusters.store.get(_md(lease).get("name") or "")
+        cluster = self.clusters.store.get(meta_of(lease).get("name") or "")
         if cluster is not None:
             self._observe(cluster, lease)
 
     def _observe(self, cluster: dict[str, Any], lease: Mapping[str, Any] | None = None) -> None:
         """Refresh a Pull cluster's probe time from what was just delivered (writes happen at the next tick)."""
-        name = _md(cluster).get("name") or ""
+        name = meta_of(cluster).get("name") or ""
         if not keeps_lease(cluster):
             self._health.pop(name, None)
             return
@@ -286,7 +285,7 @@ class ClusterController(Controller):
 
     def _observe_acks(self, lease: Mapping[str, Any] | None) -> None:
         """Remember when each acknowledgement of a pending fence on an agent's Lease was first seen."""
-        name = _md(dict(lease or {})).get("name") or ""
+        name = meta_of(dict(lease or {})).get("name") or ""
         if name:
             self._acks[name] = observe_acknowledgements(self._acks.get(name, {}), lease, self.ctx.monotonic())
 
@@ -310,7 +309,7 @@ class ClusterController(Controller):
         for cluster in list(self.clusters.store.list()):
             if not keeps_lease(cluster):
                 continue
-            name = _md(cluster).get("name") or ""
+            name = meta_of(cluster).get("name") or ""
             seen.add(name)
             lease = self.leases.store.get(f"{KARMADA_CLUSTER_NAMESPACE}/{name}")
             self._observe_acks(lease)
@@ -347,7 +346,7 @@ class ClusterController(Controller):
             status = cluster.get("status") if isinstance(cluster.get("status"), Mapping) else {}
             conditions = set_condition(status.get("conditions") if isinstance(status, Mapping) else None,
                                        verdict.ready, now)
-            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")},
+            patch = {"metadata": {"resourceVersion": meta_of(cluster).get("resourceVersion")},
                      "status": {"conditions": conditions}}
             try:
                 await self.client.patch(CLUSTERS, name, patch, subresource="status")
@@ -370,11 +369,11 @@ class ClusterController(Controller):
 
     # ------------------------------------------------------------------ the automatic fence
     def _decide_fence(self, cluster: Mapping[str, Any]) -> AutoFenceDecision:
-        name = _md(dict(cluster)).get("name") or ""
-        others = [c for c in self.clusters.store.list() if (_md(c).get("name") or "") != name]
-        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or "")) for c in others]
+        name = meta_of(dict(cluster)).get("name") or ""
+        others = [c for c in self.clusters.store.list() if (meta_of(c).get("name") or "") != name]
+        everyone = [cluster_liveness(c, self._health.get(meta_of(c).get("name") or "")) for c in others]
         # the other agents that answer peers, and what their Leases acknowledge of this cluster's pending fence
-        voters = [_md(c).get("name") or "" for c in others if peer_endpoint(c) is not None]
+        voters = [meta_of(c).get("name") or "" for c in others if peer_endpoint(c) is not None]
         acks = {v: self._acks[v][name] for v in voters if name in self._acks.get(v, {})}
         return decide_auto_fence(cluster, self._health.get(name), self.ctx.monotonic(), self.fence_margin, everyone,
                                  self.grace.grace_period, acks, len(voters))
@@ -385,7 +384,7 @@ class ClusterController(Controller):
         retry backoff), and the acknowledgements of their pending fences count from now."""
         clusters = list(self.clusters.store.list())
         now = self.ctx.monotonic()
-        everyone = [cluster_liveness(c, self._health.get(_md(c).get("name") or "")) for c in clusters]
+        everyone = [cluster_liveness(c, self._health.get(meta_of(c).get("name") or "")) for c in clusters]
         window = fleet_window(clusters, self.grace.grace_period, self.fence_margin)
         has = majority_live(everyone, now, window) if everyone else True
         if self._majority is False and has:
@@ -410,7 +409,7 @@ class ClusterController(Controller):
             if not keeps_lease(cluster):
                 continue
             decision = self._decide_fence(cluster)
-            name = _md(cluster).get("name") or ""
+            name = meta_of(cluster).get("name") or ""
             if decision.action in (AutoFenceAction.FENCE, AutoFenceAction.PEND, AutoFenceAction.CANCEL):
                 try:
                     await self._fence(name, decision.action)
@@ -426,7 +425,7 @@ class ClusterController(Controller):
 
     def _fence_note(self, cluster: dict[str, Any], decision: AutoFenceDecision) -> None:
         """Say once why a guarded cluster past its bound is not fenced (held, malformed announcement)."""
-        name = _md(cluster).get("name") or ""
+        name = meta_of(cluster).get("name") or ""
         if decision.action is AutoFenceAction.HELD:
             note = "held"
         elif decision.invalid:
@@ -461,12 +460,12 @@ class ClusterController(Controller):
                 patch = fence_patch(cluster, self.ctx.now())
                 if patch is None:
                     return
-                if ANNOTATION_FENCE_PENDING in (_md(cluster).get("annotations") or {}):
+                if ANNOTATION_FENCE_PENDING in (meta_of(cluster).get("annotations") or {}):
                     patch.setdefault("metadata", {}).setdefault("annotations", {})[ANNOTATION_FENCE_PENDING] = None
             else:
                 patch = {"metadata": {"annotations": {
                     ANNOTATION_FENCE_PENDING: decision.token if action is AutoFenceAction.PEND else None}}}
-            patch.setdefault("metadata", {})["resourceVersion"] = _md(cluster).get("resourceVersion")
+            patch.setdefault("metadata", {})["resourceVersion"] = meta_of(cluster).get("resourceVersion")
             try:
                 written = await self.client.patch(CLUSTERS, name, patch)
             except ApiException as e:
@@ -489,21 +488,15 @@ class ClusterController(Controller):
                                     still: Any = is_fenced) -> None:
         """Record the fence (or its pending mark, or the cancel) in the Cluster's ``Fenced`` condition, while
         ``still`` holds of the Cluster (None: always)."""
-        name = _md(cluster)["name"]
+        name = meta_of(cluster)["name"]
         for _ in range(_CONFLICT_RETRIES):
             status = cluster.get("status") if isinstance(cluster.get("status"), Mapping) else {}
             conditions = set_condition(status.get("conditions") if isinstance(status, Mapping) else None,
                                        condition, self.ctx.now())
-            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion")},
+            patch = {"metadata": {"resourceVersion": meta_of(cluster).get("resourceVersion")},
                      "status": {"conditions": conditions}}
-            try:
-                await self.client.patch(CLUSTERS, name, patch, subresource="status")
+            if await write_once(self.client.patch(CLUSTERS, name, patch, subresource="status")) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
             cluster = await self.client.get_or_none(CLUSTERS, name) or {}
             if not cluster or (still is not None and not still(cluster)):
                 return  # unfenced meanwhile: nothing to record
@@ -511,8 +504,8 @@ class ClusterController(Controller):
 
     # ------------------------------------------------------------------ removal
     async def _remove(self, cluster: dict[str, Any]) -> float | None:
-        name = _md(cluster)["name"]
-        if CLUSTER_CONTROLLER_FINALIZER not in (_md(cluster).get("finalizers") or []):
+        name = meta_of(cluster)["name"]
+        if CLUSTER_CONTROLLER_FINALIZER not in (meta_of(cluster).get("finalizers") or []):
             return None
         es = generate_execution_space_name(name)
         if (cluster.get("spec") or {}).get("syncMode") == "Pull" and not is_ready(cluster):
@@ -520,7 +513,7 @@ class ClusterController(Controller):
 
         ns = await self._get_namespace(es)
         if ns is not None:
-            if not _md(ns).get("deletionTimestamp"):
+            if not meta_of(ns).get("deletionTimestamp"):
                 try:
                     await self.client.delete(NAMESPACES, es)
                 except ApiException as e:
@@ -550,8 +543,8 @@ class ClusterController(Controller):
         works = (await self.client.list(WORKS, es)).get("items") or []
         if not works:
             return f"waiting for the execution space {es} to be deleted"
-        held = [w for w in works if EXECUTION_CONTROLLER_FINALIZER in (_md(w).get("finalizers") or [])]
-        names = sorted(_md(w).get("name", "") for w in works)
+        held = [w for w in works if EXECUTION_CONTROLLER_FINALIZER in (meta_of(w).get("finalizers") or [])]
+        names = sorted(meta_of(w).get("name", "") for w in works)
         note = f"waiting for {len(works)} Work(s) in {es} to be deleted ({_shown(names)})"
         if held:
             note += (f"; {len(held)} held by the finalizer {EXECUTION_CONTROLLER_FINALIZER}, which the execution "
@@ -570,26 +563,26 @@ class ClusterController(Controller):
             for b in items:
                 targets = (b.get("spec") or {}).get("clusters") or []
                 if any(isinstance(t, dict) and t.get("name") == cluster for t in targets):
-                    md = _md(b)
+                    md = meta_of(b)
                     found.append(f"{md['namespace']}/{md['name']}" if md.get("namespace") else str(md.get("name")))
         return sorted(found)
 
     async def _strip_work_finalizers(self, es: str) -> None:
         works = (await self.client.list(WORKS, es)).get("items") or []
         for w in works:
-            finalizers = list(_md(w).get("finalizers") or [])
+            finalizers = list(meta_of(w).get("finalizers") or [])
             if EXECUTION_CONTROLLER_FINALIZER not in finalizers:
                 continue
             rest = [f for f in finalizers if f != EXECUTION_CONTROLLER_FINALIZER]
-            patch = {"metadata": {"finalizers": rest, "resourceVersion": _md(w).get("resourceVersion")}}
+            patch = {"metadata": {"finalizers": rest, "resourceVersion": meta_of(w).get("resourceVersion")}}
             try:
-                await self.client.patch(WORKS, _md(w)["name"], patch, namespace=es)
+                await self.client.patch(WORKS, meta_of(w)["name"], patch, namespace=es)
             except ApiException as e:
                 if not (is_not_found(e) or is_conflict(e)):  # a conflict is retried on the next check
                     raise
 
     async def _waiting(self, cluster: dict[str, Any], note: str) -> None:
-        name = _md(cluster)["name"]
+        name = meta_of(cluster)["name"]
         if self._pending.get(name) == note:
             return
         self._pending[name] = note
@@ -604,19 +597,15 @@ class ClusterController(Controller):
                 if is_not_found(e):
                     return
                 raise
-            finalizers = list(_md(cluster).get("finalizers") or [])
+            finalizers = list(meta_of(cluster).get("finalizers") or [])
             if CLUSTER_CONTROLLER_FINALIZER not in finalizers:
                 return
-            patch = {"metadata": {"resourceVersion": _md(cluster).get("resourceVersion"),
+            patch = {"metadata": {"resourceVersion": meta_of(cluster).get("resourceVersion"),
                                   "finalizers": [f for f in finalizers if f != CLUSTER_CONTROLLER_FINALIZER]}}
-            try:
-                await self.client.patch(CLUSTERS, name, patch)
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if is_conflict(e):
-                    continue
-                raise
-            log.info("cluster %s: cleaned up, removed finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
+            written = await write_once(self.client.patch(CLUSTERS, name, patch))
+            if written is Written.CONFLICT:
+                continue
+            if written is Written.DONE:
+                log.info("cluster %s: cleaned up, removed finalizer %s", name, CLUSTER_CONTROLLER_FINALIZER)
             return
         raise ApiException(409, "Conflict", f"cluster {name} kept changing; will retry")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from flotilla.api import labels as L
 from flotilla.api.resources import (
@@ -86,6 +86,7 @@ from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = ["DetectorController"]
 
@@ -415,6 +416,15 @@ class DetectorController(Controller):
     def _with_rv(patch: dict[str, Any] | None, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         return None if patch is None else with_precondition(patch, obj)
 
+    async def _interpret(self, interpreter: Any, operation: Operation, template: Mapping[str, Any],
+                         call: Callable[[Mapping[str, Any]], T], failed: str) -> T:
+        """``call(template)`` through the interpreter; a failure is also a Warning Event ``failed`` on the template."""
+        try:
+            return await interpreter.offload(operation, template, lambda: call(template))
+        except InterpreterError as e:
+            self.ctx.recorder.event(template, WARNING, failed, str(e))
+            raise
+
     async def _desired_binding(self, template: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
         interpreter = self.interpreters.get()
         gvk = GVK.of(template)
@@ -424,17 +434,11 @@ class DetectorController(Controller):
             replica_hook=interpreter.hook_enabled(gvk, Operation.INTERPRET_REPLICA))
         replicas, requirements, components = 0, None, None
         if operation is Operation.INTERPRET_COMPONENT:
-            try:
-                components = await interpreter.offload(operation, template, lambda: interpreter.get_components(template))
-            except InterpreterError as e:
-                self.ctx.recorder.event(template, WARNING, GET_COMPONENTS_FAILED, str(e))
-                raise
+            components = await self._interpret(interpreter, operation, template, interpreter.get_components,
+                                               GET_COMPONENTS_FAILED)
         elif operation is Operation.INTERPRET_REPLICA:
-            try:
-                result = await interpreter.offload(operation, template, lambda: interpreter.get_replicas(template))
-            except InterpreterError as e:
-                self.ctx.recorder.event(template, WARNING, GET_REPLICAS_FAILED, str(e))
-                raise
+            result = await self._interpret(interpreter, operation, template, interpreter.get_replicas,
+                                           GET_REPLICAS_FAILED)
             replicas, requirements = result.replicas, result.requirements
         return build_binding(template, policy, replicas=replicas, replica_requirements=requirements,
                              components=components, schedule_priority=await self._schedule_priority(policy))

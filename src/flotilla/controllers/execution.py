@@ -73,6 +73,7 @@ from typing import Any, ClassVar
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.api.resources import RESOURCE_INTERPRETER_CUSTOMIZATIONS, WORKS
 from flotilla.client import (
     ApiException,
     Client,
@@ -83,6 +84,7 @@ from flotilla.client import (
     is_not_found,
 )
 from flotilla.client.informer import HandlerRegistration
+from flotilla.cluster.health import is_ready
 from flotilla.failover.brake import PROBE_BOARD, ProbeBoard
 from flotilla.failover.events import EVENT_STALE_OBJECTS_DELETED
 from flotilla.failover.fencing import (
@@ -97,6 +99,8 @@ from flotilla.failover.fencing import (
     work_deletion_decision,
 )
 from flotilla.interpreter import Operation
+from flotilla.kube.conditions import set_conditions
+from flotilla.kube.objects import meta_of
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.apply import (
@@ -105,27 +109,21 @@ from flotilla.propagation.apply import (
     LazyRecord,
     WorkDeletion,
     applied_condition,
-    cluster_ready,
     content_changed,
     decide_apply,
     decide_delete,
     dispatching_condition,
     object_key,
     preserved_manifest,
-    set_conditions,
     work_deletion_action,
 )
-from flotilla.propagation.works import (
-    RESOURCE_INTERPRETER_CUSTOMIZATIONS,
-    WORKS,
-    InterpreterCache,
-    work_cluster,
-)
+from flotilla.propagation.works import InterpreterCache, work_cluster
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.applied_handoff import applied_handoff
 from flotilla.runtime.base import Controller
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.member_informers import MANAGED_SELECTOR, member_informers
+from flotilla.runtime.patching import Written, write_once
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +157,6 @@ class _MemberWatch:
         self.handlers = {}
 
 
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def _manifests(work: Mapping[str, Any]) -> list[dict[str, Any]]:
     spec = work.get("spec")
     workload = spec.get("workload") if isinstance(spec, dict) else None
@@ -172,17 +165,17 @@ def _manifests(work: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _describe(manifest: Mapping[str, Any]) -> str:
-    meta = _meta(manifest)
+    meta = meta_of(manifest)
     ns = meta.get("namespace")
     return f"{manifest.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
 
 
 def _work_of(obj: Mapping[str, Any]) -> str | None:
     """The key of the Work that manages a member object, from its annotations."""
-    labels = _meta(obj).get("labels")
+    labels = meta_of(obj).get("labels")
     if not isinstance(labels, dict) or labels.get(L.MANAGED_LABEL) != L.MANAGED_LABEL_VALUE:
         return None
-    annotations = _meta(obj).get("annotations")
+    annotations = meta_of(obj).get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
     ns, name = annotations.get(L.WORK_NAMESPACE_ANNOTATION), annotations.get(L.WORK_NAME_ANNOTATION)
     return f"{ns}/{name}" if ns and name else None
@@ -250,16 +243,16 @@ class ExecutionController(Controller):
             self.enqueue_object(work)
 
     def _work_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        o, n = _meta(old), _meta(new)
+        o, n = meta_of(old), meta_of(new)
         if work_cluster(new) is not None and (o.get("generation") != n.get("generation")
                                               or o.get("deletionTimestamp") != n.get("deletionTimestamp")):
             self.enqueue_object(new)
 
     def _cluster_changed(self, cluster: dict[str, Any]) -> None:
-        name = str(_meta(cluster).get("name") or "")
+        name = str(meta_of(cluster).get("name") or "")
         if not name or not self.serves(cluster):
             return
-        if not cluster_ready(cluster) or is_fenced(cluster):
+        if not is_ready(cluster) or is_fenced(cluster):
             if name not in self._lost:  # lost: purge as soon as its API answers again (D17), fenced or not
                 self._lost.add(name)
                 self._want_purge(name)
@@ -290,13 +283,13 @@ class ExecutionController(Controller):
         if is_fenced(new) and not is_fenced(old):
             # D2: the deletions waiting for this member can complete now; after a long outage their retries are
             # backed off for minutes, and the failover of a Directly workload waits for them
-            name = str(_meta(new).get("name") or "")
+            name = str(meta_of(new).get("name") or "")
             for work in self._works.store.list():
-                if work_cluster(work) == name and _meta(work).get("deletionTimestamp"):
+                if work_cluster(work) == name and meta_of(work).get("deletionTimestamp"):
                     self.enqueue_object(work)
 
     def _cluster_deleted(self, cluster: dict[str, Any]) -> None:
-        name = str(_meta(cluster).get("name") or "")
+        name = str(meta_of(cluster).get("name") or "")
         self._recovering.pop(name, None)
         self._lost.discard(name)
         self._purge_failures.pop(name, None)
@@ -312,13 +305,13 @@ class ExecutionController(Controller):
         recorded = self._versions.get((cluster, object_key(obj)))
         if work is None or recorded is None:  # no sync of ours yet: the Work's own reconcile comes
             return
-        if _meta(obj).get("resourceVersion") != recorded:
+        if meta_of(obj).get("resourceVersion") != recorded:
             self.enqueue(work)
 
     def _member_updated(self, cluster: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         work = _work_of(old) or _work_of(new)
         recorded = self._versions.get((cluster, object_key(new)))
-        if work is None or recorded is None or _meta(new).get("resourceVersion") == recorded:
+        if work is None or recorded is None or meta_of(new).get("resourceVersion") == recorded:
             return
         if content_changed(old, new):
             self.enqueue(work)
@@ -328,7 +321,7 @@ class ExecutionController(Controller):
         if work is None:
             return
         cached = self._works.store.get(work)
-        if cached is not None and not _meta(cached).get("deletionTimestamp"):
+        if cached is not None and not meta_of(cached).get("deletionTimestamp"):
             self.enqueue(work)  # a Work that still wants it: re-create it (a Work being deleted removed it)
 
     def _watch(self, cluster: str, member: Client, res: Resource) -> None:
@@ -363,17 +356,17 @@ class ExecutionController(Controller):
             return None
         cluster = self._clusters.store.get(cluster_name)
         if cluster is not None and not self.serves(cluster):
-            if self.agent_cluster is None and _meta(work).get("deletionTimestamp") and self.fenced(cluster):
+            if self.agent_cluster is None and meta_of(work).get("deletionTimestamp") and self.fenced(cluster):
                 # D2 for a Pull cluster: fenced, its agent may never come back; the Work is released here as for
                 # a Push cluster (abandoned, the member not contacted) so that a Directly failover can proceed
                 self._handoff.drop(key)
                 await self._finish_deletion(work, cluster_name, cluster)
             return None  # a Pull cluster's Works are its agent's (and the agent's are its own cluster's only)
-        if _meta(work).get("deletionTimestamp"):
+        if meta_of(work).get("deletionTimestamp"):
             self._handoff.drop(key)
             await self._finish_deletion(work, cluster_name, cluster)
             return None
-        if L.EXECUTION_CONTROLLER_FINALIZER not in (_meta(work).get("finalizers") or []):
+        if L.EXECUTION_CONTROLLER_FINALIZER not in (meta_of(work).get("finalizers") or []):
             updated = await self._add_finalizer(work)
             if updated is None:
                 return None
@@ -389,7 +382,7 @@ class ExecutionController(Controller):
         try:
             if cluster is None:
                 raise ClusterNotReady(f"cluster({cluster_name}) not found")
-            if not cluster_ready(cluster):
+            if not is_ready(cluster):
                 raise ClusterNotReady(f"cluster({cluster_name}) not ready")
             if is_fenced(cluster):
                 raise ClusterNotReady(f"cluster({cluster_name}) is fenced")
@@ -421,7 +414,7 @@ class ExecutionController(Controller):
     # ------------------------------------------------------------------ applying one manifest
     async def _resource(self, member: Client, manifest: Mapping[str, Any]) -> tuple[Resource, str | None, str]:
         res = await member.resource_for(str(manifest.get("apiVersion") or ""), str(manifest.get("kind") or ""))
-        meta = _meta(manifest)
+        meta = meta_of(manifest)
         namespace = (meta.get("namespace") or None) if res.namespaced else None
         return res, namespace, str(meta.get("name") or "")
 
@@ -449,7 +442,7 @@ class ExecutionController(Controller):
         digest = _manifest_digest(manifest)
         known, cached = self._cached(cluster, member, res, name, namespace)
         if (known and cached is not None and self._applied.get(okey) == digest
-                and _meta(cached).get("resourceVersion") == self._versions.get(okey)):
+                and meta_of(cached).get("resourceVersion") == self._versions.get(okey)):
             return  # this manifest was applied last, and the member object has not changed since
         interpreter = self._interpreters.get(self._rics.store.list())
         for attempt in range(_ATTEMPTS):
@@ -489,7 +482,7 @@ class ExecutionController(Controller):
 
     def _remember(self, okey: tuple[str, str], sent: Mapping[str, Any], answer: Mapping[str, Any],
                   digest: bytes | None = None) -> None:
-        self._versions[okey] = str(_meta(answer).get("resourceVersion") or "")
+        self._versions[okey] = str(meta_of(answer).get("resourceVersion") or "")
         self._records[okey] = LazyRecord(sent, answer)
         if digest is None:
             self._applied.pop(okey, None)
@@ -523,7 +516,7 @@ class ExecutionController(Controller):
     # ------------------------------------------------------------------ Work deletion
     async def _finish_deletion(self, work: dict[str, Any], cluster_name: str,
                                cluster: Mapping[str, Any] | None) -> None:
-        if L.EXECUTION_CONTROLLER_FINALIZER not in (_meta(work).get("finalizers") or []):
+        if L.EXECUTION_CONTROLLER_FINALIZER not in (meta_of(work).get("finalizers") or []):
             return
         action = work_deletion_action(work, cluster, fenced=self.fenced(cluster))
         if action is WorkDeletion.WAIT:
@@ -540,7 +533,7 @@ class ExecutionController(Controller):
             work = await self._record_abandoned(work, cluster_name, cluster)
         else:
             log.info("work %s/%s: cluster %s is going away and not ready; not deleting its objects",
-                     _meta(work).get("namespace"), _meta(work).get("name"), cluster_name)
+                     meta_of(work).get("namespace"), meta_of(work).get("name"), cluster_name)
         for manifest in _manifests(work):
             self._forget((cluster_name, object_key(manifest)))
         await self._remove_finalizer(work)
@@ -553,7 +546,7 @@ class ExecutionController(Controller):
         self._want_purge(cluster_name)  # its objects are stale there: deleted once the member answers (D17)
         decision = work_deletion_decision(cluster if cluster is not None else cluster_name, True, work=work,
                                           now=self.ctx.now())
-        meta = _meta(work)
+        meta = meta_of(work)
         current: dict[str, Any] = work
         if decision.annotations:
             try:
@@ -607,7 +600,7 @@ class ExecutionController(Controller):
             cluster = self._clusters.store.get(cluster_name)
             answering = self._board.last_answer(cluster_name) if self._board is not None else None
             step = recovery_purge_step(cluster, pending=asked is not None,
-                                       ready=cluster is not None and cluster_ready(cluster), answering=answering)
+                                       ready=cluster is not None and is_ready(cluster), answering=answering)
             if step is PurgeStep.WAIT:
                 return False
             if step is PurgeStep.PURGE:
@@ -632,7 +625,7 @@ class ExecutionController(Controller):
         wanted = wanted_identities(works)
         for work in works:  # objects a deleted Work releases (preserveResourcesOnDeletion) are not stale
             spec = work.get("spec") if isinstance(work.get("spec"), dict) else {}
-            if _meta(work).get("deletionTimestamp") and spec.get("preserveResourcesOnDeletion") is True:
+            if meta_of(work).get("deletionTimestamp") and spec.get("preserveResourcesOnDeletion") is True:
                 wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
         member = await self.ctx.members.client_for(cluster)
         objects: list[dict[str, Any]] = []
@@ -655,7 +648,7 @@ class ExecutionController(Controller):
         stale = stale_objects_on_recovery(objects, wanted)
         for obj in stale:
             res = resources[(str(obj["apiVersion"]), str(obj["kind"]))]
-            meta = _meta(obj)
+            meta = meta_of(obj)
             namespace = (meta.get("namespace") or None) if res.namespaced else None
             try:
                 await member.delete(res, str(meta.get("name")), namespace, propagation_policy="Background")
@@ -673,19 +666,15 @@ class ExecutionController(Controller):
     async def _delete(self, cluster: str, member: Client, manifest: dict[str, Any]) -> None:
         res, namespace, name = await self._resource(member, manifest)
         known, cached = self._cached(cluster, member, res, name, namespace)
-        if known and cached is not None and _meta(cached).get("uid"):
+        if known and cached is not None and meta_of(cached).get("uid"):
             # managed (the drift cache holds only those): delete that very object, no GET first
-            try:
-                await member.delete(res, name, namespace, propagation_policy="Background",
-                                    preconditions={"uid": str(_meta(cached)["uid"])})
+            written = await write_once(member.delete(res, name, namespace, propagation_policy="Background",
+                                                     preconditions={"uid": str(meta_of(cached)["uid"])}))
+            if written is Written.DONE:
                 log.info("deleted %s in cluster %s", _describe(manifest), cluster)
+            if written is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
-                # replaced by another object meanwhile: look at it
+            # replaced by another object meanwhile: look at it
         elif known and cached is None and (cluster, object_key(manifest)) not in self._versions:
             return  # never written by this controller and no managed object of that name: nothing to delete
         observed = await self._observe(member, res, name, namespace)
@@ -713,25 +702,19 @@ class ExecutionController(Controller):
             if decision.action is not ApplyAction.UPDATE:  # gone, someone else's, or already clean
                 break
             assert decision.obj is not None
-            try:
-                await member.update(res, decision.obj)
+            if await write_once(member.update(res, decision.obj)) is not Written.CONFLICT:
                 break
-            except ApiException as e:
-                if is_not_found(e):
-                    break
-                if not is_conflict(e):
-                    raise
         else:
             raise ApplyError(f"{_describe(manifest)} in cluster {cluster}: gave up after {_ATTEMPTS} conflicting writes")
 
     # ------------------------------------------------------------------ writing the Work
     async def _refetch(self, work: Mapping[str, Any]) -> dict[str, Any] | None:
-        meta = _meta(work)
+        meta = meta_of(work)
         return await self.client.get_or_none(WORKS, str(meta.get("name")), str(meta.get("namespace")))
 
     async def _patch_finalizers(self, work: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
         """Write the Work's finalizers (a merge patch guarded by its resourceVersion: the body is not sent back)."""
-        meta = _meta(work)
+        meta = meta_of(work)
         result: dict[str, Any] = await self.client.patch(
             WORKS, str(meta.get("name")),
             {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}},
@@ -741,9 +724,9 @@ class ExecutionController(Controller):
     async def _add_finalizer(self, work: dict[str, Any]) -> dict[str, Any] | None:
         current: dict[str, Any] | None = work
         for _ in range(_ATTEMPTS):
-            if current is None or _meta(current).get("deletionTimestamp"):
+            if current is None or meta_of(current).get("deletionTimestamp"):
                 return None
-            finalizers = list(_meta(current).get("finalizers") or [])
+            finalizers = list(meta_of(current).get("finalizers") or [])
             if L.EXECUTION_CONTROLLER_FINALIZER in finalizers:
                 return current
             try:
@@ -752,26 +735,21 @@ class ExecutionController(Controller):
                 if not (is_conflict(e) or is_not_found(e)):
                     raise
             current = await self._refetch(current)
-        raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not add finalizer")
+        raise ApplyError(f"work {meta_of(work).get('namespace')}/{meta_of(work).get('name')}: could not add finalizer")
 
     async def _remove_finalizer(self, work: dict[str, Any]) -> None:
         current: dict[str, Any] | None = work
         for _ in range(_ATTEMPTS):
             if current is None:
                 return
-            finalizers = list(_meta(current).get("finalizers") or [])
+            finalizers = list(meta_of(current).get("finalizers") or [])
             if L.EXECUTION_CONTROLLER_FINALIZER not in finalizers:
                 return
-            try:
-                await self._patch_finalizers(current, [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER])
+            remaining = [f for f in finalizers if f != L.EXECUTION_CONTROLLER_FINALIZER]
+            if await write_once(self._patch_finalizers(current, remaining)) is not Written.CONFLICT:
                 return
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                if not is_conflict(e):
-                    raise
             current = await self._refetch(current)
-        raise ApplyError(f"work {_meta(work).get('namespace')}/{_meta(work).get('name')}: could not remove finalizer")
+        raise ApplyError(f"work {meta_of(work).get('namespace')}/{meta_of(work).get('name')}: could not remove finalizer")
 
     def _leave_conditions(self, key: str, work: dict[str, Any], conditions: list[Mapping[str, Any]]) -> bool:
         """Under load (forward queues with keys ready) and with a work-status controller to take them, leave a
@@ -793,7 +771,7 @@ class ExecutionController(Controller):
         resourceVersion as precondition; nothing is written when they are set already); the Work as stored
         after (``None``: it is gone). Conditions left to the work-status controller before are dropped."""
         current: dict[str, Any] | None = work
-        meta = _meta(work)
+        meta = meta_of(work)
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         self._handoff.drop(key)
         now = _now_text(self.ctx.now())
@@ -804,7 +782,7 @@ class ExecutionController(Controller):
             new, changed = set_conditions(status.get("conditions"), conditions, now)
             if not changed:
                 return current
-            body = {"metadata": {"resourceVersion": _meta(current).get("resourceVersion")},
+            body = {"metadata": {"resourceVersion": meta_of(current).get("resourceVersion")},
                     "status": {"conditions": new}}
             try:
                 result: dict[str, Any] = await self.client.patch(WORKS, str(meta.get("name")), body,

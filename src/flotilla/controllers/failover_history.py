@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
-from flotilla.client import Resource
 from flotilla.failover.history import (
     EVENT_FAILOVER_COMPLETED,
     EVENT_FAILOVER_SUPERSEDED,
@@ -43,7 +42,7 @@ from flotilla.failover.history import (
 from flotilla.failover.purge import eviction_tasks
 from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import FailoverHistoryMetrics
-from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, cached_binding, template_ref
 from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
@@ -111,21 +110,9 @@ class FailoverHistoryController(Controller):
             self.progress.pop(key, None)
 
     # ------------------------------------------------------------------ reconcile
-    def _lookup(self, key: str) -> tuple[_Obj | None, Resource]:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS
-        if parts[0] == "crb" and len(parts) == 2:
-            return self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS
-        raise ValueError(f"malformed key {key!r}")
-
     async def reconcile(self, key: str) -> float | None:
-        try:
-            binding, res = self._lookup(key)
-        except ValueError:
-            log.warning("failover-history: ignoring malformed key %r", key)
-            return None
-        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp"):
+        binding, res = cached_binding(self.name, key, self.rbs, self.crbs)
+        if binding is None:
             return None
         md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None

@@ -45,7 +45,6 @@ from flotilla.api.labels import (
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
-from flotilla.client import Informer, Resource, label_indexer
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
     Assessment,
@@ -61,11 +60,13 @@ from flotilla.failover.purge import (
     directly_purged_clusters,
     eviction_tasks,
 )
-from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp, parse_time
+from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE, injected_state_stamp
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
-from flotilla.runtime.base import Controller, binding_key, template_ref
+from flotilla.runtime.base import Controller, binding_key, cached_binding, template_ref
+from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
 from flotilla.runtime.handoffs import mark_graceful_eviction_running
 from flotilla.runtime.patching import patch_with_retry
 
@@ -74,19 +75,6 @@ log = logging.getLogger(__name__)
 __all__ = ["EVENT_TASK_REMOVED", "GracefulEvictionController"]
 
 _Obj = dict[str, Any]
-
-
-def _label_index(label: str) -> str:
-    return f"label:{label}"
-
-
-def ensure_label_index(inf: Informer, label: str) -> str:
-    """Index ``inf`` by ``label`` (shared with other controllers under the same name); the index name."""
-    try:
-        inf.add_indexer(_label_index(label), label_indexer(label))
-    except ValueError:
-        pass  # another controller indexes the same label under the same name
-    return _label_index(label)
 
 
 def _task_of(binding: Mapping[str, Any], cluster: str) -> Mapping[str, Any]:
@@ -115,8 +103,7 @@ class GracefulEvictionController(Controller):
         self.rbs = self.informer(RESOURCE_BINDINGS)
         self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self.works = self.informer(WORKS)
-        ensure_label_index(self.works, RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        ensure_label_index(self.works, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        index_works_by_binding(self.works)
         for inf, scoped in ((self.rbs, False), (self.crbs, True)):
             inf.add_handler(on_add=lambda b, s=scoped: self._on_binding(s, None, b),
                             on_update=lambda old, new, s=scoped: self._on_binding(s, old, new))
@@ -135,15 +122,6 @@ class GracefulEvictionController(Controller):
             self.enqueue(key)
 
     # ------------------------------------------------------------------ reconcile
-    def _lookup(self, key: str) -> tuple[_Obj | None, Resource, str]:
-        parts = key.split("|")
-        if parts[0] == "rb" and len(parts) == 3:
-            return self.rbs.store.get(f"{parts[1]}/{parts[2]}"), RESOURCE_BINDINGS, RESOURCE_BINDING_PERMANENT_ID_LABEL
-        if parts[0] == "crb" and len(parts) == 2:
-            return (self.crbs.store.get(parts[1]), CLUSTER_RESOURCE_BINDINGS,
-                    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
-        raise ValueError(f"malformed key {key!r}")
-
     def directly_pending(self, binding: Mapping[str, Any], label: str) -> set[str]:
         """Clusters of the binding's ``Directly`` tasks that still hold a Work of the binding (D2)."""
         spec = as_map(binding.get("spec"))
@@ -153,20 +131,18 @@ class GracefulEvictionController(Controller):
         if not permanent_id:
             # no permanent id: its Works cannot be told apart, assume the old copy may still be there
             return directly_purged_clusters(spec)
-        works = [w for w in self.works.store.by_index(_label_index(label), permanent_id)
+        works = [w for w in works_with_label(self.works, label, permanent_id)
                  if str(as_map(w.get("metadata")).get("namespace") or "").startswith(EXECUTION_SPACE_PREFIX)]
         return directly_pending_clusters(works, spec)
 
     async def reconcile(self, key: str) -> float | None:
         if not self.enabled:
             return None
-        try:
-            binding, res, label = self._lookup(key)
-        except ValueError:
-            log.warning("graceful-eviction: ignoring malformed key %r", key)
+        binding, res = cached_binding(self.name, key, self.rbs, self.crbs)
+        if binding is None or not eviction_tasks(as_map(binding.get("spec"))):
             return None
-        if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp") or not eviction_tasks(as_map(binding.get("spec"))):
-            return None
+        label = (CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if res is CLUSTER_RESOURCE_BINDINGS
+                 else RESOURCE_BINDING_PERMANENT_ID_LABEL)
         md = as_map(binding.get("metadata"))
         name, namespace = str(md.get("name")), md.get("namespace") or None
         outcome: dict[str, Assessment] = {}

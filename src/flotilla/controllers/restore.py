@@ -38,7 +38,7 @@ from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.checkpoints.config import StorageConfigError, storage_config
 from flotilla.checkpoints.storage import SnapshotStorageError, describe_snapshot, list_snapshots
-from flotilla.client import Informer, Resource, label_indexer
+from flotilla.client import Informer, Resource
 from flotilla.failover.purge import directly_purge_pending
 from flotilla.failover.restore import (
     CREDENTIALS_SECRET_ANNOTATION,
@@ -65,6 +65,7 @@ from flotilla.failover.state import (
     parse_injected_state_record,
     plan_injection,
 )
+from flotilla.kube.objects import meta_of, spec_of
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.works import (
     RESOURCE_INTERPRETER_CUSTOMIZATIONS,
@@ -74,6 +75,7 @@ from flotilla.propagation.works import (
     work_cluster,
 )
 from flotilla.runtime.base import Controller
+from flotilla.runtime.binding_works import index_works_by_binding, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import SECRETS
 from flotilla.runtime.patching import patch_condition, patch_with_retry
@@ -82,23 +84,11 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RestoreController"]
 
-_RB_INDEX = "restore:" + L.RESOURCE_BINDING_PERMANENT_ID_LABEL
-_CRB_INDEX = "restore:" + L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL
 RETRY_INITIAL = 1.0
 RETRY_MAX = 30.0
 #: Seconds before a binding whose old copy's Work (purged Directly) still exists is looked at again, if the Work's
 #: deletion did not wake it first.
 PURGE_RECHECK = 5.0
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
 
 
 def _decoded(data: Any) -> dict[str, str]:
@@ -121,12 +111,7 @@ class RestoreController(Controller):
         self._rbs = self.informer(RESOURCE_BINDINGS)
         self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
         self._works = self.informer(WORKS)
-        for index, label in ((_RB_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL),
-                             (_CRB_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)):
-            try:
-                self._works.add_indexer(index, label_indexer(label))
-            except ValueError:
-                pass
+        index_works_by_binding(self._works)
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
         self._interpreters = InterpreterCache(customization_failures(self.ctx))
         self._attempts: dict[str, int] = {}
@@ -137,7 +122,7 @@ class RestoreController(Controller):
 
     def _work_deleted(self, work: Mapping[str, Any]) -> None:
         """The old copy's Work is gone: its binding's restore can be looked up now (its job has stopped)."""
-        ann = _meta(work).get("annotations") or {}
+        ann = meta_of(work).get("annotations") or {}
         ns, name = ann.get(L.RESOURCE_BINDING_NAMESPACE_ANNOTATION), ann.get(L.RESOURCE_BINDING_NAME_ANNOTATION)
         if ns and name:
             self.enqueue(f"ResourceBinding/{ns}/{name}")
@@ -146,16 +131,16 @@ class RestoreController(Controller):
 
     # ------------------------------------------------------------------ triggers
     def _changed(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
-        spec = _spec(new)
-        if not spec.get("gracefulEvictionTasks") or _meta(new).get("deletionTimestamp"):
+        spec = spec_of(new)
+        if not spec.get("gracefulEvictionTasks") or meta_of(new).get("deletionTimestamp"):
             return
         if old is not None:
-            o, n = _meta(old), _meta(new)
+            o, n = meta_of(old), meta_of(new)
             same = (o.get("generation") == n.get("generation")
                     and (o.get("annotations") or {}) == (n.get("annotations") or {}))
             if same:
                 return
-        md = _meta(new)
+        md = meta_of(new)
         ns, name = md.get("namespace"), md.get("name")
         self.enqueue(f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}")
 
@@ -169,11 +154,11 @@ class RestoreController(Controller):
     async def reconcile(self, key: str) -> float | None:
         res, inf, rest = self._binding(key)
         binding = inf.store.get(rest)
-        if binding is None or _meta(binding).get("deletionTimestamp"):
+        if binding is None or meta_of(binding).get("deletionTimestamp"):
             self._attempts.pop(key, None)
             return None
         gate = self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE)
-        injection = plan_injection(_spec(binding), parse_injected_state_record(binding), self.ctx.now(), gate=gate)
+        injection = plan_injection(spec_of(binding), parse_injected_state_record(binding), self.ctx.now(), gate=gate)
         if not any(d.source == "task" for d in injection.decisions.values()):
             self._attempts.pop(key, None)
             return None
@@ -188,7 +173,7 @@ class RestoreController(Controller):
         if not pending:
             self._attempts.pop(key, None)
             return None
-        if directly_purge_pending(self._works_of(binding), _spec(binding)):
+        if directly_purge_pending(self._works_of(binding), spec_of(binding)):
             return PURGE_RECHECK  # the old copy may still checkpoint: look up once its Work is gone
         need = pending[0]
         if move_in_progress(binding, need.cluster):
@@ -221,22 +206,18 @@ class RestoreController(Controller):
 
     # ------------------------------------------------------------------ reads
     async def _template(self, binding: Mapping[str, Any]) -> dict[str, Any] | None:
-        resource = _spec(binding).get("resource") or {}
+        resource = spec_of(binding).get("resource") or {}
         res = await self.client.resource_for(str(resource.get("apiVersion") or ""), str(resource.get("kind") or ""))
         ns = (resource.get("namespace") or None) if res.namespaced else None
         return await self.client.get_or_none(res, str(resource.get("name") or ""), ns)
 
     def _works_of(self, binding: Mapping[str, Any]) -> list[dict[str, Any]]:
-        ref = binding_ref(binding)
-        if not ref.permanent_id:
-            return []
-        index = _CRB_INDEX if ref.cluster_scoped else _RB_INDEX
-        return list(self._works.store.by_index(index, ref.permanent_id))
+        return works_of(self._works, binding_ref(binding))
 
     def _work_exists(self, binding: Mapping[str, Any], cluster: str) -> bool:
         namespace = generate_execution_space_name(cluster)
-        return any(_meta(w).get("namespace") == namespace and work_cluster(w) == cluster
-                   and not _meta(w).get("deletionTimestamp") for w in self._works_of(binding))
+        return any(meta_of(w).get("namespace") == namespace and work_cluster(w) == cluster
+                   and not meta_of(w).get("deletionTimestamp") for w in self._works_of(binding))
 
     async def _secret(self, namespace: str | None, name: str) -> dict[str, str] | Found:
         if not namespace:
@@ -258,11 +239,11 @@ class RestoreController(Controller):
                        secret_name: str | None) -> Found:
         secret: dict[str, str] | None = None
         if secret_name:
-            got = await self._secret(_meta(template).get("namespace"), secret_name)
+            got = await self._secret(meta_of(template).get("namespace"), secret_name)
             if isinstance(got, Found):
                 return got
             secret = got
-        flink_conf = _spec(template).get("flinkConfiguration")
+        flink_conf = spec_of(template).get("flinkConfiguration")
         try:
             config = storage_config(flink_conf if isinstance(flink_conf, Mapping) else None, secret,
                                     default_checkpoint_dir=self.options.restore_default_checkpoint_dir or None)
@@ -301,13 +282,13 @@ class RestoreController(Controller):
     async def _write(self, res: Resource, binding: dict[str, Any], need: RestoreNeed,
                      decision: RestoreDecision) -> bool:
         """Write the record; ``False`` when the binding changed under the pass (or another pass resolved it)."""
-        md = _meta(binding)
+        md = meta_of(binding)
         generation = md.get("generation")
         stale = False
 
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             nonlocal stale
-            meta = _meta(obj)
+            meta = meta_of(obj)
             # a newer spec, or a record resolved meanwhile (this pass read a cache that had not seen it yet)
             stale = (meta.get("generation") != generation or bool(meta.get("deletionTimestamp"))
                      or record_resolves(parse_restore_record(obj), need))
@@ -326,7 +307,7 @@ class RestoreController(Controller):
         return True
 
     async def _set_condition(self, res: Resource, binding: Mapping[str, Any], condition: Mapping[str, Any]) -> None:
-        md = _meta(binding)
+        md = meta_of(binding)
         try:
             await patch_condition(self.client, res, binding, condition, self.ctx.now())
         except Exception as e:  # noqa: BLE001 - the record is written; the condition follows on the next pass

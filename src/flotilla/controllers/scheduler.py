@@ -64,7 +64,7 @@ from flotilla.failover.state import (
     injected_state_for_schedule,
 )
 from flotilla.kube.jsondiff import with_precondition
-from flotilla.kube.objects import meta_of, spec_of
+from flotilla.kube.objects import meta_of, spec_of, status_of
 from flotilla.kube.resources import object_key
 from flotilla.policy.matching import is_deleting
 from flotilla.runtime.base import Controller, ControllerContext, split_key
@@ -129,11 +129,6 @@ def _rv(obj: Mapping[str, Any]) -> int:
         return int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return -1
-
-
-def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    status = obj.get("status")
-    return status if type(status) is dict or isinstance(status, Mapping) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +394,7 @@ class SchedulerController(Controller):
 
         follow_up = None
         if spec_written and result.ok:
-            status = {**_status(current),
+            status = {**status_of(current),
                       **scheduled_fields(current, condition, now, affinity_name=affinity, generation=observed)}
             follow_up = self._follow_up(key, current, status, clusters, parsed, now, result)
             if follow_up is not None:

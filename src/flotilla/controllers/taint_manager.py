@@ -80,7 +80,6 @@ from flotilla.failover.eviction import (
     REASON_TAINT_UNTOLERATED,
     cluster_failover_task_options,
     evict_failed_message,
-    format_timestamp,
     graceful_evict_cluster,
 )
 from flotilla.failover.ratelimit import EvictionMode, EvictionRateLimiter
@@ -88,18 +87,12 @@ from flotilla.failover.state import (
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
     STATEFUL_FAILOVER_INJECTION_GATE,
     EventSpec,
-    StateExtractionError,
-    carry_forward,
     clear_failing_since,
     clusters_before_failover,
-    extract_state,
     failing_since,
-    on_extraction_failure,
-    on_extraction_success,
     parse_injected_state_record,
-    previous_injection,
+    preserve_state_for_eviction,
     record_failing_since,
-    reflected_status,
     rules_of,
 )
 from flotilla.failover.tolerations import (
@@ -112,7 +105,8 @@ from flotilla.failover.tolerations import (
     parse_taints,
     should_queue,
 )
-from flotilla.kube.objects import as_map
+from flotilla.kube.objects import annotations_of, as_map, meta_of, spec_of
+from flotilla.kube.times import format_time
 from flotilla.observability.metrics import (
     RESULT_BLOCKED,
     RESULT_ERROR,
@@ -143,16 +137,8 @@ STATE_RETRY_MAX = 30.0
 #: Flotilla's Event reasons (Karmada emits none at these steps).
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(obj.get("metadata"))
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(obj.get("spec"))
-
-
 def binding_key_of(binding: Mapping[str, Any]) -> str | None:
-    md = _meta(binding)
+    md = meta_of(binding)
     name, ns = md.get("name"), md.get("namespace")
     if not name:
         return None
@@ -172,7 +158,7 @@ def parse_eviction_key(key: str) -> tuple[str, str | None, str]:
 
 def _target_names(binding: Mapping[str, Any]) -> list[str]:
     out = []
-    for c in _spec(binding).get("clusters") or ():
+    for c in spec_of(binding).get("clusters") or ():
         name = as_map(c).get("name")
         if isinstance(name, str) and name:
             out.append(name)
@@ -180,7 +166,7 @@ def _target_names(binding: Mapping[str, Any]) -> list[str]:
 
 
 def _no_execute(cluster: Mapping[str, Any]) -> list[Any]:
-    return [t for t in _spec(cluster).get("taints") or () if as_map(t).get("effect") == "NoExecute"]
+    return [t for t in spec_of(cluster).get("taints") or () if as_map(t).get("effect") == "NoExecute"]
 
 
 def _ready(cluster: Mapping[str, Any]) -> bool:
@@ -191,7 +177,7 @@ def _ready(cluster: Mapping[str, Any]) -> bool:
 
 
 def _template_of(binding: Mapping[str, Any]) -> dict[str, Any] | None:
-    ref = _spec(binding).get("resource")
+    ref = spec_of(binding).get("resource")
     if not isinstance(ref, Mapping) or not ref.get("name"):
         return None
     return {"apiVersion": ref.get("apiVersion"), "kind": ref.get("kind"),
@@ -205,7 +191,7 @@ def queued_message(cluster: str, decision: EvictionDecision) -> str:
         return (f"Cluster {cluster} has NoExecute taints and the applied placement cannot be read "
                 f"({decision.error}): eviction queued now.")
     if decision.action is Eviction.AT and decision.at is not None:
-        return (f"Cluster {cluster}: {taint} is tolerated until {format_timestamp(decision.at)}: eviction queued "
+        return (f"Cluster {cluster}: {taint} is tolerated until {format_time(decision.at)}: eviction queued "
                 "for then.")
     if decision.at is not None:
         return f"Cluster {cluster}: the toleration of {taint} has expired: eviction queued now."
@@ -215,7 +201,7 @@ def queued_message(cluster: str, decision: EvictionDecision) -> str:
 def performed_message(cluster: str, decision: EvictionDecision, binding: Mapping[str, Any]) -> str:
     """The ``EvictionPerformed`` message: why, and the task that now waits for the graceful-eviction controller."""
     why = f"NoExecute taint {decision.taint}" if decision.taint is not None else "an untolerated NoExecute taint"
-    task = next((as_map(t) for t in reversed(_spec(binding).get("gracefulEvictionTasks") or ())
+    task = next((as_map(t) for t in reversed(spec_of(binding).get("gracefulEvictionTasks") or ())
                  if as_map(t).get("fromCluster") == cluster), {})
     state = "with preserved state" if task.get("preservedLabelState") else "without preserved state"
     return (f"Evicted from cluster {cluster} ({why}): graceful-eviction task added, purgeMode "
@@ -283,7 +269,7 @@ class TaintManager(Controller):
 
     def _on_cluster(self, cluster: Mapping[str, Any]) -> None:
         self._readiness = None
-        name = _meta(cluster).get("name")
+        name = meta_of(cluster).get("name")
         if not name or not _no_execute(cluster):
             return
         for binding in self.rbs.store.list() + self.crbs.store.list():
@@ -303,7 +289,7 @@ class TaintManager(Controller):
         """Every cluster's name and whether it is Ready, as the brake counts them; kept until a cluster comes, goes
         or its Ready condition flips (a status write that moves only its summaries keeps it)."""
         if self._readiness is None:
-            self._readiness = [(str(_meta(c).get("name")), _ready(c)) for c in self.clusters.store.list()]
+            self._readiness = [(str(meta_of(c).get("name")), _ready(c)) for c in self.clusters.store.list()]
         return self._readiness
 
     def _on_binding(self, binding: Mapping[str, Any]) -> None:
@@ -313,14 +299,14 @@ class TaintManager(Controller):
                 self._enqueue_pair(binding, cluster)
 
     def _on_binding_update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        old_ann = as_map(_meta(old).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
-        new_ann = as_map(_meta(new).get("annotations")).get(APPLIED_PLACEMENT_ANNOTATION)
+        old_ann = annotations_of(old).get(APPLIED_PLACEMENT_ANNOTATION)
+        new_ann = annotations_of(new).get(APPLIED_PLACEMENT_ANNOTATION)
         if _target_names(old) != _target_names(new) or old_ann != new_ann:
             self._on_binding(new)
 
     def _enqueue_pair(self, binding: Mapping[str, Any], cluster: Mapping[str, Any]) -> None:
         bkey = binding_key_of(binding)
-        cname = _meta(cluster).get("name")
+        cname = meta_of(cluster).get("name")
         if bkey is None or not cname:
             return
         try:
@@ -329,7 +315,7 @@ class TaintManager(Controller):
             log.warning("taint-manager: cluster %s has unreadable taints: %s", cname, e)
             return
         now = self.ctx.now()
-        annotations = _meta(binding).get("annotations")
+        annotations = meta_of(binding).get("annotations")
         decision = enqueue_decision(annotations if isinstance(annotations, Mapping) else None, taints, now)
         if not should_queue(decision):  # D10: tolerated forever
             return
@@ -512,28 +498,21 @@ class TaintManager(Controller):
         once the eviction is written."""
         if not self.options.gate(STATEFUL_FAILOVER_INJECTION_GATE):
             return None, [], []
-        failover = _spec(binding).get("failover")
+        failover = spec_of(binding).get("failover")
         if not isinstance(failover, Mapping) or not isinstance(failover.get("cluster"), Mapping):
             return None, [], []
         rules = rules_of(failover, "cluster")
         if not rules:
             return None, [], []
-        extracted: dict[str, str] | StateExtractionError
-        try:
-            extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
-        except StateExtractionError as e:
-            extracted = e
-        previous, healthy = previous_injection(_spec(binding), parse_injected_state_record(binding), cluster)
-        outcome = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
-        if outcome.error is None:
-            state = dict(outcome.state or {})
-            return (state, [on_extraction_success(state, cluster=cluster, carried_forward=outcome.carried_forward)],
-                    [outcome.event] if outcome.event is not None else [])
-
-        annotations = as_map(_meta(binding).get("annotations"))
+        annotations = annotations_of(binding)
         first = failing_since(annotations).get(cluster)
-        result = on_extraction_failure(outcome.error, cluster=cluster, first_failure_at=first, now=now,
-                                       timeout=self.options.state_preservation_timeout)
+        kept = preserve_state_for_eviction(rules, binding, cluster, record=parse_injected_state_record(binding),
+                                           first_failure_at=first, now=now,
+                                           timeout=self.options.state_preservation_timeout)
+        result = kept.failure
+        if result is None:
+            return kept.state, [kept.condition], [kept.carried] if kept.carried is not None else []
+
         self._event(binding, result.event.type, result.event.reason, result.event.message)
         log.warning("taint-manager: %s: %s", key, result.event.message)
         self.ctx.metrics.failover.record_state_preservation_failure(TRIGGER_CLUSTER_TAINT)
@@ -544,9 +523,9 @@ class TaintManager(Controller):
         if first is None:
             value = record_failing_since(annotations, cluster, now)
             patched = await patch_with_retry(
-                self.client, res, binding, _meta(binding)["name"], _meta(binding).get("namespace"),
+                self.client, res, binding, meta_of(binding)["name"], meta_of(binding).get("namespace"),
                 lambda obj: {"metadata": {"annotations": {STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: value},
-                                          "resourceVersion": _meta(obj).get("resourceVersion")}})
+                                          "resourceVersion": meta_of(obj).get("resourceVersion")}})
             current = patched or binding
         drop_handed_off_conditions(self.ctx, res, current)  # this newer condition supersedes them
         await self._set_condition(res, current, result.condition)
@@ -572,8 +551,8 @@ class TaintManager(Controller):
         def make(obj: Mapping[str, Any]) -> dict[str, Any] | None:
             nonlocal done
             done = False
-            spec = _spec(obj)
-            if cluster not in _target_names(obj) or _meta(obj).get("deletionTimestamp"):
+            spec = spec_of(obj)
+            if cluster not in _target_names(obj) or meta_of(obj).get("deletionTimestamp"):
                 return None
             failover = spec.get("failover")
             options = cluster_failover_task_options(
@@ -583,15 +562,15 @@ class TaintManager(Controller):
             result = graceful_evict_cluster(spec, cluster, options)
             if not result.changed:
                 return None
-            patch = result.spec_patch(_meta(obj).get("resourceVersion"))
-            annotations = as_map(_meta(obj).get("annotations"))
+            patch = result.spec_patch(meta_of(obj).get("resourceVersion"))
+            annotations = as_map(meta_of(obj).get("annotations"))
             if cluster in failing_since(annotations):
                 patch["metadata"]["annotations"] = {
                     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION: clear_failing_since(annotations, cluster)}
             done = True
             return patch
 
-        md = _meta(binding)
+        md = meta_of(binding)
         try:
             updated = await patch_with_retry(self.client, res, binding, md["name"], md.get("namespace"), make)
         except ApiException as e:
@@ -606,7 +585,7 @@ class TaintManager(Controller):
     def _event(self, binding: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         obj = dict(binding)
         if not obj.get("kind"):
-            ns = _meta(binding).get("namespace")
+            ns = meta_of(binding).get("namespace")
             res = RESOURCE_BINDINGS if ns else CLUSTER_RESOURCE_BINDINGS
             obj = {"apiVersion": res.api_version, "kind": res.kind, **obj}
         self.ctx.recorder.event(obj, type_, reason, message)

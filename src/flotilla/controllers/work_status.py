@@ -49,6 +49,7 @@ from flotilla.api.resources import WORKS
 from flotilla.client import ApiException, Client, Informer, Resource, is_conflict, is_not_found
 from flotilla.client.events import WARNING
 from flotilla.client.informer import HandlerRegistration
+from flotilla.cluster.health import is_ready
 from flotilla.interpreter import (
     InterpreterError,
     Operation,
@@ -280,7 +281,7 @@ class WorkStatusController(Controller):
     async def _sync_cluster(self, name: str) -> float | None:
         cluster_obj = self.clusters.store.get(name)
         async with self._lock(name):
-            if cluster_obj is None or not st.cluster_ready(cluster_obj) or not self.serves(cluster_obj):
+            if cluster_obj is None or not is_ready(cluster_obj) or not self.serves(cluster_obj):
                 await self._drop_watch(name)
                 if cluster_obj is None:
                     self._member_informers.forget(name)
@@ -359,7 +360,7 @@ class WorkStatusController(Controller):
         if cluster is None:
             return [], ""
         cluster_obj = self.clusters.store.get(cluster)
-        if cluster_obj is None or not st.cluster_ready(cluster_obj) or not self.serves(cluster_obj):
+        if cluster_obj is None or not is_ready(cluster_obj) or not self.serves(cluster_obj):
             return [], ""  # (a Pull cluster's Works are reported by its agent)
         manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
         errors: list[str] = []
@@ -504,7 +505,7 @@ class WorkStatusController(Controller):
         manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []
         if st.manifest_index(manifests, api_version, kind, obj_ns, obj_name) < 0:
             return None
-        if not st.cluster_ready(self.clusters.store.get(cluster)):
+        if not is_ready(self.clusters.store.get(cluster)):
             return None
         await self.client.patch(WORKS, work_name, st.reapply_patch(self.ctx.now()), namespace=work_ns)
         self.ctx.recorder.event(

@@ -27,13 +27,13 @@ from typing import Any, ClassVar
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKLOAD_REBALANCERS
 from flotilla.client import ApiException, is_conflict, is_not_found
 from flotilla.kube.objects import meta_of
+from flotilla.kube.times import parse_time
 from flotilla.propagation.rebalance import (
     Outcome,
     WorkloadRef,
     apply_outcomes,
     next_status,
     observed_workloads,
-    parse_time,
     pending,
     spec_workloads,
     status_patch,

@@ -61,7 +61,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import as_list, as_map
+from flotilla.kube.times import parse_time
 
 __all__ = [
     "DEFAULT_TOLERATION_SECONDS",
@@ -91,19 +93,6 @@ def _utc(t: datetime) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return _utc(parsed)
-
-
 def _format_time(t: datetime) -> str:
     t = _utc(t)
     if t.microsecond:
@@ -118,18 +107,12 @@ def _format_time(t: datetime) -> str:
 
 def parse_unhealthy_since(annotations: Mapping[str, Any] | None) -> dict[str, datetime]:
     """The record held by :data:`UNHEALTHY_SINCE_ANNOTATION` (entries that do not parse are dropped)."""
-    raw = as_map(annotations).get(UNHEALTHY_SINCE_ANNOTATION)
-    if not isinstance(raw, str) or not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
+    data = json_annotation(annotations, UNHEALTHY_SINCE_ANNOTATION)
     if not isinstance(data, dict):
         return {}
     out: dict[str, datetime] = {}
     for cluster, value in data.items():
-        t = _parse_time(value)
+        t = parse_time(value)
         if isinstance(cluster, str) and cluster and t is not None:
             out[cluster] = t
     return out

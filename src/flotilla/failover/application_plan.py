@@ -27,18 +27,13 @@ from flotilla.failover.eviction import (
 from flotilla.failover.state import (
     STATE_PRESERVATION_FAILING_SINCE_ANNOTATION,
     EventSpec,
-    StateExtractionError,
-    carry_forward,
-    extract_state,
     failing_since,
-    format_time,
-    on_extraction_failure,
     parse_injected_state_record,
-    previous_injection,
-    reflected_status,
+    preserve_state_for_eviction,
     rules_of,
 )
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import format_time
 
 __all__ = ["Plan", "binding_wants_failover", "plan_binding"]
 
@@ -101,29 +96,22 @@ def plan_binding(
     for cluster in decision.evict:
         state: dict[str, str] | None = None
         if rules:
-            extracted: dict[str, str] | StateExtractionError
-            try:
-                extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
-            except StateExtractionError as e:
-                extracted = e
             # D5: a copy that never became Healthy after an injection hands on the previous state
-            previous, healthy = previous_injection(spec, record, cluster)
-            kept = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
-            if kept.event is not None:
-                carried[cluster] = kept.event
-            if kept.error is None:
-                state = dict(kept.state or {})
-            else:
-                outcome = on_extraction_failure(kept.error, cluster=cluster, first_failure_at=failing.get(cluster),
-                                                now=now, timeout=state_preservation_timeout)
-                plan.events.append(outcome.event)
-                if not outcome.proceed_without_state:
-                    # as Karmada: a failed extraction fails the whole pass, nothing is evicted
-                    failing_after.setdefault(cluster, now)
-                    plan.blocked = True
-                    plan.retry_after = _min(plan.retry_after, outcome.retry_after)
-                    plan.backoff = plan.backoff or outcome.retry_after is None
-                    continue
+            kept = preserve_state_for_eviction(rules, binding, cluster, record=record,
+                                               first_failure_at=failing.get(cluster), now=now,
+                                               timeout=state_preservation_timeout)
+            if kept.carried is not None:
+                carried[cluster] = kept.carried
+            state = kept.state
+            if kept.failure is not None:
+                plan.events.append(kept.failure.event)
+            if not kept.proceed:
+                # as Karmada: a failed extraction fails the whole pass, nothing is evicted
+                failing_after.setdefault(cluster, now)
+                plan.blocked = True
+                plan.retry_after = _min(plan.retry_after, kept.retry_after)
+                plan.backoff = plan.backoff or kept.retry_after is None
+                continue
         try:
             options = application_failover_task_options(
                 application, binding_kind=binding_kind, preserved_label_state=state,

@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flotilla.cluster.health import TRUE, condition_status, find_condition
+from flotilla.cluster.health import TRUE, condition_status
 from flotilla.cluster.lease_health import LeaseMemory, is_pull_cluster
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_EFFECT, OUT_OF_SERVICE_TAINT_KEY, is_fenced
 from flotilla.failover.peer_quorum import (
@@ -71,6 +71,7 @@ from flotilla.failover.run_permit import (
     parse_announcement,
 )
 from flotilla.failover.state import EventSpec
+from flotilla.kube.conditions import find_condition
 from flotilla.kube.durations import parse_go_duration
 from flotilla.kube.objects import as_map
 

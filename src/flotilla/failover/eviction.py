@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from flotilla.failover.purge import (
@@ -57,7 +57,7 @@ from flotilla.failover.purge import (
     eviction_tasks,
 )
 from flotilla.kube.objects import as_list, as_map
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time
 
 __all__ = [
     "CLUSTER_RESOURCE_BINDING_KIND",
@@ -81,7 +81,6 @@ __all__ = [
     "cluster_names",
     "evict_failed_message",
     "evict_succeeded_message",
-    "format_timestamp",
     "graceful_evict_cluster",
     "graceful_evict_clusters",
     "resolve_cluster_purge_mode",
@@ -112,13 +111,6 @@ def evict_failed_message(cluster: str) -> str:
 
 def evict_succeeded_message(cluster: str) -> str:
     return f"Evict from cluster {cluster} succeed."
-
-
-def format_timestamp(t: datetime) -> str:
-    """``metav1.Time`` as JSON: RFC 3339, UTC, whole seconds (truncated)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
 
 
 class TaskBuildError(Exception):
@@ -264,7 +256,7 @@ def build_task(cluster: str, replicas: int, options: TaskOptions) -> dict[str, A
     if options.preserved_label_state:
         task["preservedLabelState"] = dict(options.preserved_label_state)
     if options.creation_timestamp is not None:
-        task["creationTimestamp"] = format_timestamp(options.creation_timestamp)
+        task["creationTimestamp"] = format_time(options.creation_timestamp)
     if options.clusters_before_failover:
         task["clustersBeforeFailover"] = list(options.clusters_before_failover)
     return task

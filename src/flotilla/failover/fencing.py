@@ -40,8 +40,9 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
-from flotilla.failover.state import EventSpec, format_time
-from flotilla.kube.objects import as_map
+from flotilla.failover.state import EventSpec
+from flotilla.kube.objects import as_map, meta_of
+from flotilla.kube.times import format_time
 
 __all__ = [
     "ABANDONED_ANNOTATION",
@@ -84,14 +85,10 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("metadata"))
-
-
 def _name(cluster: Mapping[str, Any] | str | None) -> str:
     if isinstance(cluster, str):
         return cluster
-    return str(_meta(cluster).get("name") or "")
+    return str(meta_of(cluster).get("name") or "")
 
 
 def _taints(cluster: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
@@ -110,7 +107,7 @@ def is_fenced(cluster: Mapping[str, Any] | None) -> bool:
 
 def _patch(cluster: Mapping[str, Any], taints: list[dict[str, Any]]) -> dict[str, Any]:
     patch: dict[str, Any] = {"spec": {"taints": taints or None}}
-    rv = _meta(cluster).get("resourceVersion")
+    rv = meta_of(cluster).get("resourceVersion")
     if rv:  # optimistic lock: a concurrent taint change (cluster controller, policies) is not lost
         patch["metadata"] = {"resourceVersion": rv}
     return patch
@@ -158,7 +155,7 @@ def _manifest_names(work: Mapping[str, Any] | None) -> list[str]:
     out = []
     for m in _list(as_map(as_map(as_map(work).get("spec")).get("workload")).get("manifests")):
         if isinstance(m, Mapping):
-            meta = _meta(m)
+            meta = meta_of(m)
             ns = meta.get("namespace")
             out.append(f"{m.get('kind', '')} {ns + '/' if ns else ''}{meta.get('name', '')}")
     return out
@@ -184,7 +181,7 @@ def work_deletion_decision(
                                     None, None)
     objects = _manifest_names(work)
     what = f" ({', '.join(objects)})" if objects else ""
-    work_meta = _meta(work)
+    work_meta = meta_of(work)
     work_name = f"Work {work_meta.get('namespace')}/{work_meta.get('name')}" if work_meta.get("name") else "the Work"
     message = (f"Cluster {name} is fenced (taint {OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT}): "
                f"the objects of {work_name}{what} were not deleted there; they are deleted as soon as the "
@@ -211,7 +208,7 @@ class ObjectIdentity(NamedTuple):
     def of(cls, obj: Mapping[str, Any]) -> ObjectIdentity:
         api_version = str(obj.get("apiVersion") or "")
         group = api_version.rpartition("/")[0] if "/" in api_version else ""
-        meta = _meta(obj)
+        meta = meta_of(obj)
         return cls(group, str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
     def __str__(self) -> str:
@@ -223,7 +220,7 @@ def wanted_identities(works: Iterable[Mapping[str, Any]]) -> set[ObjectIdentity]
     """The objects the cluster's Works want: every manifest of every Work not being deleted."""
     out: set[ObjectIdentity] = set()
     for work in works:
-        if _meta(work).get("deletionTimestamp"):
+        if meta_of(work).get("deletionTimestamp"):
             continue
         for manifest in _list(as_map(as_map(as_map(work).get("spec")).get("workload")).get("manifests")):
             if isinstance(manifest, Mapping):
@@ -247,7 +244,7 @@ def recovery_works(listed: Mapping[str, Any] | None) -> list[Mapping[str, Any]] 
 
 
 def _placed_by_flotilla(obj: Mapping[str, Any]) -> bool:
-    meta = _meta(obj)
+    meta = meta_of(obj)
     labels = as_map(meta.get("labels"))
     annotations = as_map(meta.get("annotations"))
     return (labels.get(MANAGED_LABEL) == MANAGED_LABEL_VALUE and bool(annotations.get(WORK_NAME_ANNOTATION))
@@ -272,7 +269,7 @@ def stale_objects_on_recovery(
     wanted = {ObjectIdentity(*w) for w in wanted_work_identities}
     stale = []
     for obj in member_objects_managed_by_flotilla:
-        if not isinstance(obj, Mapping) or not _placed_by_flotilla(obj) or _meta(obj).get("deletionTimestamp"):
+        if not isinstance(obj, Mapping) or not _placed_by_flotilla(obj) or meta_of(obj).get("deletionTimestamp"):
             continue
         identity = ObjectIdentity.of(obj)
         if identity not in wanted:

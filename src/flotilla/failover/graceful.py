@@ -52,11 +52,12 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_message, format_timestamp
+from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED, evict_succeeded_message
 from flotilla.failover.purge import eviction_tasks, is_purged_directly
 from flotilla.failover.state import injected_state_stamp
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.objects import as_list, as_map
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "DEFAULT_GRACEFUL_EVICTION_TIMEOUT",
@@ -149,21 +150,6 @@ class Assessment:
         return patch
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 def task_timeout(task: Mapping[str, Any], default_timeout: float) -> float:
     """The task's ``gracePeriodSeconds``, else the global ``--graceful-eviction-timeout`` (seconds)."""
     grace = task.get("gracePeriodSeconds")
@@ -209,7 +195,7 @@ def next_retry(tasks: Sequence[Mapping[str, Any]], default_timeout: float, now: 
     for task in tasks:
         if task.get("suppressDeletion") is not None:
             continue
-        created = _parse_time(task.get("creationTimestamp")) or now
+        created = parse_time(task.get("creationTimestamp")) or now
         remaining = (_expiry(created, task_timeout(task, default_timeout)) - now).total_seconds()
         if best is None or remaining < best:
             best = remaining
@@ -242,10 +228,10 @@ def assess_eviction_tasks(
     for task in original:
         cluster = task.get("fromCluster")
         cluster = cluster if isinstance(cluster, str) else ""
-        created = _parse_time(task.get("creationTimestamp"))
+        created = parse_time(task.get("creationTimestamp"))
         if created is None:
             stamped = dict(task)
-            stamped["creationTimestamp"] = format_timestamp(now)
+            stamped["creationTimestamp"] = format_time(now)
             kept.append(stamped)
             result.stamped.append(cluster)
             continue

@@ -74,8 +74,10 @@ from typing import Any, Final
 from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RESTORE_ANNOTATION
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
-from flotilla.failover.state import parse_time, render_targets
+from flotilla.failover.state import render_targets
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import as_list, as_map
+from flotilla.kube.times import parse_time
 from flotilla.kube.timestamps import utc_seconds
 
 __all__ = [
@@ -174,13 +176,7 @@ def safe_uri(value: Any) -> str | None:
 def parse_history(annotations: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The entries of the history annotation (objects only, at most :data:`MAX_ENTRIES`); ``[]`` when there is
     none or it does not parse."""
-    raw = as_map(annotations).get(HISTORY_ANNOTATION)
-    if not isinstance(raw, str):
-        return []
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return []
+    value = json_annotation(annotations, HISTORY_ANNOTATION)
     return [dict(e) for e in as_list(value) if isinstance(e, dict)][:MAX_ENTRIES]
 
 
@@ -196,13 +192,7 @@ def history_unreadable(annotations: Mapping[str, Any] | None) -> bool:
 
 
 def _json_annotation(annotations: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    raw = annotations.get(key)
-    if not isinstance(raw, str):
-        return {}
-    try:
-        return as_map(json.loads(raw))
-    except ValueError:
-        return {}
+    return as_map(json_annotation(annotations, key))
 
 
 def trigger_of_task(task: Mapping[str, Any]) -> str:

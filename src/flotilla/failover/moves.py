@@ -60,9 +60,10 @@ from flotilla.failover.eviction import PRODUCER_TAINT_MANAGER
 from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
-from flotilla.failover.state import format_time, parse_time
 from flotilla.interpreter import Operation, ResourceInterpreter
-from flotilla.kube.objects import as_list, as_map, as_str
+from flotilla.kube.annotations import json_annotation
+from flotilla.kube.objects import annotations_of, as_list, as_map, as_str, meta_of
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "DEFAULT_MOVE_SAVEPOINT_TIMEOUT",
@@ -144,20 +145,12 @@ _SUSPENDED_JOB_STATES: Final = ("FINISHED", "SUSPENDED", "CANCELED")
 # --------------------------------------------------------------------------------------------- readers
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map((obj or {}).get("metadata"))
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(_meta(obj).get("annotations"))
-
-
 def _targets(spec: Mapping[str, Any]) -> list[str]:
     return [n for n in (as_str(as_map(c).get("name")) for c in as_list(spec.get("clusters"))) if n]
 
 
 def _terminating(work: Mapping[str, Any]) -> bool:
-    return bool(_meta(work).get("deletionTimestamp"))
+    return bool(meta_of(work).get("deletionTimestamp"))
 
 
 # --------------------------------------------------------------------------------------------- the record
@@ -199,13 +192,7 @@ class Move:
 
 def parse_move(binding: Mapping[str, Any] | None) -> Move | None:
     """The binding's move record, or None (absent or unreadable: an unreadable record is no move)."""
-    raw = _annotations(binding).get(MOVE_ANNOTATION)
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
+    data = json_annotation(annotations_of(binding), MOVE_ANNOTATION)
     if not isinstance(data, Mapping):
         return None
     started = parse_time(data.get("startedAt"))
@@ -245,7 +232,7 @@ def savepoint_capable(obj: Mapping[str, Any] | None) -> bool:
 def savepoint_on_move_enabled(*objects: Mapping[str, Any] | None) -> bool:
     """False when any of ``objects`` (the policy, the template) says ``savepoint-on-move: "false"``."""
     for obj in objects:
-        value = _annotations(obj).get(SAVEPOINT_ON_MOVE_ANNOTATION)
+        value = annotations_of(obj).get(SAVEPOINT_ON_MOVE_ANNOTATION)
         if isinstance(value, str) and value.strip().lower() == "false":
             return False
     return True
@@ -291,7 +278,7 @@ def _handled(move: Move | None, cluster: str, work: Mapping[str, Any]) -> bool:
     """Whether ``move`` is about the copy ``work`` in ``cluster`` (it started after that Work was created)."""
     if move is None or move.from_cluster != cluster:
         return False
-    created = parse_time(_meta(work).get("creationTimestamp"))
+    created = parse_time(meta_of(work).get("creationTimestamp"))
     return created is None or move.started_at >= created
 
 
@@ -310,7 +297,7 @@ def move_candidate(binding: Mapping[str, Any], works: Iterable[Mapping[str, Any]
     ``works``: the binding's Works; ``clusters``: Cluster objects by name; ``template``: the resource template
     (its kind decides, :func:`savepoint_capable`; without it the kind is read from ``spec.resource``).
     """
-    meta, spec = _meta(binding), as_map(binding.get("spec"))
+    meta, spec = meta_of(binding), as_map(binding.get("spec"))
     if meta.get("deletionTimestamp"):
         return None
     kind_of = template if template is not None else as_map(spec.get("resource"))
@@ -419,28 +406,13 @@ def move_restore(binding: Mapping[str, Any], cluster: str, *, existed: bool = Fa
     move = parse_move(binding)
     if move is None or move.phase != PHASE_DONE or move.to_cluster != cluster:
         return None
-    raw = _annotations(binding).get(MOVE_SAVEPOINT_ANNOTATION)
-    try:
-        record = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        record = None
+    record = json_annotation(annotations_of(binding), MOVE_SAVEPOINT_ANNOTATION)
     if not isinstance(record, Mapping) or record.get("toCluster") != cluster or not as_str(record.get("path")):
         return None
-    restore = as_map(as_map(json.loads(_annotations(binding).get(RESTORE_ANNOTATION) or "{}")
-                        if _valid_json(_annotations(binding).get(RESTORE_ANNOTATION)) else {}))
+    restore = as_map(json_annotation(annotations_of(binding), RESTORE_ANNOTATION))
     job_id = restore.get("jobId") if restore.get("cluster") == cluster else None
     return {"path": record["path"], "kind": "savepoint", "jobId": job_id, "checkpointId": None,
             "existed": existed, "nonce": move.nonce}
-
-
-def _valid_json(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        json.loads(value)
-    except ValueError:
-        return False
-    return True
 
 
 def apply_move_restore(manifest: Mapping[str, Any], binding: Mapping[str, Any], cluster: str,
@@ -624,10 +596,10 @@ def plan_move_request(binding: Mapping[str, Any], clusters: Sequence[Mapping[str
     preserved state if any) and, when the kind takes a savepoint and the old cluster is Ready, the move record
     in phase ``Savepointing``.
     """
-    meta, spec = _meta(binding), as_map(binding.get("spec"))
+    meta, spec = meta_of(binding), as_map(binding.get("spec"))
     if meta.get("deletionTimestamp"):
         raise MoveRequestError("the binding is being deleted")
-    by_name = {as_str(_meta(c).get("name")): c for c in clusters}
+    by_name = {as_str(meta_of(c).get("name")): c for c in clusters}
     if to not in by_name:
         known = ", ".join(sorted(n for n in by_name if n)) or "none registered"
         raise MoveRequestError(f"--to {to}: no such cluster (clusters: {known})")

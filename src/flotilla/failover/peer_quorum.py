@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flotilla.failover.fencing import is_fenced
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
-from flotilla.kube.objects import as_map
+from flotilla.kube.objects import annotations_of, meta_of
 
 __all__ = [
     "ANNOTATION_ACKNOWLEDGED_FENCES",
@@ -75,14 +76,6 @@ REPORT_PATH: Final = "/peer/v1/report"
 DEFAULT_PEER_REPORT_TTL: Final = 2.0
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("metadata"))
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(_meta(obj).get("annotations"))
-
-
 # ---------------------------------------------------------------------------------------------- announcement
 
 
@@ -95,7 +88,7 @@ def peer_announcement_patch(endpoint: str, ttl: float) -> dict[str, Any]:
 def peer_endpoint(cluster: Mapping[str, Any] | None) -> str | None:
     """The ``host:port`` a Cluster's agent answers peers on (None: it speaks no peer protocol, or the value is
     not ``host:port`` with a numeric port)."""
-    value = _annotations(cluster).get(ANNOTATION_PEER_ENDPOINT)
+    value = annotations_of(cluster).get(ANNOTATION_PEER_ENDPOINT)
     if not isinstance(value, str):
         return None
     host, sep, port = value.rpartition(":")
@@ -106,7 +99,7 @@ def peer_endpoint(cluster: Mapping[str, Any] | None) -> str | None:
 
 def peer_report_ttl(cluster: Mapping[str, Any] | None) -> float | None:
     """The report ttl a Cluster's agent announces (None: none, or not a positive Go duration)."""
-    value = _annotations(cluster).get(ANNOTATION_PEER_REPORT_TTL)
+    value = annotations_of(cluster).get(ANNOTATION_PEER_REPORT_TTL)
     if not isinstance(value, str):
         return None
     try:
@@ -121,7 +114,7 @@ def peer_report_ttl(cluster: Mapping[str, Any] | None) -> float | None:
 
 def pending_token(cluster: Mapping[str, Any] | None) -> str | None:
     """The token of a Cluster's pending fence (None: none)."""
-    value = _annotations(cluster).get(ANNOTATION_FENCE_PENDING)
+    value = annotations_of(cluster).get(ANNOTATION_FENCE_PENDING)
     return value if isinstance(value, str) and value else None
 
 
@@ -136,7 +129,7 @@ def known_fences(clusters: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     the out-of-service taint (value: ``"taint"``)."""
     out: dict[str, str] = {}
     for cluster in clusters:
-        name = _meta(cluster).get("name")
+        name = meta_of(cluster).get("name")
         if not isinstance(name, str) or not name:
             continue
         token = pending_token(cluster)
@@ -159,11 +152,7 @@ def acknowledgement_text(fences: Mapping[str, str]) -> str:
 
 def acknowledged_fences(lease: Mapping[str, Any] | None) -> dict[str, str]:
     """The pending fences an agent's Lease acknowledges (a malformed value acknowledges nothing)."""
-    raw = _annotations(lease).get(ANNOTATION_ACKNOWLEDGED_FENCES)
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
+    value = json_annotation(annotations_of(lease), ANNOTATION_ACKNOWLEDGED_FENCES)
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}

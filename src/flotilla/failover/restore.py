@@ -55,16 +55,11 @@ from flotilla.api.labels import (
     SAVEPOINT_ON_MOVE_ANNOTATION,
 )
 from flotilla.failover.purge import eviction_tasks
-from flotilla.failover.state import (
-    EventSpec,
-    InjectionPlan,
-    format_time,
-    parse_time,
-    render_targets,
-    rules_of,
-)
+from flotilla.failover.state import EventSpec, InjectionPlan, render_targets, rules_of
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
-from flotilla.kube.objects import as_map, as_str
+from flotilla.kube.objects import annotations_of, as_map, as_str
+from flotilla.kube.times import format_time, parse_time
 
 if TYPE_CHECKING:  # the storage package loads fsspec: only the restore controller needs it at run time
     from flotilla.checkpoints.layout import Snapshot
@@ -176,10 +171,6 @@ def failure_of(storage_reason: str) -> RestoreFailure:
 # ============================================================================================ helpers
 
 
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(as_map(as_map(obj).get("metadata")).get("annotations"))
-
-
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -233,7 +224,7 @@ def restore_settings(obj_or_annotations: Mapping[str, Any] | None) -> RestoreSet
     fall back to the defaults."""
     values = as_map(obj_or_annotations)
     if "metadata" in values:
-        values = _annotations(values)
+        values = annotations_of(values)
     native = as_str(values.get(NATIVE_ANNOTATION)).strip().lower() != "false"
     age: float | None = None
     try:
@@ -247,7 +238,7 @@ def restore_settings(obj_or_annotations: Mapping[str, Any] | None) -> RestoreSet
 
 def policy_restore_annotations(policy: Mapping[str, Any]) -> dict[str, str]:
     """The ``restore.flotilla.io/*`` annotations of a (Cluster)PropagationPolicy, for its bindings."""
-    return {k: v for k, v in _annotations(policy).items()
+    return {k: v for k, v in annotations_of(policy).items()
             if isinstance(k, str) and k.startswith(POLICY_ANNOTATION_PREFIX) and isinstance(v, str)}
 
 
@@ -308,14 +299,10 @@ class RestoreRecord:
 def parse_restore_record(value: Mapping[str, Any] | str | None) -> RestoreRecord | None:
     """The record in a binding (or its annotations, or the value); ``None`` when absent or unreadable."""
     if isinstance(value, Mapping):
-        annotations = _annotations(value) if "metadata" in value else value
-        value = annotations.get(RESTORE_ANNOTATION)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return None
+        annotations = annotations_of(value) if "metadata" in value else value
+    else:
+        annotations = {RESTORE_ANNOTATION: value}
+    doc = json_annotation(annotations, RESTORE_ANNOTATION)
     if not isinstance(doc, dict):
         return None
     cluster, outcome = as_str(doc.get("cluster")), as_str(doc.get("outcome"))
@@ -440,11 +427,7 @@ def applied_restore(binding_spec: Mapping[str, Any], record: RestoreRecord | Non
 
 def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
     """The savepoint a planned move took for ``need`` (``failover.flotilla.io/move-savepoint``), or ``None``."""
-    raw = _annotations(binding).get(MOVE_SAVEPOINT_ANNOTATION)
-    try:
-        doc = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
+    doc = json_annotation(annotations_of(binding), MOVE_SAVEPOINT_ANNOTATION)
     if not isinstance(doc, dict) or as_str(doc.get("toCluster")) != need.cluster:
         return None
     if doc.get("fromCluster") and as_str(doc.get("fromCluster")) != need.from_cluster:
@@ -455,11 +438,7 @@ def move_savepoint(binding: Mapping[str, Any], need: RestoreNeed) -> str | None:
 def move_in_progress(binding: Mapping[str, Any], cluster: str) -> bool:
     """Whether a planned move to ``cluster`` is still taking its savepoint (``failover.flotilla.io/move`` phase
     ``Savepointing``): the restore waits for it instead of settling on an older checkpoint."""
-    raw = _annotations(binding).get(MOVE_ANNOTATION)
-    try:
-        doc = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return False
+    doc = json_annotation(annotations_of(binding), MOVE_ANNOTATION)
     return isinstance(doc, dict) and doc.get("phase") == "Savepointing" and as_str(doc.get("toCluster")) == cluster
 
 

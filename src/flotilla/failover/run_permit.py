@@ -32,8 +32,9 @@ from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
-from flotilla.kube.objects import as_map
+from flotilla.kube.objects import annotations_of, as_map, meta_of
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",
@@ -89,10 +90,6 @@ ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"
 ANNOTATION_GUARDED_KINDS: Final = "guard.flotilla.io/guarded-kinds"
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("metadata"))
-
-
 # ---------------------------------------------------------------------------------------------- guarded workloads
 
 
@@ -111,7 +108,7 @@ def is_guarded(spec: Mapping[str, Any], default_purge_mode: str = PURGE_MODE_GRA
 
 def is_guarded_object(obj: Mapping[str, Any]) -> bool:
     """The member object carries ``guard.flotilla.io/guarded: "true"``."""
-    return as_map(_meta(obj).get("labels")).get(GUARDED_LABEL) == GUARDED_LABEL_VALUE
+    return as_map(meta_of(obj).get("labels")).get(GUARDED_LABEL) == GUARDED_LABEL_VALUE
 
 
 def _manifests(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -131,11 +128,7 @@ def guarded_kinds(works: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 def parse_guarded_kinds(permit: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """The kinds recorded on the permit Lease (a malformed record counts as none)."""
-    raw = as_map(_meta(permit).get("annotations")).get(ANNOTATION_GUARDED_KINDS)
-    try:
-        items = json.loads(raw) if isinstance(raw, str) else []
-    except ValueError:
-        return set()
+    items = json_annotation(annotations_of(permit), ANNOTATION_GUARDED_KINDS)
     return {(a, k) for a, k in (i for i in items if isinstance(i, list) and len(i) == 2)
             if isinstance(a, str) and isinstance(k, str) and a and k} if isinstance(items, list) else set()
 
@@ -148,7 +141,7 @@ def stale_guarded_objects(objects: Iterable[Mapping[str, Any]],
     works = list(works)
     wanted = wanted_identities(works)
     for work in works:
-        if _meta(work).get("deletionTimestamp") and as_map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
+        if meta_of(work).get("deletionTimestamp") and as_map(work.get("spec")).get("preserveResourcesOnDeletion") is True:
             wanted.update(ObjectIdentity.of(m) for m in _manifests(work))
     return [o for o in stale_objects_on_recovery(objects, wanted) if is_guarded_object(o)]
 
@@ -157,9 +150,9 @@ def cache_behind(cached: Iterable[Mapping[str, Any]], fresh: Iterable[Mapping[st
     """The Works of the agent's cache that a fresh list of the control plane does not have (namespace/name): while
     there are any, the agent's execution controller may re-create a member object the purge deletes (it still
     believes a gone Work wants it), so the purge waits for the cache to catch up."""
-    have = {(_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) for w in fresh}
-    return sorted(f"{_meta(w).get('namespace')}/{_meta(w).get('name')}" for w in cached
-                  if (_meta(w).get("namespace"), _meta(w).get("name"), _meta(w).get("uid")) not in have)
+    have = {(meta_of(w).get("namespace"), meta_of(w).get("name"), meta_of(w).get("uid")) for w in fresh}
+    return sorted(f"{meta_of(w).get('namespace')}/{meta_of(w).get('name')}" for w in cached
+                  if (meta_of(w).get("namespace"), meta_of(w).get("name"), meta_of(w).get("uid")) not in have)
 
 
 # ---------------------------------------------------------------------------------------------- the run permit
@@ -285,7 +278,7 @@ def renewed_permit(permit: Mapping[str, Any], cluster: str, fence_after: float, 
     """``permit`` renewed at ``now`` (its resourceVersion kept: the update is conditional on it); the kinds
     recorded before are kept."""
     body = permit_body(cluster, fence_after, now, set(kinds) | parse_guarded_kinds(permit))
-    meta = dict(_meta(permit))
+    meta = dict(meta_of(permit))
     annotations = {**as_map(meta.get("annotations")), **body["metadata"]["annotations"]}
     return {**dict(permit), "metadata": {**meta, "annotations": annotations},
             "spec": {**as_map(permit.get("spec")), **body["spec"]}}
@@ -300,7 +293,7 @@ def _kinds_text(kinds: Iterable[tuple[str, str]]) -> str:
 
 def permit_version(permit: Mapping[str, Any] | None) -> str | None:
     """What changes at every write of the permit (uid and resourceVersion); None when there is none."""
-    meta = _meta(permit)
+    meta = meta_of(permit)
     if not meta.get("resourceVersion"):
         return None
     return f"{meta.get('uid') or ''}/{meta.get('resourceVersion')}"
@@ -365,7 +358,7 @@ class GuardChanges:
 
 
 def _object_key(obj: Mapping[str, Any]) -> str:
-    meta = _meta(obj)
+    meta = meta_of(obj)
     uid = meta.get("uid")
     if isinstance(uid, str) and uid:
         return uid
@@ -418,7 +411,7 @@ def announcement_patch(fence_after: float, permit_hold: float) -> dict[str, Any]
 def parse_announcement(cluster: Mapping[str, Any] | None) -> Announcement | None:
     """The guard a Cluster announces; None when it announces none (neither annotation). Raises
     AnnouncementError when one is missing, is not a Go duration, or is not greater than 0."""
-    annotations = as_map(_meta(cluster).get("annotations"))
+    annotations = as_map(meta_of(cluster).get("annotations"))
     raw = {k: annotations.get(k) for k in (ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD)}
     if all(v is None for v in raw.values()):
         return None

@@ -61,7 +61,7 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Final, Literal
@@ -75,8 +75,9 @@ from flotilla.jsonpath import (
     Template,
     parse,
 )
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.objects import as_map, as_str
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time, parse_time
 from flotilla.kube.validation import label_value_errors, qualified_name_errors
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "STATE_PRESERVATION_FAILING_SINCE_ANNOTATION",
     "CarryForward",
     "EventSpec",
+    "EvictionState",
     "ExtractionFailure",
     "InjectedStateRecord",
     "InjectionDecision",
@@ -110,7 +112,6 @@ __all__ = [
     "extract_rule",
     "extract_state",
     "failing_since",
-    "format_time",
     "inject_labels",
     "injected_copy_health_pending",
     "injected_state_patch",
@@ -122,8 +123,8 @@ __all__ = [
     "on_extraction_success",
     "not_collected_message",
     "parse_injected_state_record",
-    "parse_time",
     "plan_injection",
+    "preserve_state_for_eviction",
     "previous_injection",
     "record_failing_since",
     "reflected_status",
@@ -133,6 +134,7 @@ __all__ = [
     "should_inject",
     "similar_keys",
     "state_preservation_deadline",
+    "target_entries",
 ]
 
 PURGE_MODE_DIRECTLY: Final = "Directly"
@@ -177,29 +179,6 @@ def _string_map(value: Any) -> dict[str, str]:
 
 def _strings(value: Any) -> list[str]:
     return [v for v in _list(value) if isinstance(v, str)]
-
-
-def format_time(t: datetime) -> str:
-    """RFC 3339 in UTC, seconds precision (``metav1.Time``)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime; anything unreadable is ``None``."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -445,17 +424,25 @@ def similar_keys(missing: str, data: Any, limit: int = 3) -> list[tuple[str, str
 # ============================================================================================ injection
 
 
-def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
-    """The clusters a binding renders Works for: ``spec.clusters`` then the ``requiredBy`` clusters."""
-    out: list[str] = []
+def target_entries(binding_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The target cluster entries (``{name, replicas}``) a binding renders Works for: ``spec.clusters`` then
+    the ``requiredBy`` clusters not already listed (the first entry of a name wins); entries without a name
+    are left out."""
+    out: dict[str, Mapping[str, Any]] = {}
     sources = [_list(binding_spec.get("clusters"))]
     sources += [_list(as_map(b).get("clusters")) for b in _list(binding_spec.get("requiredBy"))]
     for entries in sources:
         for entry in entries:
-            name = as_str(as_map(entry).get("name"))
+            entry = as_map(entry)
+            name = as_str(entry.get("name"))
             if name and name not in out:
-                out.append(name)
-    return out
+                out[name] = entry
+    return list(out.values())
+
+
+def render_targets(binding_spec: Mapping[str, Any]) -> list[str]:
+    """The names of the clusters a binding renders Works for (:func:`target_entries`)."""
+    return [as_str(e.get("name")) for e in target_entries(binding_spec)]
 
 
 def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
@@ -467,11 +454,14 @@ def clusters_before_failover(binding_spec: Mapping[str, Any]) -> list[str]:
     return [n for n in (as_str(as_map(c).get("name")) for c in _list(binding_spec.get("clusters"))) if n]
 
 
-def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate: bool = True) -> tuple[bool, str]:
-    """Whether the last eviction task's preserved state goes into ``target_cluster``'s Work, and why (not)."""
+def should_inject(binding_spec: Mapping[str, Any], target_cluster: str, *, gate: bool = True,
+                  targets: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Whether the last eviction task's preserved state goes into ``target_cluster``'s Work, and why (not).
+    ``targets``: the clusters the binding renders Works for, when the caller has them already (by default
+    :func:`render_targets`)."""
     if not gate:
         return False, f"the feature gate {STATEFUL_FAILOVER_INJECTION_GATE} is disabled"
-    targets = render_targets(binding_spec)
+    targets = render_targets(binding_spec) if targets is None else list(targets)
     if len(targets) > 1:
         return False, (f"the workload is placed in {len(targets)} clusters ({', '.join(targets)}); state is "
                        "injected only when it runs in exactly one cluster")
@@ -927,16 +917,68 @@ def on_extraction_success(state: Mapping[str, str], *, cluster: str, carried_for
             "message": f"State {origin} for the eviction from cluster {cluster}: {len(state)} label(s) ({keys})"}
 
 
+@dataclass(frozen=True)
+class EvictionState:
+    """What state preservation decides for one eviction from a cluster (D5, D6).
+
+    ``state``: the labels to record on the eviction task (``None``: none, the extraction failed).
+    ``condition``: the binding's ``StatePreserved`` condition. ``carried``: the D5 Event, to record once the
+    eviction is written. ``failure``: the D6 outcome of a failed extraction (its Event and metric labels are
+    for every attempt); ``None`` after a success.
+    """
+
+    state: dict[str, str] | None
+    condition: dict[str, Any]
+    carried: EventSpec | None = None
+    failure: StatePreservationOutcome | None = None
+
+    @property
+    def proceed(self) -> bool:
+        """The eviction goes ahead now: with ``state``, or without any once the timeout has passed."""
+        return self.failure is None or self.failure.proceed_without_state
+
+    @property
+    def retry_after(self) -> float | None:
+        """While the eviction waits: the seconds until it proceeds without state (``None``: no deadline)."""
+        return self.failure.retry_after if self.failure is not None else None
+
+
+def preserve_state_for_eviction(
+    rules: Sequence[RuleLike],
+    binding: Mapping[str, Any],
+    cluster: str,
+    *,
+    record: InjectedStateRecord | None,
+    first_failure_at: datetime | None,
+    now: datetime,
+    timeout: float | timedelta = 0.0,
+) -> EvictionState:
+    """The state an eviction of ``binding`` from ``cluster`` preserves, as both failover triggers decide it:
+    :func:`extract_state` on the status the cluster reflected, :func:`carry_forward` of the previous injection
+    into that cluster (D5, ``record`` is the binding's :func:`parse_injected_state_record`), and
+    :func:`on_extraction_failure` when that leaves an error (D6; ``first_failure_at`` from :func:`failing_since`).
+    """
+    extracted: dict[str, str] | StateExtractionError
+    try:
+        extracted = extract_state(rules, reflected_status(binding, cluster), cluster=cluster)
+    except StateExtractionError as e:
+        extracted = e
+    previous, healthy = previous_injection(as_map(binding.get("spec")), record, cluster)
+    kept = carry_forward(previous, healthy, extracted, failed_cluster=cluster)
+    if kept.error is None:
+        state = dict(kept.state or {})
+        return EvictionState(state, on_extraction_success(state, cluster=cluster, carried_forward=kept.carried_forward),
+                             kept.event)
+    failure = on_extraction_failure(kept.error, cluster=cluster, first_failure_at=first_failure_at, now=now,
+                                    timeout=timeout)
+    return EvictionState(None, failure.condition, kept.event, failure)
+
+
 def failing_since(annotations: Mapping[str, Any] | str | None) -> dict[str, datetime]:
     """``cluster -> first failure`` from the ``failover.flotilla.io/state-preservation-failing-since``
     annotation (a binding's annotations, or the value itself); unreadable entries are ignored."""
-    value = annotations.get(STATE_PRESERVATION_FAILING_SINCE_ANNOTATION) if isinstance(annotations, Mapping) else annotations
-    if not isinstance(value, str) or not value:
-        return {}
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return {}
+    key = STATE_PRESERVATION_FAILING_SINCE_ANNOTATION
+    doc = json_annotation(annotations if isinstance(annotations, Mapping) else {key: annotations}, key)
     out: dict[str, datetime] = {}
     for cluster, stamp in as_map(doc).items():
         parsed = parse_time(stamp)

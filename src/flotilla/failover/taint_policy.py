@@ -38,8 +38,8 @@ from datetime import datetime
 from typing import Any
 
 from flotilla.api.labels import TAINT_CLUSTER_NOT_READY, TAINT_CLUSTER_UNREACHABLE, TAINT_EFFECT_NO_SCHEDULE
-from flotilla.cluster.health import format_time
 from flotilla.kube.objects import meta_of, spec_of, status_of
+from flotilla.kube.times import format_time
 from flotilla.scheduler.affinity import cluster_object_matches
 
 __all__ = [
@@ -92,11 +92,6 @@ class TaintPolicyResult:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    md = obj.get("metadata")
-    return md if isinstance(md, Mapping) else {}
-
-
 def _value(taint: Mapping[str, Any]) -> str:
     value = taint.get("value")
     return value if isinstance(value, str) else ""  # omitted and "" are the same value
@@ -136,7 +131,7 @@ def policy_taints(policy: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _name(policy: Mapping[str, Any]) -> str:
-    name = _md(policy).get("name")
+    name = meta_of(policy).get("name")
     return name if isinstance(name, str) else ""
 
 
@@ -144,7 +139,7 @@ def sort_policies(policies: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
     """Oldest first (``creationTimestamp``, RFC 3339 in UTC, so string order is time order), then by name."""
 
     def key(p: Mapping[str, Any]) -> tuple[str, str]:
-        ts = _md(p).get("creationTimestamp")
+        ts = meta_of(p).get("creationTimestamp")
         return (ts if isinstance(ts, str) else "", _name(p))
 
     return sorted((p for p in policies if isinstance(p, Mapping)), key=key)
@@ -184,7 +179,7 @@ def conditions_match(conditions: Any, match_conditions: Any) -> bool:
 def _targeting_view(cluster: Mapping[str, Any]) -> dict[str, Any]:
     """Only what ``targetClusters`` looks at (name, labels, provider/region/zones), so a Cluster field that
     does not parse (a malformed taint, status) cannot make a policy miss it."""
-    md, spec = _md(cluster), spec_of(cluster)
+    md, spec = meta_of(cluster), spec_of(cluster)
     labels = md.get("labels")
     view_spec = {k: spec[k] for k in ("provider", "region", "zone", "zones") if k in spec}
     return {"metadata": {"name": md.get("name"), "labels": dict(labels) if isinstance(labels, Mapping) else {}},

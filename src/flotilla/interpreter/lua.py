@@ -68,6 +68,7 @@ from flotilla.interpreter.operations import (
     LuaScriptError,
     Operation,
     ReplicaResult,
+    describe_value,
 )
 from flotilla.kube.quantity import (
     Quantity,
@@ -671,22 +672,18 @@ def _reference_paths(references: Iterable[Any]) -> tuple[set[tuple[str, ...]], s
 
     def walk(v: Any, path: tuple[str, ...]) -> None:
         if isinstance(v, Mapping):
-            for k, x in v.items():
-                p = (*path, str(k))
-                if isinstance(x, Mapping) and not x:
-                    objects.add(p)
-                elif isinstance(x, list) and not x:
-                    arrays.add(p)
-                else:
-                    walk(x, p)
+            children = [((*path, str(k)), x) for k, x in v.items()]
         elif isinstance(v, list):
-            for x in v:
-                if isinstance(x, Mapping) and not x:
-                    objects.add(path)
-                elif isinstance(x, list) and not x:
-                    arrays.add(path)
-                else:
-                    walk(x, path)
+            children = [(path, x) for x in v]  # array positions are not part of a path
+        else:
+            return
+        for p, x in children:
+            if isinstance(x, Mapping) and not x:
+                objects.add(p)
+            elif isinstance(x, list) and not x:
+                arrays.add(p)
+            else:
+                walk(x, p)
 
     for ref in references:
         walk(ref, ())
@@ -927,12 +924,12 @@ def _resource_request(op: Operation, value: Any, where: str) -> dict[str, str] |
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table of resource quantities, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table of resource quantities, got {describe_value(value)}")
     out = {}
     for k, q in value.items():
         if isinstance(q, bool) or not isinstance(q, (str, int, float)):
             raise _fail(op, f"{where}.{k} must be a quantity string such as \"500m\" or a number, "
-                            f"got {_describe(q)}")
+                            f"got {describe_value(q)}")
         try:
             out[k] = str(parse_quantity(q))
         except QuantityError as e:
@@ -940,20 +937,12 @@ def _resource_request(op: Operation, value: Any, where: str) -> dict[str, str] |
     return out or None
 
 
-def _describe(v: Any) -> str:
-    if isinstance(v, Mapping):
-        return "an object"
-    if isinstance(v, list):
-        return "an array"
-    return repr(v)
-
-
 def _string_field(op: Operation, obj: Mapping[str, Any], key: str, where: str) -> str:
     v = obj.get(key)
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise _fail(op, f"{where}.{key} must be a string, got {_describe(v)}")
+        raise _fail(op, f"{where}.{key} must be a string, got {describe_value(v)}")
     return v
 
 
@@ -961,7 +950,7 @@ def _node_claim(op: Operation, value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table, got {describe_value(value)}")
     out: dict[str, Any] = {}
     if value.get("hardNodeAffinity") is not None:
         if not isinstance(value["hardNodeAffinity"], Mapping):
@@ -982,7 +971,7 @@ def _node_claim(op: Operation, value: Any, where: str) -> dict[str, Any] | None:
 
 def normalize_requirements(op: Operation, value: Any, where: str, *, component: bool) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
-        raise _fail(op, f"{where} must be a table, got {_describe(value)}")
+        raise _fail(op, f"{where} must be a table, got {describe_value(value)}")
     out: dict[str, Any] = {}
     claim = _node_claim(op, value.get("nodeClaim"), f"{where}.nodeClaim")
     if claim is not None:
@@ -1000,7 +989,7 @@ def normalize_requirements(op: Operation, value: Any, where: str, *, component: 
 
 def _int32(op: Operation, v: Any, where: str, *, truncate: bool) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _fail(op, f"{where} must be a number, got {_describe(v)}")
+        raise _fail(op, f"{where} must be a number, got {describe_value(v)}")
     if isinstance(v, float) and not v.is_integer():
         if not truncate:
             raise _fail(op, f"{where} must be a whole number, got {v!r}")
@@ -1049,6 +1038,21 @@ def lua_get_replicas(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMI
     return ReplicaResult(replicas, normalize_requirements(op, value, "requirement", component=False))
 
 
+def _result_tables(op: Operation, result: LuaValue, what: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The script's result as an array of tables (``what``: components, dependencies): ``(where, table)`` for
+    each, ``where`` naming it as Lua counts (``components[1]``)."""
+    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
+    if not isinstance(value, list):
+        raise _fail(op, f"the result must be an array of {what}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{what}[{i + 1}]"
+        if not isinstance(item, Mapping):
+            raise _fail(op, f"{where} must be a table")
+        out.append((where, item))
+    return out
+
+
 def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LIMITS,
                        print_sink: Callable[[str], None] | None = None) -> list[dict[str, Any]] | None:
     """``GetComponents(desiredObj)`` -> list of ``{name, replicas, replicaRequirements}``; ``None`` when the script
@@ -1057,14 +1061,8 @@ def lua_get_components(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_LI
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
     if result.type == "nil":
         return None
-    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
-    if not isinstance(value, list):
-        raise _fail(op, "the result must be an array of components")
     out = []
-    for i, c in enumerate(value):
-        where = f"components[{i + 1}]"
-        if not isinstance(c, Mapping):
-            raise _fail(op, f"{where} must be a table")
+    for where, c in _result_tables(op, result, "components"):
         comp: dict[str, Any] = {"name": _string_field(op, c, "name", where),
                                 "replicas": _int32(op, c.get("replicas", 0), f"{where}.replicas", truncate=False)}
         if c.get("replicaRequirements") is not None:
@@ -1142,14 +1140,8 @@ def lua_get_dependencies(script: str, obj: JSON, *, limits: LuaLimits = DEFAULT_
     """``GetDependencies(desiredObj)`` -> list of ``{apiVersion, kind, namespace, name, labelSelector}``."""
     op = Operation.INTERPRET_DEPENDENCY
     (result,) = _run(op, script, [obj], limits=limits, print_sink=print_sink)
-    value = resolve_empty_tables(_table(op, result, "the result"), root_is_object=False)
-    if not isinstance(value, list):
-        raise _fail(op, "the result must be an array of dependencies")
     out = []
-    for i, d in enumerate(value):
-        where = f"dependencies[{i + 1}]"
-        if not isinstance(d, Mapping):
-            raise _fail(op, f"{where} must be a table")
+    for where, d in _result_tables(op, result, "dependencies"):
         dep: dict[str, Any] = {}
         for key in ("apiVersion", "kind", "namespace", "name"):
             s = _string_field(op, d, key, where)

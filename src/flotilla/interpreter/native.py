@@ -37,7 +37,7 @@ from flotilla.kube.quantity import (
     format_quantity,
     parse_quantity,
 )
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time
 
 __all__ = [
     "has_hook",
@@ -183,10 +183,6 @@ def _time(obj: Mapping[str, Any], v: Any, what: str) -> datetime | None:
     except ValueError:
         raise _err(obj, f"{what} must be an RFC 3339 time string, got {v!r}") from None
     return t if t.tzinfo else t.replace(tzinfo=UTC)
-
-
-def _format_time(t: datetime) -> str:
-    return utc_seconds(t)
 
 
 def _items(items: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
@@ -756,7 +752,7 @@ def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
             completed += 1
             if latest_completion is None or completion > latest_completion:
                 latest_completion = completion
-    stamp = _format_time(now)
+    stamp = format_time(now)
     conditions: list[dict[str, Any]] = []
 
     def condition(kind: str, reason: str, message: str) -> dict[str, Any]:
@@ -777,10 +773,10 @@ def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     _set_or_drop(new, "conditions", conditions)
     start_time = _path(obj, "status", "startTime")
     if start_time is None and started and started == len(items) and earliest_start is not None:
-        start_time = _format_time(earliest_start)
+        start_time = format_time(earliest_start)
     _set_or_drop(new, "startTime", json_copy(start_time))
     if latest_completion is not None and completed == len(items):
-        new["completionTime"] = _format_time(latest_completion)
+        new["completionTime"] = format_time(latest_completion)
     if (obj.get("status") or {}) == new:
         return json_copy(obj)
     return _with_status(obj, new)

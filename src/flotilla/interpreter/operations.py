@@ -32,6 +32,7 @@ __all__ = [
     "RESULT_NAMES",
     "KARMADA_OPERATIONS",
     "RESTORE_KINDS",
+    "describe_value",
     "restore_input",
 ]
 
@@ -157,18 +158,18 @@ def restore_input(restore: Any) -> dict[str, Any]:
     if job_id is None:
         job_id = ""
     if not isinstance(job_id, str):
-        raise InterpreterError(f"RestoreState: restore.jobId must be a string, got {_kind_of(job_id)}", operation=op)
+        raise InterpreterError(f"RestoreState: restore.jobId must be a string, got {describe_value(job_id)}", operation=op)
     checkpoint_id = restore.get("checkpointId")
     if checkpoint_id is not None and not _whole(checkpoint_id):
         raise InterpreterError(f"RestoreState: restore.checkpointId must be a whole number or null, got "
-                               f"{_kind_of(checkpoint_id)}", operation=op)
+                               f"{describe_value(checkpoint_id)}", operation=op)
     existed = restore.get("existed", False)
     if not isinstance(existed, bool):
-        raise InterpreterError(f"RestoreState: restore.existed must be true or false, got {_kind_of(existed)}",
+        raise InterpreterError(f"RestoreState: restore.existed must be true or false, got {describe_value(existed)}",
                                operation=op)
     nonce = restore.get("nonce", 0)
     if not _whole(nonce):
-        raise InterpreterError(f"RestoreState: restore.nonce must be a whole number, got {_kind_of(nonce)}",
+        raise InterpreterError(f"RestoreState: restore.nonce must be a whole number, got {describe_value(nonce)}",
                                operation=op)
     return {"path": path, "kind": kind, "jobId": job_id,
             "checkpointId": None if checkpoint_id is None else int(checkpoint_id),
@@ -183,7 +184,8 @@ def _whole(v: Any) -> bool:
     return isinstance(v, float) and v.is_integer()
 
 
-def _kind_of(v: Any) -> str:
+def describe_value(v: Any) -> str:
+    """A decoded value as an error message names it: "an object", "an array", or its repr."""
     if isinstance(v, Mapping):
         return "an object"
     if isinstance(v, list):

@@ -38,8 +38,6 @@ from typing import TYPE_CHECKING, Any
 from flotilla.kube.objects import as_str, meta_of, spec_of
 from flotilla.kube.selectors import (
     LabelSelector,
-    Operator,
-    Requirement,
     SelectorError,
     label_selector_from_dict,
 )
@@ -367,66 +365,3 @@ def detector_handles(
         and obj.get("kind") == "ConfigMap"
         and _name(obj) == "extension-apiserver-authentication"
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Cluster affinity (ClusterMatches)
-# ---------------------------------------------------------------------------------------------
-
-_ZONE_FIELD = "zone"
-_NODE_SELECTOR_OPERATORS = {
-    "In": Operator.IN,
-    "NotIn": Operator.NOT_IN,
-    "Exists": Operator.EXISTS,
-    "DoesNotExist": Operator.DOES_NOT_EXIST,
-    "Gt": Operator.GREATER_THAN,
-    "Lt": Operator.LESS_THAN,
-}
-
-
-def _string_list(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        return []
-    return [v for v in value if isinstance(v, str)]
-
-
-def _zones_match(expression: Mapping[str, Any], zones: list[str]) -> bool:
-    operator = expression.get("operator")
-    values = _string_list(expression.get("values"))
-    if operator == "In":
-        return any(zone in values for zone in zones)
-    if operator == "NotIn":
-        return not any(zone in values for zone in zones)
-    if operator == "Exists":
-        return bool(zones)
-    if operator == "DoesNotExist":
-        return not zones
-    return False
-
-
-def _cluster_fields(cluster: Mapping[str, Any]) -> dict[str, str]:
-    spec = spec_of(cluster)
-    fields = {}
-    for key in ("provider", "region"):
-        value = as_str(spec.get(key))
-        if value:
-            fields[key] = value
-    return fields
-
-
-def _field_requirements_match(expressions: list[Mapping[str, Any]], cluster: Mapping[str, Any]) -> bool:
-    try:
-        requirements = []
-        for expression in expressions:
-            operator = _NODE_SELECTOR_OPERATORS.get(as_str(expression.get("operator")))
-            if operator is None:
-                return False
-            requirements.append(
-                Requirement.create(
-                    as_str(expression.get("key")), operator, _string_list(expression.get("values"))
-                )
-            )
-    except SelectorError:
-        return False
-    selector = LabelSelector(tuple(requirements))
-    return selector.matches(_cluster_fields(cluster))

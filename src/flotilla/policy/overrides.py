@@ -49,11 +49,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, NamedTuple
 
 import yaml
 
+from flotilla.jsonpath.formatting import go_float_json, go_float_v, go_json_string
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.objects import as_str
 from flotilla.kube.patch import PatchError, apply_json_patch
@@ -224,95 +224,41 @@ def parse_image(image: str) -> ImageComponents:
     return ImageComponents(hostname, repository, digest=digest)
 
 
+#: the image components an overrider sets as plain fields of :class:`ImageComponents` (the tag is a method's)
+_IMAGE_FIELDS = {"Registry": "hostname", "Repository": "repository"}
+
+
 def override_image(image: str, component: str, operator: str, value: str) -> str:
     """The image after one image overrider (an unknown operator only normalises the reference)."""
     try:
         parsed = parse_image(image)
     except ImageParseError as e:
         raise ImageParseError(f"failed to parse image value({image}), error: {e}") from None
-    if component == "Registry":
-        if operator == "add":
-            parsed.hostname += value
-        elif operator == "replace":
-            parsed.hostname = value
-        elif operator == "remove":
-            parsed.hostname = ""
-    elif component == "Repository":
-        if operator == "add":
-            parsed.repository += value
-        elif operator == "replace":
-            parsed.repository = value
-        elif operator == "remove":
-            parsed.repository = ""
-    elif component == "Tag":
-        if operator == "add":
-            parsed.set_tag_or_digest(parsed.tag_or_digest() + value)
-        elif operator == "replace":
-            parsed.set_tag_or_digest(value)
-        elif operator == "remove":
-            parsed.remove_tag_or_digest()
+    if component == "Tag":
+        current, put, remove = parsed.tag_or_digest(), parsed.set_tag_or_digest, parsed.remove_tag_or_digest
+    elif component in _IMAGE_FIELDS:
+        field = _IMAGE_FIELDS[component]
+        current = getattr(parsed, field)
+
+        def put(text: str) -> None:
+            setattr(parsed, field, text)
+
+        def remove() -> None:
+            put("")
     else:
         raise OverrideError(f"unsupported image component({component})")
+    if operator == "add":
+        put(current + value)
+    elif operator == "replace":
+        put(value)
+    elif operator == "remove":
+        remove()
     return str(parsed)
 
 
 # ---------------------------------------------------------------------------------------------
 # Go formatting helpers (exact text of the annotations Karmada writes)
 # ---------------------------------------------------------------------------------------------
-
-
-def _float_digits(f: float) -> tuple[str, int]:
-    """Shortest round-trip decimal digits of |f| and the decimal point position (f != 0)."""
-    _, digits, exponent = Decimal(repr(abs(f))).as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    assert isinstance(exponent, int)
-    point = len(digits) + exponent
-    return text, point
-
-
-def _format_fixed(digits: str, point: int) -> str:
-    if point <= 0:
-        return "0." + "0" * -point + digits
-    if point >= len(digits):
-        return digits + "0" * (point - len(digits))
-    return digits[:point] + "." + digits[point:]
-
-
-def _format_exponent(digits: str, point: int) -> str:
-    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-    exp = point - 1
-    return f"{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-
-
-def _go_json_float(f: float) -> str:
-    if math.isnan(f) or math.isinf(f):
-        raise ValueError(f"json: unsupported value: {f}")
-    if f == 0:
-        return "-0" if math.copysign(1.0, f) < 0 else "0"
-    sign = "-" if f < 0 else ""
-    digits, point = _float_digits(f)
-    if abs(f) < 1e-6 or abs(f) >= 1e21:
-        text = _format_exponent(digits, point)
-        text = re.sub(r"e-0(\d)$", r"e-\1", text)
-    else:
-        text = _format_fixed(digits, point)
-    return sign + text
-
-
-def _go_fmt_float(f: float) -> str:
-    """Go's ``%v`` of a float64 (``strconv.FormatFloat(f, 'g', -1, 64)``)."""
-    if math.isnan(f):
-        return "NaN"
-    if math.isinf(f):
-        return "+Inf" if f > 0 else "-Inf"
-    if f == 0:
-        return "-0" if math.copysign(1.0, f) < 0 else "0"
-    sign = "-" if f < 0 else ""
-    digits, point = _float_digits(f)
-    exp = point - 1
-    if exp < -4 or exp >= 6:
-        return sign + _format_exponent(digits, point)
-    return sign + _format_fixed(digits, point)
 
 
 def _go_sprint_s(value: Any) -> str:
@@ -326,20 +272,12 @@ def _go_sprint_s(value: Any) -> str:
     if isinstance(value, int):
         return f"%!s(int64={value})"
     if isinstance(value, float):
-        return f"%!s(float64={_go_fmt_float(value)})"
+        return f"%!s(float64={go_float_v(value)})"
     if isinstance(value, list):
         return "[" + " ".join(_go_sprint_s(v) for v in value) + "]"
     if isinstance(value, Mapping):
         return "map[" + " ".join(f"{k}:{_go_sprint_s(value[k])}" for k in sorted(value)) + "]"
     return str(value)
-
-
-_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_HTML_ESCAPE_RE = re.compile("[<>&\u2028\u2029]")
-
-
-def _go_json_string(s: str) -> str:
-    return _HTML_ESCAPE_RE.sub(lambda m: _HTML_ESCAPES[m.group(0)], json.dumps(s, ensure_ascii=False))
 
 
 def go_json_dumps(value: Any, *, sort_keys: bool = False) -> str:
@@ -356,15 +294,17 @@ def go_json_dumps(value: Any, *, sort_keys: bool = False) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _go_json_float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"json: unsupported value: {value}")
+        return go_float_json(value)
     if isinstance(value, str):
-        return _go_json_string(value)
+        return go_json_string(value)
     if isinstance(value, Mapping):
         keys = sorted(value) if sort_keys else list(value)
         return (
             "{"
             + ",".join(
-                f"{_go_json_string(str(k))}:{go_json_dumps(value[k], sort_keys=sort_keys)}" for k in keys
+                f"{go_json_string(str(k))}:{go_json_dumps(value[k], sort_keys=sort_keys)}" for k in keys
             )
             + "}"
         )
@@ -412,6 +352,11 @@ def _type_name(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _conversion_error(obj: Mapping[str, Any], detail: str) -> OverrideError:
+    """The typed conversion's refusal of ``obj``."""
+    return OverrideError(f"failed to convert {obj.get('kind')} from unstructured object: {detail}")
+
+
 def _typed_containers(obj: Mapping[str, Any], path: Sequence[str]) -> list[Mapping[str, Any]]:
     """``podSpec.Containers`` as the typed conversion sees it (null/missing = none)."""
     current: Any = obj
@@ -419,28 +364,18 @@ def _typed_containers(obj: Mapping[str, Any], path: Sequence[str]) -> list[Mappi
         if current is None:
             return []
         if not isinstance(current, Mapping):
-            raise OverrideError(
-                f"failed to convert {obj.get('kind')} from unstructured object: "
-                f"{key}: expected an object, got {_type_name(current)}"
-            )
+            raise _conversion_error(obj, f"{key}: expected an object, got {_type_name(current)}")
         current = current.get(key)
     if current is None:
         return []
     if not isinstance(current, list):
-        raise OverrideError(
-            f"failed to convert {obj.get('kind')} from unstructured object: "
-            f"containers: expected a list, got {_type_name(current)}"
-        )
+        raise _conversion_error(obj, f"containers: expected a list, got {_type_name(current)}")
     containers: list[Mapping[str, Any]] = []
     for container in current:
         if container is None:
             container = {}
-        if not isinstance(container, Mapping) or not isinstance(
-            container.get("image", ""), (str, type(None))
-        ):
-            raise OverrideError(
-                f"failed to convert {obj.get('kind')} from unstructured object: bad container"
-            )
+        if not isinstance(container, Mapping) or not isinstance(container.get("image", ""), (str, type(None))):
+            raise _conversion_error(obj, "bad container")
         containers.append(container)
     return containers
 
@@ -848,31 +783,26 @@ def apply_overrides(
     cluster_meta = cluster.get("metadata")
     cluster_name = as_str(cluster_meta.get("name")) if isinstance(cluster_meta, Mapping) else ""
     applied: list[AppliedOverride] = []
-    for policy, overriders in cluster_overriders(obj, cluster, cluster_override_policies):
-        name = _policy_name(policy)
-        try:
-            obj = apply_overriders(obj, overriders)
-        except OverrideError as e:
-            raise OverrideError(
-                f"Apply cluster override policy({name}) for cluster({cluster_name}) failed: {e.message}",
-                policy_name=name,
-                cluster_scoped=True,
-            ) from None
-        applied.append(AppliedOverride(name, json_copy(overriders), True))
-    meta = obj.get("metadata")
-    namespace = as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
-    if namespace:
-        candidates = [p for p in override_policies if (_policy_namespace(p) or namespace) == namespace]
-        for policy, overriders in cluster_overriders(obj, cluster, candidates):
+
+    def apply(policies: Iterable[Mapping[str, Any]], namespace: str | None) -> None:
+        """One kind of policy in turn; ``namespace`` None for ClusterOverridePolicies."""
+        nonlocal obj
+        for policy, overriders in cluster_overriders(obj, cluster, policies):
             name = _policy_name(policy)
             try:
                 obj = apply_overriders(obj, overriders)
             except OverrideError as e:
-                raise OverrideError(
-                    f"Apply override policy({namespace}/{name}) for cluster({cluster_name}) failed: {e.message}",
-                    policy_name=name,
-                ) from None
-            applied.append(AppliedOverride(name, json_copy(overriders), False))
+                which = f"cluster override policy({name})" if namespace is None else \
+                    f"override policy({namespace}/{name})"
+                raise OverrideError(f"Apply {which} for cluster({cluster_name}) failed: {e.message}",
+                                    policy_name=name, cluster_scoped=namespace is None) from None
+            applied.append(AppliedOverride(name, json_copy(overriders), namespace is None))
+
+    apply(cluster_override_policies, None)
+    meta = obj.get("metadata")
+    namespace = as_str(meta.get("namespace")) if isinstance(meta, Mapping) else ""
+    if namespace:
+        apply([p for p in override_policies if (_policy_namespace(p) or namespace) == namespace], namespace)
     return obj, applied
 
 

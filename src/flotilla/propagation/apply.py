@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -44,7 +44,9 @@ from typing import Any
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.cluster.health import is_ready
 from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
+from flotilla.kube.objects import meta_of
 
 __all__ = [
     "APPLIED",
@@ -61,7 +63,6 @@ __all__ = [
     "LazyRecord",
     "WorkDeletion",
     "applied_condition",
-    "cluster_ready",
     "cluster_terminating",
     "content_changed",
     "content_digest",
@@ -75,8 +76,6 @@ __all__ = [
     "refusal_message",
     "retain_cluster_fields",
     "retain_metadata",
-    "set_condition",
-    "set_conditions",
     "work_deletion_action",
 ]
 
@@ -119,21 +118,16 @@ _SUSPEND_DISPATCHING_MESSAGE = "Work dispatching is in a suspended state."
 # ---------------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def _string_map(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(_meta(obj).get("labels"))
+    return _string_map(meta_of(obj).get("labels"))
 
 
 def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(_meta(obj).get("annotations"))
+    return _string_map(meta_of(obj).get("annotations"))
 
 
 def _set_or_drop(meta: dict[str, Any], key: str, value: Any) -> None:
@@ -145,7 +139,7 @@ def _set_or_drop(meta: dict[str, Any], key: str, value: Any) -> None:
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """``<apiVersion>, Kind=<kind>/<namespace>/<name>``: one object of one cluster (version records)."""
-    meta = _meta(obj)
+    meta = meta_of(obj)
     return f"{obj.get('apiVersion', '')}, Kind={obj.get('kind', '')}/{meta.get('namespace') or ''}/{meta.get('name', '')}"
 
 
@@ -252,7 +246,7 @@ def retain_cluster_fields(desired: Mapping[str, Any], observed: Mapping[str, Any
     """``desired`` plus the member's resourceVersion, finalizers, ownerReferences and own labels/annotations."""
     out = retain_metadata(desired, observed)
     meta = out.setdefault("metadata", {})
-    observed_meta = _meta(observed)
+    observed_meta = meta_of(observed)
     _set_or_drop(meta, "resourceVersion", observed_meta.get("resourceVersion"))
     _set_or_drop(meta, "finalizers", copy.deepcopy(observed_meta.get("finalizers")))
     _set_or_drop(meta, "ownerReferences", copy.deepcopy(observed_meta.get("ownerReferences")))
@@ -320,7 +314,7 @@ class LazyRecord:
 
 
 def refusal_message(desired: Mapping[str, Any], cluster: str) -> str:
-    meta = _meta(desired)
+    meta = meta_of(desired)
     return (f"resource(kind={desired.get('kind', '')}, {meta.get('namespace') or ''}/{meta.get('name', '')}) "
             f"already exists in the cluster {cluster} and the {L.CONFLICT_RESOLUTION_ANNOTATION} strategy value "
             "is empty, Karmada will not manage this resource")
@@ -409,24 +403,9 @@ def preserved_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _condition(obj: Mapping[str, Any] | None, ctype: str) -> Mapping[str, Any] | None:
-    status = (obj or {}).get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for c in conditions if isinstance(conditions, list) else []:
-        if isinstance(c, Mapping) and c.get("type") == ctype:
-            return c
-    return None
-
-
-def cluster_ready(cluster: Mapping[str, Any] | None) -> bool:
-    """The Cluster's ``Ready`` condition is ``True``."""
-    c = _condition(cluster, "Ready")
-    return c is not None and c.get("status") == "True"
-
-
 def cluster_terminating(cluster: Mapping[str, Any] | None) -> bool:
     """The Cluster is being deleted (or is already gone: ``None``)."""
-    return cluster is None or bool(_meta(cluster).get("deletionTimestamp"))
+    return cluster is None or bool(meta_of(cluster).get("deletionTimestamp"))
 
 
 class WorkDeletion(StrEnum):
@@ -445,7 +424,7 @@ def work_deletion_action(work: Mapping[str, Any], cluster: Mapping[str, Any] | N
     spec = work.get("spec")
     if isinstance(spec, Mapping) and spec.get("preserveResourcesOnDeletion") is True:
         return WorkDeletion.PRESERVE
-    if cluster_ready(cluster):
+    if is_ready(cluster):
         return WorkDeletion.DELETE
     if not cluster_terminating(cluster):
         return WorkDeletion.WAIT
@@ -455,36 +434,6 @@ def work_deletion_action(work: Mapping[str, Any], cluster: Mapping[str, Any] | N
 # ---------------------------------------------------------------------------------------------
 # Work conditions
 # ---------------------------------------------------------------------------------------------
-
-
-def set_condition(conditions: Iterable[Mapping[str, Any]] | None, condition: Mapping[str, Any],
-                  now: str) -> tuple[list[dict[str, Any]], bool]:
-    """``meta.SetStatusCondition``: replace the condition of that type; ``lastTransitionTime`` moves
-    only when the status changes. Returns the new list and whether anything changed."""
-    out = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
-    new = {k: v for k, v in condition.items() if k != "lastTransitionTime"}
-    for i, old in enumerate(out):
-        if old.get("type") != new.get("type"):
-            continue
-        merged = dict(old)
-        merged.update(new)
-        if old.get("status") != new.get("status") or not old.get("lastTransitionTime"):
-            merged["lastTransitionTime"] = now
-        out[i] = merged
-        return out, merged != old
-    out.append({**new, "lastTransitionTime": now})
-    return out, True
-
-
-def set_conditions(conditions: Iterable[Mapping[str, Any]] | None, new: Iterable[Mapping[str, Any]],
-                   now: str) -> tuple[list[dict[str, Any]], bool]:
-    """:func:`set_condition` for each of ``new`` in turn: the new list and whether anything changed."""
-    out = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
-    changed = False
-    for condition in new:
-        out, one = set_condition(out, condition, now)
-        changed = changed or one
-    return out, changed
 
 
 def applied_condition(succeeded: int, errors: Sequence[str]) -> dict[str, Any]:

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.api import labels as L
+from flotilla.kube.annotations import json_annotation
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
-from flotilla.kube.objects import as_list, as_str, meta_of, spec_of
+from flotilla.kube.objects import annotations_of, as_list, as_str, meta_of, spec_of
 from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.policy.naming import depended_by_label_key, generate_binding_name
 from flotilla.propagation.binding_spec import (
@@ -113,14 +114,7 @@ def dependencies_annotation(dependencies: Sequence[Mapping[str, Any]]) -> str:
 
 def parse_dependencies_annotation(binding: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The dependency list recorded on an independent binding (``[]`` when absent or malformed)."""
-    annotations = meta_of(binding).get("annotations")
-    raw = annotations.get(L.DEPENDENCIES_ANNOTATION) if isinstance(annotations, Mapping) else None
-    if not isinstance(raw, str):
-        return []
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return []
+    parsed = json_annotation(annotations_of(binding), L.DEPENDENCIES_ANNOTATION)
     return [d for d in parsed if isinstance(d, dict)] if isinstance(parsed, list) else []
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, as_map
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_time, parse_time
 from flotilla.policy.naming import generate_binding_name
 
 __all__ = [
@@ -42,11 +42,9 @@ __all__ = [
     "Outcome",
     "WorkloadRef",
     "apply_outcomes",
-    "format_time",
     "needs_trigger",
     "next_status",
     "observed_workloads",
-    "parse_time",
     "pending",
     "spec_workloads",
     "status_patch",
@@ -58,27 +56,6 @@ __all__ = [
 RESULT_SUCCESSFUL = "Successful"
 RESULT_FAILED = "Failed"
 REASON_BINDING_NOT_FOUND = "ReferencedBindingNotFound"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as an aware datetime; anything unreadable is ``None``."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def format_time(t: datetime) -> str:
-    """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,12 @@ from flotilla.api.labels import (
     WORK_NAME_ANNOTATION,
     WORK_NAMESPACE_ANNOTATION,
 )
+from flotilla.cluster.health import is_ready
 from flotilla.failover.purge import kept_clusters
+from flotilla.kube.conditions import find_condition, set_condition, set_conditions
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import meta_of, spec_of, status_of
 from flotilla.kube.timestamps import utc_seconds
-from flotilla.propagation.apply import set_conditions as set_work_conditions
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -70,10 +72,8 @@ __all__ = [
     "binding_status_patch",
     "build_aggregated_status",
     "build_identifier",
-    "cluster_ready",
     "expected_clusters",
     "expected_clusters_gained",
-    "find_condition",
     "fully_applied_condition",
     "fully_applied_overstated",
     "fully_applied_written",
@@ -84,7 +84,6 @@ __all__ = [
     "object_ref",
     "ready_changed",
     "reapply_patch",
-    "set_condition",
     "split_api_version",
     "stale_clusters",
     "status_up_to_date_condition",
@@ -125,21 +124,6 @@ Obj = Mapping[str, Any]
 # ============================================================================================ helpers
 
 
-def _md(obj: Obj | None) -> Mapping[str, Any]:
-    md = (obj or {}).get("metadata")
-    return md if type(md) is dict or isinstance(md, Mapping) else {}
-
-
-def _status(obj: Obj | None) -> Mapping[str, Any]:
-    st = (obj or {}).get("status")
-    return st if type(st) is dict or isinstance(st, Mapping) else {}
-
-
-def _spec(obj: Obj | None) -> Mapping[str, Any]:
-    sp = (obj or {}).get("spec")
-    return sp if type(sp) is dict or isinstance(sp, Mapping) else {}
-
-
 def _timestamp(now: datetime) -> str:
     return utc_seconds(now)
 
@@ -150,29 +134,14 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return (group, version) if sep else ("", version)
 
 
-def find_condition(conditions: Any, ctype: str) -> Mapping[str, Any] | None:
-    for c in conditions or ():
-        if (type(c) is dict or isinstance(c, Mapping)) and c.get("type") == ctype:
-            return c
-    return None
-
-
-def cluster_ready(cluster: Obj | None) -> bool:
-    """Whether a Cluster object has ``Ready=True`` (a missing Cluster is not Ready)."""
-    if cluster is None:
-        return False
-    cond = find_condition(_status(cluster).get("conditions"), CONDITION_READY)
-    return cond is not None and cond.get("status") == "True"
-
-
 def ready_changed(old: Obj | None, new: Obj | None) -> bool:
     """Whether a Cluster update flips its readiness (the D14 trigger for the binding status)."""
-    return cluster_ready(old) != cluster_ready(new)
+    return is_ready(old) != is_ready(new)
 
 
 def work_cluster(work: Obj) -> str | None:
     """The member cluster of a Work, from its execution namespace ``karmada-es-<cluster>``."""
-    ns = str(_md(work).get("namespace") or "")
+    ns = str(meta_of(work).get("namespace") or "")
     if not ns.startswith(EXECUTION_SPACE_PREFIX) or len(ns) == len(EXECUTION_SPACE_PREFIX):
         return None
     return ns[len(EXECUTION_SPACE_PREFIX):]
@@ -180,7 +149,7 @@ def work_cluster(work: Obj) -> str | None:
 
 def work_applied(work: Obj) -> tuple[bool, str]:
     """``(applied, message)`` from the Work's ``Applied`` condition; the message only when not applied."""
-    cond = find_condition(_status(work).get("conditions"), CONDITION_APPLIED)
+    cond = find_condition(status_of(work).get("conditions"), CONDITION_APPLIED)
     if cond is None:
         return False, ""
     if cond.get("status") == "True":
@@ -190,7 +159,7 @@ def work_applied(work: Obj) -> tuple[bool, str]:
 
 def work_ref_of(obj: Obj) -> tuple[str, str] | None:
     """``(namespace, name)`` of the Work managing a member object, from its annotations."""
-    ann = _md(obj).get("annotations") or {}
+    ann = meta_of(obj).get("annotations") or {}
     ns, name = ann.get(WORK_NAMESPACE_ANNOTATION), ann.get(WORK_NAME_ANNOTATION)
     if not ns or not name:
         return None
@@ -199,13 +168,13 @@ def work_ref_of(obj: Obj) -> tuple[str, str] | None:
 
 def object_ref(obj: Obj) -> tuple[str, str, str, str]:
     """``(apiVersion, kind, namespace, name)`` of an object (namespace ``""`` when cluster-scoped)."""
-    md = _md(obj)
+    md = meta_of(obj)
     return (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""), str(md.get("namespace") or ""),
             str(md.get("name") or ""))
 
 
 def _manifests(work: Obj) -> list[Any]:
-    workload = _spec(work).get("workload")
+    workload = spec_of(work).get("workload")
     manifests = workload.get("manifests") if isinstance(workload, Mapping) else None
     return list(manifests) if isinstance(manifests, list) else []
 
@@ -297,8 +266,8 @@ def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
     """The ``status`` of the Work's merge patch that records the ``reflected`` member objects (``(object, plural,
     status, health)``; one the Work does not carry is left out) and sets ``conditions`` (``lastTransitionTime``
     ``now`` for one that changes status); None when it would change nothing."""
-    status = _status(work)
-    manifests = (_spec(work).get("workload") or {}).get("manifests") or []
+    status = status_of(work)
+    manifests = (spec_of(work).get("workload") or {}).get("manifests") or []
     current = status.get("manifestStatuses")
     merged = current
     for obj, plural, reflected_status, health in reflected:
@@ -309,7 +278,7 @@ def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
     out: dict[str, Any] = {}
     if merged != current:
         out["manifestStatuses"] = merged
-    new_conditions, changed = set_work_conditions(status.get("conditions"), conditions, now)
+    new_conditions, changed = set_conditions(status.get("conditions"), conditions, now)
     if changed:
         out["conditions"] = new_conditions
     return out or None
@@ -318,9 +287,9 @@ def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],
 def work_needs_informer_sync(old: Obj, new: Obj) -> bool:
     """Whether a Work update matters to the work-status controller (its informers and the objects to look at):
     spec (generation), ``Applied`` or deletion changed. Its own ``manifestStatuses`` writes do not."""
-    if _md(old).get("generation") != _md(new).get("generation"):
+    if meta_of(old).get("generation") != meta_of(new).get("generation"):
         return True
-    if bool(_md(old).get("deletionTimestamp")) != bool(_md(new).get("deletionTimestamp")):
+    if bool(meta_of(old).get("deletionTimestamp")) != bool(meta_of(new).get("deletionTimestamp")):
         return True
     return work_applied(old)[0] != work_applied(new)[0]
 
@@ -332,7 +301,7 @@ def aggregated_status_item(work: Obj, resource: Mapping[str, Any], ready: bool) 
     """The ``aggregatedStatus`` item of one Work for the template ``resource`` (the binding's ``spec.resource``);
     None when the Work is being deleted or is not in an execution namespace. ``ready``: the cluster's
     readiness; a not-Ready cluster's item keeps the status and reports health ``Unknown`` (D14)."""
-    if _md(work).get("deletionTimestamp"):
+    if meta_of(work).get("deletionTimestamp"):
         return None
     cluster = work_cluster(work)
     if cluster is None:
@@ -352,7 +321,7 @@ def aggregated_status_item(work: Obj, resource: Mapping[str, Any], ready: bool) 
     name = str(resource.get("name") or "")
     ordinal = manifest_index(_manifests(work), api_version, kind, namespace, name)
     health = HEALTH_UNKNOWN
-    for ms in _status(work).get("manifestStatuses") or ():
+    for ms in status_of(work).get("manifestStatuses") or ():
         if isinstance(ms, Mapping) and identifier_matches(ms.get("identifier"), ordinal, api_version, kind,
                                                           namespace, name):
             if ms.get("status") is not None:
@@ -400,7 +369,7 @@ def clusters_without_work(spec: Mapping[str, Any], works: Iterable[Obj]) -> set[
     expected = expected_clusters(spec)
     if not expected:
         return expected
-    have = {work_cluster(w) for w in works if not _md(w).get("deletionTimestamp")}
+    have = {work_cluster(w) for w in works if not meta_of(w).get("deletionTimestamp")}
     return expected - have
 
 
@@ -465,26 +434,6 @@ def status_up_to_date_condition(stale: Sequence[str]) -> dict[str, Any]:
                        "their health is reported Unknown"}
 
 
-def set_condition(conditions: Any, cond: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """``conditions`` with ``cond`` set, as ``meta.SetStatusCondition``: ``lastTransitionTime`` moves only when
-    the status changes; reason, message and observedGeneration are updated in place; order is kept."""
-    out: list[dict[str, Any]] = [json_copy(dict(c)) for c in conditions or () if isinstance(c, Mapping)]
-    for c in out:
-        if c.get("type") == cond["type"]:
-            if c.get("status") != cond["status"] or not c.get("lastTransitionTime"):
-                c["lastTransitionTime"] = cond.get("lastTransitionTime") or _timestamp(now)
-            c["status"] = cond["status"]
-            c["reason"] = cond.get("reason", "")
-            c["message"] = cond.get("message", "")
-            if "observedGeneration" in cond:
-                c["observedGeneration"] = cond["observedGeneration"]
-            return out
-    new = dict(cond)
-    new.setdefault("lastTransitionTime", _timestamp(now))
-    out.append(new)
-    return out
-
-
 def binding_status_patch(status: Mapping[str, Any] | None, items: list[dict[str, Any]],
                          conditions: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, Any] | None:
     """The ``status`` fields to write (``aggregatedStatus`` and ``conditions``), or None when nothing changes.
@@ -510,7 +459,7 @@ def binding_status_patch(status: Mapping[str, Any] | None, items: list[dict[str,
 def binding_key_for_work(work: Obj) -> str | None:
     """Work queue key of the binding a Work belongs to, from the Work's annotations:
     ``rb|<namespace>|<name>`` or ``crb|<name>``."""
-    ann = _md(work).get("annotations") or {}
+    ann = meta_of(work).get("annotations") or {}
     ns, name = ann.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION), ann.get(RESOURCE_BINDING_NAME_ANNOTATION)
     if ns and name:
         return f"rb|{ns}|{name}"
@@ -521,7 +470,7 @@ def binding_key_for_work(work: Obj) -> str | None:
 
 
 def _scheduled(binding: Obj | None) -> bool:
-    return bool(_status(binding).get("lastScheduledTime"))
+    return bool(status_of(binding).get("lastScheduledTime"))
 
 
 def binding_needs_sync(old: Obj | None, new: Obj) -> bool:
@@ -532,10 +481,10 @@ def binding_needs_sync(old: Obj | None, new: Obj) -> bool:
         return False
     if old is None:
         return True
-    if _md(old).get("generation") != _md(new).get("generation"):
+    if meta_of(old).get("generation") != meta_of(new).get("generation"):
         return True
-    old_res = _spec(old).get("resource") or {}
-    new_res = _spec(new).get("resource") or {}
+    old_res = spec_of(old).get("resource") or {}
+    new_res = spec_of(new).get("resource") or {}
     return old_res.get("resourceVersion") != new_res.get("resourceVersion") or not _scheduled(old)
 
 
@@ -546,39 +495,39 @@ def binding_spec_only_changed(old: Obj | None, new: Obj) -> bool:
     them instead of writing an intermediate ``FullyApplied`` first."""
     if old is None or not _scheduled(old) or not _scheduled(new):
         return False
-    old_res = _spec(old).get("resource") or {}
-    new_res = _spec(new).get("resource") or {}
+    old_res = spec_of(old).get("resource") or {}
+    new_res = spec_of(new).get("resource") or {}
     return (old_res.get("resourceVersion") == new_res.get("resourceVersion")
-            and _md(old).get("generation") != _md(new).get("generation"))
+            and meta_of(old).get("generation") != meta_of(new).get("generation"))
 
 
 def work_status_changed(old: Obj, new: Obj) -> bool:
     """Whether a Work update wakes the binding status controller: status or deletion changed."""
-    if _status(old) != _status(new):
+    if status_of(old) != status_of(new):
         return True
-    return bool(_md(old).get("deletionTimestamp")) != bool(_md(new).get("deletionTimestamp"))
+    return bool(meta_of(old).get("deletionTimestamp")) != bool(meta_of(new).get("deletionTimestamp"))
 
 
 def _reports_healthy(work: Obj) -> bool:
     """Whether every manifest of an applied Work reports ``Healthy`` (no report yet: not Healthy)."""
-    reports = _status(work).get("manifestStatuses") or []
+    reports = status_of(work).get("manifestStatuses") or []
     return bool(reports) and all(isinstance(r, Mapping) and r.get("health") == HEALTH_HEALTHY for r in reports)
 
 
 def work_awaits_first_status(work: Obj) -> str | None:
     """The uid of a Work that has no ``Applied`` condition yet and is not being deleted (just created: the
     execution controller's first status follows), else ``None``."""
-    if _md(work).get("deletionTimestamp") or find_condition(_status(work).get("conditions"), CONDITION_APPLIED):
+    if meta_of(work).get("deletionTimestamp") or find_condition(status_of(work).get("conditions"), CONDITION_APPLIED):
         return None
-    return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
+    return str(meta_of(work).get("uid") or f"{meta_of(work).get('namespace')}/{meta_of(work).get('name')}")
 
 
 def work_awaits_first_report(work: Obj) -> str | None:
     """The uid of a Work applied in its cluster whose copy has not reported yet (no ``manifestStatuses``), and
     that is not being deleted: the work-status controller's first report follows. Else ``None``."""
-    if _md(work).get("deletionTimestamp") or _status(work).get("manifestStatuses") or not work_applied(work)[0]:
+    if meta_of(work).get("deletionTimestamp") or status_of(work).get("manifestStatuses") or not work_applied(work)[0]:
         return None
-    return str(_md(work).get("uid") or f"{_md(work).get('namespace')}/{_md(work).get('name')}")
+    return str(meta_of(work).get("uid") or f"{meta_of(work).get('namespace')}/{meta_of(work).get('name')}")
 
 
 #: what :func:`awaited_reports` waits for: a Work to be created or to get its first status (long), or the first
@@ -609,7 +558,7 @@ def work_status_starting(old: Obj, new: Obj) -> bool:
     before nor now (applied without a report yet, or reporting Unknown/Unhealthy while it comes up). Such a
     step is usually superseded within moments by the next report; a copy that was Healthy and stops being so,
     a failed apply, a deletion or the first Healthy are never such a step."""
-    if _md(new).get("deletionTimestamp") or not work_applied(new)[0]:
+    if meta_of(new).get("deletionTimestamp") or not work_applied(new)[0]:
         return False
     return not _reports_healthy(new) and not _reports_healthy(old)
 

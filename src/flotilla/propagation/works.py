@@ -72,6 +72,7 @@ from flotilla.failover.purge import (
     orphan_works,
 )
 from flotilla.failover.run_permit import GUARDED_LABEL, GUARDED_LABEL_VALUE, is_guarded
+from flotilla.failover.state import should_inject, target_entries
 from flotilla.interpreter import (
     CustomizationFailure,
     InterpreterError,
@@ -81,7 +82,7 @@ from flotilla.interpreter import (
     prune_irrelevant_fields,
 )
 from flotilla.kube.jsoncopy import json_copy
-from flotilla.kube.objects import as_list, as_str
+from flotilla.kube.objects import as_list, as_map, as_str, meta_of
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
     generate_execution_space_name,
@@ -133,7 +134,6 @@ CLUSTER_RESOURCE_BINDING_KIND = "ClusterResourceBinding"
 WORK_API_VERSION = "work.karmada.io/v1alpha1"
 
 
-PURGE_MODE_DIRECTLY = "Directly"
 CONFLICT_OVERWRITE = "Overwrite"  # the binding's spec.conflictResolution value
 JOB_KIND = "Job"
 
@@ -141,14 +141,6 @@ JOB_KIND = "Job"
 # ---------------------------------------------------------------------------------------------
 # small readers
 # ---------------------------------------------------------------------------------------------
-
-
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _map(obj.get("metadata"))
 
 
 def _int(value: Any) -> int:
@@ -163,7 +155,7 @@ def _string_map(value: Any) -> dict[str, str]:
 
 def work_cluster(work: Mapping[str, Any]) -> str | None:
     """The member cluster a Work is for (from its ``karmada-es-<cluster>`` namespace), or None."""
-    namespace = as_str(_meta(work).get("namespace"))
+    namespace = as_str(meta_of(work).get("namespace"))
     if not is_execution_space(namespace):
         return None
     return cluster_name_from_execution_space(namespace) or None
@@ -205,7 +197,7 @@ class BindingRef:
 
 
 def binding_ref(binding: Mapping[str, Any]) -> BindingRef:
-    meta = _meta(binding)
+    meta = meta_of(binding)
     kind = as_str(binding.get("kind")) or (RESOURCE_BINDING_KIND if meta.get("namespace") else
                                          CLUSTER_RESOURCE_BINDING_KIND)
     labels = _string_map(meta.get("labels"))
@@ -222,17 +214,7 @@ def is_workload(spec: Mapping[str, Any]) -> bool:
 
 def target_clusters(spec: Mapping[str, Any]) -> list[TargetCluster]:
     """``spec.clusters`` then the ``spec.requiredBy`` clusters not already listed (first entry wins)."""
-    out: list[TargetCluster] = []
-    seen: set[str] = set()
-    sources = [as_list(spec.get("clusters"))]
-    sources += [as_list(_map(b).get("clusters")) for b in as_list(spec.get("requiredBy"))]
-    for entries in sources:
-        for entry in entries:
-            name = as_str(_map(entry).get("name"))
-            if name and name not in seen:
-                seen.add(name)
-                out.append(TargetCluster(name, _int(_map(entry).get("replicas"))))
-    return out
+    return [TargetCluster(as_str(e.get("name")), _int(e.get("replicas"))) for e in target_entries(spec)]
 
 
 # Which clusters keep the binding's Works, and the Directly barrier: one rule, in flotilla.failover.purge
@@ -241,7 +223,7 @@ expected_clusters = kept_clusters
 
 def conflict_resolution(template: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
     """The Work's ``work.karmada.io/conflict-resolution``: the template's valid value, else the binding's."""
-    own = _string_map(_meta(template).get("annotations")).get(L.CONFLICT_RESOLUTION_ANNOTATION, "")
+    own = _string_map(meta_of(template).get("annotations")).get(L.CONFLICT_RESOLUTION_ANNOTATION, "")
     if own in (L.CONFLICT_RESOLUTION_OVERWRITE, L.CONFLICT_RESOLUTION_ABORT):
         return own
     if spec.get("conflictResolution") == CONFLICT_OVERWRITE:
@@ -250,15 +232,15 @@ def conflict_resolution(template: Mapping[str, Any], spec: Mapping[str, Any]) ->
 
 
 def should_suspend_dispatching(spec: Mapping[str, Any], cluster: str) -> bool:
-    suspension = _map(spec.get("suspension"))
+    suspension = as_map(spec.get("suspension"))
     if suspension.get("dispatching") is True:
         return True
-    on_clusters = _map(suspension.get("dispatchingOnClusters"))
+    on_clusters = as_map(suspension.get("dispatchingOnClusters"))
     return cluster in [c for c in as_list(on_clusters.get("clusterNames")) if isinstance(c, str)]
 
 
 def _divided(spec: Mapping[str, Any]) -> bool:
-    rs = _map(_map(spec.get("placement")).get("replicaScheduling"))
+    rs = as_map(as_map(spec.get("placement")).get("replicaScheduling"))
     return rs.get("replicaSchedulingType") == "Divided"
 
 
@@ -267,29 +249,22 @@ def job_completions(template: Mapping[str, Any], spec: Mapping[str, Any],
     """Each cluster's share of a divided Job's ``spec.completions`` (None: not split)."""
     if template.get("kind") != JOB_KIND or _int(spec.get("replicas")) <= 0 or not _divided(spec):
         return None
-    completions = _map(template.get("spec")).get("completions")
+    completions = as_map(template.get("spec")).get("completions")
     if not isinstance(completions, int) or isinstance(completions, bool):
         return None
-    uid = as_str(_map(spec.get("resource")).get("uid")) or as_str(_meta(template).get("uid"))
+    uid = as_str(as_map(spec.get("resource")).get("uid")) or as_str(meta_of(template).get("uid"))
     shares = spread_by_weights(completions, list(targets), uid)
     return {s.name: s.replicas for s in shares} or None
 
 
 def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest: dict[str, Any],
                                  targets: int) -> dict[str, Any]:
-    """``manifest`` with the last ``Directly`` eviction task's preserved labels, when they apply."""
-    tasks = eviction_tasks(spec)
-    if targets > 1 or not tasks:
+    """``manifest`` with the last eviction task's preserved labels, when Karmada's rule
+    (:func:`flotilla.failover.state.should_inject`) lets them into ``target``, one of ``targets`` clusters."""
+    if targets > 1 or not should_inject(spec, target, targets=[target])[0]:
         return manifest
-    task = tasks[-1]
-    if task.get("purgeMode") != PURGE_MODE_DIRECTLY:
-        return manifest
-    if target in [c for c in as_list(task.get("clustersBeforeFailover")) if isinstance(c, str)]:
-        return manifest
-    state = _string_map(task.get("preservedLabelState"))
-    if not state:
-        return manifest
-    return _with_labels(manifest, state)
+    state = _string_map(eviction_tasks(spec)[-1].get("preservedLabelState"))
+    return _with_labels(manifest, state) if state else manifest
 
 
 def restore_state_enabled(interpreter: ResourceInterpreter, obj: Mapping[str, Any]) -> bool:
@@ -351,20 +326,21 @@ class WorkIntent:
         return f"{self.namespace}/{self.name}"
 
 
-def _set_label(obj: dict[str, Any], key: str, value: str) -> None:
+def _set_metadata_entry(obj: dict[str, Any], field: str, key: str, value: str) -> None:
+    """Set ``metadata.<field>.<key>`` (``field``: labels or annotations), making the maps it needs."""
     meta = obj.setdefault("metadata", {})
-    labels = meta.get("labels")
-    if not isinstance(labels, dict):
-        labels = meta["labels"] = {}
-    labels[key] = value
+    entries = meta.get(field)
+    if not isinstance(entries, dict):
+        entries = meta[field] = {}
+    entries[key] = value
+
+
+def _set_label(obj: dict[str, Any], key: str, value: str) -> None:
+    _set_metadata_entry(obj, "labels", key, value)
 
 
 def _set_annotation(obj: dict[str, Any], key: str, value: str) -> None:
-    meta = obj.setdefault("metadata", {})
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    annotations[key] = value
+    _set_metadata_entry(obj, "annotations", key, value)
 
 
 def build_work_intent(
@@ -394,7 +370,7 @@ def build_work_intent(
     (:func:`flotilla.failover.run_permit.is_guarded`): the object gets ``guard.flotilla.io/guarded: "true"``.
     ``restore``: the ``RestoreState`` argument for this cluster (D20), written in after the overrides.
     """
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     ref = binding_ref(binding)
     name = target.name
     manifest: dict[str, Any] = json_copy(dict(template))
@@ -417,7 +393,7 @@ def build_work_intent(
 
     work_labels = {ref.id_label: ref.permanent_id}
     _set_label(manifest, ref.id_label, ref.permanent_id)
-    generation = _int(_meta(manifest).get("generation"))
+    generation = _int(meta_of(manifest).get("generation"))
     if generation > 0:
         _set_annotation(manifest, L.RESOURCE_TEMPLATE_GENERATION_ANNOTATION, str(generation))
     work_annotations = ref.annotations()
@@ -436,7 +412,7 @@ def build_work_intent(
         except InterpreterError as e:
             raise WorkBuildError(name, f"failed to restore state for cluster {name}: {e}") from None
 
-    meta = _meta(manifest)
+    meta = meta_of(manifest)
     work_name = generate_work_name(as_str(manifest.get("kind")), as_str(meta.get("name")), as_str(meta.get("namespace")))
     work_namespace = generate_execution_space_name(name)
     # ctrlutil.CreateOrUpdateWork: the managed label and the Work references on the object, then prune.
@@ -486,7 +462,7 @@ def plan_works(
     ``restores``: the ``RestoreState`` argument per cluster (D20); ``held``: clusters whose Work waits for its
     restore to be resolved (none is built for them).
     """
-    spec = _map(binding.get("spec"))
+    spec = as_map(binding.get("spec"))
     targets = target_clusters(spec)
     guarded = is_guarded(spec, default_purge_mode)
     ops, cops = list(override_policies), list(cluster_override_policies)
@@ -520,13 +496,13 @@ def plan_works(
 def record_managed_annotations(obj: dict[str, Any]) -> None:
     """Set ``resourcetemplate.karmada.io/managed-annotations`` to the sorted keys of all annotations."""
     keys = {L.MANAGED_ANNOTATIONS_ANNOTATION, L.MANAGED_LABELS_ANNOTATION}
-    keys.update(_string_map(_meta(obj).get("annotations")))
+    keys.update(_string_map(meta_of(obj).get("annotations")))
     _set_annotation(obj, L.MANAGED_ANNOTATIONS_ANNOTATION, ",".join(sorted(keys)))
 
 
 def record_managed_labels(obj: dict[str, Any]) -> None:
     """Set ``resourcetemplate.karmada.io/managed-labels`` to the sorted keys of all labels."""
-    keys = sorted(_string_map(_meta(obj).get("labels")))
+    keys = sorted(_string_map(meta_of(obj).get("labels")))
     _set_annotation(obj, L.MANAGED_LABELS_ANNOTATION, ",".join(keys))
 
 
@@ -540,7 +516,7 @@ def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_perm
     assigns one; Flotilla's binding controller does it itself). For an existing Work the result keeps
     its ``metadata`` (resourceVersion included, the optimistic lock) and ``status``.
     """
-    old_meta = _meta(existing) if existing is not None else {}
+    old_meta = meta_of(existing) if existing is not None else {}
     labels = {**_string_map(old_meta.get("labels")), **intent.labels}
     annotations = _string_map(old_meta.get("annotations"))
     for key in _OWNED_WORK_ANNOTATIONS:
@@ -572,7 +548,7 @@ def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_perm
 
 def work_update(existing: Mapping[str, Any], rendered: Mapping[str, Any]) -> dict[str, Any] | None:
     """``rendered`` when it differs from ``existing`` in labels, annotations, finalizers or spec; else None."""
-    old, new = _meta(existing), _meta(rendered)
+    old, new = meta_of(existing), meta_of(rendered)
     same = (
         _string_map(old.get("labels")) == _string_map(new.get("labels"))
         and _string_map(old.get("annotations")) == _string_map(new.get("annotations"))
@@ -596,8 +572,8 @@ class InterpreterCache:
         self._interpreter = ResourceInterpreter()
 
     def get(self, customizations: Iterable[Mapping[str, Any]]) -> ResourceInterpreter:
-        rics = sorted(customizations, key=lambda r: as_str(_meta(r).get("name")))
-        key = tuple((as_str(_meta(r).get("name")), as_str(_meta(r).get("resourceVersion"))) for r in rics)
+        rics = sorted(customizations, key=lambda r: as_str(meta_of(r).get("name")))
+        key = tuple((as_str(meta_of(r).get("name")), as_str(meta_of(r).get("resourceVersion"))) for r in rics)
         if key != self._key:
             parsed = []
             for ric in rics:  # admission validates RICs; one that still does not parse is left out

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from flotilla.api.resources import CLUSTERS, WORKS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Client, Resource, SharedInformerFactory
 from flotilla.client.events import EventRecorder
 from flotilla.client.workqueue import WorkQueue
 from flotilla.cluster.scope import cluster_field_selector, execution_namespace, serves_cluster
+from flotilla.kube.objects import as_map
 from flotilla.observability.metrics import ControllerMetrics
 from flotilla.runtime.forward_first import ForwardFirst
 from flotilla.runtime.members import MemberClients
@@ -185,6 +186,32 @@ def binding_key(binding: Mapping[str, Any], cluster_scoped: bool) -> str | None:
     if not name:
         return None
     return f"crb|{name}" if cluster_scoped else f"rb|{md.get('namespace')}|{name}"
+
+
+def split_binding_key(key: str) -> tuple[Resource, str]:
+    """The kind (``RESOURCE_BINDINGS`` or ``CLUSTER_RESOURCE_BINDINGS``) and the cache key (``<ns>/<name>`` or
+    ``<name>``) of a key made by :func:`binding_key`; ValueError for any other key."""
+    parts = key.split("|")
+    if parts[0] == "rb" and len(parts) == 3:
+        return RESOURCE_BINDINGS, f"{parts[1]}/{parts[2]}"
+    if parts[0] == "crb" and len(parts) == 2:
+        return CLUSTER_RESOURCE_BINDINGS, parts[1]
+    raise ValueError(f"malformed key {key!r}")
+
+
+def cached_binding(controller: str, key: str, rbs: Any, crbs: Any) -> tuple[dict[str, Any] | None, Resource]:
+    """The binding that ``key`` (:func:`binding_key`) names, from the ResourceBinding or ClusterResourceBinding
+    informer's cache, and its kind. The binding is None when it is not cached or is being deleted, and when the
+    key is malformed (which is logged for ``controller``)."""
+    try:
+        res, cache_key = split_binding_key(key)
+    except ValueError:
+        log.warning("%s: ignoring malformed key %r", controller, key)
+        return None, RESOURCE_BINDINGS
+    binding = (crbs if res is CLUSTER_RESOURCE_BINDINGS else rbs).store.get(cache_key)
+    if binding is None or as_map(binding.get("metadata")).get("deletionTimestamp"):
+        return None, res
+    return binding, res
 
 
 def template_ref(binding: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -19,11 +19,13 @@ from flotilla.client.informer import label_indexer
 from flotilla.propagation.works import BindingRef
 
 __all__ = ["CRB_ID_INDEX", "RB_ID_INDEX", "index_works_by_binding", "mark_planned_moves_running",
-           "planned_moves_running", "works_of"]
+           "planned_moves_running", "works_of", "works_with_label"]
 
 #: Work cache indexes: the binding permanent id a Work carries.
 RB_ID_INDEX = "resourcebinding-permanent-id"
 CRB_ID_INDEX = "clusterresourcebinding-permanent-id"
+_INDEX_OF_LABEL = {L.RESOURCE_BINDING_PERMANENT_ID_LABEL: RB_ID_INDEX,
+                   L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL: CRB_ID_INDEX}
 
 
 def _add_index(inf: Informer, name: str, label: str) -> None:
@@ -35,15 +37,20 @@ def _add_index(inf: Informer, name: str, label: str) -> None:
 
 def index_works_by_binding(works: Informer) -> None:
     """Index the Work informer by the binding permanent ids its Works carry."""
-    _add_index(works, RB_ID_INDEX, L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
-    _add_index(works, CRB_ID_INDEX, L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL)
+    for label, name in _INDEX_OF_LABEL.items():
+        _add_index(works, name, label)
 
 
 def works_of(works: Informer, ref: BindingRef) -> list[dict[str, Any]]:
     """The cached Works of the binding ``ref`` (none when it has no permanent id yet)."""
     if not ref.permanent_id:
         return []
-    return list(works.store.by_index(CRB_ID_INDEX if ref.cluster_scoped else RB_ID_INDEX, ref.permanent_id))
+    return works_with_label(works, ref.id_label, ref.permanent_id)
+
+
+def works_with_label(works: Informer, label: str, permanent_id: str) -> list[dict[str, Any]]:
+    """The cached Works whose binding permanent-id ``label`` (either kind's) is ``permanent_id``."""
+    return list(works.store.by_index(_INDEX_OF_LABEL[label], permanent_id))
 
 
 #: ``ControllerContext.extras`` key set while the plannedMove controller runs in the controller-manager.

@@ -3,16 +3,39 @@ again from a fresh read after each conflict, and a status condition set with suc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from enum import Enum
 from typing import Any
 
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.objects import meta_of
-from flotilla.propagation.status import set_condition
 
-__all__ = ["patch_condition", "patch_with_retry"]
+__all__ = ["Written", "patch_condition", "patch_with_retry", "write_once"]
 
 _PATCH_ATTEMPTS = 5
+
+
+class Written(Enum):
+    """What became of one write guarded by a precondition (a resourceVersion or a uid)."""
+
+    DONE = "done"
+    GONE = "gone"  # 404: the object no longer exists
+    CONFLICT = "conflict"  # 409: read the object again and decide again
+
+
+async def write_once(write: Awaitable[Any]) -> Written:
+    """Await ``write`` (a create, update, patch or delete call) and say how it went; an error other than
+    404 or 409 is raised."""
+    try:
+        await write
+    except ApiException as e:
+        if is_not_found(e):
+            return Written.GONE
+        if is_conflict(e):
+            return Written.CONFLICT
+        raise
+    return Written.DONE
 
 
 async def patch_with_retry(

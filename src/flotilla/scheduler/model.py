@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from flotilla.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
@@ -156,6 +156,42 @@ def parse_time(value: Any, where: str = "time") -> datetime | None:
     return parsed
 
 
+T = TypeVar("T")
+
+
+class _Fields:
+    """The fields of one object read by type; an error names the field as ``<where>.<key>``."""
+
+    __slots__ = ("d", "where")
+
+    def __init__(self, value: Any, where: str) -> None:
+        self.d = _mapping(value, where)
+        self.where = where
+
+    def text(self, key: str) -> str:
+        return _str(self.d.get(key), f"{self.where}.{key}")
+
+    def number(self, key: str) -> int:
+        return _int(self.d.get(key), f"{self.where}.{key}")
+
+    def optional_number(self, key: str) -> int | None:
+        return _opt_int(self.d.get(key), f"{self.where}.{key}")
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        return _strings(self.d.get(key), f"{self.where}.{key}")
+
+    def time(self, key: str) -> datetime | None:
+        return parse_time(self.d.get(key), f"{self.where}.{key}")
+
+    def resources(self, key: str) -> dict[str, Fraction] | None:
+        return _resource_list(self.d.get(key), f"{self.where}.{key}")
+
+    def each(self, key: str, parse: Callable[[Any, str], T]) -> tuple[T, ...]:
+        """``parse(item, "<where>.<key>[i]")`` for each item of the list at ``key``."""
+        where = f"{self.where}.{key}"
+        return tuple(parse(item, f"{where}[{i}]") for i, item in enumerate(_list(self.d.get(key), where)))
+
+
 # ------------------------------------------------------------------------------------------------
 # Quantities (k8s.io/apimachinery resource.Quantity), exact
 # ------------------------------------------------------------------------------------------------
@@ -270,13 +306,8 @@ class Taint:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "taint") -> Taint:
-        d = _mapping(d, where)
-        return cls(
-            key=_str(d.get("key"), f"{where}.key"),
-            effect=_str(d.get("effect"), f"{where}.effect"),
-            value=_str(d.get("value"), f"{where}.value"),
-            time_added=parse_time(d.get("timeAdded"), f"{where}.timeAdded"),
-        )
+        f = _Fields(d, where)
+        return cls(key=f.text("key"), effect=f.text("effect"), value=f.text("value"), time_added=f.time("timeAdded"))
 
 
 @dataclass(frozen=True)
@@ -298,14 +329,9 @@ class Toleration:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "toleration") -> Toleration:
-        d = _mapping(d, where)
-        return cls(
-            key=_str(d.get("key"), f"{where}.key"),
-            operator=_str(d.get("operator"), f"{where}.operator"),
-            value=_str(d.get("value"), f"{where}.value"),
-            effect=_str(d.get("effect"), f"{where}.effect"),
-            toleration_seconds=_opt_int(d.get("tolerationSeconds"), f"{where}.tolerationSeconds"),
-        )
+        f = _Fields(d, where)
+        return cls(key=f.text("key"), operator=f.text("operator"), value=f.text("value"), effect=f.text("effect"),
+                   toleration_seconds=f.optional_number("tolerationSeconds"))
 
 
 @dataclass(frozen=True)
@@ -324,12 +350,9 @@ class ResourceSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "resourceSummary") -> ResourceSummary:
-        d = _mapping(d, where)
-        return cls(
-            allocatable=_resource_list(d.get("allocatable"), f"{where}.allocatable"),
-            allocated=_resource_list(d.get("allocated"), f"{where}.allocated"),
-            allocating=_resource_list(d.get("allocating"), f"{where}.allocating"),
-        )
+        f = _Fields(d, where)
+        return cls(allocatable=f.resources("allocatable"), allocated=f.resources("allocated"),
+                   allocating=f.resources("allocating"))
 
 
 def _pods(resources: Mapping[str, Fraction] | None) -> int:
@@ -420,16 +443,13 @@ def parse_cluster(obj: Mapping[str, Any] | Cluster,
         str(k): _str(v, f"{where} metadata.labels.{k}")
         for k, v in _mapping(meta.get("labels"), "labels").items()
     }
-    spec = _mapping(obj.get("spec"), f"{where} spec")
+    spec_fields = _Fields(obj.get("spec"), f"{where} spec")
     status = _mapping(obj.get("status"), f"{where} status")
-    zones = _strings(spec.get("zones"), f"{where} spec.zones")
-    legacy_zone = _str(spec.get("zone"), f"{where} spec.zone")
+    zones = spec_fields.texts("zones")
+    legacy_zone = spec_fields.text("zone")
     if not zones and legacy_zone:
         zones = (legacy_zone,)  # the Cluster API canonicalises spec.zone into spec.zones
-    taints = tuple(
-        Taint.from_dict(t, f"{where} spec.taints[{i}]")
-        for i, t in enumerate(_list(spec.get("taints"), "taints"))
-    )
+    taints = spec_fields.each("taints", Taint.from_dict)
     raw_enablements = status.get("apiEnablements")
     enablements: tuple[APIEnablement, ...]
     if previous is not None and "apiEnablements" in before and before["apiEnablements"] == raw_enablements:
@@ -452,8 +472,8 @@ def parse_cluster(obj: Mapping[str, Any] | Cluster,
     cluster = Cluster(
         name=name,
         labels=labels,
-        provider=_str(spec.get("provider"), f"{where} spec.provider"),
-        region=_str(spec.get("region"), f"{where} spec.region"),
+        provider=spec_fields.text("provider"),
+        region=spec_fields.text("region"),
         zones=zones,
         taints=taints,
         api_enablements=enablements,
@@ -566,16 +586,9 @@ class ClusterAffinityTerm:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "clusterAffinities[]") -> ClusterAffinityTerm:
-        d = _mapping(d, where)
-        overflow = tuple(
-            ClusterAffinity.from_dict(o, f"{where}.overflowAffinities[{i}]")
-            for i, o in enumerate(_list(d.get("overflowAffinities"), f"{where}.overflowAffinities"))
-        )
-        return cls(
-            name=_str(d.get("affinityName"), f"{where}.affinityName"),
-            affinity=ClusterAffinity.from_dict(d, where),
-            overflow=overflow,
-        )
+        f = _Fields(d, where)
+        return cls(name=f.text("affinityName"), affinity=ClusterAffinity.from_dict(f.d, where),
+                   overflow=f.each("overflowAffinities", ClusterAffinity.from_dict))
 
 
 @dataclass(frozen=True)
@@ -587,18 +600,13 @@ class SpreadConstraint:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "spreadConstraints[]") -> SpreadConstraint:
-        d = _mapping(d, where)
-        by_field = _str(d.get("spreadByField"), f"{where}.spreadByField")
-        by_label = _str(d.get("spreadByLabel"), f"{where}.spreadByLabel")
+        f = _Fields(d, where)
+        by_field, by_label = f.text("spreadByField"), f.text("spreadByLabel")
         if not by_field and not by_label:
             by_field = "cluster"
-        min_groups = _int(d.get("minGroups"), f"{where}.minGroups")
-        return cls(
-            spread_by_field=by_field,
-            spread_by_label=by_label,
-            max_groups=_int(d.get("maxGroups"), f"{where}.maxGroups"),
-            min_groups=1 if min_groups == 0 else min_groups,
-        )
+        min_groups = f.number("minGroups")
+        return cls(spread_by_field=by_field, spread_by_label=by_label, max_groups=f.number("maxGroups"),
+                   min_groups=1 if min_groups == 0 else min_groups)
 
 
 @dataclass(frozen=True)
@@ -621,9 +629,10 @@ class ReplicaScheduling:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "replicaScheduling") -> ReplicaScheduling:
-        d = _mapping(d, where)
-        type_ = _str(d.get("replicaSchedulingType"), f"{where}.replicaSchedulingType") or "Divided"
-        preference = _str(d.get("replicaDivisionPreference"), f"{where}.replicaDivisionPreference")
+        f = _Fields(d, where)
+        d = f.d
+        type_ = f.text("replicaSchedulingType") or "Divided"
+        preference = f.text("replicaDivisionPreference")
         if type_ == "Divided" and not preference:
             preference = "Weighted"
         weight_preference: WeightPreference | None = None
@@ -696,23 +705,14 @@ def parse_placement(d: Mapping[str, Any] | Placement | None) -> Placement:
     """Parse (and normalise) a ``placement`` object; ``None`` gives the empty placement (Duplicated, all)."""
     if isinstance(d, Placement):
         return d
-    d = _mapping(d, "placement")
+    f = _Fields(d, "placement")
+    d = f.d
     affinity = d.get("clusterAffinity")
-    raw_terms = d.get("clusterAffinities")
     terms: tuple[ClusterAffinityTerm, ...] | None = None
-    if raw_terms:  # an empty list is treated as absent
-        terms = tuple(
-            ClusterAffinityTerm.from_dict(t, f"placement.clusterAffinities[{i}]")
-            for i, t in enumerate(_list(raw_terms, "placement.clusterAffinities"))
-        )
-    tolerations = tuple(
-        Toleration.from_dict(t, f"placement.clusterTolerations[{i}]")
-        for i, t in enumerate(_list(d.get("clusterTolerations"), "placement.clusterTolerations"))
-    )
-    spread = tuple(
-        SpreadConstraint.from_dict(s, f"placement.spreadConstraints[{i}]")
-        for i, s in enumerate(_list(d.get("spreadConstraints"), "placement.spreadConstraints"))
-    )
+    if d.get("clusterAffinities"):  # an empty list is treated as absent
+        terms = f.each("clusterAffinities", ClusterAffinityTerm.from_dict)
+    tolerations = f.each("clusterTolerations", Toleration.from_dict)
+    spread = f.each("spreadConstraints", SpreadConstraint.from_dict)
     raw_rs = d.get("replicaScheduling")
     return Placement(
         cluster_affinity=None
@@ -742,10 +742,8 @@ class TargetCluster:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "clusters[]") -> TargetCluster:
-        d = _mapping(d, where)
-        return cls(
-            name=_str(d.get("name"), f"{where}.name"), replicas=_int(d.get("replicas"), f"{where}.replicas")
-        )
+        f = _Fields(d, where)
+        return cls(name=f.text("name"), replicas=f.number("replicas"))
 
 
 @dataclass(frozen=True)
@@ -756,12 +754,9 @@ class GracefulEvictionTask:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "gracefulEvictionTasks[]") -> GracefulEvictionTask:
-        d = _mapping(d, where)
-        return cls(
-            from_cluster=_str(d.get("fromCluster"), f"{where}.fromCluster"),
-            purge_mode=_str(d.get("purgeMode"), f"{where}.purgeMode"),
-            replicas=_opt_int(d.get("replicas"), f"{where}.replicas"),
-        )
+        f = _Fields(d, where)
+        return cls(from_cluster=f.text("fromCluster"), purge_mode=f.text("purgeMode"),
+                   replicas=f.optional_number("replicas"))
 
 
 @dataclass(frozen=True)
@@ -831,13 +826,10 @@ class BindingStatus:
 def _components(value: Any, where: str) -> tuple[Component, ...]:
     out = []
     for i, raw in enumerate(_list(value, where)):
-        c = _mapping(raw, f"{where}[{i}]")
-        req = _mapping(c.get("replicaRequirements") or {}, f"{where}[{i}].replicaRequirements")
-        out.append(Component(
-            name=_str(c.get("name"), f"{where}[{i}].name"),
-            replicas=_int(c.get("replicas"), f"{where}[{i}].replicas"),
-            resource_request=_resource_list(req.get("resourceRequest"),
-                                            f"{where}[{i}].replicaRequirements.resourceRequest") or {}))
+        c = _Fields(raw, f"{where}[{i}]")
+        req = _Fields(c.d.get("replicaRequirements") or {}, f"{where}[{i}].replicaRequirements")
+        out.append(Component(name=c.text("name"), replicas=c.number("replicas"),
+                             resource_request=req.resources("resourceRequest") or {}))
     return tuple(out)
 
 
@@ -845,54 +837,35 @@ def parse_binding_spec(spec: Mapping[str, Any] | BindingSpec) -> BindingSpec:
     """Parse a binding ``spec`` dict."""
     if isinstance(spec, BindingSpec):
         return spec
-    spec = _mapping(spec, "spec")
-    res = _mapping(spec.get("resource"), "spec.resource")
+    f = _Fields(spec, "spec")
+    spec = f.d
+    res = _Fields(spec.get("resource"), "spec.resource")
     requirements: ReplicaRequirements | None = None
     raw_req = spec.get("replicaRequirements")
     if raw_req is not None:
-        raw_req = _mapping(raw_req, "spec.replicaRequirements")
         requirements = ReplicaRequirements(
-            resource_request=_resource_list(
-                raw_req.get("resourceRequest"), "spec.replicaRequirements.resourceRequest"
-            )
-            or {}
-        )
+            resource_request=_Fields(raw_req, "spec.replicaRequirements").resources("resourceRequest") or {})
     components = _components(spec.get("components"), "spec.components")
     return BindingSpec(
-        resource=ResourceRef(
-            api_version=_str(res.get("apiVersion"), "spec.resource.apiVersion"),
-            kind=_str(res.get("kind"), "spec.resource.kind"),
-            namespace=_str(res.get("namespace"), "spec.resource.namespace"),
-            name=_str(res.get("name"), "spec.resource.name"),
-            uid=_str(res.get("uid"), "spec.resource.uid"),
-        ),
-        replicas=_int(spec.get("replicas"), "spec.replicas"),
+        resource=ResourceRef(api_version=res.text("apiVersion"), kind=res.text("kind"),
+                             namespace=res.text("namespace"), name=res.text("name"), uid=res.text("uid")),
+        replicas=f.number("replicas"),
         replica_requirements=requirements,
         components=len(components),
         component_specs=components,
-        clusters=tuple(
-            TargetCluster.from_dict(c, f"spec.clusters[{i}]")
-            for i, c in enumerate(_list(spec.get("clusters"), "clusters"))
-        ),
-        graceful_eviction_tasks=tuple(
-            GracefulEvictionTask.from_dict(t, f"spec.gracefulEvictionTasks[{i}]")
-            for i, t in enumerate(_list(spec.get("gracefulEvictionTasks"), "spec.gracefulEvictionTasks"))
-        ),
+        clusters=f.each("clusters", TargetCluster.from_dict),
+        graceful_eviction_tasks=f.each("gracefulEvictionTasks", GracefulEvictionTask.from_dict),
         placement=parse_placement(spec.get("placement")),
-        reschedule_triggered_at=parse_time(spec.get("rescheduleTriggeredAt"), "spec.rescheduleTriggeredAt"),
+        reschedule_triggered_at=f.time("rescheduleTriggeredAt"),
     )
 
 
 def parse_binding_status(status: Mapping[str, Any] | BindingStatus | None) -> BindingStatus:
     if isinstance(status, BindingStatus):
         return status
-    status = _mapping(status, "status")
-    return BindingStatus(
-        affinity_name=_str(
-            status.get("schedulerObservingAffinityName"), "status.schedulerObservingAffinityName"
-        ),
-        last_scheduled_time=parse_time(status.get("lastScheduledTime"), "status.lastScheduledTime"),
-    )
+    f = _Fields(status, "status")
+    return BindingStatus(affinity_name=f.text("schedulerObservingAffinityName"),
+                         last_scheduled_time=f.time("lastScheduledTime"))
 
 
 def parse_binding(obj: Mapping[str, Any] | BindingSpec) -> tuple[BindingSpec, BindingStatus | None]:

@@ -23,10 +23,11 @@ from typing import Any
 import orjson
 
 from flotilla.api import labels as L
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
-from flotilla.kube.objects import as_list, meta_of, spec_of
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.objects import as_list, labels_of, meta_of, spec_of, status_of
+from flotilla.kube.times import format_time
 from flotilla.scheduler.affinity import cluster_identity, cluster_object_matches
 from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.errors import ModelError
@@ -48,7 +49,6 @@ __all__ = [
     "clusters_patch",
     "confirmation_patch",
     "considered",
-    "format_time",
     "guarded_clusters_patch",
     "guarded_status_patch",
     "held_status_due",
@@ -60,7 +60,6 @@ __all__ = [
     "scheduled_fields",
     "scheduled_status",
     "scheduled_status_patch",
-    "set_condition",
     "status_patch",
     "target_clusters_dicts",
 ]
@@ -75,16 +74,6 @@ REASON_DUPLICATED = "duplicated or not a workload"
 REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
 
 
-def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    status = obj.get("status")
-    return status if type(status) is dict or isinstance(status, Mapping) else {}
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = meta_of(obj).get("labels")
-    return labels if type(labels) is dict or isinstance(labels, Mapping) else {}
-
-
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -95,13 +84,6 @@ def _time(value: Any) -> datetime | None:
         return parse_time(value)
     except ModelError:
         return None
-
-
-def format_time(t: datetime) -> str:
-    """RFC 3339 in UTC with whole seconds (``metav1.Time``); a naive time is taken as UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return utc_seconds(t)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,7 +106,7 @@ def considered(binding: Mapping[str, Any], scheduler_name: str = DEFAULT_SCHEDUL
         return False
     if not isinstance(spec.get("placement"), Mapping):
         return False
-    labels = _labels(binding)
+    labels = labels_of(binding)
     return any(labels.get(k) for k in (L.PROPAGATION_POLICY_PERMANENT_ID_LABEL,
                                        L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
                                        L.BINDING_MANAGED_BY_LABEL))
@@ -209,7 +191,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
     placement = placement if isinstance(placement, Mapping) else {}
     annotations = meta_of(binding).get("annotations")
     applied = annotations.get(L.POLICY_PLACEMENT_ANNOTATION) if isinstance(annotations, Mapping) else None
-    status = _status(binding)
+    status = status_of(binding)
     if placement_changed(placement, applied, str(status.get("schedulerObservingAffinityName") or "")):
         return REASON_PLACEMENT_CHANGED
     if replicas_changed(spec):
@@ -228,7 +210,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
 def observed_generation_patch(binding: Mapping[str, Any]) -> dict[str, Any] | None:
     """When nothing is scheduled: the status merge patch confirming the current generation, or None."""
     generation = _int(meta_of(binding).get("generation"))
-    if _int(_status(binding).get("schedulerObservedGeneration")) == generation:
+    if _int(status_of(binding).get("schedulerObservedGeneration")) == generation:
         return None
     return with_precondition({"status": {"schedulerObservedGeneration": generation}}, binding)
 
@@ -245,7 +227,7 @@ def confirmation_patch(binding: Mapping[str, Any],
     if held is None or not isinstance(generation, int) or isinstance(generation, bool):
         return observed_generation_patch(binding)
     condition, now, affinity = held
-    recorded = _time(_status(binding).get("lastScheduledTime"))
+    recorded = _time(status_of(binding).get("lastScheduledTime"))
     if recorded is not None and recorded > (now if now.tzinfo is not None else now.replace(tzinfo=UTC)):
         return observed_generation_patch(binding)
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity, generation=generation)
@@ -259,7 +241,7 @@ def held_status_due(binding: Mapping[str, Any] | None, observed: int) -> bool:
     if binding is None or meta_of(binding).get("deletionTimestamp"):
         return False
     generation = _int(meta_of(binding).get("generation"))
-    return generation == observed and _int(_status(binding).get("schedulerObservedGeneration")) < observed
+    return generation == observed and _int(status_of(binding).get("schedulerObservedGeneration")) < observed
 
 
 def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime, *,
@@ -271,7 +253,7 @@ def pass_status_patch(binding: Mapping[str, Any], condition: Mapping[str, Any], 
     (``held``) when :func:`held_status_due` says it is no longer due."""
     if held and not held_status_due(binding, observed):
         return None
-    if observed >= 0 and _int(_status(binding).get("schedulerObservedGeneration")) > observed:
+    if observed >= 0 and _int(status_of(binding).get("schedulerObservedGeneration")) > observed:
         return None
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity_name,
                                   generation=observed if observed >= 0 else None)
@@ -287,7 +269,7 @@ def cluster_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bo
     (``generation``: taints, region, zones...) changes; status changes (Ready flips) do not."""
     if not meta_of(old).get("deletionTimestamp") and meta_of(new).get("deletionTimestamp"):
         return True
-    if dict(_labels(old)) != dict(_labels(new)):
+    if dict(labels_of(old)) != dict(labels_of(new)):
         return True
     return meta_of(old).get("generation") != meta_of(new).get("generation")
 
@@ -356,7 +338,7 @@ def _affinity_in_force(binding: Mapping[str, Any]) -> Any:
         return _NEVER
     terms = placement.get("clusterAffinities")
     if terms:
-        status = _status(binding)
+        status = status_of(binding)
         if _int(status.get("schedulerObservedGeneration")) != _int(meta_of(binding).get("generation")):
             return _ALWAYS
         observed = str(status.get("schedulerObservingAffinityName") or "")
@@ -467,37 +449,11 @@ def guarded_status_patch(binding: Mapping[str, Any], patch: Mapping[str, Any]) -
     ops = _guards(binding, ("metadata", "uid"), ("metadata", "generation"))
     if ops is None:
         return None
-    if "schedulerObservedGeneration" in _status(binding):
+    if "schedulerObservedGeneration" in status_of(binding):
         ops += _guards(binding, ("status", "schedulerObservedGeneration")) or []
     for key, value in status.items():
         ops.append({"op": "add", "path": _pointer("status", key), "value": value})
     return ops
-
-
-def set_condition(conditions: Iterable[Mapping[str, Any]], new: Mapping[str, Any], now: str) -> list[dict[str, Any]]:
-    """``meta.SetStatusCondition``: replace the condition of ``new['type']``; its
-    ``lastTransitionTime`` moves to ``now`` only when the status changes (or it is new)."""
-    out: list[dict[str, Any]] = []
-    found = False
-    for c in conditions:
-        if not isinstance(c, Mapping):
-            continue
-        if c.get("type") != new.get("type"):
-            out.append(json_copy(dict(c)))
-            continue
-        found = True
-        merged = json_copy(dict(c))
-        if merged.get("status") != new.get("status") or not merged.get("lastTransitionTime"):
-            merged["lastTransitionTime"] = now
-        for key, value in new.items():
-            if key != "lastTransitionTime":
-                merged[key] = value
-        out.append(merged)
-    if not found:
-        cond = dict(new)
-        cond.setdefault("lastTransitionTime", now)
-        out.append(cond)
-    return out
 
 
 def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], now: datetime,
@@ -507,7 +463,7 @@ def scheduled_fields(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     ``schedulerObservingAffinityName``. Shares nothing with ``binding``."""
     stamp = format_time(now)
     fields: dict[str, Any] = {
-        "conditions": set_condition(as_list(_status(binding).get("conditions")), condition, stamp)}
+        "conditions": set_condition(as_list(status_of(binding).get("conditions")), condition, stamp)}
     if condition.get("status") == "True":
         fields["schedulerObservedGeneration"] = (
             generation if generation is not None else _int(meta_of(binding).get("generation")))
@@ -526,7 +482,7 @@ def scheduled_status(binding: Mapping[str, Any], condition: Mapping[str, Any], n
     start of the pass; default: the binding's) and ``lastScheduledTime`` becomes ``now``.
     ``affinity_name``: the ``clusterAffinities`` term used (None: leave it).
     """
-    status = json_copy(dict(_status(binding)))
+    status = json_copy(dict(status_of(binding)))
     status.update(scheduled_fields(binding, condition, now, affinity_name=affinity_name, generation=generation))
     return status
 
@@ -536,7 +492,7 @@ def scheduled_status_patch(binding: Mapping[str, Any], condition: Mapping[str, A
                            ) -> dict[str, Any] | None:
     """``status_patch(binding, scheduled_status(binding, ...))`` without copying or comparing the rest of
     the status (which a scheduling pass leaves alone)."""
-    old = _status(binding)
+    old = status_of(binding)
     diff: dict[str, Any] = {}
     for key, value in scheduled_fields(binding, condition, now, affinity_name=affinity_name,
                                        generation=generation).items():
@@ -555,7 +511,7 @@ def status_patch(binding: Mapping[str, Any], new_status: Mapping[str, Any]) -> d
     """Merge patch of ``status`` (for the status subresource) with the resourceVersion precondition,
     or None when unchanged. ``conditions`` is a list, so it is sent whole (others' conditions kept:
     that is why the precondition matters)."""
-    diff = merge_patch_diff(_status(binding), new_status)
+    diff = merge_patch_diff(status_of(binding), new_status)
     if not diff:
         return None
     return with_precondition({"status": diff}, binding)

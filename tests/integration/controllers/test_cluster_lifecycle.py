@@ -22,7 +22,7 @@ from flotilla.cli.cluster_commands import (
 )
 from flotilla.client import ApiException, Client, Resource
 from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
-from flotilla.cluster.health import find_condition
+from flotilla.kube.conditions import find_condition
 from flotilla.kube.resources import EVENTS, NAMESPACES, SECRETS
 from flotilla.member.runner import MemberGroup
 from flotilla.member.simulated import MemberConfig

@@ -20,8 +20,9 @@ import pytest
 
 from flotilla.api import labels as L
 from flotilla.client import Client
-from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD, INJECTED_STATE_ANNOTATION, parse_time
+from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD, INJECTED_STATE_ANNOTATION
 from flotilla.kube.resources import DEPLOYMENTS
+from flotilla.kube.times import parse_time
 from flotilla.member.simulated import ANNOTATION_READY_DELAY
 from flotilla.policy.naming import generate_work_name
 from flotilla.propagation.works import RESOURCE_BINDINGS, WORKS

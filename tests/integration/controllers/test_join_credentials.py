@@ -26,7 +26,7 @@ from flotilla.apiserver.server import ApiServer, ApiServerConfig
 from flotilla.apiserver.tls import CertPaths, issue_client_cert
 from flotilla.cli.cluster_commands import add_cluster_parsers
 from flotilla.client import Client, Resource
-from flotilla.cluster.health import find_condition
+from flotilla.kube.conditions import find_condition
 from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.member.runner import MemberGroup
 from flotilla.member.simulated import MemberConfig

@@ -22,19 +22,17 @@ from flotilla.cluster.health import (
     api_enablements_condition,
     condition_status,
     discovery_due,
-    find_condition,
-    format_time,
     is_ready,
     needs_healthz_fallback,
     observation_from_probe,
     observed_ready_condition,
-    parse_time,
     plan_status,
     ready_transition,
-    set_condition,
     should_collect,
     threshold_adjusted_ready,
 )
+from flotilla.kube.conditions import find_condition, set_condition
+from flotilla.kube.times import format_time, parse_time
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -30,11 +30,11 @@ from flotilla.failover.eviction import (
     cluster_names,
     evict_failed_message,
     evict_succeeded_message,
-    format_timestamp,
     graceful_evict_cluster,
     graceful_evict_clusters,
     resolve_cluster_purge_mode,
 )
+from flotilla.kube.times import format_time as format_timestamp
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
 TAINT_OPTS = TaskOptions(producer=PRODUCER_TAINT_MANAGER, reason=REASON_TAINT_UNTOLERATED, purge_mode="Gracefully")

@@ -41,6 +41,7 @@ from flotilla.failover.state import (
     on_extraction_success,
     parse_injected_state_record,
     plan_injection,
+    preserve_state_for_eviction,
     previous_injection,
     record_failing_since,
     reflected_status,
@@ -549,6 +550,41 @@ def test_d6_success_condition() -> None:
     condition = on_extraction_success({"b": "1", "a": "2"}, cluster="m1")
     assert (condition["type"], condition["status"]) == (CONDITION_STATE_PRESERVED, "True")
     assert "a, b" in condition["message"]
+
+
+def _binding(status: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    items = [{"clusterName": "m2", "status": status}] if status is not None else []
+    return {"spec": spec, "status": {"aggregatedStatus": items}}
+
+
+def test_preserve_state_for_eviction_extracts_from_the_failed_clusters_status() -> None:
+    kept = preserve_state_for_eviction([JOB_ID], _binding(FLINK_STATUS, _spec(["m2"])), "m2", record=None,
+                                       first_failure_at=None, now=T0)
+    assert kept.proceed and kept.failure is None and kept.carried is None and kept.retry_after is None
+    assert kept.state == {"flink.apache.org/job-id": "cafebabe0123456789abcdef01234567"}
+    assert kept.condition == on_extraction_success(kept.state, cluster="m2")
+
+
+def test_preserve_state_for_eviction_carries_the_previous_state_forward() -> None:
+    record = InjectedStateRecord("m2", {"job": "cafe"}, "m1", T0)
+    kept = preserve_state_for_eviction([JOB_ID], _binding(None, _spec(["m2"])), "m2", record=record,
+                                       first_failure_at=None, now=T0)
+    assert kept.proceed and kept.state == {"job": "cafe"} and kept.failure is None
+    assert kept.carried is not None and kept.carried.reason == EVENT_STATE_CARRIED_FORWARD
+    assert kept.condition == on_extraction_success({"job": "cafe"}, cluster="m2", carried_forward=True)
+
+
+def test_preserve_state_for_eviction_waits_on_a_failure_until_the_timeout() -> None:
+    binding = _binding({"jobStatus": {}}, _spec(["m2"]))
+    kept = preserve_state_for_eviction([JOB_ID], binding, "m2", record=None, first_failure_at=T0,
+                                       now=T0 + timedelta(seconds=100), timeout=300)
+    assert not kept.proceed and kept.state is None and kept.retry_after == 200
+    assert kept.failure is not None and kept.failure.event.reason == EVENT_STATE_PRESERVATION_FAILED
+    assert kept.condition == kept.failure.condition and kept.condition["reason"] == REASON_STATE_PRESERVATION_FAILED
+    late = preserve_state_for_eviction([JOB_ID], binding, "m2", record=None, first_failure_at=T0,
+                                       now=T0 + timedelta(seconds=300), timeout=300)
+    assert late.proceed and late.state is None and late.retry_after is None
+    assert late.condition["reason"] == REASON_STATE_PRESERVATION_TIMED_OUT
 
 
 def test_d6_first_failure_time_is_persisted_per_cluster() -> None:

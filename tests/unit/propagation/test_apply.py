@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
+from flotilla.cluster.health import is_ready as cluster_ready
 from flotilla.interpreter import ResourceInterpreter
+from flotilla.kube.conditions import set_conditions
 from flotilla.propagation.apply import (
     AppliedRecord,
     ApplyAction,
@@ -16,7 +18,6 @@ from flotilla.propagation.apply import (
     LazyRecord,
     WorkDeletion,
     applied_condition,
-    cluster_ready,
     content_changed,
     content_digest,
     decide_apply,
@@ -28,8 +29,6 @@ from flotilla.propagation.apply import (
     record_after_write,
     retain_cluster_fields,
     retain_metadata,
-    set_condition,
-    set_conditions,
     work_deletion_action,
 )
 from flotilla.propagation.works import record_managed_annotations, record_managed_labels
@@ -311,17 +310,17 @@ def test_cluster_ready() -> None:
 
 
 def test_set_condition_moves_transition_time_only_on_status_change() -> None:
-    conds, changed = set_condition(None, applied_condition(1, []), "t1")
+    conds, changed = set_conditions(None, [applied_condition(1, [])], "t1")
     assert changed and conds == [{"type": "Applied", "status": "True", "reason": "AppliedSuccessful",
                                   "message": "Manifest has been successfully applied", "lastTransitionTime": "t1"}]
-    same, changed = set_condition(conds, applied_condition(1, []), "t2")
+    same, changed = set_conditions(conds, [applied_condition(1, [])], "t2")
     assert not changed and same == conds
-    failed, changed = set_condition(conds, applied_condition(0, ["boom"]), "t3")
+    failed, changed = set_conditions(conds, [applied_condition(0, ["boom"])], "t3")
     assert changed and failed[0]["status"] == "False" and failed[0]["lastTransitionTime"] == "t3"
     assert failed[0]["message"] == "Failed to apply all manifests (0/1): boom"
-    again, changed = set_condition(failed, applied_condition(0, ["other"]), "t4")
+    again, changed = set_conditions(failed, [applied_condition(0, ["other"])], "t4")
     assert changed and again[0]["lastTransitionTime"] == "t3" and again[0]["message"].endswith("other")
-    both, _ = set_condition(again, dispatching_condition(False), "t5")
+    both, _ = set_conditions(again, [dispatching_condition(False)], "t5")
     assert [c["type"] for c in both] == ["Applied", "Dispatching"]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from flotilla.kube.patch import apply_merge_patch
+from flotilla.kube.times import parse_time
 from flotilla.propagation.rebalance import (
     REASON_BINDING_NOT_FOUND,
     RESULT_FAILED,
@@ -20,7 +21,6 @@ from flotilla.propagation.rebalance import (
     needs_trigger,
     next_status,
     observed_workloads,
-    parse_time,
     pending,
     spec_workloads,
     status_patch,

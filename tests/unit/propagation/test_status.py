@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from flotilla.cluster.health import is_ready
+from flotilla.kube.conditions import set_condition
 from flotilla.propagation import status as st
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -70,11 +72,11 @@ def test_split_api_version_and_cluster_of_work() -> None:
 
 @pytest.mark.parametrize(("ready", "expected"), [("True", True), ("False", False), ("Unknown", False), (None, False)])
 def test_cluster_ready(ready: str | None, expected: bool) -> None:
-    assert st.cluster_ready(cluster("m", ready)) is expected
+    assert is_ready(cluster("m", ready)) is expected
 
 
 def test_cluster_ready_missing_cluster_is_not_ready_and_flip_detection() -> None:
-    assert st.cluster_ready(None) is False
+    assert is_ready(None) is False
     assert st.ready_changed(cluster("m", "True"), cluster("m", "False"))
     assert st.ready_changed(cluster("m", "Unknown"), cluster("m", "True"))
     assert not st.ready_changed(cluster("m", "False"), cluster("m", "Unknown"))
@@ -330,13 +332,13 @@ def test_expected_clusters_gained_by_a_spec_change() -> None:
 def test_set_condition_moves_the_transition_time_only_on_a_status_change() -> None:
     scheduled = {"type": "Scheduled", "status": "True", "reason": "Success", "message": "ok",
                  "lastTransitionTime": "2024-01-01T00:00:00Z"}
-    conds = st.set_condition([scheduled], {"type": "FullyApplied", "status": "False", "reason": "r", "message": "m"},
+    conds = set_condition([scheduled], {"type": "FullyApplied", "status": "False", "reason": "r", "message": "m"},
                              NOW)
     assert conds[0] == scheduled
     assert conds[1]["lastTransitionTime"] == "2025-01-02T03:04:05Z"
-    same = st.set_condition(conds, {"type": "FullyApplied", "status": "False", "reason": "r2", "message": "m2"}, LATER)
+    same = set_condition(conds, {"type": "FullyApplied", "status": "False", "reason": "r2", "message": "m2"}, LATER)
     assert same[1]["lastTransitionTime"] == "2025-01-02T03:04:05Z" and same[1]["reason"] == "r2"
-    flipped = st.set_condition(same, {"type": "FullyApplied", "status": "True", "reason": "ok", "message": ""}, LATER)
+    flipped = set_condition(same, {"type": "FullyApplied", "status": "True", "reason": "ok", "message": ""}, LATER)
     assert flipped[1]["lastTransitionTime"] == "2025-01-02T03:09:00Z"
 
 
@@ -356,7 +358,7 @@ def test_binding_status_patch_touches_only_aggregated_status_and_conditions() ->
 def test_binding_status_patch_removes_an_emptied_aggregated_status() -> None:
     items = st.build_aggregated_status([work("m1")], REF, {"m1"})
     conds = [st.status_up_to_date_condition([])]
-    status = {"aggregatedStatus": items, "conditions": st.set_condition([], conds[0], NOW)}
+    status = {"aggregatedStatus": items, "conditions": set_condition([], conds[0], NOW)}
     assert st.binding_status_patch(status, [], conds, NOW) == {"aggregatedStatus": None}
     assert st.binding_status_patch({"conditions": status["conditions"]}, [], conds, NOW) is None
 

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from flotilla.api import labels as L
+from flotilla.kube.conditions import set_condition
 from flotilla.kube.patch import PatchError, apply_json_patch, apply_merge_patch
+from flotilla.kube.times import format_time
 from flotilla.scheduler.triggers import (
     REASON_CLUSTER_TERMINATING,
     REASON_DUPLICATED,
@@ -24,7 +26,6 @@ from flotilla.scheduler.triggers import (
     clusters_patch,
     confirmation_patch,
     considered,
-    format_time,
     guarded_clusters_patch,
     guarded_status_patch,
     held_status_due,
@@ -35,7 +36,6 @@ from flotilla.scheduler.triggers import (
     schedule_reason,
     scheduled_status,
     scheduled_status_patch,
-    set_condition,
     status_patch,
 )
 
