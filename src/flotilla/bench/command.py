@@ -47,7 +47,7 @@ from typing import Any, BinaryIO
 import aiohttp
 import orjson
 
-from flotilla.cli.argtypes import positive_int
+from flotilla.cli.argtypes import positive_int, seconds
 from flotilla.storage import ConflictError, Store, open_store
 
 STORE_TASKS = 200  # concurrent tasks writing to the store
@@ -754,16 +754,6 @@ async def _run(p: BenchParams) -> dict[str, Any]:
     return results
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0, got {text!r}")
-    return value
-
-
 def _ratio_or_rate(text: str) -> float:
     value = float(text)
     if not value >= 0 or math.isinf(value):
@@ -842,18 +832,18 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                         "Healthy; the top functions go into the report")
     f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
     g = f.add_argument_group("--fault partition (seconds; the defaults are the product's, docs/fencing.md)")
-    g.add_argument("--fence-after", type=_seconds, default=None, metavar="S",
+    g.add_argument("--fence-after", type=seconds, default=None, metavar="S",
                    help="member1's agent --fence-after and its guard: guarded workloads stop once the run permit "
                         "has not changed for S (default 15)")
-    g.add_argument("--permit-hold", type=_seconds, default=None, metavar="S",
+    g.add_argument("--permit-hold", type=seconds, default=None, metavar="S",
                    help="member1's agent --permit-hold: the permit is renewed only while the last successful Lease "
                         "renewal started less than S ago; longer than the Lease renew interval (default 15)")
-    g.add_argument("--fence-margin", type=_seconds, default=None, metavar="S",
+    g.add_argument("--fence-margin", type=seconds, default=None, metavar="S",
                    help="the controller-manager's --fence-margin (default 15)")
-    g.add_argument("--cluster-monitor-period", type=_seconds, default=None, metavar="S",
+    g.add_argument("--cluster-monitor-period", type=seconds, default=None, metavar="S",
                    help="the controller-manager's --cluster-monitor-period: how often the fence is decided "
                         "(default 5)")
-    g.add_argument("--lease-duration", type=_seconds, default=None, metavar="S",
+    g.add_argument("--lease-duration", type=seconds, default=None, metavar="S",
                    help="member1's agent --cluster-lease-duration; its Lease is renewed every quarter of it "
                         "(default 40: every 10 s)")
     f.set_defaults(_failover_parser=f)

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import ssl
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flotilla.cli.argtypes import duration
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.errors import ConnectionFailed
 from flotilla.client.http import HttpTransport
@@ -56,7 +56,6 @@ __all__ = [
     "add_cluster_parsers",
     "join_cluster",
     "join_spec_from_credentials",
-    "parse_duration",
     "run_join_command",
     "run_unjoin_command",
     "unjoin_cluster",
@@ -70,38 +69,6 @@ class ClusterCommandError(Exception):
 
 
 # ============================================================================================ parsing
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``60s``, ``1m30s``, ``500ms``, ``1h`` (Go's duration syntax, units ms/s/m/h)."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    factors = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    while pos < len(text):
-        m = _DURATION.match(text, pos)
-        if m is None:
-            raise ValueError(f"invalid duration {text!r} (use e.g. 60s, 1m30s, 500ms)")
-        total += float(m.group(1)) * factors[m.group(2)]
-        pos = m.end()
-    if not text:
-        raise ValueError("empty duration")
-    return total
-
-
-def _duration_arg(text: str) -> float:
-    try:
-        value = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a duration must not be negative")
-    return value
 
 
 def add_cluster_parsers(subparsers: Any) -> None:
@@ -119,7 +86,7 @@ def add_cluster_parsers(subparsers: Any) -> None:
     j.add_argument("--cluster-provider", default=None, help="spec.provider of the Cluster")
     j.add_argument("--cluster-region", default=None, help="spec.region of the Cluster")
     j.add_argument("--cluster-zones", default=None, help="spec.zones of the Cluster, comma-separated")
-    j.add_argument("--timeout", type=_duration_arg, default=10.0,
+    j.add_argument("--timeout", type=duration, default=10.0,
                    help="timeout of each request to the member and the control plane (default 10s)")
     j.set_defaults(fn=run_join_command)
 
@@ -130,7 +97,7 @@ def add_cluster_parsers(subparsers: Any) -> None:
         epilog="example:\n  flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
-    u.add_argument("--wait", type=_duration_arg, nargs="?", const=60.0, default=60.0,
+    u.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
                    help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait, the Secret then "
                         "goes with the Cluster)")
     u.add_argument("--force", action="store_true",

@@ -36,9 +36,9 @@ from flotilla.apiserver.agent_tokens import (
     agent_token_secret,
     agent_token_secret_name,
 )
+from flotilla.cli.argtypes import duration
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
-    _duration_arg,
     _run,
     _strip_finalizers,
     _wait_gone,
@@ -99,7 +99,7 @@ def add_register_parsers(subparsers: Any) -> None:
     u.add_argument("--agent-kubeconfig", default=None,
                    help="the agent kubeconfig register wrote (default NAME-agent.kubeconfig): its pid file names "
                         "the agent to stop")
-    u.add_argument("--wait", type=_duration_arg, nargs="?", const=60.0, default=60.0,
+    u.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
                    help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait)")
     u.add_argument("--force", action="store_true",
                    help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
@@ -110,7 +110,7 @@ def _karmada_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--karmada-kubeconfig", default=None,
                    help="the control plane's admin kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--karmada-context", default=None, help="context in --karmada-kubeconfig (default: current)")
-    p.add_argument("--timeout", type=_duration_arg, default=10.0,
+    p.add_argument("--timeout", type=duration, default=10.0,
                    help="timeout of each request to the control plane (default 10s)")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from flotilla.cli.argtypes import positive_int
+from flotilla.cli.argtypes import positive_int, seconds
 
 
 def _workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,16 +38,6 @@ def _partition(args: argparse.Namespace) -> int:
     from flotilla.reliability.partition import run_partition_command
 
     return run_partition_command(args)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text.rstrip("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, e.g. 4 or 4.5s, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
-    return value
 
 
 def add_soak_parsers(sub: Any) -> None:
@@ -134,13 +124,13 @@ def add_soak_parsers(sub: Any) -> None:
     pp.add_argument("--seed", type=int, default=1, help="seed of the faults, their members and hold times (default 1)")
     pp.add_argument("--faults", default="", metavar="NAME,...",
                     help="the faults to draw from, comma-separated (default all; see below)")
-    pp.add_argument("--fence-after", type=_seconds, default=4.0, metavar="SECONDS",
+    pp.add_argument("--fence-after", type=seconds, default=4.0, metavar="SECONDS",
                     help="the agents' and guards' --fence-after (default 4)")
-    pp.add_argument("--permit-hold", type=_seconds, default=12.0, metavar="SECONDS",
+    pp.add_argument("--permit-hold", type=seconds, default=12.0, metavar="SECONDS",
                     help="the agents' --permit-hold; must exceed their 10 s renew interval (default 12)")
-    pp.add_argument("--fence-margin", type=_seconds, default=4.0, metavar="SECONDS",
+    pp.add_argument("--fence-margin", type=seconds, default=4.0, metavar="SECONDS",
                     help="the controller-manager's --fence-margin (default 4)")
-    pp.add_argument("--settle-timeout", type=_seconds, default=150.0, metavar="SECONDS",
+    pp.add_argument("--settle-timeout", type=seconds, default=150.0, metavar="SECONDS",
                     help="after the last heal, how long the fleet may take to settle (default 150)")
     pp.add_argument("--json", default="", metavar="FILE", help="write every trial as JSON to FILE")
     pp.add_argument("--data-dir", default="", help="keep the stack's files here (default: a temporary directory)")
