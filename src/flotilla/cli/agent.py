@@ -10,7 +10,34 @@ from typing import Any
 
 from flotilla.cli.argtypes import bind_address, duration
 from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS
+from flotilla.kube.durations import go_duration
 from flotilla.signals import stop_on_signals
+
+#: (flag, default, what it sets) of the agent's durations, in Karmada's names and defaults (AgentConfig's)
+_CLUSTER_TIMINGS = (
+    ("--cluster-lease-duration", 40.0, "the Lease's duration"),
+    ("--cluster-status-update-frequency", 10.0, "how often the cluster's status is collected and posted"),
+    ("--cluster-api-timeout", 10.0, "timeout of each request to the member's API server"),
+    ("--cluster-success-threshold", 30.0, "how long the member must stay healthy before Ready turns True again"),
+    ("--cluster-failure-threshold", 30.0, "how long the member must stay unhealthy before Ready turns False"),
+)
+_PERMIT_TIMINGS = (
+    ("--fence-after", 15.0, "how long the member's guard lets guarded workloads run on an unchanged permit "
+                            "(announced on the Cluster)"),
+    ("--permit-hold", 15.0, "the permit is renewed only while the last successful control-plane Lease renewal "
+                            "started less than this ago"),
+    ("--permit-renew-interval", 1.0, "how often the permit is renewed"),
+)
+_PEER_TIMINGS = (
+    ("--peer-report-ttl", 2.0, "how long a peer's report counts after it was asked for (announced)"),
+    ("--peer-poll-interval", 0.5, "how often the peers are asked while the control plane is in doubt"),
+)
+
+
+def _add_durations(parser: Any, timings: tuple[tuple[str, float, str], ...]) -> None:
+    for flag, default, what in timings:
+        parser.add_argument(flag, type=duration, default=default, metavar="DURATION",
+                            help=f"{what} (default {go_duration(default)})")
 
 
 def _fraction(text: str) -> float:
@@ -37,18 +64,9 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="namespace of the cluster's Lease on the control plane (default karmada-cluster)")
     p.add_argument("--cluster-api-endpoint", default=None,
                    help="the member's API endpoint, recorded in the Cluster (informational; never called)")
-    p.add_argument("--cluster-lease-duration", type=duration, default=40.0, metavar="DURATION",
-                   help="the Lease's duration (default 40s)")
+    _add_durations(p, _CLUSTER_TIMINGS)
     p.add_argument("--cluster-lease-renew-interval-fraction", type=_fraction, default=0.25, metavar="FRACTION",
                    help="the Lease is renewed every duration x fraction (default 0.25: every 10s)")
-    p.add_argument("--cluster-status-update-frequency", type=duration, default=10.0, metavar="DURATION",
-                   help="how often the cluster's status is collected and posted (default 10s)")
-    p.add_argument("--cluster-api-timeout", type=duration, default=10.0, metavar="DURATION",
-                   help="timeout of each request to the member's API server (default 10s)")
-    p.add_argument("--cluster-success-threshold", type=duration, default=30.0, metavar="DURATION",
-                   help="how long the member must stay healthy before Ready turns True again (default 30s)")
-    p.add_argument("--cluster-failure-threshold", type=duration, default=30.0, metavar="DURATION",
-                   help="how long the member must stay unhealthy before Ready turns False (default 30s)")
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
@@ -61,14 +79,7 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     g.add_argument("--guard", action="store_true",
                    help="keep the run permit (Lease flotilla-system/flotilla-run-permit in the member) and announce "
                         "the guard on the Cluster, so the control plane may fence this cluster automatically")
-    g.add_argument("--fence-after", type=duration, default=15.0, metavar="DURATION",
-                   help="how long the member's guard lets guarded workloads run on an unchanged permit (announced "
-                        "on the Cluster; default 15s)")
-    g.add_argument("--permit-hold", type=duration, default=15.0, metavar="DURATION",
-                   help="the permit is renewed only while the last successful control-plane Lease renewal started "
-                        "less than this ago (default 15s)")
-    g.add_argument("--permit-renew-interval", type=duration, default=1.0, metavar="DURATION",
-                   help="how often the permit is renewed (default 1s)")
+    _add_durations(g, _PERMIT_TIMINGS)
     g.add_argument("--lease-only", action="store_true",
                    help="beside a Push cluster (joined with flotilla join): do not register or apply Works, only "
                         "renew the cluster's Lease, keep the run permit (--guard) and answer peers, so the control "
@@ -80,10 +91,7 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "plane outage while a strict majority of clusters report it unreachable (default: off)")
     g.add_argument("--peer-advertise", default="", metavar="HOST:PORT",
                    help="the address announced to the other agents (default: the --peer-listen address)")
-    g.add_argument("--peer-report-ttl", type=duration, default=2.0, metavar="DURATION",
-                   help="how long a peer's report counts after it was asked for (announced; default 2s)")
-    g.add_argument("--peer-poll-interval", type=duration, default=0.5, metavar="DURATION",
-                   help="how often the peers are asked while the control plane is in doubt (default 500ms)")
+    _add_durations(g, _PEER_TIMINGS)
     p.set_defaults(fn=run_agent_command, _agent_parser=p)
     return p
 
