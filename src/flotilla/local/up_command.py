@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flotilla.cli.argtypes import duration, seconds
+from flotilla.cli.flags import add_fencing_flags
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
@@ -90,12 +91,6 @@ def add_up_parsers(sub: Any) -> None:
                    help="automatic fencing (docs/fencing.md): every member's agent keeps the run permit and "
                         "speaks the peer protocol (a Push member gets a lease-only agent), and every member runs "
                         "the guard")
-    u.add_argument("--fence-after", type=seconds, default=None, metavar="SECONDS",
-                   help="with --guard: how long a Pull member's guard lets guarded workloads run on an unchanged "
-                        "permit (the agents' --fence-after; default 15)")
-    u.add_argument("--permit-hold", type=seconds, default=None, metavar="SECONDS",
-                   help="with --guard: the agents renew the permit only while their last successful Lease renewal "
-                        "started less than this ago; must exceed the agents' 10 s renew interval (default 15)")
     u.add_argument("--port", type=int, default=6443, help="the control plane API server's port (default 6443; "
                                                            "0 = any free port)")
     u.add_argument("--host", default="127.0.0.1", help="address everything listens on (default 127.0.0.1)")
@@ -123,6 +118,7 @@ def add_up_parsers(sub: Any) -> None:
     for name, value in LAPTOP_TIMINGS.items():
         u.add_argument("--" + name.replace("_", "-"), type=seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")
+    add_fencing_flags(u.add_argument_group("with --guard"), ("fence-after", "permit-hold"))
     u.set_defaults(fn=run_up_command, _up_parser=u)
 
     d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",

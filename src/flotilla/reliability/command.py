@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from flotilla.cli.argtypes import positive_int, seconds
+from flotilla.cli.flags import add_fencing_flags
 
 
 def _workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -124,12 +125,8 @@ def add_soak_parsers(sub: Any) -> None:
     pp.add_argument("--seed", type=int, default=1, help="seed of the faults, their members and hold times (default 1)")
     pp.add_argument("--faults", default="", metavar="NAME,...",
                     help="the faults to draw from, comma-separated (default all; see below)")
-    pp.add_argument("--fence-after", type=seconds, default=4.0, metavar="SECONDS",
-                    help="the agents' and guards' --fence-after (default 4)")
-    pp.add_argument("--permit-hold", type=seconds, default=12.0, metavar="SECONDS",
-                    help="the agents' --permit-hold; must exceed their 10 s renew interval (default 12)")
-    pp.add_argument("--fence-margin", type=seconds, default=4.0, metavar="SECONDS",
-                    help="the controller-manager's --fence-margin (default 4)")
+    add_fencing_flags(pp, ("fence-after", "permit-hold", "fence-margin"),
+                      {"fence-after": 4.0, "permit-hold": 12.0, "fence-margin": 4.0})
     pp.add_argument("--settle-timeout", type=seconds, default=150.0, metavar="SECONDS",
                     help="after the last heal, how long the fleet may take to settle (default 150)")
     pp.add_argument("--json", default="", metavar="FILE", help="write every trial as JSON to FILE")
