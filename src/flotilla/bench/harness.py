@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,7 +62,7 @@ class CpuWindow:
     """CPU seconds of named processes over a window, and the machine's: ``irq`` (interrupts, softirqs: loopback
     TCP) and ``other`` (every other process on the machine, i.e. work competing for the same cores)."""
 
-    def __init__(self, pids: dict[str, int | list[int]]) -> None:
+    def __init__(self, pids: Mapping[str, int | list[int]]) -> None:
         self.pids = {k: (v if isinstance(v, list) else [v]) for k, v in pids.items()}
         self._t0 = time.monotonic()
         self._cpu0 = self._sample()

@@ -15,7 +15,8 @@ from typing import TypeVar
 
 from flotilla.kube.durations import parse_go_duration
 
-__all__ = ["argtype", "bind_address", "duration", "parse_duration", "positive_duration", "positive_int", "seconds"]
+__all__ = ["argtype", "bind_address", "duration", "non_negative", "parse_duration", "parse_non_negative",
+           "positive_duration", "positive_int", "seconds"]
 
 T = TypeVar("T")
 
@@ -58,7 +59,16 @@ def argtype(fn: Callable[[str], T], what: str) -> Callable[[str], T]:
     return convert
 
 
+def parse_non_negative(text: str) -> float:
+    """A finite number of at least 0."""
+    value = float(text)
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise ValueError(f"must be a non-negative number: {text!r}")
+    return value
+
+
 duration = argtype(parse_duration, "duration")
+non_negative = argtype(parse_non_negative, "number")
 
 
 def positive_duration(text: str) -> float:

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import socket
 import sys
@@ -31,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flotilla.cli.argtypes import argtype, duration
+from flotilla.cli.argtypes import argtype, duration, parse_non_negative
 from flotilla.observability.logs import progress_line
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.signals import stop_on_signals
@@ -87,13 +86,6 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"invalid boolean {text!r} (true or false)")
 
 
-def _nonneg_float(text: str) -> float:
-    value = float(text)
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise ValueError(f"must be a non-negative number: {text!r}")
-    return value
-
-
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -139,7 +131,7 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
     OptionFlag("cluster_failure_threshold", "duration",
                "how long a member must keep failing its probes before it is marked not Ready"),
     OptionFlag("cluster_api_qps", "float", "requests per second to each member's API server",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("cluster_api_timeout", "duration",
                "timeout of every request to a member's API server, health probes included (watches excepted): a "
                "member that accepts connections but does not answer is seen failing after it; Karmada: 32s"),
@@ -162,10 +154,10 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
     OptionFlag("graceful_eviction_timeout", "duration",
                "how long a graceful eviction task waits for the new copy to be healthy before the old one goes"),
     OptionFlag("resource_eviction_rate", "float", "evictions per second while most clusters are healthy",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("secondary_resource_eviction_rate", "float",
                "evictions per second while more than --unhealthy-cluster-threshold of the clusters are unhealthy",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("unhealthy_cluster_threshold", "float",
                "fraction of unhealthy clusters (0..1) above which the secondary eviction rate applies",
                convert=_ratio),
