@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
 
 from flotilla.cli.argtypes import non_negative, positive_int
 from flotilla.cli.flags import add_command, add_fencing_flags
@@ -25,32 +27,6 @@ RUNNERS = {
     "link": ("flotilla.bench.link", "run_link_command"),
     "control-plane": ("flotilla.bench.control_plane", "run_control_plane_command"),
 }
-
-
-def add_bench_parsers(sub: Any) -> None:
-    """``flotilla bench`` and its benchmarks."""
-    from flotilla.bench.control_plane import add_control_plane_parser
-    from flotilla.bench.link import add_link_parser
-
-    b = add_command(sub, "bench", help="benchmarks", description="Benchmarks (results: docs/benchmarks.md).",
-                    examples=["flotilla bench apiserver --backends memory,sqlite",
-                              "flotilla bench failover --workloads 1000 --members 3 --json out.json"])
-    bsub = b.add_subparsers(dest="bench", required=True)
-    ba = add_command(bsub, "apiserver", help="API server and store throughput",
-                     description="Creates, updates and watch latency through HTTP, and raw store writes, per "
-                                 "storage backend.",
-                     examples=["flotilla bench apiserver --backends sqlite --objects 2000 --output a.json"])
-    ba.add_argument("--backends", default="memory,sqlite,etcd", help="comma-separated: memory,sqlite,etcd")
-    ba.add_argument("--objects", type=int, default=2000, help="objects per phase")
-    ba.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
-    ba.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
-    ba.add_argument("--output", default="", help="also write the results as JSON to this file")
-    add_failover_parser(bsub)
-    add_link_parser(bsub)
-    add_control_plane_parser(bsub)
-    add_propagate_parser(bsub)
-    add_scale_parser(bsub)
-    b.set_defaults(fn=run_bench)
 
 
 def _stack_flags(f: argparse.ArgumentParser, transport: str, member_processes: bool = True) -> None:
@@ -86,28 +62,18 @@ def _result_flags(f: argparse.ArgumentParser, profiled: str, plotted: str = "") 
     f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
 
 
-def add_failover_parser(bsub: Any) -> None:
-    """``flotilla bench failover``: how fast N stateful workloads move off a failed member."""
+def _apiserver_flags(f: argparse.ArgumentParser) -> None:
+    f.add_argument("--backends", default="memory,sqlite,etcd", help="comma-separated: memory,sqlite,etcd")
+    f.add_argument("--objects", type=int, default=2000, help="objects per phase")
+    f.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
+    f.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
+    f.add_argument("--output", default="", help="also write the results as JSON to this file")
+
+
+def _failover_flags(f: argparse.ArgumentParser) -> None:
     from flotilla.bench.failover import FAULT_CHOICES
     from flotilla.bench.workloads import KIND_CHOICES
 
-    f = add_command(
-        bsub, "failover", help="how fast N stateful workloads move off a failed member",
-        description="Start the control plane (own process) and M simulated members (own process, ready delay 0), "
-                    "place N stateful workloads on member1, wait until all are Healthy, fail member1 and time "
-                    "each workload's eviction, rescheduling, creation in the new member (with its injected "
-                    "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
-                    "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
-                    "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
-                    "recover, lost its state, or (Directly) ran twice at once. --fault partition: member1 is a "
-                    "guarded Pull member cut off from the control plane; the guard stops its workloads, the "
-                    "control plane fences it by itself and the workloads move (times from the cut; exits 1 also "
-                    "when a copy in member1 still ran at the fence).",
-        examples=["flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png",
-                  "flotilla bench failover --workloads 100 --fault down --storage etcd",
-                  "flotilla bench failover --workloads 1 --kind flink --fault partition",
-                  "flotilla bench failover --workloads 20 --fault partition --fence-after 2 --permit-hold 3 "
-                  "--fence-margin 2 --cluster-monitor-period 1 --lease-duration 4"])
     f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="mix",
@@ -140,20 +106,9 @@ def add_failover_parser(bsub: Any) -> None:
     f.set_defaults(_failover_parser=f)
 
 
-def add_propagate_parser(bsub: Any) -> None:
-    """``flotilla bench propagate``: N templates applied at once, template-to-member latency."""
+def _propagate_flags(f: argparse.ArgumentParser) -> None:
     from flotilla.bench.propagate import PLACEMENTS
 
-    f = add_command(
-        bsub, "propagate", help="how fast N templates applied at once reach their members",
-        description="Start the control plane (own process) and M simulated members (ready delay 0), create one "
-                    "PropagationPolicy, then N templates (Deployments, with --flink-share FlinkDeployments) at "
-                    "once, and time each from its creation to its ResourceBinding, scheduling, Works, the member "
-                    "objects (member watches) and Healthy on the binding. Reports p50/p90/p99/max per member "
-                    "object and per stage, throughput, control-plane CPU seconds and peak RSS. Exits 1 when a "
-                    "template was not propagated or not Healthy within --timeout (no timing is judged).",
-        examples=["flotilla bench propagate --templates 1000 --members 3 --json out.json --plot out.png",
-                  "flotilla bench propagate --templates 200 --members 5 --placement single --flink-share 0.1"])
     f.add_argument("--templates", type=int, default=1000, help="N templates created at once (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members (default 3)")
     f.add_argument("--placement", choices=PLACEMENTS, default="duplicated",
@@ -173,21 +128,9 @@ def add_propagate_parser(bsub: Any) -> None:
                   plotted="templates created, member objects and Healthy")
 
 
-def add_scale_parser(bsub: Any) -> None:
-    """``flotilla bench scale``: steady state with many members and workloads: memory, idle CPU."""
+def _scale_flags(f: argparse.ArgumentParser) -> None:
     from flotilla.bench.workloads import KIND_CHOICES
 
-    f = add_command(
-        bsub, "scale", help="steady state with many members and workloads: memory and idle CPU",
-        description="Start the control plane (own process) and M simulated members (several member processes), "
-                    "place N workloads spread over them, wait until all are Healthy and the control plane's "
-                    "writes have stopped, then measure the control plane's idle CPU over --idle-seconds and its "
-                    "RSS (and each member process's). With --failover, then fail the first member (a NoExecute "
-                    "taint) and time how fast its workloads move. Exits 1 when a workload was not placed or did "
-                    "not recover (no timing is judged).",
-        examples=["flotilla bench scale --members 100 --workloads 10000 --json scale.json",
-                  "flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
-                  "--profile idle.txt"])
     f.add_argument("--members", type=int, default=100, help="M simulated members (default 100)")
     f.add_argument("--workloads", type=int, default=10000, help="N workloads (default 10000)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="deployment",
@@ -207,6 +150,83 @@ def add_scale_parser(bsub: Any) -> None:
                    help="seconds to wait until every workload is Healthy (default 1800)")
     f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
     _result_flags(f, "during the idle window")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A ``flotilla bench`` sub-command: its help, and what declares its flags."""
+
+    help: str
+    description: str
+    examples: tuple[str, ...]
+    flags: Callable[[argparse.ArgumentParser], None]
+
+
+BENCHMARKS: Final = {
+    "apiserver": Benchmark(
+        help="API server and store throughput",
+        description="Creates, updates and watch latency through HTTP, and raw store writes, per storage backend.",
+        examples=("flotilla bench apiserver --backends sqlite --objects 2000 --output a.json",),
+        flags=_apiserver_flags),
+    "failover": Benchmark(
+        help="how fast N stateful workloads move off a failed member",
+        description=("Start the control plane (own process) and M simulated members (own process, ready delay 0), "
+                     "place N stateful workloads on member1, wait until all are Healthy, fail member1 and time "
+                     "each workload's eviction, rescheduling, creation in the new member (with its injected "
+                     "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
+                     "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
+                     "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
+                     "recover, lost its state, or (Directly) ran twice at once. --fault partition: member1 is a "
+                     "guarded Pull member cut off from the control plane; the guard stops its workloads, the "
+                     "control plane fences it by itself and the workloads move (times from the cut; exits 1 also "
+                     "when a copy in member1 still ran at the fence)."),
+        examples=("flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png",
+                  "flotilla bench failover --workloads 100 --fault down --storage etcd",
+                  "flotilla bench failover --workloads 1 --kind flink --fault partition",
+                  "flotilla bench failover --workloads 20 --fault partition --fence-after 2 --permit-hold 3 "
+                  "--fence-margin 2 --cluster-monitor-period 1 --lease-duration 4"),
+        flags=_failover_flags),
+    "propagate": Benchmark(
+        help="how fast N templates applied at once reach their members",
+        description=("Start the control plane (own process) and M simulated members (ready delay 0), create one "
+                     "PropagationPolicy, then N templates (Deployments, with --flink-share FlinkDeployments) at "
+                     "once, and time each from its creation to its ResourceBinding, scheduling, Works, the member "
+                     "objects (member watches) and Healthy on the binding. Reports p50/p90/p99/max per member "
+                     "object and per stage, throughput, control-plane CPU seconds and peak RSS. Exits 1 when a "
+                     "template was not propagated or not Healthy within --timeout (no timing is judged)."),
+        examples=("flotilla bench propagate --templates 1000 --members 3 --json out.json --plot out.png",
+                  "flotilla bench propagate --templates 200 --members 5 --placement single --flink-share 0.1"),
+        flags=_propagate_flags),
+    "scale": Benchmark(
+        help="steady state with many members and workloads: memory and idle CPU",
+        description=("Start the control plane (own process) and M simulated members (several member processes), "
+                     "place N workloads spread over them, wait until all are Healthy and the control plane's "
+                     "writes have stopped, then measure the control plane's idle CPU over --idle-seconds and its "
+                     "RSS (and each member process's). With --failover, then fail the first member (a NoExecute "
+                     "taint) and time how fast its workloads move. Exits 1 when a workload was not placed or did "
+                     "not recover (no timing is judged)."),
+        examples=("flotilla bench scale --members 100 --workloads 10000 --json scale.json",
+                  "flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
+                  "--profile idle.txt"),
+        flags=_scale_flags),
+}
+
+
+def add_bench_parsers(sub: Any) -> None:
+    """``flotilla bench``, its benchmarks and their internal processes."""
+    from flotilla.bench.control_plane import add_control_plane_parser
+    from flotilla.bench.link import add_link_parser
+
+    b = add_command(sub, "bench", help="benchmarks", description="Benchmarks (results: docs/benchmarks.md).",
+                    examples=["flotilla bench apiserver --backends memory,sqlite",
+                              "flotilla bench failover --workloads 1000 --members 3 --json out.json"])
+    bsub = b.add_subparsers(dest="bench", required=True)
+    for name, bench in BENCHMARKS.items():
+        bench.flags(add_command(bsub, name, help=bench.help, description=bench.description,
+                                examples=bench.examples))
+    add_link_parser(bsub)
+    add_control_plane_parser(bsub)
+    b.set_defaults(fn=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
