@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.cli.argtypes import duration
+from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
 from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
 from flotilla.client.errors import ConnectionFailed
 from flotilla.client.http import HttpTransport
@@ -97,19 +98,21 @@ def add_cluster_parsers(subparsers: Any) -> None:
         epilog="example:\n  flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
-    u.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
-                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait, the Secret then "
-                        "goes with the Cluster)")
-    u.add_argument("--force", action="store_true",
-                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+    add_removal_args(u, "the Secret then goes with the Cluster")
     u.set_defaults(fn=run_unjoin_command)
 
 
+def add_removal_args(p: argparse.ArgumentParser, unwaited: str = "") -> None:
+    """``--wait`` and ``--force`` of a command that deletes a Cluster; ``unwaited``: what happens with --wait 0."""
+    p.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
+                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait"
+                        + (f", {unwaited})" if unwaited else ")"))
+    p.add_argument("--force", action="store_true",
+                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+
+
 def _control_plane_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
+    add_control_plane_args(p)
     p.add_argument("--cluster-namespace", default=DEFAULT_CLUSTER_NAMESPACE,
                    help="control-plane namespace of the cluster's Secret (default "
                         f"{DEFAULT_CLUSTER_NAMESPACE}; unjoin uses the Cluster's spec.secretRef when it has one)")
@@ -337,16 +340,8 @@ async def _strip_finalizers(cp: Client, name: str) -> None:
 # ============================================================================================ commands
 
 
-def _err(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-
-
 def _control_plane(args: argparse.Namespace) -> Client:
-    try:
-        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context,
-                                      request_timeout=getattr(args, "timeout", 10.0) or 10.0)
-    except KubeconfigError as e:
-        raise ClusterCommandError(f"control plane: {e} (use --kubeconfig)") from None
+    return control_plane_client(args, ClusterCommandError, getattr(args, "timeout", 10.0) or 10.0)
 
 
 async def _join_main(args: argparse.Namespace) -> int:
@@ -387,21 +382,9 @@ async def _unjoin_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(coro_fn: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
-    try:
-        return int(asyncio.run(coro_fn(args)))
-    except ClusterCommandError as e:
-        _err(str(e))
-    except ApiException as e:
-        _err(f"the control plane answered: {e}")
-    except KeyboardInterrupt:
-        return 130
-    return 1
-
-
 def run_join_command(args: argparse.Namespace) -> int:
-    return _run(_join_main, args)
+    return run_client_command(lambda: _join_main(args), (ClusterCommandError,))
 
 
 def run_unjoin_command(args: argparse.Namespace) -> int:
-    return _run(_unjoin_main, args)
+    return run_client_command(lambda: _unjoin_main(args), (ClusterCommandError,))

@@ -39,10 +39,11 @@ from flotilla.apiserver.agent_tokens import (
 from flotilla.cli.argtypes import duration
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
-    _run,
     _strip_finalizers,
     _wait_gone,
+    add_removal_args,
 )
+from flotilla.cli.control_plane import run_client_command
 from flotilla.client import ApiException, Client, is_already_exists, is_not_found
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig, write_kubeconfig
 from flotilla.cluster.join import namespace_object
@@ -99,10 +100,7 @@ def add_register_parsers(subparsers: Any) -> None:
     u.add_argument("--agent-kubeconfig", default=None,
                    help="the agent kubeconfig register wrote (default NAME-agent.kubeconfig): its pid file names "
                         "the agent to stop")
-    u.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
-                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait)")
-    u.add_argument("--force", action="store_true",
-                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+    add_removal_args(u)
     u.set_defaults(fn=run_unregister_command)
 
 
@@ -314,8 +312,8 @@ async def _unregister_main(args: argparse.Namespace) -> int:
 
 
 def run_register_command(args: argparse.Namespace) -> int:
-    return _run(_register_main, args)
+    return run_client_command(lambda: _register_main(args), (ClusterCommandError,))
 
 
 def run_unregister_command(args: argparse.Namespace) -> int:
-    return _run(_unregister_main, args)
+    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,))
