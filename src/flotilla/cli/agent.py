@@ -11,7 +11,7 @@ from typing import Any
 from flotilla.cli.argtypes import bind_address, duration
 from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS
 from flotilla.kube.durations import go_duration
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 #: (flag, default, what it sets) of the agent's durations, in Karmada's names and defaults (AgentConfig's)
 _CLUSTER_TIMINGS = (
@@ -152,11 +152,4 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 def run_agent_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        stop = stop_on_signals()
-        return await run(args, stop)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    return run_until_stopped(lambda stop: run(args, stop))

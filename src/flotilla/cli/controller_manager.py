@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.cli.argtypes import argtype, duration, parse_non_negative
 from flotilla.observability.logs import progress_line
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 if TYPE_CHECKING:
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -602,17 +602,10 @@ def run_controller_manager_command(args: argparse.Namespace) -> int:
         _say(str(e))
         return 2
 
-    async def main() -> int:
-        from flotilla.apiserver.gctune import tune_gc
+    from flotilla.apiserver.gctune import tune_gc
 
-        tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
-        stop = stop_on_signals()
-        return await run(cfg, stop)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
+    return run_until_stopped(lambda stop: run(cfg, stop))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from flotilla.cli.argtypes import positive_duration
 from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, PermitWatch
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 #: exit code when the guard stopped the command because the permit went stale
 EXIT_FENCED = 3
@@ -136,10 +136,4 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 def run_guard_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        return await run(args, stop_on_signals())
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    return run_until_stopped(lambda stop: run(args, stop), interrupted=130)

@@ -23,7 +23,7 @@ from flotilla.cli.flags import add_fencing_flags
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 __all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
 
@@ -221,8 +221,7 @@ def run_up_command(args: argparse.Namespace) -> int:
 
 
 def _foreground(cfg: StackConfig, layout: Layout) -> int:
-    async def main() -> int:
-        stop = stop_on_signals()
+    async def main(stop: asyncio.Event) -> int:
         stack = LocalStack(cfg, say=lambda m: print(f"flotilla up: {m}", flush=True))
         try:
             await stack.start()
@@ -247,10 +246,7 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
         print("flotilla up: stopped", flush=True)
         return 0
 
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    return run_until_stopped(main)
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
