@@ -11,6 +11,8 @@ from typing import Any, Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from flotilla.member.history import copies_at_most
+
 __all__ = [
     "STAGES",
     "Timeline",
@@ -122,20 +124,6 @@ def ceiling_ratio(writes_per_workload: float, workloads_per_s: float, ceiling_wr
     return writes_per_workload * workloads_per_s / ceiling_writes_per_s
 
 
-def _copies_at_most(intervals: Sequence[Mapping[str, Any]]) -> int:
-    events: list[tuple[float, int]] = []
-    for iv in intervals:
-        events.append((float(iv["start"]), 1))
-        end = iv.get("end")
-        events.append((float(end) if end is not None else math.inf, -1))
-    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
-    most = current = 0
-    for _, delta in events:
-        current += delta
-        most = max(most, current)
-    return most
-
-
 def max_concurrent_copies(intervals: Iterable[Mapping[str, Any]], namespace: str) -> tuple[int, int]:
     """(the most copies of one workload running at one instant, workloads with a running history) over the
     running intervals (``kind namespace name member uid start end`` dicts) of ``namespace``."""
@@ -144,7 +132,7 @@ def max_concurrent_copies(intervals: Iterable[Mapping[str, Any]], namespace: str
         if iv.get("namespace") != namespace:
             continue
         by_workload.setdefault((str(iv.get("kind")), str(iv.get("name"))), []).append(iv)
-    most = max((_copies_at_most(ivs) for ivs in by_workload.values()), default=0)
+    most = max((copies_at_most(ivs) for ivs in by_workload.values()), default=0)
     return most, len(by_workload)
 
 

@@ -45,11 +45,11 @@ from flotilla.failover.state import parse_time
 from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
-from flotilla.member.history import Interval
+from flotilla.member.history import Interval, copies_at_most
 from flotilla.observability.logs import log_formatter
 from flotilla.signals import stop_on_signals
 
-__all__ = ["DemoError", "copies_at_most", "run_demo", "stack_config"]
+__all__ = ["DemoError", "run_demo", "stack_config"]
 
 T = TypeVar("T")
 
@@ -117,20 +117,6 @@ def flink_deployment() -> dict[str, Any]:
 
 class DemoError(Exception):
     """The demo could not go on; the message says where it stopped."""
-
-
-def copies_at_most(intervals: list[Any]) -> int:
-    """The most intervals running at one instant (touching ends do not count)."""
-    events: list[tuple[float, int]] = []
-    for iv in intervals:
-        events.append((iv.start, 1))
-        events.append((iv.end if iv.end is not None else float("inf"), -1))
-    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
-    most = current = 0
-    for _, delta in events:
-        current += delta
-        most = max(most, current)
-    return most
 
 
 class Narrator:
