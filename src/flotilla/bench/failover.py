@@ -599,17 +599,11 @@ class Run:
             "state_labelled": sum(1 for tl in timelines if tl.injected),
             "max_concurrent_copies": copies,
             "workloads_with_running_history": with_history,
-            "workqueue_adds": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "workqueue_adds_total", by="name").items() if v},
-            "workqueue_retries": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "workqueue_retries_total", by="name").items() if v},
-            "workqueue_wait_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_queue_duration_seconds"),
-            "workqueue_work_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_work_duration_seconds"),
+            **stats.workqueue_summary(before, at_healthy),
             "events_recorder": {k: int(v) for k, v in stats.counter_delta(
                 before, settled, "flotilla_bench_events", by="outcome").items()},
             "sqlite_writes_per_transaction": _per_transaction(before, settled),
-            "evictions": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "flotilla_evictions_total", by="result").items() if v},
+            "evictions": stats.counter_counts(before, at_healthy, "flotilla_evictions_total", "result"),
             "curves": {key: [[round(t, 3), n] for t, n in stats.recovered_curve(
                 (tl.stage(key) for tl in timelines), t0)] for key, _ in stats.STAGES},
             "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0],

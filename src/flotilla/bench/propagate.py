@@ -471,12 +471,7 @@ class Run:
                        "per_template": round(writes.get("", 0.0) / max(1, p.templates), 2),
                        "by_resource": {k: int(v) for k, v in sorted(by_resource.items(), key=lambda kv: -kv[1])
                                        if v}},
-            "workqueue_adds": {k: int(v) for k, v in stats.counter_delta(
-                before, after, "workqueue_adds_total", by="name").items() if v},
-            "workqueue_retries": {k: int(v) for k, v in stats.counter_delta(
-                before, after, "workqueue_retries_total", by="name").items() if v},
-            "workqueue_wait_mean_ms": stats.histogram_means(before, after, "workqueue_queue_duration_seconds"),
-            "workqueue_work_mean_ms": stats.histogram_means(before, after, "workqueue_work_duration_seconds"),
+            **stats.workqueue_summary(before, after),
             "curves": {
                 "member_objects": [[round(t, 3), n] for t, n in stats.recovered_curve(member_times, first_created)],
                 "healthy": [[round(t, 3), n] for t, n in stats.recovered_curve(healthy_times, first_created)],

@@ -17,6 +17,7 @@ __all__ = [
     "STAGES",
     "Timeline",
     "ceiling_ratio",
+    "counter_counts",
     "counter_delta",
     "histogram_means",
     "latency_summary",
@@ -26,6 +27,7 @@ __all__ = [
     "profile_top",
     "recovered_curve",
     "stage_summaries",
+    "workqueue_summary",
 ]
 
 #: The stages of one workload's failover, in order: (key, label). Each is timed from the fault.
@@ -176,6 +178,20 @@ def histogram_means(before: Samples, after: Samples, name: str, by: str = "name"
     sums = counter_delta(before, after, f"{name}_sum", by=by)
     counts = counter_delta(before, after, f"{name}_count", by=by)
     return {k: round(1000.0 * sums.get(k, 0.0) / n, 2) for k, n in sorted(counts.items()) if n > 0}
+
+
+def counter_counts(before: Samples, after: Samples, name: str, by: str) -> dict[str, int]:
+    """:func:`counter_delta` per value of ``by``, as whole numbers, only the values that grew."""
+    return {k: int(v) for k, v in counter_delta(before, after, name, by=by).items() if v}
+
+
+def workqueue_summary(before: Samples, after: Samples) -> dict[str, Any]:
+    """What the controllers' work queues did between two scrapes: adds and retries per queue (those that had any),
+    and the mean time an item waited and was worked on (ms)."""
+    return {"workqueue_adds": counter_counts(before, after, "workqueue_adds_total", "name"),
+            "workqueue_retries": counter_counts(before, after, "workqueue_retries_total", "name"),
+            "workqueue_wait_mean_ms": histogram_means(before, after, "workqueue_queue_duration_seconds"),
+            "workqueue_work_mean_ms": histogram_means(before, after, "workqueue_work_duration_seconds")}
 
 
 _LINE = re.compile(r":\d+\)$")
