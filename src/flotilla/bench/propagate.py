@@ -599,36 +599,24 @@ def render_report(r: dict[str, Any]) -> str:
 
 def plot_propagation(result: dict[str, Any], path: str) -> None:
     """Templates created, member objects and Healthy templates over seconds since the first create."""
-    from flotilla.bench.plot import require_matplotlib
+    from flotilla.bench.plot import step_plot
 
-    plt = require_matplotlib()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    curves = result.get("curves") or {}
     n = result.get("templates", 0)
-    targets = max(1, int(result.get("member_objects_expected", n) or n) // max(1, n))
-    for key, label, scale in (("created", "templates created", 1), ("member_objects",
-                              f"member objects / {targets}" if targets > 1 else "member objects", targets),
-                              ("healthy", "templates Healthy", 1)):
-        points = curves.get(key) or []
-        xs = [0.0] + [pt[0] for pt in points]
-        ys = [0.0] + [pt[1] / scale for pt in points]
-        ax.step(xs, ys, where="post", label=label, linewidth=2.4 if key == "healthy" else 1.2)
-    ax.axhline(n, color="black", linewidth=0.5, linestyle="--")
-    ax.set_xlabel("seconds since the first create")
-    ax.set_ylabel("templates")
-    ax.set_ylim(0, max(1, n) * 1.05)
-    ax.set_xlim(left=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    lat = result.get("latency_ms") or {}
-    ax.set_title(f"{n} templates applied at once, {result.get('placement')} to {result.get('members')} members "
-                 f"({result.get('storage')}): member object p50 {lat.get('p50', 0):,.0f} ms, "
-                 f"p99 {lat.get('p99', 0):,.0f} ms; all Healthy in {result.get('total_seconds', 0):.1f} s",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with step_plot(path, n, "the first create", "templates") as ax:
+        curves = result.get("curves") or {}
+        targets = max(1, int(result.get("member_objects_expected", n) or n) // max(1, n))
+        for key, label, scale in (("created", "templates created", 1), ("member_objects",
+                                  f"member objects / {targets}" if targets > 1 else "member objects", targets),
+                                  ("healthy", "templates Healthy", 1)):
+            points = curves.get(key) or []
+            xs = [0.0] + [pt[0] for pt in points]
+            ys = [0.0] + [pt[1] / scale for pt in points]
+            ax.step(xs, ys, where="post", label=label, linewidth=2.4 if key == "healthy" else 1.2)
+        lat = result.get("latency_ms") or {}
+        ax.set_title(f"{n} templates applied at once, {result.get('placement')} to {result.get('members')} "
+                     f"members ({result.get('storage')}): member object p50 {lat.get('p50', 0):,.0f} ms, "
+                     f"p99 {lat.get('p99', 0):,.0f} ms; all Healthy in {result.get('total_seconds', 0):.1f} s",
+                     fontsize=9)
 
 
 # ============================================================================================ command
