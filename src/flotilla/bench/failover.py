@@ -47,14 +47,19 @@ import aiohttp
 
 from flotilla.bench import stats
 from flotilla.bench.harness import (
+    CONTROL_PLANE_READY,
     Ending,
     Profiler,
+    close_all,
     clusters_ready,
+    control_plane_endpoints,
+    control_plane_process,
     finish_command,
     machine_cpu_seconds,
     poll_until,
     run_in_workdir,
     say,
+    start_storage,
 )
 from flotilla.bench.partition import (
     DEFAULT_TIMINGS,
@@ -174,28 +179,17 @@ class Run:
     # ------------------------------------------------------------------ processes
     async def start_processes(self) -> None:
         p = self.p
-        if p.storage == "etcd":
-            from flotilla.storage.etcd_launcher import start_etcd
-
-            self.etcd = await asyncio.to_thread(start_etcd, self.workdir / "etcd")
-            self.storage_url = f"etcd://{self.etcd.endpoint}"
-        else:
-            self.storage_url = f"{p.storage}://"
+        self.etcd, self.storage_url = await start_storage(p.storage, self.workdir)
         flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *p.controller_flags]
         if p.partition:
             flags += ["--fence-margin", f"{p.timings.fence_margin:g}s",
                       "--cluster-monitor-period", f"{p.timings.monitor_period:g}s"]
-        self.cp_proc = ChildProcess("control plane", [
-            "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
-            "--port", str(self.cp_port), "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
-        line, _ = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"), self.start_members())
-        found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", line)
-        if found is None:
-            raise RuntimeError(f"cannot read the control plane's ready line: {line!r}")
-        self.metrics_url = found.group(2)
+        self.cp_proc = control_plane_process(self.workdir, self.storage_url, p.transport, flags,
+                                             "--port", str(self.cp_port))
+        line, _ = await asyncio.gather(self.cp_proc.start(CONTROL_PLANE_READY), self.start_members())
+        self.cp_kubeconfig, self.metrics_url = control_plane_endpoints(line)
         from flotilla.client import Client
 
-        self.cp_kubeconfig = found.group(1)
         self.cp = Client.from_kubeconfig(self.cp_kubeconfig)
         self.http = aiohttp.ClientSession()
 
@@ -221,12 +215,7 @@ class Run:
             await self.profiler.kill()
         if self.observer is not None:
             await self.observer.stop()
-        for client in [self.cp, *self.member_clients.values()]:
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
-        if self.http is not None:
-            await self.http.close()
+        await close_all([self.cp, *self.member_clients.values(), self.http])
         for proc in (self.agent_proc, *self.lease_only_agents, self.link_proc, self.cp_proc, self.members_proc):
             if proc is not None:
                 await proc.stop()

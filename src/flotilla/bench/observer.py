@@ -20,7 +20,7 @@ from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
 
-__all__ = ["FailoverObserver", "wait_on"]
+__all__ = ["FailoverObserver", "InformerObserver", "wait_on"]
 
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
@@ -67,11 +67,30 @@ async def wait_on(changed: asyncio.Event, done: Callable[[], bool], within: floa
     return True
 
 
-class FailoverObserver:
+class InformerObserver:
+    """What the benchmarks' observers share: their informers, and an event that their handlers set on every change
+    that may end a wait."""
+
+    def __init__(self) -> None:
+        self._informers: list[Informer] = []
+        self._changed = asyncio.Event()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(inf.stop() for inf in self._informers), return_exceptions=True)
+        self._informers = []
+
+    async def wait_for(self, done: Callable[[], bool], within: float,
+                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
+        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
+        return await wait_on(self._changed, done, within, progress, every)
+
+
+class FailoverObserver(InformerObserver):
     """Timelines of the workloads (by binding name) of one failover away from ``failed``."""
 
     def __init__(self, cp: Client, members: dict[str, Client], failed: str,
                  workloads: list[tuple[str, KindSpec]], *, state: bool) -> None:
+        super().__init__()
         self.cp = cp
         self.members = members
         self.failed = failed
@@ -91,8 +110,6 @@ class FailoverObserver:
         self.fenced_condition: dict[str, Any] | None = None  # its Fenced=True condition, as first seen
         #: bindings seen (after the fault) with more than one graceful eviction task from the same cluster
         self.duplicate_tasks: dict[str, list[str]] = {}
-        self._informers: list[Informer] = []
-        self._changed = asyncio.Event()
         self._size_of: Callable[[dict[str, Any]], int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,16 +139,7 @@ class FailoverObserver:
         for inf in self._informers:
             inf.start()
 
-    async def stop(self) -> None:
-        await asyncio.gather(*(inf.stop() for inf in self._informers), return_exceptions=True)
-        self._informers = []
-
     # ------------------------------------------------------------------ waiting
-    async def wait_for(self, done: Callable[[], bool], within: float,
-                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
-        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        return await wait_on(self._changed, done, within, progress, every)
-
     def all_placed(self) -> bool:
         return len(self.placed) == len(self.timelines)
 
