@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flotilla.cli.argtypes import non_negative, positive_int
-from flotilla.cli.flags import add_command, add_fencing_flags
+from flotilla.cli.flags import add_command, add_fencing_flags, keep_parser
 
 __all__ = ["add_bench_parsers", "run_bench"]
 
@@ -103,7 +103,7 @@ def _failover_flags(f: argparse.ArgumentParser) -> None:
     _result_flags(f, "from the fault to the last Healthy", plotted="workloads recovered")
     g = f.add_argument_group("--fault partition (the defaults are the product's, docs/fencing.md)")
     add_fencing_flags(g, ("fence-after", "permit-hold", "fence-margin", "cluster-monitor-period", "lease-duration"))
-    f.set_defaults(_failover_parser=f)
+    keep_parser(f)
 
 
 def _propagate_flags(f: argparse.ArgumentParser) -> None:

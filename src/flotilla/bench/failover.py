@@ -717,12 +717,9 @@ def run_failover_command(args: Any) -> int:
     p = params_from_args(args)
     errs = usage_errors(p, partition_flags_given(args))
     if errs:
-        parser = getattr(args, "_failover_parser", None)
-        if parser is not None:
-            parser.error("\n".join(errs))  # usage and the message on stderr, exit 2
-        for e in errs:
-            print(f"flotilla bench failover: error: {e}", file=sys.stderr)
-        return 2
+        from flotilla.cli.flags import usage_error
+
+        return usage_error(args, "\n".join(errs), "flotilla bench failover")
     if p.plot:
         from flotilla.bench.plot import require_matplotlib
 

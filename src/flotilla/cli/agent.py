@@ -92,7 +92,7 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     g.add_argument("--peer-advertise", default="", metavar="HOST:PORT",
                    help="the address announced to the other agents (default: the --peer-listen address)")
     _add_durations(g, _PEER_TIMINGS)
-    p.set_defaults(fn=run_agent_command, _agent_parser=p)
+    p.set_defaults(fn=run_agent_command)
     return p
 
 

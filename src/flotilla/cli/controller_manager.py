@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import argtype, duration, parse_non_negative
+from flotilla.cli.flags import keep_parser, usage_error
 from flotilla.observability.logs import progress_line
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.signals import run_until_stopped
@@ -377,7 +378,8 @@ def add_controller_manager_parser(subparsers: argparse._SubParsersAction) -> arg
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
-    p.set_defaults(fn=run_controller_manager_command, _cm_parser=p)
+    p.set_defaults(fn=run_controller_manager_command)
+    keep_parser(p)
     return p
 
 
@@ -387,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     _add_arguments(p)
-    p.set_defaults(fn=run_controller_manager_command, _cm_parser=p)
+    p.set_defaults(fn=run_controller_manager_command)
+    keep_parser(p)
     return p
 
 
@@ -593,14 +596,10 @@ async def _run_elected(client: Any, cfg: Config, stop: asyncio.Event,
 
 
 def run_controller_manager_command(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser | None = getattr(args, "_cm_parser", None)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
-        if parser is not None:
-            parser.error(str(e))  # exits 2, as argparse does for flag errors
-        _say(str(e))
-        return 2
+        return usage_error(args, str(e), PROG)
 
     from flotilla.apiserver.gctune import tune_gc
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from flotilla.cli.argtypes import seconds
 
-__all__ = ["FENCING_TIMINGS", "add_command", "add_fencing_flags"]
+__all__ = ["FENCING_TIMINGS", "add_command", "add_fencing_flags", "keep_parser", "usage_error"]
 
 #: the automatic fencing timings (docs/fencing.md) a tool passes on to the agents, member guards and
 #: controller-manager it starts, in seconds: flag -> (the product's default, what it sets)
@@ -44,3 +45,19 @@ def add_command(sub: Any, name: str, *, help: str, description: str, examples: S
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description, epilog=epilog,
                                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
+
+
+def keep_parser(parser: argparse.ArgumentParser) -> None:
+    """Keep ``parser`` in the arguments it parses, for :func:`usage_error`."""
+    parser.set_defaults(_parser=parser)
+
+
+def usage_error(args: argparse.Namespace, message: str, prog: str) -> int:
+    """A combination of flags the command refuses, reported as argparse reports a bad flag: through the command's
+    parser (usage and message on stderr, exit 2) when ``args`` came from one (:func:`keep_parser`), else as
+    ``PROG: error: MESSAGE`` on stderr; 2 either way."""
+    parser: argparse.ArgumentParser | None = getattr(args, "_parser", None)
+    if parser is not None:
+        parser.error(message)
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2

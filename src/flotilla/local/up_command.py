@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flotilla.cli.argtypes import duration, seconds
-from flotilla.cli.flags import add_fencing_flags
+from flotilla.cli.flags import add_fencing_flags, keep_parser, usage_error
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
@@ -119,7 +119,8 @@ def add_up_parsers(sub: Any) -> None:
         u.add_argument("--" + name.replace("_", "-"), type=seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")
     add_fencing_flags(u.add_argument_group("with --guard"), ("fence-after", "permit-hold"))
-    u.set_defaults(fn=run_up_command, _up_parser=u)
+    u.set_defaults(fn=run_up_command)
+    keep_parser(u)
 
     d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",
                        description="Stop the `flotilla up` running on --data-dir (SIGTERM, then SIGKILL after "
@@ -192,14 +193,10 @@ def _check_dependencies() -> str | None:
 
 
 def run_up_command(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser | None = getattr(args, "_up_parser", None)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
-        if parser is not None:
-            parser.error(str(e))
-        _err(str(e))
-        return 2
+        return usage_error(args, str(e), "flotilla up")
     missing = _check_dependencies()
     if missing:
         _err(missing)

@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 from flotilla.cli.argtypes import positive_int, seconds
-from flotilla.cli.flags import add_command, add_fencing_flags
+from flotilla.cli.flags import add_command, add_fencing_flags, keep_parser
 
 #: trial -> (module, function) that runs it
 RUNNERS = {
@@ -124,4 +124,4 @@ def add_soak_parsers(sub: Any) -> None:
     pp.add_argument("--settle-timeout", type=seconds, default=150.0, metavar="SECONDS",
                     help="after the last heal, how long the fleet may take to settle (default 150)")
     _output_arguments(pp, "every trial", "the stack's")
-    pp.set_defaults(_parser=pp)
+    keep_parser(pp)

@@ -127,24 +127,20 @@ class Fault:
     until_moved: bool = True  # healed early once every workload of its members runs elsewhere
 
 
-async def _partition(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "partition")
+def _sim_fault(mode: str) -> FaultStep:
+    """``flotilla sim fault MEMBER --mode MODE`` for each member."""
+
+    async def step(fleet: Fleet, members: tuple[str, ...]) -> None:
+        for m in members:
+            await fleet.sim_fault(m, mode)
+
+    return step
 
 
-async def _recover(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "recover")
-
-
-async def _down(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "down")
-
-
-async def _off(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "off")
+_partition = _sim_fault("partition")
+_recover = _sim_fault("recover")
+_down = _sim_fault("down")
+_off = _sim_fault("off")
 
 
 async def _kill_agent(fleet: Fleet, members: tuple[str, ...]) -> None:
@@ -813,26 +809,21 @@ def validate(p: PartitionParams) -> list[str]:
 
 def run_partition_command(args: Any) -> int:
     from flotilla.bench.harness import Ending, finish_command
+    from flotilla.cli.flags import usage_error
 
-    parser = getattr(args, "_parser", None)
     try:
         faults = parse_faults(args.faults) if args.faults else sorted(FAULTS)
     except ValueError as e:
-        return _usage(parser, str(e))
+        return usage_error(args, str(e), "flotilla soak partition")
     p = PartitionParams(trials=args.trials, workloads=args.workloads, members=args.members, seed=args.seed,
                         faults=faults, fence_after=args.fence_after, permit_hold=args.permit_hold,
                         fence_margin=args.fence_margin, settle_timeout=args.settle_timeout, json=args.json or "",
                         data_dir=args.data_dir or "")
     errs = validate(p)
     if errs:
-        return _usage(parser, "; ".join(errs))
+        return usage_error(args, "; ".join(errs), "flotilla soak partition")
     print(f"command: {p.command_line()}", flush=True)
     ending = Ending("soak partition", _all_problems, render_report, p.json)
     return finish_command(ending, lambda: run_partition_trials(p))
 
 
-def _usage(parser: Any, message: str) -> int:
-    if parser is not None:
-        parser.error(message)  # exits 2
-    print(f"flotilla soak partition: {message}", file=sys.stderr)
-    return 2
