@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-__all__ = ["run_until_stopped", "stop_on_signals"]
+__all__ = ["run_until_stopped", "stop_on_signals", "wait_or_kill"]
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -33,3 +33,13 @@ def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]],
         return asyncio.run(with_stop())
     except KeyboardInterrupt:
         return interrupted
+
+
+async def wait_or_kill(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Wait up to ``grace`` seconds for ``proc`` (asked to stop) to exit, then SIGKILL it and reap it."""
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()

@@ -45,6 +45,7 @@ import orjson
 
 from flotilla.bench.harness import CpuWindow
 from flotilla.bench.stats import percentile
+from flotilla.signals import wait_or_kill
 from flotilla.storage import ConflictError, Store, open_store
 
 STORE_TASKS = 200  # concurrent tasks writing to the store
@@ -336,11 +337,7 @@ class ServerProcess:
         if proc is None or proc.returncode is not None:
             return
         proc.send_signal(signal.SIGINT)  # KeyboardInterrupt: the server closes its store cleanly
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await wait_or_kill(proc, 15)
 
 
 def _check(status: int, body: bytes, want: int, what: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from flotilla.cli.argtypes import positive_duration
 from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, PermitWatch
-from flotilla.signals import run_until_stopped
+from flotilla.signals import run_until_stopped, wait_or_kill
 
 #: exit code when the guard stopped the command because the permit went stale
 EXIT_FENCED = 3
@@ -72,12 +72,7 @@ async def _stop_child(proc: asyncio.subprocess.Process, grace: float) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+    await wait_or_kill(proc, grace)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
