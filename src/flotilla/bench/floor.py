@@ -28,8 +28,9 @@ from flotilla.api import labels as L
 from flotilla.api import resources as R
 from flotilla.bench.propagate import DUPLICATED_POLICY as POLICY_NAME
 from flotilla.bench.workloads import KINDS, NAMESPACE, RUN_LABEL
-from flotilla.client import ApiException, Client, Informer, Resource
-from flotilla.client.errors import is_already_exists
+from flotilla.cli.control_plane import create_unless_exists
+from flotilla.client import Client, Informer, Resource
+from flotilla.cluster.join import namespace_object
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_binding_name, generate_execution_space_name, generate_work_name
 from flotilla.runtime.member_informers import MANAGED_SELECTOR
@@ -223,9 +224,5 @@ class ForwardFloor:
         if obj is None:
             raise RuntimeError(f"floor: no Cluster {cluster} in the informer")
         member: Client = await self.members.client_for(obj)
-        try:
-            await member.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        except ApiException as e:
-            if not is_already_exists(e):
-                raise
+        await create_unless_exists(member, NAMESPACES, namespace_object(NAMESPACE))
         return member

@@ -343,9 +343,10 @@ class BenchStack:
         await self.poll(served, "the FlinkDeployment CRD to be served", 60)
 
     async def create_namespace(self, name: str) -> None:
+        from flotilla.cluster.join import namespace_object
         from flotilla.kube.resources import NAMESPACES
 
-        await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        await self.cp.create(NAMESPACES, namespace_object(name))
 
     # ------------------------------------------------------------------ metrics
     async def scrape(self) -> stats.Samples:

@@ -31,8 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flotilla.cli.argtypes import duration
-from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
-from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.cli.control_plane import (
+    add_control_plane_args,
+    control_plane_client,
+    create_unless_exists,
+    run_client_command,
+)
+from flotilla.client import ApiException, Client, is_conflict, is_not_found
 from flotilla.client.errors import ConnectionFailed
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig
@@ -192,11 +197,7 @@ async def join_cluster(control_plane: Client, spec: JoinSpec) -> JoinResult:
     problems = validate_join(spec)
     if problems:
         raise ClusterCommandError("; ".join(problems))
-    try:
-        await control_plane.create(NAMESPACES, namespace_object(spec.cluster_namespace))
-    except ApiException as e:
-        if not is_already_exists(e):
-            raise
+    await create_unless_exists(control_plane, NAMESPACES, namespace_object(spec.cluster_namespace))
 
     existing = await _get_or_none(control_plane, CLUSTERS, spec.name)
     if existing is not None:

@@ -9,10 +9,11 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from flotilla.client import ApiException, Client
+from flotilla.client import ApiException, Client, is_already_exists
 from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.kube.resources import Resource
 
-__all__ = ["add_control_plane_args", "control_plane_client", "run_client_command"]
+__all__ = ["add_control_plane_args", "control_plane_client", "create_unless_exists", "run_client_command"]
 
 
 def add_control_plane_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,17 @@ def control_plane_client(args: argparse.Namespace, error: type[Exception], timeo
         return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=timeout)
     except KubeconfigError as e:
         raise error(f"control plane: {e} (use --kubeconfig)") from None
+
+
+async def create_unless_exists(client: Client, res: Resource, obj: dict[str, Any],
+                               namespace: str | None = None) -> dict[str, Any] | None:
+    """Create ``obj``; None when an object of that name is there already (left as it is)."""
+    try:
+        return await client.create(res, obj, namespace)
+    except ApiException as e:
+        if not is_already_exists(e):
+            raise
+        return None
 
 
 def run_client_command(main: Callable[[], Coroutine[Any, Any, int | None]],

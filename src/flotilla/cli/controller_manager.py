@@ -445,7 +445,9 @@ def _say(message: str) -> None:
 
 async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool:
     """Create ``name`` if missing, retrying while the API server cannot be reached; False if stopped first."""
-    from flotilla.client import ApiException, is_already_exists, is_not_found
+    from flotilla.cli.control_plane import create_unless_exists
+    from flotilla.client import ApiException, is_not_found
+    from flotilla.cluster.join import namespace_object
     from flotilla.kube.resources import NAMESPACES
 
     delay = 0.5
@@ -457,13 +459,8 @@ async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool
             except ApiException as e:
                 if not is_not_found(e):
                     raise
-            try:
-                await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                 "metadata": {"name": name}})
+            if await create_unless_exists(client, NAMESPACES, namespace_object(name)) is not None:
                 _say(f"created namespace {name}")
-            except ApiException as e:
-                if not is_already_exists(e):
-                    raise
             return True
         except (ApiException, OSError, TimeoutError) as e:
             log.warning("cannot ensure namespace %s (%s); retrying in %.1fs", name, e, delay)

@@ -418,17 +418,13 @@ class Stack:
 
     async def _prepare(self) -> None:
         from flotilla.api.resources import CLUSTERS
-        from flotilla.client import ApiException, is_already_exists
+        from flotilla.cli.control_plane import create_unless_exists
+        from flotilla.cluster.join import namespace_object
         from flotilla.kube.resources import CRDS, NAMESPACES
         from flotilla.member.flink_crd import flink_deployment_crd
 
-        for res, obj in ((CRDS, flink_deployment_crd()),
-                         (NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})):
-            try:
-                await self.cp.create(res, obj)
-            except ApiException as e:
-                if not is_already_exists(e):
-                    raise
+        for res, obj in ((CRDS, flink_deployment_crd()), (NAMESPACES, namespace_object(NAMESPACE))):
+            await create_unless_exists(self.cp, res, obj)
 
         async def announced() -> list[str]:
             waiting = []
