@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from flotilla.cli.argtypes import seconds
 
-__all__ = ["FENCING_TIMINGS", "add_command", "add_fencing_flags", "keep_parser", "usage_error"]
+__all__ = ["FENCING_TIMINGS", "add_command", "add_fencing_flags", "keep_parser", "run_alone", "usage_error"]
 
 #: the automatic fencing timings (docs/fencing.md) a tool passes on to the agents, member guards and
 #: controller-manager it starts, in seconds: flag -> (the product's default, what it sets)
@@ -61,3 +61,12 @@ def usage_error(args: argparse.Namespace, message: str, prog: str) -> int:
         parser.error(message)
     print(f"{prog}: error: {message}", file=sys.stderr)
     return 2
+
+
+def run_alone(command: str, add_parser: Callable[[Any], Any], argv: Sequence[str] | None = None) -> int:
+    """``flotilla COMMAND ARGV`` from the command's own module (``python -m flotilla.cli.MODULE ARGV``), with only
+    that command's parser built."""
+    parser = argparse.ArgumentParser(prog="flotilla")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)])
+    return int(args.fn(args))
