@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.api import resources as R
-from flotilla.bench.partition import OUT_OF_SERVICE, workload_running
+from flotilla.bench.partition import workload_running
 from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
+from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
 
 __all__ = ["FailoverObserver", "InformerObserver", "wait_on"]
 
@@ -152,7 +153,7 @@ class FailoverObserver(InformerObserver):
 
     def fenced_at(self) -> float | None:
         """When the failed Cluster was first seen with the out-of-service taint (a fence) after the fault."""
-        return self.cluster_events.get(f"taint:{OUT_OF_SERVICE}")
+        return self.cluster_events.get(f"taint:{OUT_OF_SERVICE_TAINT_KEY}")
 
     def mark_fault(self) -> float:
         self.fault_at = time.time()

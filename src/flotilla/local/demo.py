@@ -42,10 +42,14 @@ from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.failover.run_permit import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD, GUARDED_LABEL
 from flotilla.failover.state import parse_time
+from flotilla.kube.resources import CRDS
 from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.member.flink_crd import FLINK_DEPLOYMENTS as FLINK
+from flotilla.member.flink_crd import flink_deployment_crd
 from flotilla.member.history import Interval, copies_at_most
+from flotilla.member.savepoint_rule import DEFAULT_LABEL as JOB_LABEL
 from flotilla.observability.logs import log_formatter
 from flotilla.signals import stop_on_signals
 
@@ -56,9 +60,6 @@ T = TypeVar("T")
 NAMESPACE = "default"
 NAME = "wordcount"
 BINDING = f"{NAME}-flinkdeployment"
-JOB_LABEL = "failover.flink.io/job-id"
-FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 BOOT_DELAY = 6.0  # --manual-fence: seconds from member1's power-on to its workloads restarting (its API answers at once)
 ANN = "sim.flotilla.io/"
 
@@ -295,8 +296,6 @@ class Demo:
                   f"{PERMIT_HOLD:g}s): the control plane fences a cut-off member by itself once it has seen no "
                   f"Lease renewal for {PERMIT_HOLD:g} + {FENCE_AFTER:g} + {FENCE_MARGIN:g} (fence-margin) = "
                   f"{FENCE_BOUND:g}s, and only while it sees a majority of the members live")
-
-        from flotilla.member.flink_crd import flink_deployment_crd
 
         with contextlib.suppress(ApiException):
             await self.cp.create(CRDS, flink_deployment_crd())

@@ -32,6 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from flotilla.api.agents import LEASE_NAMESPACE
+from flotilla.bench.workloads import JOB_LABEL
+from flotilla.failover.fencing import is_fenced
+from flotilla.member.flink_model import ANN_RESTORED_FROM
 from flotilla.reliability.trial_checks import (
     WorkloadOutcome,
     counts_by_member,
@@ -44,11 +48,7 @@ __all__ = ["FAULTS", "Fault", "FaultPlan", "PartitionParams", "Timings", "TrialP
            "run_partition_command", "run_partition_trials"]
 
 NAMESPACE: Final = "soak"
-OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
-LEASE_NAMESPACE: Final = "karmada-cluster"
-JOB_LABEL: Final = "failover.flink.io/job-id"
 STATE_LABEL: Final = "failover.example.io/last-replicas"
-RESTORED_FROM: Final = "sim.flotilla.io/restored-from"
 POLL: Final = 0.5
 
 
@@ -345,11 +345,6 @@ def _reflected(status: Any, path: tuple[str, ...]) -> str | None:
     return str(value)
 
 
-def fenced(cluster: Mapping[str, Any]) -> bool:
-    return any(t.get("key") == OUT_OF_SERVICE and t.get("effect") == "NoExecute"
-               for t in (cluster.get("spec") or {}).get("taints") or [])
-
-
 def ready_untainted(cluster: Mapping[str, Any]) -> bool:
     ready = next((c for c in (cluster.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
                  None)
@@ -554,7 +549,7 @@ class Trial:
         while len(healed) < len(self.plan.faults):
             now = time.monotonic() - t0
             for name, c in (await self._clusters()).items():
-                if fenced(c):
+                if is_fenced(c):
                     fenced_at.setdefault(name, round(time.monotonic() - t0, 2))
             for i, f in enumerate(self.plan.faults):
                 if i in healed:
@@ -599,7 +594,7 @@ class Trial:
                 if obj is not None:
                     meta = obj.get("metadata") or {}
                     objects[m] = dict(meta.get("labels") or {})
-                    restored[m] = str((meta.get("annotations") or {}).get(RESTORED_FROM) or "")
+                    restored[m] = str((meta.get("annotations") or {}).get(ANN_RESTORED_FROM) or "")
             out.append(WorkloadOutcome(kind=w.kind, namespace=NAMESPACE, name=w.name, home=w.home,
                                        state_label=state_rule(w.kind)[0], expected_state=w.expected_state,
                                        clusters=clusters, objects=objects, restored_from=restored))
@@ -618,9 +613,9 @@ class Trial:
             clusters = await self._clusters()
             leases = await self._leases()
             for name, c in clusters.items():
-                if fenced(c):  # a fence may land after the heal: the control plane saw no renewal yet
+                if is_fenced(c):  # a fence may land after the heal: the control plane saw no renewal yet
                     self._fenced_at.setdefault(name, round(time.monotonic() - self._t0, 2))
-                if fenced(c) and leases.get(name) != leases_at_heal.get(name):
+                if is_fenced(c) and leases.get(name) != leases_at_heal.get(name):
                     await unfence_cluster(self.stack.cp, name, out=lambda _m: None)
                     unfenced.append(name)
                     leases_at_heal[name] = leases.get(name, "")
