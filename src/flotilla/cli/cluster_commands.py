@@ -26,7 +26,7 @@ import argparse
 import asyncio
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ from flotilla.cluster.join import (
 )
 from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import patch_with_retry
 
 __all__ = [
     "ClusterCommandError",
@@ -323,19 +324,11 @@ async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[
 
 
 async def _strip_finalizers(cp: Client, name: str) -> None:
-    for _ in range(5):
-        current = await _get_or_none(cp, CLUSTERS, name)
-        if current is None:
-            return
-        rv = (current.get("metadata") or {}).get("resourceVersion")
-        try:
-            await cp.patch(CLUSTERS, name, {"metadata": {"finalizers": None, "resourceVersion": rv}})
-            return
-        except ApiException as e:
-            if is_not_found(e):
-                return
-            if not is_conflict(e):
-                raise
+    def drop(obj: Mapping[str, Any]) -> dict[str, Any]:
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return {"metadata": {"finalizers": None, "resourceVersion": rv}}
+
+    await patch_with_retry(cp, CLUSTERS, None, name, None, drop)
 
 
 # ============================================================================================ commands
