@@ -320,12 +320,17 @@ class Demo:
         last = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
         f.records_at_fault = int(_ann(last or obj, "records-processed") or 0)
 
-    async def _manual_story(self) -> None:
-        n, f = self.n, self.facts
+    async def _fault_member1(self, mode: str) -> Any:
+        """``flotilla sim fault member1 --mode MODE``: the fault of the story, whose clock starts now; member1."""
         assert self.stack is not None
         member1 = self.stack.member("member1")
-        await member1.set_fault("off")
-        n.t0 = time.monotonic()
+        await member1.set_fault(mode)
+        self.n.t0 = time.monotonic()
+        return member1
+
+    async def _manual_story(self) -> None:
+        n, f = self.n, self.facts
+        member1 = await self._fault_member1("off")
         n.say("member1 loses power: its API server is gone and its workloads stopped (flotilla sim fault member1 "
               "--mode off)")
         await asyncio.sleep(0.2)
@@ -367,10 +372,7 @@ class Demo:
 
     async def _automatic_story(self) -> None:
         n, f = self.n, self.facts
-        assert self.stack is not None
-        member1 = self.stack.member("member1")
-        await member1.set_fault("partition")
-        n.t0 = time.monotonic()
+        member1 = await self._fault_member1("partition")
         f.cut_at = time.time()
         n.say("member1 is cut off from the control plane (flotilla sim fault member1 --mode partition): its agent "
               "cannot renew its Lease any more; member1 and its job go on running. Nobody types anything from now on")
