@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
-__all__ = ["run_until_stopped", "stop_on_signals", "wait_or_kill"]
+__all__ = ["cancel_all", "run_until_stopped", "stop_on_signals", "wait_or_kill"]
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -43,3 +43,11 @@ async def wait_or_kill(proc: asyncio.subprocess.Process, grace: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended; what they raise is dropped (they are being stopped)."""
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

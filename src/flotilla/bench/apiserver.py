@@ -45,7 +45,7 @@ import orjson
 
 from flotilla.bench.harness import CpuWindow
 from flotilla.bench.stats import percentile
-from flotilla.signals import wait_or_kill
+from flotilla.signals import cancel_all, wait_or_kill
 from flotilla.storage import ConflictError, Store, open_store
 
 STORE_TASKS = 200  # concurrent tasks writing to the store
@@ -186,9 +186,7 @@ async def _store_watchers(store: Store, prefix: str, count: int, expected: int,
 
 async def _finish_watchers(tallies: list[WatchTally], tasks: list[asyncio.Task[None]]) -> None:
     await _wait_all(tallies)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await cancel_all(tasks)
 
 
 def _watch_summary(tallies: list[WatchTally]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from flotilla.cluster.join import namespace_object
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_binding_name, generate_execution_space_name, generate_work_name
 from flotilla.runtime.member_informers import MANAGED_SELECTOR
+from flotilla.signals import cancel_all
 
 __all__ = ["FLOOR_WORKERS", "ForwardFloor", "binding_for", "claim_patch", "manifest_for", "work_for"]
 
@@ -160,9 +161,7 @@ class ForwardFloor:
         self._tasks = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         await asyncio.gather(*(inf.stop() for inf in [*self._informers, *self._member_informers.values()]),
                              return_exceptions=True)
         for task in self._member_ready.values():
