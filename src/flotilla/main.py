@@ -54,12 +54,6 @@ def _demo_api(args: argparse.Namespace) -> int:
     return run_demo(Path(args.data_dir), examples=Path(args.examples))
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from flotilla.bench.command import run_bench
-
-    return run_bench(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="flotilla", description="Multi-cluster Kubernetes control plane with "
                                 "stateful failover, speaking Karmada's API.")
@@ -103,25 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--examples", default="examples/apiserver")
     d.set_defaults(fn=_demo_api)
 
-    b = sub.add_parser("bench", help="benchmarks", description="Benchmarks (results: docs/benchmarks.md).",
-                       epilog="examples:\n  flotilla bench apiserver --backends memory,sqlite\n"
-                              "  flotilla bench failover --workloads 1000 --members 3 --json out.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    bsub = b.add_subparsers(dest="bench", required=True)
-    ba = bsub.add_parser("apiserver", help="API server and store throughput",
-                         description="Creates, updates and watch latency through HTTP, and raw store writes, per "
-                                     "storage backend.",
-                         epilog="example:\n  flotilla bench apiserver --backends sqlite --objects 2000 --output a.json",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ba.add_argument("--backends", default="memory,sqlite,etcd", help="comma-separated: memory,sqlite,etcd")
-    ba.add_argument("--objects", type=int, default=2000, help="objects per phase")
-    ba.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
-    ba.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
-    ba.add_argument("--output", default="", help="also write the results as JSON to this file")
-    from flotilla.bench.command import add_bench_subparsers
+    from flotilla.bench.command import add_bench_parsers
 
-    add_bench_subparsers(bsub)  # `flotilla bench failover` (and its internal `bench control-plane`)
-    b.set_defaults(fn=_bench)
+    add_bench_parsers(sub)  # `flotilla bench apiserver|failover|propagate|scale` (and their internal processes)
 
     from flotilla.member.command import add_member_parsers
 

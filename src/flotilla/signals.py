@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
-__all__ = ["stop_on_signals"]
+__all__ = ["cancel_all", "run_until_stopped", "stop_on_signals", "wait_or_kill"]
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -18,3 +20,34 @@ def stop_on_signals() -> asyncio.Event:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+def run_until_stopped(main: Callable[[asyncio.Event], Coroutine[Any, Any, int]], interrupted: int = 0) -> int:
+    """Run ``main(stop)`` in a new event loop, ``stop`` being set by SIGTERM or SIGINT (:func:`stop_on_signals`),
+    and return its exit code; ``interrupted`` when a Ctrl-C came before the handlers were in place."""
+
+    async def with_stop() -> int:
+        return await main(stop_on_signals())
+
+    try:
+        return asyncio.run(with_stop())
+    except KeyboardInterrupt:
+        return interrupted
+
+
+async def wait_or_kill(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Wait up to ``grace`` seconds for ``proc`` (asked to stop) to exit, then SIGKILL it and reap it."""
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended; what they raise is dropped (they are being stopped)."""
+    pending = list(tasks)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)

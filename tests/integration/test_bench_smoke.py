@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from flotilla.bench.command import percentile, run_bench
+from flotilla.bench.command import run_bench
+from flotilla.bench.stats import percentile
 from flotilla.main import build_parser
 from flotilla.storage import etcd_launcher as bench_etcd
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flotilla.cli.argtypes import parse_duration
 from flotilla.cli.controller_manager import (
     add_controller_manager_parser,
     build_parser,
@@ -25,7 +26,6 @@ from flotilla.cli.controller_manager import (
     option_flags,
     options_from_args,
     parse_bool,
-    parse_duration,
     select_controllers,
 )
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions

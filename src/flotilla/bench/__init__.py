@@ -1,4 +1,3 @@
-"""Benchmarks that need more than one process: ``flotilla bench failover`` and its control-plane process.
-
-``flotilla bench apiserver`` lives in :mod:`flotilla.bench.command`, which also holds the argument parsers of all.
+"""The benchmarks (``flotilla bench``): their command line in :mod:`flotilla.bench.command`, each benchmark in a
+module of its own (``apiserver``, ``failover``, ``propagate``, ``scale``) with what they share beside them.
 """

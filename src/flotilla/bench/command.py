@@ -1,803 +1,79 @@
-"""``flotilla bench apiserver``: store and API server throughput, latency and watch delivery.
+"""``flotilla bench``: the benchmarks' command line (results: docs/benchmarks.md).
 
-(``flotilla bench failover`` is in :mod:`flotilla.bench.failover`; its parser is here, in
-:func:`add_bench_subparsers`.)
-
-For each backend (memory, sqlite, etcd):
-
-1. **store** - the Store API in this process: ``--store-writes`` creates of ~2 KB JSON values
-   from 200 concurrent tasks (no watchers), then one compare-and-swap update of every key while
-   4 watchers on the prefix receive every event (write-to-receipt latency under load), then 200
-   sequential updates (write-to-receipt latency of a lone writer).
-2. **http** - a ``flotilla apiserver`` on that backend in a separate process (a subprocess on a
-   free port, so the load generator does not share its interpreter, GIL or CPU accounting) and
-   ``--concurrency`` clients, each its own aiohttp session with one connection: POST
-   ``--objects`` ConfigMaps of ~2 KB, GET each, PUT each (optimistic concurrency, with a watch
-   opened before the PUTs that must receive every update), and LIST the namespace.
-
-Latencies are from issuing a request (or a store call) to its answer, or to the moment the
-watcher got the event. The memory store's writes never suspend, so its "200 tasks" run one after
-the other and its watchers only run once the writers yield: its under-load watch latency is about
-the length of the phase. HTTP watch events/s is events received / (last receipt - first PUT).
-CPU is the user+system time of each process during a phase divided by the phase's wall time
-(1.0 = one core busy); ``irq`` is interrupt/softirq time (loopback TCP) and ``other`` is every
-other process on the machine, which tells whether something else competed for the cores.
+Each benchmark's body is a module of its own, imported only when it runs: ``apiserver``
+(:mod:`flotilla.bench.apiserver`), ``failover``, ``propagate``, ``scale``, and the internal ``control-plane`` and
+``link`` processes that ``failover`` starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import math
-import os
-import platform
-import re
-import secrets
-import shlex
-import signal
-import sys
-import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO
-
-import aiohttp
-import orjson
-
-from flotilla.cli.argtypes import positive_int
-from flotilla.storage import ConflictError, Store, open_store
-
-STORE_TASKS = 200  # concurrent tasks writing to the store
-STORE_WATCHERS = 4  # watchers on the prefix during the CAS update phase
-IDLE_WRITES = 200  # sequential updates for the lone-writer watch latency
-LIST_RUNS = 3  # LIST the namespace this many times, report the fastest and the median
-VALUE_BYTES = 2048
-WATCH_TIMEOUT = 60.0  # how long to wait for watchers to catch up after the writes
-SERVER_START_TIMEOUT = 60.0
-ALL_BACKENDS = ("memory", "sqlite", "etcd")
-SERVER_MODE = "subprocess: `python -m flotilla.main apiserver --port 0` (one process per backend)"
-
-
-# --------------------------------------------------------------------------------------- helpers
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile of ``samples`` (0 if empty)."""
-    if not samples:
-        return 0.0
-    ordered = sorted(samples)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 4)
-
-
-def _latency(samples: list[float]) -> dict[str, float]:
-    return {"p50_ms": _ms(percentile(samples, 50)), "p99_ms": _ms(percentile(samples, 99)),
-            "max_ms": _ms(max(samples, default=0.0))}
-
-
-def _rate(count: int, seconds: float) -> float:
-    return round(count / seconds, 1) if seconds > 0 else 0.0
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc; 0 if unknown."""
-    if pid == os.getpid():
-        return time.process_time()
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu_seconds() -> tuple[float, float]:
-    """(busy, irq) CPU seconds of the whole machine from /proc/stat: busy is every CPU's time not
-    idle, irq its share spent in interrupts and softirqs (e.g. loopback TCP), which no process is
-    charged for. (0, 0) if unknown."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-    except OSError:
-        return 0.0, 0.0
-    # user nice system idle iowait irq softirq steal
-    ticks = [int(x) for x in fields[1:9]]
-    hz = os.sysconf("SC_CLK_TCK")
-    return (sum(ticks) - ticks[3] - ticks[4]) / hz, (ticks[5] + ticks[6]) / hz
-
-
-class CpuMeter:
-    """CPU use over a phase, in cores (cpu seconds / wall seconds): of a few named processes, ``irq``
-    (interrupts and softirqs: mostly loopback networking) and ``other`` (every other process on the
-    machine, i.e. work competing for the same cores)."""
-
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
-        self._start = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
-        self._machine = machine_cpu_seconds()
-        self._t0 = time.perf_counter()
-
-    def cores(self) -> dict[str, float]:
-        wall = time.perf_counter() - self._t0
-        if wall <= 0:
-            return {name: 0.0 for name in [*self.pids, "irq", "other"]}
-        used = {name: proc_cpu_seconds(pid) - self._start[name] for name, pid in self.pids.items()}
-        busy, irq = machine_cpu_seconds()
-        busy -= self._machine[0]
-        irq -= self._machine[1]
-        other = max(0.0, busy - irq - sum(used.values()))
-        return {**{name: round(s / wall, 2) for name, s in used.items()},
-                "irq": round(irq / wall, 2), "other": round(other / wall, 2)}
-
-
-def _value_template(tag: str) -> tuple[bytes, bytes]:
-    head = orjson.dumps({"kind": "Bench", "labels": {"app": "bench"}, "tag": tag, "index": ""})[:-2]
-    tail = b'","pad":"' + b"x" * (VALUE_BYTES - len(head) - 8 - 11) + b'"}'
-    return head, tail  # head + b"%08d" % i + tail is VALUE_BYTES long
-
-
-_TEMPLATES: dict[str, tuple[bytes, bytes]] = {}
-
-
-def make_value(i: int, tag: str = "c") -> bytes:
-    """A JSON document of VALUE_BYTES bytes, distinct per ``i`` and ``tag`` (cheap: no serializer)."""
-    template = _TEMPLATES.get(tag)
-    if template is None:
-        template = _TEMPLATES[tag] = _value_template(tag)
-    return template[0] + b"%08d" % i + template[1]
-
-
-def configmap(i: int, namespace: str) -> dict[str, Any]:
-    """A ConfigMap of ~2 KB."""
-    data = {f"key{k}": f"value-{i}-{k}-" + "y" * 180 for k in range(10)}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"cm-{i:06d}", "namespace": namespace, "labels": {"app": "bench", "shard": str(i % 16)}},
-        "data": data,
-    }
-
-
-async def _run_workers(count: int, workers: int, work: Callable[[int], Awaitable[None]]) -> float:
-    """Run ``work(i)`` for every i in range(count) from ``workers`` concurrent tasks; return the wall time."""
-    indices: Iterator[int] = iter(range(count))
-
-    async def worker() -> None:
-        for i in indices:  # a shared iterator: each index is taken by exactly one worker
-            await work(i)
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(max(1, min(workers, count)))))
-    return time.perf_counter() - t0
-
-
-@dataclass
-class WatchTally:
-    """What one watcher received: a count and write-to-receipt latencies."""
-
-    expected: int
-    received: int = 0
-    latencies: list[float] = field(default_factory=list)
-    first: float = 0.0
-    last: float = 0.0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    _want: int = 0
-    _waiter: asyncio.Future[None] | None = None
-
-    def record(self, issued_at: float | None) -> None:
-        now = time.perf_counter()
-        if issued_at is not None:
-            self.latencies.append(now - issued_at)
-        if not self.received:
-            self.first = now
-        self.last = now
-        self.received += 1
-        if self.received >= self.expected:
-            self.done.set()
-        if self._waiter is not None and self.received >= self._want and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def reach(self, count: int) -> None:
-        """Return once ``count`` events were received."""
-        if self.received >= count:
-            return
-        self._want = count
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-
-
-async def _wait_all(tallies: list[WatchTally]) -> None:
-    """Wait (at most WATCH_TIMEOUT) until every watcher got what it expected."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(WATCH_TIMEOUT):
-            await asyncio.gather(*(t.done.wait() for t in tallies))
-
-
-# --------------------------------------------------------------------------------------- store phase
-
-
-async def _store_watchers(store: Store, prefix: str, count: int, expected: int,
-                          issued: dict[str, float]) -> tuple[list[WatchTally], list[asyncio.Task[None]]]:
-    tallies = [WatchTally(expected) for _ in range(count)]
-    tasks = []
-    for tally in tallies:
-        watcher = await store.watch(prefix)
-
-        async def consume(watcher: Any = watcher, tally: WatchTally = tally) -> None:
-            try:
-                async for ev in watcher:
-                    tally.record(issued.get(ev.key))
-                    if tally.received >= tally.expected:
-                        break
-            finally:
-                await watcher.close()
-
-        tasks.append(asyncio.create_task(consume()))
-    return tallies, tasks
-
-
-async def _finish_watchers(tallies: list[WatchTally], tasks: list[asyncio.Task[None]]) -> None:
-    await _wait_all(tallies)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _watch_summary(tallies: list[WatchTally]) -> dict[str, Any]:
-    lat = [x for t in tallies for x in t.latencies]
-    return {"watchers": len(tallies), "expected": tallies[0].expected if tallies else 0,
-            "received": [t.received for t in tallies], **_latency(lat)}
-
-
-async def store_phase(store: Store, n: int, *, tasks: int = STORE_TASKS, watchers: int = STORE_WATCHERS,
-                      idle_writes: int = IDLE_WRITES) -> dict[str, Any]:
-    """Creates (no watchers), CAS updates (with watchers), then sequential updates (with watchers)."""
-    prefix = f"/flotilla-bench/{secrets.token_hex(4)}/"
-    keys = [f"{prefix}k{i:07d}" for i in range(n)]
-    revisions = [0] * n
-    errors: list[str] = []
-    lat: list[float] = []
-
-    async def create(i: int) -> None:
-        t0 = time.perf_counter()
-        try:
-            revisions[i] = await store.create(keys[i], make_value(i))
-        except Exception as exc:  # reported, not raised: one failure should not hide the rest
-            errors.append(f"create {keys[i]}: {exc!r}")
-            return
-        lat.append(time.perf_counter() - t0)
-
-    wall = await _run_workers(n, tasks, create)
-    result: dict[str, Any] = {"tasks": tasks, "value_bytes": len(make_value(0))}
-    result["creates"] = {"count": n, "seconds": round(wall, 3), "per_second": _rate(len(lat), wall),
-                         **_latency(lat), "errors": len(errors)}
-    _db_stats(store, result["creates"])
-
-    # CAS updates of every key with W watchers on the prefix.
-    issued: dict[str, float] = {}
-    tallies, consumers = await _store_watchers(store, prefix, watchers, n, issued)
-    lat = []
-    conflicts = 0
-
-    async def update(i: int) -> None:
-        nonlocal conflicts
-        t0 = issued[keys[i]] = time.perf_counter()
-        try:
-            revisions[i] = await store.update(keys[i], make_value(i, "u"), revisions[i])
-        except ConflictError:
-            conflicts += 1
-            return
-        except Exception as exc:
-            errors.append(f"update {keys[i]}: {exc!r}")
-            return
-        lat.append(time.perf_counter() - t0)
-
-    wall = await _run_workers(n, tasks, update)
-    await _finish_watchers(tallies, consumers)
-    result["updates"] = {"count": n, "seconds": round(wall, 3), "per_second": _rate(len(lat), wall), **_latency(lat),
-                         "conflicts": conflicts, "errors": len(errors) - result["creates"]["errors"]}
-    result["watch_under_load"] = _watch_summary(tallies)
-
-    # A lone writer: each write waits until every watcher has its event, so this is the latency of
-    # commit + fan-out + wake-up, without queueing behind other writers.
-    m = min(idle_writes, n)
-    issued = {}
-    tallies, consumers = await _store_watchers(store, prefix, watchers, m, issued)
-    for i in range(m):
-        issued[keys[i]] = time.perf_counter()
-        try:
-            revisions[i] = await store.update(keys[i], make_value(i, "i"), revisions[i])
-        except Exception as exc:
-            errors.append(f"idle update {keys[i]}: {exc!r}")
-            break
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(WATCH_TIMEOUT):
-                await asyncio.gather(*(t.reach(i + 1) for t in tallies))
-    await _finish_watchers(tallies, consumers)
-    result["watch_idle"] = _watch_summary(tallies)
-    result["errors"] = errors[:5]
-    return result
-
-
-def _db_stats(store: Store, into: dict[str, Any]) -> None:
-    """For the SQLite store: how many writes each transaction grouped."""
-    transactions = getattr(store, "transactions", None)
-    writes = getattr(store, "writes", None)
-    if isinstance(transactions, int) and isinstance(writes, int) and transactions:
-        into["transactions"] = transactions
-        into["writes_per_transaction"] = round(writes / transactions, 1)
-
-
-# --------------------------------------------------------------------------------------- API server
-
-
-class ServerProcess:
-    """``flotilla apiserver`` in a subprocess on a free port."""
-
-    def __init__(self, storage_url: str, data_dir: Path) -> None:
-        self.storage_url = storage_url
-        self.data_dir = data_dir
-        self.command = [sys.executable, "-m", "flotilla.main", "apiserver", "--storage", storage_url,
-                        "--data-dir", str(data_dir), "--port", "0"]
-        self.proc: asyncio.subprocess.Process | None = None
-        self.url = ""
-        self.log_path = data_dir / "apiserver.log"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    async def start(self) -> None:
-        log = self._open_log()
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log,
-                start_new_session=True)
-        finally:
-            log.close()  # the child has its own copy
-        assert self.proc.stdout is not None
-        try:
-            async with asyncio.timeout(SERVER_START_TIMEOUT):
-                while True:
-                    line = await self.proc.stdout.readline()
-                    if not line:
-                        raise RuntimeError(f"apiserver exited ({await self.proc.wait()}): {self._log_tail()}")
-                    found = re.search(rb"serving (https?://\S+)", line)
-                    if found:
-                        self.url = found.group(1).decode()
-                        break
-        except TimeoutError:
-            await self.stop()
-            raise RuntimeError(f"apiserver did not start in {SERVER_START_TIMEOUT:.0f}s: {self._log_tail()}") from None
-        except BaseException:
-            await self.stop()
-            raise
-
-    def _open_log(self) -> BinaryIO:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        return open(self.log_path, "wb")  # handed to the child; start() closes ours
-
-    def _log_tail(self) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
-        except OSError:
-            return "<no log>"
-
-    async def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        proc.send_signal(signal.SIGINT)  # KeyboardInterrupt: the server closes its store cleanly
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-
-
-def _check(status: int, body: bytes, want: int, what: str) -> None:
-    if status != want:
-        raise RuntimeError(f"{what}: HTTP {status} (wanted {want}): {body[:300]!r}")
-
-
-async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
-                     pids: dict[str, int]) -> dict[str, Any]:
-    """POST, GET, PUT (watched) and LIST ``n`` ConfigMaps with ``concurrency`` client sessions."""
-    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=300),
-                                      timeout=aiohttp.ClientTimeout(total=120))
-                for _ in range(max(1, min(concurrency, n)))]
-    watch_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None))
-    json_headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    base = f"{base_url}/api/v1/namespaces/{namespace}/configmaps"
-    errors: list[str] = []
-    result: dict[str, Any] = {"namespace": namespace, "clients": len(sessions)}
-    try:
-        async with sessions[0].post(f"{base_url}/api/v1/namespaces", headers=json_headers,
-                                    data=orjson.dumps({"apiVersion": "v1", "kind": "Namespace",
-                                                       "metadata": {"name": namespace}})) as resp:
-            _check(resp.status, await resp.read(), 201, f"create namespace {namespace}")
-
-        async def phase(name: str, work: Callable[[aiohttp.ClientSession, int], Awaitable[None]],
-                        extra: dict[str, Any] | None = None) -> float:
-            lat: list[float] = []
-            indices = iter(range(n))
-
-            async def worker(session: aiohttp.ClientSession) -> None:
-                for i in indices:
-                    t0 = time.perf_counter()
-                    try:
-                        await work(session, i)
-                    except Exception as exc:
-                        errors.append(f"{name} {i}: {exc}")
-                        continue
-                    lat.append(time.perf_counter() - t0)
-
-            cpu = CpuMeter(pids)
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(s) for s in sessions))  # one session per worker
-            wall = time.perf_counter() - t0
-            result[name] = {"count": n, "seconds": round(wall, 3), "per_second": _rate(len(lat), wall),
-                            **_latency(lat), "errors": n - len(lat), "cpu_cores": cpu.cores(), **(extra or {})}
-            return wall
-
-        bodies = [orjson.dumps(configmap(i, namespace)) for i in range(n)]
-        result["object_bytes"] = len(bodies[0])
-        rvs = [0] * n
-
-        async def post(session: aiohttp.ClientSession, i: int) -> None:
-            async with session.post(base, data=bodies[i], headers=json_headers) as resp:
-                body = await resp.read()
-                _check(resp.status, body, 201, "POST")
-            rvs[i] = int(orjson.loads(body)["metadata"]["resourceVersion"])
-
-        await phase("creates", post)
-
-        objects: list[dict[str, Any]] = [{} for _ in range(n)]
-
-        async def get(session: aiohttp.ClientSession, i: int) -> None:
-            async with session.get(f"{base}/cm-{i:06d}", headers=json_headers) as resp:
-                body = await resp.read()
-                _check(resp.status, body, 200, "GET")
-            objects[i] = orjson.loads(body)
-
-        await phase("gets", get)
-
-        # The watcher: opened (response headers received, so registered) before the first PUT.
-        issued: dict[str, float] = {}
-        tally = WatchTally(n)
-        start_rv = max(rvs, default=0)
-        watch_resp = await watch_session.get(f"{base}?watch=1&resourceVersion={start_rv}&timeoutSeconds=600")
-        _check(watch_resp.status, b"", 200, "WATCH")
-        kinds: dict[str, int] = {}
-
-        async def read_watch() -> None:
-            try:
-                while tally.received < n:
-                    line = await watch_resp.content.readline()
-                    if not line:
-                        break
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    kinds[event["type"]] = kinds.get(event["type"], 0) + 1
-                    if event["type"] == "MODIFIED":
-                        tally.record(issued.get(event["object"]["metadata"]["name"]))
-            finally:
-                tally.done.set()
-
-        reader = asyncio.create_task(read_watch())
-
-        async def put(session: aiohttp.ClientSession, i: int) -> None:
-            obj = objects[i]
-            obj["data"]["key0"] = f"updated-{i}"
-            data = orjson.dumps(obj)
-            issued[obj["metadata"]["name"]] = time.perf_counter()
-            async with session.put(f"{base}/cm-{i:06d}", data=data, headers=json_headers) as resp:
-                body = await resp.read()
-                _check(resp.status, body, 200, "PUT")
-
-        updates_started = time.perf_counter()
-        await phase("updates", put)
-        updates_ended = time.perf_counter()
-        await _wait_all([tally])
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
-        watch_resp.close()
-        span = (tally.last - updates_started) if tally.received else 0.0
-        result["watch"] = {
-            "expected": n, "received": tally.received, "event_types": kinds,
-            "per_second": _rate(tally.received, span),
-            "lag_after_last_update_ms": _ms(max(0.0, tally.last - updates_ended)) if tally.received else None,
-            **_latency(tally.latencies),
-        }
-
-        # LIST the whole namespace a few times.
-        runs: list[float] = []
-        items = -1
-        cpu = CpuMeter(pids)
-        for _ in range(LIST_RUNS):
-            t0 = time.perf_counter()
-            async with sessions[0].get(base, headers=json_headers) as resp:
-                body = await resp.read()
-                _check(resp.status, body, 200, "LIST")
-            runs.append(time.perf_counter() - t0)
-            items = len(orjson.loads(body)["items"])
-        result["list"] = {"items": items, "bytes": len(body), "best_ms": _ms(min(runs)),
-                          "median_ms": _ms(sorted(runs)[len(runs) // 2]), "runs": LIST_RUNS,
-                          "cpu_cores": cpu.cores()}
-    finally:
-        await watch_session.close()
-        for s in sessions:
-            await s.close()
-    result["errors"] = errors[:5]
-    return result
-
-
-# --------------------------------------------------------------------------------------- driver
-
-
-@dataclass
-class BenchParams:
-    backends: list[str]
-    objects: int
-    concurrency: int
-    store_writes: int
-    output: str
-
-
-def _params(args: argparse.Namespace) -> BenchParams:
-    backends = [b.strip() for b in str(getattr(args, "backends", ",".join(ALL_BACKENDS))).split(",") if b.strip()]
-    unknown = [b for b in backends if b not in ALL_BACKENDS]
-    if unknown:
-        raise SystemExit(f"flotilla bench: unknown backend(s) {', '.join(unknown)}; use {','.join(ALL_BACKENDS)}")
-    return BenchParams(backends=backends, objects=int(getattr(args, "objects", 2000)),
-                       concurrency=int(getattr(args, "concurrency", 32)),
-                       store_writes=int(getattr(args, "store_writes", 20000)),
-                       output=str(getattr(args, "output", "") or ""))
-
-
-def command_line(p: BenchParams) -> str:
-    """The complete command line (every option spelled out) that reproduces this run."""
-    cmd = ["flotilla", "bench", "apiserver", "--backends", ",".join(p.backends), "--objects", str(p.objects),
-           "--concurrency", str(p.concurrency), "--store-writes", str(p.store_writes)]
-    if p.output:
-        cmd += ["--output", p.output]
-    return shlex.join(cmd)
-
-
-def machine_info() -> dict[str, Any]:
-    return {"nproc": os.cpu_count(), "python": platform.python_version(),
-            "implementation": platform.python_implementation(), "platform": platform.platform(),
-            "aiohttp": aiohttp.__version__, "orjson": orjson.__version__}
-
-
-async def bench_backend(backend: str, p: BenchParams, workdir: Path) -> dict[str, Any]:
-    from flotilla.storage.etcd_launcher import EtcdNotFoundError, start_etcd
-
-    etcd = None
-    out: dict[str, Any] = {}
-    pids = {"bench": os.getpid()}
-    try:
-        if backend == "etcd":
-            try:
-                etcd = await asyncio.to_thread(start_etcd, workdir / "etcd")
-            except EtcdNotFoundError as exc:
-                return {"skipped": str(exc)}
-            url = f"etcd://{etcd.endpoint}"
-            pids["etcd"] = etcd.pid
-            out["etcd"] = {"endpoint": etcd.endpoint, "fsync": True}
-        elif backend == "sqlite":
-            url = "sqlite://"
-        else:
-            url = "memory://"
-        _say(f"[{backend}] store: {p.store_writes} creates + CAS updates from {STORE_TASKS} tasks ...")
-        store = await open_store(url, workdir / f"store-{backend}")
-        cpu = CpuMeter(pids)
-        try:
-            out["store"] = await store_phase(store, p.store_writes)
-        finally:
-            await store.close()
-        out["store"]["cpu_cores"] = cpu.cores()
-
-        _say(f"[{backend}] http: {p.objects} ConfigMaps x POST/GET/PUT/LIST, {p.concurrency} clients ...")
-        server = ServerProcess(url, workdir / f"apiserver-{backend}")
-        await server.start()
-        try:
-            namespace = f"bench-{backend}-{secrets.token_hex(3)}"
-            out["http"] = await http_phase(server.url, p.objects, p.concurrency, namespace,
-                                           {**pids, "apiserver": server.pid})
-            out["http"]["server"] = {"mode": "subprocess", "command": shlex.join(server.command), "url": server.url}
-        finally:
-            await server.stop()
-    finally:
-        if etcd is not None:
-            await asyncio.to_thread(etcd.stop)
-    return out
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def problems(results: dict[str, Any]) -> list[str]:
-    """Errors and missing watch events in a result document (empty when the run was clean)."""
-    found: list[str] = []
-    for backend, r in results["backends"].items():
-        if "skipped" in r:
-            continue
-        if "error" in r:
-            found.append(f"{backend}: {r['error']}")
-            continue
-        s, h = r["store"], r["http"]
-        for phase in ("creates", "updates"):
-            if s[phase]["errors"] or s[phase].get("conflicts"):
-                found.append(f"{backend}: store {phase}: {s[phase]['errors']} errors, "
-                             f"{s[phase].get('conflicts', 0)} conflicts {s['errors']}")
-        for w in ("watch_under_load", "watch_idle"):
-            if any(got != s[w]["expected"] for got in s[w]["received"]):
-                found.append(f"{backend}: store {w}: received {s[w]['received']} of {s[w]['expected']}")
-        for phase in ("creates", "gets", "updates"):
-            if h[phase]["errors"]:
-                found.append(f"{backend}: http {phase}: {h[phase]['errors']} errors {h['errors']}")
-        if h["watch"]["received"] != h["updates"]["count"]:
-            found.append(f"{backend}: http watch received {h['watch']['received']} of {h['updates']['count']}")
-        if h["list"]["items"] != h["creates"]["count"]:
-            found.append(f"{backend}: http list returned {h['list']['items']} of {h['creates']['count']} items")
-    return found
-
-
-def _pair(d: dict[str, Any]) -> str:
-    return f"{d['p50_ms']:.2f} / {d['p99_ms']:.2f} / {d['max_ms']:.0f}"
-
-
-def _cores(d: dict[str, Any]) -> str:
-    return " ".join(f"{k[0]}{v:.2f}" for k, v in d.items())
-
-
-def render_table(results: dict[str, Any]) -> str:
-    backends = list(results["backends"])
-    rows: list[tuple[str, list[str]]] = []
-
-    def row(label: str, fn: Callable[[dict[str, Any]], str]) -> None:
-        cells = []
-        for b in backends:
-            r = results["backends"][b]
-            if "skipped" in r:
-                cells.append("skipped")
-                continue
-            if "error" in r:
-                cells.append("FAILED")
-                continue
-            try:
-                cells.append(fn(r))
-            except (KeyError, TypeError, ValueError):
-                cells.append("-")
-        rows.append((label, cells))
-
-    n = results["params"]["store_writes"]
-    row(f"store creates/s ({STORE_TASKS} tasks)", lambda r: f"{r['store']['creates']['per_second']:,.0f}")
-    row("store create p50/p99/max ms", lambda r: _pair(r["store"]["creates"]))
-    row("sqlite writes per transaction",
-        lambda r: str(r["store"]["creates"].get("writes_per_transaction", "n/a")))
-    row(f"store CAS updates/s ({STORE_WATCHERS} watchers)", lambda r: f"{r['store']['updates']['per_second']:,.0f}")
-    row("store update p50/p99/max ms", lambda r: _pair(r["store"]["updates"]))
-    row("watch delivery p50/p99/max ms (load)", lambda r: _pair(r["store"]["watch_under_load"]))
-    row("watch delivery p50/p99/max ms (1 writer)", lambda r: _pair(r["store"]["watch_idle"]))
-    row(f"store watch events received (of {n})",
-        lambda r: "all" if all(x == n for x in r["store"]["watch_under_load"]["received"])
-        else ",".join(map(str, r["store"]["watch_under_load"]["received"])))
-    row("store phase CPU cores (b/e/i/o)", lambda r: _cores(r["store"]["cpu_cores"]))
-    row("HTTP creates/s", lambda r: f"{r['http']['creates']['per_second']:,.0f}")
-    row("HTTP create p50/p99/max ms", lambda r: _pair(r["http"]["creates"]))
-    row("HTTP gets/s", lambda r: f"{r['http']['gets']['per_second']:,.0f}")
-    row("HTTP get p50/p99/max ms", lambda r: _pair(r["http"]["gets"]))
-    row("HTTP updates/s (PUT)", lambda r: f"{r['http']['updates']['per_second']:,.0f}")
-    row("HTTP update p50/p99/max ms", lambda r: _pair(r["http"]["updates"]))
-    row("HTTP LIST all objects, best ms", lambda r: f"{r['http']['list']['best_ms']:.1f} ({r['http']['list']['items']})")
-    row("HTTP watch events/s", lambda r: f"{r['http']['watch']['per_second']:,.0f}")
-    row("HTTP watch p50/p99/max ms (PUT->event)", lambda r: _pair(r["http"]["watch"]))
-    row("HTTP watch events received",
-        lambda r: f"{r['http']['watch']['received']}/{r['http']['watch']['expected']}")
-    row("CPU cores creates (b/a/e/i/o)", lambda r: _cores(r["http"]["creates"]["cpu_cores"]))
-    row("CPU cores gets (b/a/e/i/o)", lambda r: _cores(r["http"]["gets"]["cpu_cores"]))
-    row("CPU cores updates (b/a/e/i/o)", lambda r: _cores(r["http"]["updates"]["cpu_cores"]))
-
-    label_w = max(len("metric"), *(len(label) for label, _ in rows))
-    col_w = [max(len(b), *(len(cells[i]) for _, cells in rows)) for i, b in enumerate(backends)]
-    lines = ["  ".join(["metric".ljust(label_w), *(b.rjust(w) for b, w in zip(backends, col_w, strict=True))])]
-    lines.append("  ".join(["-" * label_w, *("-" * w for w in col_w)]))
-    for label, cells in rows:
-        lines.append("  ".join([label.ljust(label_w), *(c.rjust(w) for c, w in zip(cells, col_w, strict=True))]))
-    for b in backends:
-        r = results["backends"][b]
-        if "skipped" in r:
-            lines.append(f"{b}: skipped - {r['skipped']}")
-        elif "error" in r:
-            lines.append(f"{b}: FAILED - {r['error']}")
-    lines.append("CPU cores: b = this bench process (load generator; in-process store for the store rows), "
-                 "a = API server process, e = etcd, i = interrupts/softirqs (loopback TCP), "
-                 "o = every other process on the machine")
-    return "\n".join(lines)
-
-
-async def _run(p: BenchParams) -> dict[str, Any]:
-    results: dict[str, Any] = {
-        "command": command_line(p),
-        "machine": machine_info(),
-        "server_mode": SERVER_MODE,
-        "params": {"backends": p.backends, "objects": p.objects, "concurrency": p.concurrency,
-                   "store_writes": p.store_writes, "store_tasks": STORE_TASKS, "store_watchers": STORE_WATCHERS,
-                   "value_bytes": VALUE_BYTES},
-        "backends": {},
-    }
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="flotilla-bench-") as tmp:
-        for backend in p.backends:
-            t0 = time.perf_counter()
-            try:
-                results["backends"][backend] = await bench_backend(backend, p, Path(tmp) / backend)
-            except Exception as exc:
-                results["backends"][backend] = {"error": f"{type(exc).__name__}: {exc}"}
-            results["backends"][backend]["seconds"] = round(time.perf_counter() - t0, 1)
-    results["seconds"] = round(time.perf_counter() - started, 1)
-    return results
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0, got {text!r}")
-    return value
-
-
-def _ratio_or_rate(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a non-negative number: {text!r}")
-    return value
-
-
-def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``flotilla bench failover``, ``propagate``, ``scale`` and the internal ``flotilla bench control-plane`` (next to
-    ``apiserver``)."""
-    from flotilla.bench.control_plane import add_control_plane_parser
-    from flotilla.bench.failover import FAULT_CHOICES, STORAGE_CHOICES
-    from flotilla.bench.link import add_link_parser
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flotilla.cli.argtypes import non_negative, positive_int
+from flotilla.cli.flags import add_command, add_fencing_flags, keep_parser
+
+__all__ = ["add_bench_parsers", "run_bench"]
+
+#: benchmark -> (module, function) that runs it
+RUNNERS = {
+    "apiserver": ("flotilla.bench.apiserver", "run_apiserver_command"),
+    "failover": ("flotilla.bench.failover", "run_failover_command"),
+    "propagate": ("flotilla.bench.propagate", "run_propagate_command"),
+    "scale": ("flotilla.bench.scale", "run_scale_command"),
+    "link": ("flotilla.bench.link", "run_link_command"),
+    "control-plane": ("flotilla.bench.control_plane", "run_control_plane_command"),
+}
+
+
+def _stack_flags(f: argparse.ArgumentParser, transport: str, member_processes: bool = True) -> None:
+    """The control plane (and members) a benchmark starts."""
+    from flotilla.bench.failover import STORAGE_CHOICES
+
+    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
+                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    f.add_argument("--transport", choices=("http", "inprocess"), default=transport,
+                   help="how the controllers reach the API server in the control-plane process: inprocess as "
+                        f"flotilla up, http as split processes would (default {transport})")
+    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
+                   help="another controller-manager flag for the control plane, e.g. "
+                        "--controller-flag=--concurrent-syncs=20 (repeatable)")
+    if member_processes:
+        f.add_argument("--member-processes", type=int, default=0,
+                       help="flotilla member processes (default: one per 50 members)")
+
+
+def _result_flags(f: argparse.ArgumentParser, profiled: str, plotted: str = "") -> None:
+    """Where a benchmark's numbers go: JSON, a profile of the control plane over ``profiled``, with ``plotted``
+    a plot of it over time and --repeat, and the run's files."""
+    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
+    if plotted:
+        f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
+                       help="run N times back to back and add a table of each run's headline numbers and their "
+                            "median; the JSON and the plot are the median run's (default 1)")
+        f.add_argument("--plot", default="", metavar="FILE.png",
+                       help=f"plot {plotted} over time (needs matplotlib: the extra flotilla[bench])")
+    f.add_argument("--profile", default="", metavar="FILE",
+                   help=f"record the control plane with py-spy (collapsed stacks) {profiled}; the top functions "
+                        "go into the report")
+    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+
+
+def _apiserver_flags(f: argparse.ArgumentParser) -> None:
+    f.add_argument("--backends", default="memory,sqlite,etcd", help="comma-separated: memory,sqlite,etcd")
+    f.add_argument("--objects", type=int, default=2000, help="objects per phase")
+    f.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
+    f.add_argument("--store-writes", type=int, default=20000, help="raw in-process store writes")
+    f.add_argument("--output", default="", help="also write the results as JSON to this file")
+
+
+def _failover_flags(f: argparse.ArgumentParser) -> None:
+    from flotilla.bench.failover import FAULT_CHOICES
     from flotilla.bench.workloads import KIND_CHOICES
 
-    f = bsub.add_parser(
-        "failover", help="how fast N stateful workloads move off a failed member",
-        description="Start the control plane (own process) and M simulated members (own process, ready delay 0), "
-                    "place N stateful workloads on member1, wait until all are Healthy, fail member1 and time "
-                    "each workload's eviction, rescheduling, creation in the new member (with its injected "
-                    "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
-                    "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
-                    "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
-                    "recover, lost its state, or (Directly) ran twice at once. --fault partition: member1 is a "
-                    "guarded Pull member cut off from the control plane; the guard stops its workloads, the "
-                    "control plane fences it by itself and the workloads move (times from the cut; exits 1 also "
-                    "when a copy in member1 still ran at the fence).",
-        epilog="examples:\n"
-               "  flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png\n"
-               "  flotilla bench failover --workloads 100 --fault down --storage etcd\n"
-               "  flotilla bench failover --workloads 1 --kind flink --fault partition\n"
-               "  flotilla bench failover --workloads 20 --fault partition --fence-after 2 --permit-hold 3 "
-               "--fence-margin 2 --cluster-monitor-period 1 --lease-duration 4",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="mix",
@@ -807,8 +83,7 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
     f.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                    help="state preservation rules on the policies (default --state); the state is injected into the "
                         "new copy with purgeMode Directly only, as in Karmada")
-    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
-                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
+    _stack_flags(f, transport="inprocess", member_processes=False)
     f.add_argument("--pull", action="store_true",
                    help="member1 (the one that fails) joins in Pull mode, with its own `flotilla agent` process "
                         "(its CPU reported beside the control plane's)")
@@ -817,123 +92,45 @@ def add_bench_subparsers(bsub: argparse._SubParsersAction) -> None:  # type: ign
                         "with Directly it is fenced once the not-ready taint appears); partition: member1 is a "
                         "guarded Pull member (implies --pull; needs --purge-mode Directly and 3 members or more) "
                         "whose agent is cut off from the control plane, nothing else done (default taint)")
-    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
-    f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
-                   help="run N times back to back and add a table of each run's headline numbers and their "
-                        "median; the JSON and the plot are the median run's (default 1)")
-    f.add_argument("--plot", default="", metavar="FILE.png",
-                   help="plot workloads recovered over time (needs matplotlib: the extra flotilla[bench])")
-    f.add_argument("--resource-eviction-rate", type=_ratio_or_rate, default=1_000_000.0, metavar="X",
+    f.add_argument("--resource-eviction-rate", type=non_negative, default=1_000_000.0, metavar="X",
                    help="the controller-manager's eviction rate (D10; 0 halts evictions, so the bench default is "
                         "1000000/s: the store is the limit)")
-    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
-                   help="another controller-manager flag for the control plane, e.g. "
-                        "--controller-flag=--concurrent-syncs=20 (repeatable)")
-    f.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
-                   help="how the controllers reach the API server in the control-plane process (default inprocess, "
-                        "as flotilla up; http as split processes would)")
     f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
     f.add_argument("--setup-timeout", type=float, default=900.0,
                    help="seconds to wait until every workload is Healthy on member1 (default 900)")
     f.add_argument("--ceiling-writes", type=int, default=5000,
                    help="creates (then as many CAS updates) for the store ceiling (default 5000)")
-    f.add_argument("--profile", default="", metavar="FILE",
-                   help="record the control plane with py-spy (collapsed stacks) from the fault to the last "
-                        "Healthy; the top functions go into the report")
-    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
-    g = f.add_argument_group("--fault partition (seconds; the defaults are the product's, docs/fencing.md)")
-    g.add_argument("--fence-after", type=_seconds, default=None, metavar="S",
-                   help="member1's agent --fence-after and its guard: guarded workloads stop once the run permit "
-                        "has not changed for S (default 15)")
-    g.add_argument("--permit-hold", type=_seconds, default=None, metavar="S",
-                   help="member1's agent --permit-hold: the permit is renewed only while the last successful Lease "
-                        "renewal started less than S ago; longer than the Lease renew interval (default 15)")
-    g.add_argument("--fence-margin", type=_seconds, default=None, metavar="S",
-                   help="the controller-manager's --fence-margin (default 15)")
-    g.add_argument("--cluster-monitor-period", type=_seconds, default=None, metavar="S",
-                   help="the controller-manager's --cluster-monitor-period: how often the fence is decided "
-                        "(default 5)")
-    g.add_argument("--lease-duration", type=_seconds, default=None, metavar="S",
-                   help="member1's agent --cluster-lease-duration; its Lease is renewed every quarter of it "
-                        "(default 40: every 10 s)")
-    f.set_defaults(_failover_parser=f)
-
-    add_link_parser(bsub)
-    add_control_plane_parser(bsub)
-    add_propagate_parser(bsub)
-    add_scale_parser(bsub)
+    _result_flags(f, "from the fault to the last Healthy", plotted="workloads recovered")
+    g = f.add_argument_group("--fault partition (the defaults are the product's, docs/fencing.md)")
+    add_fencing_flags(g, ("fence-after", "permit-hold", "fence-margin", "cluster-monitor-period", "lease-duration"))
+    keep_parser(f)
 
 
-def add_propagate_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``flotilla bench propagate``: N templates applied at once, template-to-member latency."""
-    from flotilla.bench.failover import STORAGE_CHOICES
+def _propagate_flags(f: argparse.ArgumentParser) -> None:
     from flotilla.bench.propagate import PLACEMENTS
 
-    f = bsub.add_parser(
-        "propagate", help="how fast N templates applied at once reach their members",
-        description="Start the control plane (own process) and M simulated members (ready delay 0), create one "
-                    "PropagationPolicy, then N templates (Deployments, with --flink-share FlinkDeployments) at "
-                    "once, and time each from its creation to its ResourceBinding, scheduling, Works, the member "
-                    "objects (member watches) and Healthy on the binding. Reports p50/p90/p99/max per member "
-                    "object and per stage, throughput, control-plane CPU seconds and peak RSS. Exits 1 when a "
-                    "template was not propagated or not Healthy within --timeout (no timing is judged).",
-        epilog="examples:\n"
-               "  flotilla bench propagate --templates 1000 --members 3 --json out.json --plot out.png\n"
-               "  flotilla bench propagate --templates 200 --members 5 --placement single --flink-share 0.1",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--templates", type=int, default=1000, help="N templates created at once (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members (default 3)")
     f.add_argument("--placement", choices=PLACEMENTS, default="duplicated",
                    help="duplicated: one policy, every template to every member; single: one policy per member, "
                         "template i to member i mod M (default duplicated)")
-    f.add_argument("--flink-share", type=_ratio_or_rate, default=0.0, metavar="F",
+    f.add_argument("--flink-share", type=non_negative, default=0.0, metavar="F",
                    help="share of the templates that are FlinkDeployments, 0..1 (default 0)")
-    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
-                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
-    f.add_argument("--transport", choices=("http", "inprocess"), default="inprocess",
-                   help="how the controllers reach the API server in the control-plane process (default inprocess, "
-                        "as flotilla up)")
-    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
-                   help="another controller-manager flag for the control plane (repeatable)")
+    _stack_flags(f, transport="inprocess")
     f.add_argument("--concurrency", type=int, default=64, help="clients creating the templates (default 64)")
     f.add_argument("--floor", action="store_true",
                    help="carry the templates with only the writes and member creates the design needs, no "
                         "controller logic and no status (flotilla.bench.floor): the lowest latency this machine "
                         "allows; Healthy is not measured")
-    f.add_argument("--member-processes", type=int, default=0,
-                   help="flotilla member processes (default: one per 50 members)")
     f.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait until every template is Healthy (default 600)")
-    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
-    f.add_argument("--repeat", type=positive_int, default=1, metavar="N",
-                   help="run N times back to back and add a table of each run's headline numbers and their "
-                        "median; the JSON and the plot are the median run's (default 1)")
-    f.add_argument("--plot", default="", metavar="FILE.png",
-                   help="plot templates created, member objects and Healthy over time (needs matplotlib)")
-    f.add_argument("--profile", default="", metavar="FILE",
-                   help="record the control plane with py-spy (collapsed stacks) from the first create to the last "
-                        "Healthy; the top functions go into the report")
-    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+    _result_flags(f, "from the first create to the last Healthy",
+                  plotted="templates created, member objects and Healthy")
 
 
-def add_scale_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``flotilla bench scale``: steady state with many members and workloads: memory, idle CPU."""
-    from flotilla.bench.failover import STORAGE_CHOICES
+def _scale_flags(f: argparse.ArgumentParser) -> None:
     from flotilla.bench.workloads import KIND_CHOICES
 
-    f = bsub.add_parser(
-        "scale", help="steady state with many members and workloads: memory and idle CPU",
-        description="Start the control plane (own process) and M simulated members (several member processes), "
-                    "place N workloads spread over them, wait until all are Healthy and the control plane's "
-                    "writes have stopped, then measure the control plane's idle CPU over --idle-seconds and its "
-                    "RSS (and each member process's). With --failover, then fail the first member (a NoExecute "
-                    "taint) and time how fast its workloads move. Exits 1 when a workload was not placed or did "
-                    "not recover (no timing is judged).",
-        epilog="examples:\n"
-               "  flotilla bench scale --members 100 --workloads 10000 --json scale.json\n"
-               "  flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
-               "--profile idle.txt",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--members", type=int, default=100, help="M simulated members (default 100)")
     f.add_argument("--workloads", type=int, default=10000, help="N workloads (default 10000)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="deployment",
@@ -941,66 +138,99 @@ def add_scale_parser(bsub: argparse._SubParsersAction) -> None:  # type: ignore[
     f.add_argument("--failed-workloads", type=int, default=0, metavar="K",
                    help="workloads placed on the first member, the one --failover fails (default: its even share "
                         "N/M); the rest are spread evenly over the others")
-    f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
-                   help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
-    f.add_argument("--transport", choices=("http", "inprocess"), default="http",
-                   help="how the controllers reach the API server in the control-plane process (default http)")
-    f.add_argument("--controller-flag", action="append", default=[], metavar="FLAG",
-                   help="another controller-manager flag for the control plane (repeatable)")
-    f.add_argument("--member-processes", type=int, default=0,
-                   help="flotilla member processes (default: one per 50 members)")
+    _stack_flags(f, transport="http")
     f.add_argument("--concurrency", type=int, default=32, help="clients creating the workloads (default 32)")
     f.add_argument("--idle-seconds", type=float, default=30.0,
                    help="the window over which idle CPU is measured (default 30)")
     f.add_argument("--failover", action="store_true",
                    help="after the idle window, fail the first member and time its workloads' failover")
-    f.add_argument("--resource-eviction-rate", type=_ratio_or_rate, default=1_000_000.0, metavar="X",
+    f.add_argument("--resource-eviction-rate", type=non_negative, default=1_000_000.0, metavar="X",
                    help="the controller-manager's eviction rate for --failover (default 1000000/s)")
     f.add_argument("--setup-timeout", type=float, default=1800.0,
                    help="seconds to wait until every workload is Healthy (default 1800)")
     f.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the failover (default 600)")
-    f.add_argument("--profile", default="", metavar="FILE",
-                   help="record the control plane with py-spy (collapsed stacks) during the idle window; the top "
-                        "functions go into the report")
-    f.add_argument("--json", default="", metavar="FILE", help="write every number as JSON to FILE")
-    f.add_argument("--data-dir", default="", help="keep the run's files here (default: a temporary directory)")
+    _result_flags(f, "during the idle window")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A ``flotilla bench`` sub-command: its help, and what declares its flags."""
+
+    help: str
+    description: str
+    examples: tuple[str, ...]
+    flags: Callable[[argparse.ArgumentParser], None]
+
+
+BENCHMARKS: Final = {
+    "apiserver": Benchmark(
+        help="API server and store throughput",
+        description="Creates, updates and watch latency through HTTP, and raw store writes, per storage backend.",
+        examples=("flotilla bench apiserver --backends sqlite --objects 2000 --output a.json",),
+        flags=_apiserver_flags),
+    "failover": Benchmark(
+        help="how fast N stateful workloads move off a failed member",
+        description=("Start the control plane (own process) and M simulated members (own process, ready delay 0), "
+                     "place N stateful workloads on member1, wait until all are Healthy, fail member1 and time "
+                     "each workload's eviction, rescheduling, creation in the new member (with its injected "
+                     "state) and health there. Reports total time, throughput, per-stage p50/p90/p99, "
+                     "control-plane CPU and peak RSS, and the store ceiling (raw writes/s of the same backend, "
+                     "measured in the same run) with the ratio achieved/possible. Exits 1 when a workload did not "
+                     "recover, lost its state, or (Directly) ran twice at once. --fault partition: member1 is a "
+                     "guarded Pull member cut off from the control plane; the guard stops its workloads, the "
+                     "control plane fences it by itself and the workloads move (times from the cut; exits 1 also "
+                     "when a copy in member1 still ran at the fence)."),
+        examples=("flotilla bench failover --workloads 1000 --members 3 --kind mix --json out.json --plot out.png",
+                  "flotilla bench failover --workloads 100 --fault down --storage etcd",
+                  "flotilla bench failover --workloads 1 --kind flink --fault partition",
+                  "flotilla bench failover --workloads 20 --fault partition --fence-after 2 --permit-hold 3 "
+                  "--fence-margin 2 --cluster-monitor-period 1 --lease-duration 4"),
+        flags=_failover_flags),
+    "propagate": Benchmark(
+        help="how fast N templates applied at once reach their members",
+        description=("Start the control plane (own process) and M simulated members (ready delay 0), create one "
+                     "PropagationPolicy, then N templates (Deployments, with --flink-share FlinkDeployments) at "
+                     "once, and time each from its creation to its ResourceBinding, scheduling, Works, the member "
+                     "objects (member watches) and Healthy on the binding. Reports p50/p90/p99/max per member "
+                     "object and per stage, throughput, control-plane CPU seconds and peak RSS. Exits 1 when a "
+                     "template was not propagated or not Healthy within --timeout (no timing is judged)."),
+        examples=("flotilla bench propagate --templates 1000 --members 3 --json out.json --plot out.png",
+                  "flotilla bench propagate --templates 200 --members 5 --placement single --flink-share 0.1"),
+        flags=_propagate_flags),
+    "scale": Benchmark(
+        help="steady state with many members and workloads: memory and idle CPU",
+        description=("Start the control plane (own process) and M simulated members (several member processes), "
+                     "place N workloads spread over them, wait until all are Healthy and the control plane's "
+                     "writes have stopped, then measure the control plane's idle CPU over --idle-seconds and its "
+                     "RSS (and each member process's). With --failover, then fail the first member (a NoExecute "
+                     "taint) and time how fast its workloads move. Exits 1 when a workload was not placed or did "
+                     "not recover (no timing is judged)."),
+        examples=("flotilla bench scale --members 100 --workloads 10000 --json scale.json",
+                  "flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
+                  "--profile idle.txt"),
+        flags=_scale_flags),
+}
+
+
+def add_bench_parsers(sub: Any) -> None:
+    """``flotilla bench``, its benchmarks and their internal processes."""
+    from flotilla.bench.control_plane import add_control_plane_parser
+    from flotilla.bench.link import add_link_parser
+
+    b = add_command(sub, "bench", help="benchmarks", description="Benchmarks (results: docs/benchmarks.md).",
+                    examples=["flotilla bench apiserver --backends memory,sqlite",
+                              "flotilla bench failover --workloads 1000 --members 3 --json out.json"])
+    bsub = b.add_subparsers(dest="bench", required=True)
+    for name, bench in BENCHMARKS.items():
+        bench.flags(add_command(bsub, name, help=bench.help, description=bench.description,
+                                examples=bench.examples))
+    add_link_parser(bsub)
+    add_control_plane_parser(bsub)
+    b.set_defaults(fn=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    """``flotilla bench apiserver|failover|propagate|scale|control-plane|link``; 0 when the run was clean."""
-    if getattr(args, "bench", "apiserver") == "failover":
-        from flotilla.bench.failover import run_failover_command
-
-        return run_failover_command(args)
-    if getattr(args, "bench", "apiserver") == "propagate":
-        from flotilla.bench.propagate import run_propagate_command
-
-        return run_propagate_command(args)
-    if getattr(args, "bench", "apiserver") == "scale":
-        from flotilla.bench.scale import run_scale_command
-
-        return run_scale_command(args)
-    if getattr(args, "bench", "apiserver") == "link":
-        from flotilla.bench.link import run_link_command
-
-        return run_link_command(args)
-    if getattr(args, "bench", "apiserver") == "control-plane":
-        from flotilla.bench.control_plane import run_control_plane_command
-
-        return run_control_plane_command(args)
-    p = _params(args)
-    print(f"command: {command_line(p)}", flush=True)
-    print(f"server: {SERVER_MODE}", flush=True)
-    results = asyncio.run(_run(p))
-    m = results["machine"]
-    print(f"machine: {m['nproc']} CPUs, {m['implementation']} {m['python']}, {m['platform']}; "
-          f"total {results['seconds']}s")
-    print(render_table(results))
-    found = problems(results)
-    results["problems"] = found
-    for problem in found:
-        print(f"PROBLEM: {problem}")
-    if p.output:
-        Path(p.output).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
-        print(f"results written to {p.output}")
-    return 1 if found else 0
+    """``flotilla bench NAME``; 0 when the run was clean."""
+    module, function = RUNNERS[getattr(args, "bench", "apiserver")]
+    run: Any = getattr(importlib.import_module(module), function)
+    return int(run(args))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flotilla.apiserver.inprocess import in_process_client
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -205,15 +205,10 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
 
 
 def run_control_plane_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        stop = stop_on_signals()
-        return await run_control_plane(Path(args.data_dir), args.storage, args.host, args.port, args.transport,
-                                       list(args.controller_flags or []), stop, floor=args.floor)
-
     try:
-        return asyncio.run(main())
+        return run_until_stopped(lambda stop: run_control_plane(
+            Path(args.data_dir), args.storage, args.host, args.port, args.transport,
+            list(args.controller_flags or []), stop, floor=args.floor))
     except ValueError as e:
         print(f"flotilla bench control-plane: {e}", flush=True)
         return 2
-    except KeyboardInterrupt:
-        return 0

@@ -47,14 +47,19 @@ import aiohttp
 
 from flotilla.bench import stats
 from flotilla.bench.harness import (
+    CONTROL_PLANE_READY,
     Ending,
     Profiler,
+    close_all,
     clusters_ready,
+    control_plane_endpoints,
+    control_plane_process,
     finish_command,
     machine_cpu_seconds,
     poll_until,
     run_in_workdir,
     say,
+    start_storage,
 )
 from flotilla.bench.partition import (
     DEFAULT_TIMINGS,
@@ -174,28 +179,17 @@ class Run:
     # ------------------------------------------------------------------ processes
     async def start_processes(self) -> None:
         p = self.p
-        if p.storage == "etcd":
-            from flotilla.storage.etcd_launcher import start_etcd
-
-            self.etcd = await asyncio.to_thread(start_etcd, self.workdir / "etcd")
-            self.storage_url = f"etcd://{self.etcd.endpoint}"
-        else:
-            self.storage_url = f"{p.storage}://"
+        self.etcd, self.storage_url = await start_storage(p.storage, self.workdir)
         flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *p.controller_flags]
         if p.partition:
             flags += ["--fence-margin", f"{p.timings.fence_margin:g}s",
                       "--cluster-monitor-period", f"{p.timings.monitor_period:g}s"]
-        self.cp_proc = ChildProcess("control plane", [
-            "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
-            "--port", str(self.cp_port), "--transport", p.transport, "--", *flags], self.workdir / "controlplane.log")
-        line, _ = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"), self.start_members())
-        found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", line)
-        if found is None:
-            raise RuntimeError(f"cannot read the control plane's ready line: {line!r}")
-        self.metrics_url = found.group(2)
+        self.cp_proc = control_plane_process(self.workdir, self.storage_url, p.transport, flags,
+                                             "--port", str(self.cp_port))
+        line, _ = await asyncio.gather(self.cp_proc.start(CONTROL_PLANE_READY), self.start_members())
+        self.cp_kubeconfig, self.metrics_url = control_plane_endpoints(line)
         from flotilla.client import Client
 
-        self.cp_kubeconfig = found.group(1)
         self.cp = Client.from_kubeconfig(self.cp_kubeconfig)
         self.http = aiohttp.ClientSession()
 
@@ -221,12 +215,7 @@ class Run:
             await self.profiler.kill()
         if self.observer is not None:
             await self.observer.stop()
-        for client in [self.cp, *self.member_clients.values()]:
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
-        if self.http is not None:
-            await self.http.close()
+        await close_all([self.cp, *self.member_clients.values(), self.http])
         for proc in (self.agent_proc, *self.lease_only_agents, self.link_proc, self.cp_proc, self.members_proc):
             if proc is not None:
                 await proc.stop()
@@ -599,17 +588,11 @@ class Run:
             "state_labelled": sum(1 for tl in timelines if tl.injected),
             "max_concurrent_copies": copies,
             "workloads_with_running_history": with_history,
-            "workqueue_adds": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "workqueue_adds_total", by="name").items() if v},
-            "workqueue_retries": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "workqueue_retries_total", by="name").items() if v},
-            "workqueue_wait_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_queue_duration_seconds"),
-            "workqueue_work_mean_ms": stats.histogram_means(before, at_healthy, "workqueue_work_duration_seconds"),
+            **stats.workqueue_summary(before, at_healthy),
             "events_recorder": {k: int(v) for k, v in stats.counter_delta(
                 before, settled, "flotilla_bench_events", by="outcome").items()},
             "sqlite_writes_per_transaction": _per_transaction(before, settled),
-            "evictions": {k: int(v) for k, v in stats.counter_delta(
-                before, at_healthy, "flotilla_evictions_total", by="result").items() if v},
+            "evictions": stats.counter_counts(before, at_healthy, "flotilla_evictions_total", "result"),
             "curves": {key: [[round(t, 3), n] for t, n in stats.recovered_curve(
                 (tl.stage(key) for tl in timelines), t0)] for key, _ in stats.STAGES},
             "machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0],
@@ -734,12 +717,9 @@ def run_failover_command(args: Any) -> int:
     p = params_from_args(args)
     errs = usage_errors(p, partition_flags_given(args))
     if errs:
-        parser = getattr(args, "_failover_parser", None)
-        if parser is not None:
-            parser.error("\n".join(errs))  # usage and the message on stderr, exit 2
-        for e in errs:
-            print(f"flotilla bench failover: error: {e}", file=sys.stderr)
-        return 2
+        from flotilla.cli.flags import usage_error
+
+        return usage_error(args, "\n".join(errs), "flotilla bench failover")
     if p.plot:
         from flotilla.bench.plot import require_matplotlib
 

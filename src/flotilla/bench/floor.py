@@ -28,11 +28,13 @@ from flotilla.api import labels as L
 from flotilla.api import resources as R
 from flotilla.bench.propagate import DUPLICATED_POLICY as POLICY_NAME
 from flotilla.bench.workloads import KINDS, NAMESPACE, RUN_LABEL
-from flotilla.client import ApiException, Client, Informer, Resource
-from flotilla.client.errors import is_already_exists
+from flotilla.cli.control_plane import create_unless_exists
+from flotilla.client import Client, Informer, Resource
+from flotilla.cluster.join import namespace_object
 from flotilla.kube.resources import NAMESPACES
 from flotilla.policy.naming import generate_binding_name, generate_execution_space_name, generate_work_name
 from flotilla.runtime.member_informers import MANAGED_SELECTOR
+from flotilla.signals import cancel_all
 
 __all__ = ["FLOOR_WORKERS", "ForwardFloor", "binding_for", "claim_patch", "manifest_for", "work_for"]
 
@@ -159,9 +161,7 @@ class ForwardFloor:
         self._tasks = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         await asyncio.gather(*(inf.stop() for inf in [*self._informers, *self._member_informers.values()]),
                              return_exceptions=True)
         for task in self._member_ready.values():
@@ -223,9 +223,5 @@ class ForwardFloor:
         if obj is None:
             raise RuntimeError(f"floor: no Cluster {cluster} in the informer")
         member: Client = await self.members.client_for(obj)
-        try:
-            await member.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        except ApiException as e:
-            if not is_already_exists(e):
-                raise
+        await create_unless_exists(member, NAMESPACES, namespace_object(NAMESPACE))
         return member

@@ -1,5 +1,6 @@
-"""What ``flotilla bench propagate`` and ``flotilla bench scale`` share: the processes of a benchmark (the control
-plane, one or more member processes), joining the members, waiting for them, and measuring CPU and memory.
+"""What the benchmarks that start a stack share (``flotilla bench propagate`` and ``scale`` all of it, ``failover``
+some): the processes of a benchmark (the control plane, one or more member processes), joining the members, waiting
+for them, and measuring CPU and memory.
 
 * the control plane is ``flotilla bench control-plane`` (API server + every controller, its own process), as
   ``flotilla bench failover`` starts it;
@@ -21,10 +22,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import aiohttp
 import orjson
@@ -32,8 +33,9 @@ import orjson
 from flotilla.bench import stats
 from flotilla.bench.processes import ChildProcess, peak_rss_mb, proc_cpu_seconds, rss_mb
 
-__all__ = ["BenchStack", "CpuWindow", "Ending", "StackParams", "finish_command", "machine_cpu_seconds", "py_spy",
-           "run_in_workdir", "say", "workdir_for"]
+__all__ = ["CONTROL_PLANE_READY", "BenchStack", "CpuWindow", "Ending", "StackOptions", "StackParams", "close_all",
+           "control_plane_endpoints", "control_plane_process", "finish_command", "machine_cpu_seconds", "py_spy",
+           "run_in_workdir", "say", "start_storage", "workdir_for"]
 
 #: Members' settings: capacity so large that it never decides (as ``flotilla bench failover``)
 MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
@@ -62,7 +64,7 @@ class CpuWindow:
     """CPU seconds of named processes over a window, and the machine's: ``irq`` (interrupts, softirqs: loopback
     TCP) and ``other`` (every other process on the machine, i.e. work competing for the same cores)."""
 
-    def __init__(self, pids: dict[str, int | list[int]]) -> None:
+    def __init__(self, pids: Mapping[str, int | list[int]]) -> None:
         self.pids = {k: (v if isinstance(v, list) else [v]) for k, v in pids.items()}
         self._t0 = time.monotonic()
         self._cpu0 = self._sample()
@@ -87,6 +89,46 @@ class CpuWindow:
         return self
 
 
+#: what ``flotilla bench control-plane`` prints once it serves
+CONTROL_PLANE_READY: Final = r"control-plane: serving"
+
+
+async def start_storage(storage: str, workdir: Path) -> tuple[Any, str]:
+    """The control plane's storage: for ``etcd`` a fresh etcd in ``workdir/etcd`` (returned, for the caller to
+    stop), for the others None; and the storage URL."""
+    if storage != "etcd":
+        return None, f"{storage}://"
+    from flotilla.storage.etcd_launcher import start_etcd
+
+    etcd = await asyncio.to_thread(start_etcd, workdir / "etcd")
+    return etcd, f"etcd://{etcd.endpoint}"
+
+
+def control_plane_process(workdir: Path, storage_url: str, transport: str, controller_flags: list[str],
+                          *options: str) -> ChildProcess:
+    """``flotilla bench control-plane`` on ``storage_url`` (data and log in ``workdir``), with ``options`` and the
+    controller-manager's ``controller_flags``; start it with :data:`CONTROL_PLANE_READY`."""
+    return ChildProcess("control plane", [
+        "bench", "control-plane", "--data-dir", str(workdir / "controlplane"), "--storage", storage_url,
+        "--transport", transport, *options, "--", *controller_flags], workdir / "controlplane.log")
+
+
+async def close_all(clients: Iterable[Any]) -> None:
+    """Close each of ``clients`` (API clients, HTTP sessions; None: skipped), whatever the others do."""
+    for client in clients:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
+def control_plane_endpoints(ready_line: str) -> tuple[str, str]:
+    """(kubeconfig path, metrics URL) from the control plane's ready line."""
+    found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", ready_line)
+    if found is None:
+        raise RuntimeError(f"cannot read the control plane's ready line: {ready_line!r}")
+    return found.group(1), found.group(2)
+
+
 @dataclass
 class StackParams:
     members: int = 3
@@ -97,6 +139,47 @@ class StackParams:
     sim_options: tuple[str, ...] = FLINK_QUIET
     taint_policy: bool = True  # the default ClusterTaintPolicy not-ready (as flotilla up)
     floor: bool = False  # the control plane runs the forward-path floor instead of the propagation controllers
+
+
+@dataclass
+class StackOptions:
+    """The flags of a benchmark that starts a :class:`BenchStack` (``--storage``, ``--transport``,
+    ``--controller-flag``, ``--member-processes``) and of where its results go (``--profile``, ``--json``,
+    ``--data-dir``)."""
+
+    members: int = 3
+    storage: str = "sqlite"
+    transport: str = "inprocess"
+    controller_flags: list[str] = field(default_factory=list)
+    member_processes: int = 0
+    profile: str = ""
+    json: str = ""
+    data_dir: str = ""
+
+    @staticmethod
+    def from_args(args: Any) -> dict[str, Any]:
+        """These flags from the command line, as keyword arguments of a subclass."""
+        return {"members": args.members, "storage": args.storage, "transport": args.transport,
+                "controller_flags": list(args.controller_flag or []), "member_processes": args.member_processes,
+                "profile": args.profile or "", "json": args.json or "", "data_dir": args.data_dir or ""}
+
+    def stack_params(self, **more: Any) -> StackParams:
+        """The stack these flags ask for; ``more`` sets (or replaces) other :class:`StackParams` fields."""
+        fields: dict[str, Any] = {"members": self.members, "storage": self.storage, "transport": self.transport,
+                                  "controller_flags": list(self.controller_flags),
+                                  "member_processes": self.member_processes}
+        return StackParams(**{**fields, **more})
+
+    def stack_command_args(self) -> list[str]:
+        """The stack's flags on a command line that reproduces the run."""
+        cmd = ["--members", str(self.members), "--storage", self.storage, "--transport", self.transport]
+        cmd += [f"--controller-flag={flag}" for flag in self.controller_flags]
+        if self.member_processes:
+            cmd += ["--member-processes", str(self.member_processes)]
+        for opt, value in (("--profile", self.profile), ("--json", self.json)):
+            if value:
+                cmd += [opt, value]
+        return cmd
 
 
 def member_groups(members: int, processes: int) -> list[tuple[str, int]]:
@@ -178,17 +261,9 @@ class BenchStack:
 
     async def start(self) -> None:
         p = self.p
-        if p.storage == "etcd":
-            from flotilla.storage.etcd_launcher import start_etcd
-
-            self.etcd = await asyncio.to_thread(start_etcd, self.workdir / "etcd")
-            self.storage_url = f"etcd://{self.etcd.endpoint}"
-        else:
-            self.storage_url = f"{p.storage}://"
-        self.cp_proc = ChildProcess("control plane", [
-            "bench", "control-plane", "--data-dir", str(self.workdir / "controlplane"), "--storage", self.storage_url,
-            "--transport", p.transport, *(["--floor"] if p.floor else []), "--", *p.controller_flags],
-            self.workdir / "controlplane.log")
+        self.etcd, self.storage_url = await start_storage(p.storage, self.workdir)
+        self.cp_proc = control_plane_process(self.workdir, self.storage_url, p.transport, p.controller_flags,
+                                             *(["--floor"] if p.floor else []))
         checkpoints = self.members_dir / "checkpoints"
         for k, (prefix, count) in enumerate(self.groups, start=1):
             d = self.members_dir if len(self.groups) == 1 else self.members_dir / f"p{k}"
@@ -199,30 +274,22 @@ class BenchStack:
                 args += ["--sim-option", option]
             self.member_procs.append(ChildProcess(f"members {prefix}*", args, self.workdir / f"members-{k}.log"))
         within = 120.0 + 2.0 * p.members  # starting 100 members in one process takes ~10 s on a quiet machine
-        lines = await asyncio.gather(self.cp_proc.start(r"control-plane: serving"),
+        lines = await asyncio.gather(self.cp_proc.start(CONTROL_PLANE_READY),
                                      *(proc.start(r"admin endpoint", within=within) for proc in self.member_procs))
-        found = re.search(r"\(kubeconfig: (\S+)\) metrics (\S+)", lines[0])
-        if found is None:
-            raise RuntimeError(f"cannot read the control plane's ready line: {lines[0]!r}")
-        self.metrics_url = found.group(2)
+        kubeconfig, self.metrics_url = control_plane_endpoints(lines[0])
         for (prefix, count), line in zip(self.groups, lines[1:], strict=True):
             admin = re.search(r"admin endpoint (\S+)", line)
             for i in range(1, count + 1):
                 self.admin_urls[f"{prefix}{i}"] = admin.group(1) if admin else ""
         from flotilla.client import Client
 
-        self.cp = Client.from_kubeconfig(found.group(1))
+        self.cp = Client.from_kubeconfig(kubeconfig)
         for name in self.names:
             self.member_clients[name] = Client.from_kubeconfig(str(self.member_dirs[name] / name / "kubeconfig"))
         self.http = aiohttp.ClientSession()
 
     async def stop(self) -> None:
-        for client in [self.cp, *self.member_clients.values()]:
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
-        if self.http is not None:
-            await self.http.close()
+        await close_all([self.cp, *self.member_clients.values(), self.http])
         procs = [proc for proc in (self.cp_proc, *self.member_procs) if proc is not None]
         await asyncio.gather(*(proc.stop() for proc in procs), return_exceptions=True)
         if self.etcd is not None:
@@ -276,9 +343,10 @@ class BenchStack:
         await self.poll(served, "the FlinkDeployment CRD to be served", 60)
 
     async def create_namespace(self, name: str) -> None:
+        from flotilla.cluster.join import namespace_object
         from flotilla.kube.resources import NAMESPACES
 
-        await self.cp.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        await self.cp.create(NAMESPACES, namespace_object(name))
 
     # ------------------------------------------------------------------ metrics
     async def scrape(self) -> stats.Samples:

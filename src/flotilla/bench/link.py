@@ -23,7 +23,7 @@ import os
 import signal
 from typing import Any, Final
 
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 __all__ = ["CUT_SIGNAL", "HEAL_SIGNAL", "READY_LINE", "add_link_parser", "parse_target", "run_link_command"]
 
@@ -87,13 +87,8 @@ async def serve_link(name: str, target: tuple[str, int], host: str, stop: asynci
 
 
 def run_link_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        return await serve_link(args.name, args.target, args.host, stop_on_signals())
-
     try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+        return run_until_stopped(lambda stop: serve_link(args.name, args.target, args.host, stop))
     except OSError as e:
         print(f"flotilla bench link: cannot listen on {args.host}: {e}", flush=True)
         return 1

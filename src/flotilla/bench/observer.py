@@ -15,12 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from flotilla.api import resources as R
-from flotilla.bench.partition import OUT_OF_SERVICE, workload_running
+from flotilla.bench.partition import workload_running
 from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
+from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
 
-__all__ = ["FailoverObserver", "wait_on"]
+__all__ = ["FailoverObserver", "InformerObserver", "wait_on"]
 
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
@@ -67,11 +68,30 @@ async def wait_on(changed: asyncio.Event, done: Callable[[], bool], within: floa
     return True
 
 
-class FailoverObserver:
+class InformerObserver:
+    """What the benchmarks' observers share: their informers, and an event that their handlers set on every change
+    that may end a wait."""
+
+    def __init__(self) -> None:
+        self._informers: list[Informer] = []
+        self._changed = asyncio.Event()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(inf.stop() for inf in self._informers), return_exceptions=True)
+        self._informers = []
+
+    async def wait_for(self, done: Callable[[], bool], within: float,
+                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
+        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
+        return await wait_on(self._changed, done, within, progress, every)
+
+
+class FailoverObserver(InformerObserver):
     """Timelines of the workloads (by binding name) of one failover away from ``failed``."""
 
     def __init__(self, cp: Client, members: dict[str, Client], failed: str,
                  workloads: list[tuple[str, KindSpec]], *, state: bool) -> None:
+        super().__init__()
         self.cp = cp
         self.members = members
         self.failed = failed
@@ -91,8 +111,6 @@ class FailoverObserver:
         self.fenced_condition: dict[str, Any] | None = None  # its Fenced=True condition, as first seen
         #: bindings seen (after the fault) with more than one graceful eviction task from the same cluster
         self.duplicate_tasks: dict[str, list[str]] = {}
-        self._informers: list[Informer] = []
-        self._changed = asyncio.Event()
         self._size_of: Callable[[dict[str, Any]], int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,16 +140,7 @@ class FailoverObserver:
         for inf in self._informers:
             inf.start()
 
-    async def stop(self) -> None:
-        await asyncio.gather(*(inf.stop() for inf in self._informers), return_exceptions=True)
-        self._informers = []
-
     # ------------------------------------------------------------------ waiting
-    async def wait_for(self, done: Callable[[], bool], within: float,
-                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
-        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        return await wait_on(self._changed, done, within, progress, every)
-
     def all_placed(self) -> bool:
         return len(self.placed) == len(self.timelines)
 
@@ -144,7 +153,7 @@ class FailoverObserver:
 
     def fenced_at(self) -> float | None:
         """When the failed Cluster was first seen with the out-of-service taint (a fence) after the fault."""
-        return self.cluster_events.get(f"taint:{OUT_OF_SERVICE}")
+        return self.cluster_events.get(f"taint:{OUT_OF_SERVICE_TAINT_KEY}")
 
     def mark_fault(self) -> float:
         self.fault_at = time.time()

@@ -38,7 +38,6 @@ from flotilla.bench.stats import Timeline, percentile
 __all__ = [
     "DEFAULT_TIMINGS",
     "LEASE_RENEW_FRACTION",
-    "OUT_OF_SERVICE",
     "PartitionTimings",
     "partition_problems",
     "partition_summary",
@@ -47,7 +46,6 @@ __all__ = [
     "workload_running",
 ]
 
-OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
 #: the agent's --cluster-lease-renew-interval-fraction (its default, which the benchmark keeps)
 LEASE_RENEW_FRACTION: Final = 0.25
 #: how often a simulated member's guard reads its permit (flotilla.member.guard's default)

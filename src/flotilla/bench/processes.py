@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,6 +17,8 @@ __all__ = ["ChildProcess", "peak_rss_mb", "proc_cpu_seconds", "rss_mb"]
 
 def proc_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads), from /proc; 0 if unknown."""
+    if pid == os.getpid():
+        return time.process_time()  # finer than /proc's clock ticks
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

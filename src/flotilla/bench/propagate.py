@@ -31,7 +31,6 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,14 +40,14 @@ from flotilla.bench.harness import (
     BenchStack,
     Ending,
     Profiler,
-    StackParams,
+    StackOptions,
     finish_command,
     run_in_workdir,
     say,
 )
-from flotilla.bench.observer import wait_on
+from flotilla.bench.observer import InformerObserver
 from flotilla.bench.processes import peak_rss_mb, rss_mb
-from flotilla.bench.report import profile_lines
+from flotilla.bench.report import fmt_ms, latency_cells, profile_lines, step_rows, text_table
 from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpec, workload
 
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
@@ -75,36 +74,24 @@ STAGES: Final[tuple[tuple[str, str], ...]] = (
 
 
 @dataclass
-class PropagateParams:
+class PropagateParams(StackOptions):
     templates: int = 1000
-    members: int = 3
     placement: str = "duplicated"
     flink_share: float = 0.0
-    storage: str = "sqlite"
-    transport: str = "inprocess"
-    controller_flags: list[str] = field(default_factory=list)
     concurrency: int = 64
-    member_processes: int = 0
     timeout: float = 600.0
-    json: str = ""
     plot: str = ""
-    profile: str = ""
-    data_dir: str = ""
     repeat: int = 1
     floor: bool = False
 
     def command_line(self) -> str:
-        cmd = ["flotilla", "bench", "propagate", "--templates", str(self.templates), "--members", str(self.members),
-               "--placement", self.placement, "--flink-share", f"{self.flink_share:g}", "--storage", self.storage,
-               "--transport", self.transport, "--concurrency", str(self.concurrency)]
-        cmd += [f"--controller-flag={flag}" for flag in self.controller_flags]
-        if self.member_processes:
-            cmd += ["--member-processes", str(self.member_processes)]
+        cmd = ["flotilla", "bench", "propagate", "--templates", str(self.templates), *self.stack_command_args(),
+               "--placement", self.placement, "--flink-share", f"{self.flink_share:g}",
+               "--concurrency", str(self.concurrency)]
         if self.floor:
             cmd.append("--floor")
-        for opt, value in (("--json", self.json), ("--plot", self.plot), ("--profile", self.profile)):
-            if value:
-                cmd += [opt, value]
+        if self.plot:
+            cmd += ["--plot", self.plot]
         if self.repeat > 1:
             cmd += ["--repeat", str(self.repeat)]
         return shlex.join(cmd)
@@ -223,11 +210,12 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-class PropagationObserver:
+class PropagationObserver(InformerObserver):
     """Stamps each template's stages from watches: bindings and Works on the control plane, the templates' kinds
     in every member."""
 
     def __init__(self, cp: Any, members: dict[str, Any], timelines: list[TemplateTimeline]) -> None:
+        super().__init__()
         self.cp = cp
         self.members = members
         self.timelines = {tl.binding: tl for tl in timelines}
@@ -236,8 +224,6 @@ class PropagationObserver:
         self.objects = 0
         self.objects_expected = sum(tl.targets for tl in timelines)
         self.healthy = 0
-        self._informers: list[Any] = []
-        self._changed = asyncio.Event()
 
     async def start(self) -> None:
         from flotilla.api import resources as R
@@ -256,15 +242,6 @@ class PropagationObserver:
         for inf in self._informers:
             inf.start()
         await asyncio.gather(*(inf.wait_synced(60) for inf in self._informers))
-
-    async def stop(self) -> None:
-        await asyncio.gather(*(inf.stop() for inf in self._informers), return_exceptions=True)
-        self._informers = []
-
-    async def wait_for(self, done: Callable[[], bool], within: float,
-                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
-        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        return await wait_on(self._changed, done, within, progress, every)
 
     def all_healthy(self) -> bool:
         return self.healthy == len(self.timelines)
@@ -327,10 +304,7 @@ class Run:
     def __init__(self, p: PropagateParams, workdir: Path) -> None:
         self.p = p
         self.workdir = workdir
-        self.stack = BenchStack(StackParams(members=p.members, storage=p.storage, transport=p.transport,
-                                            controller_flags=list(p.controller_flags),
-                                            member_processes=p.member_processes, taint_policy=False,
-                                            floor=p.floor), workdir)
+        self.stack = BenchStack(p.stack_params(taint_policy=False, floor=p.floor), workdir)
         self.run_id = f"p{int(time.time())}"
         self.kinds = template_kinds(p.templates, p.flink_share)
         self.timelines = [TemplateTimeline(name=f"t{i:05d}", kind=spec.kind, binding=spec.binding_name(f"t{i:05d}"),
@@ -471,12 +445,7 @@ class Run:
                        "per_template": round(writes.get("", 0.0) / max(1, p.templates), 2),
                        "by_resource": {k: int(v) for k, v in sorted(by_resource.items(), key=lambda kv: -kv[1])
                                        if v}},
-            "workqueue_adds": {k: int(v) for k, v in stats.counter_delta(
-                before, after, "workqueue_adds_total", by="name").items() if v},
-            "workqueue_retries": {k: int(v) for k, v in stats.counter_delta(
-                before, after, "workqueue_retries_total", by="name").items() if v},
-            "workqueue_wait_mean_ms": stats.histogram_means(before, after, "workqueue_queue_duration_seconds"),
-            "workqueue_work_mean_ms": stats.histogram_means(before, after, "workqueue_work_duration_seconds"),
+            **stats.workqueue_summary(before, after),
             "curves": {
                 "member_objects": [[round(t, 3), n] for t, n in stats.recovered_curve(member_times, first_created)],
                 "healthy": [[round(t, 3), n] for t, n in stats.recovered_curve(healthy_times, first_created)],
@@ -524,41 +493,22 @@ def result_problems(result: dict[str, Any], p: PropagateParams) -> list[str]:
 # ============================================================================================ report
 
 
-def _ms(value: Any) -> str:
-    return f"{float(value):,.0f}" if isinstance(value, (int, float)) else "-"
-
-
 def render_report(r: dict[str, Any]) -> str:
     n = r.get("templates", 0)
     cores = r.get("cpu_cores") or {}
     writes = r.get("writes") or {}
     lat = r.get("latency_ms") or {}
     floor = bool(r.get("floor"))
-    rows = [("stage (ms since the template's creation)", "reached", "p50", "p90", "p99", "max")]
+    rows: list[tuple[str, ...]] = [("stage (ms since the template's creation)", "reached", "p50", "p90", "p99", "max")]
     stages = r.get("stages_ms") or {}
     for key, label in STAGES:
         if floor and key == "healthy":
             continue  # the floor writes no status
         s = stages.get(key) or {}
-        rows.append((label, f"{s.get('count', 0)}/{n}", _ms(s.get("p50")), _ms(s.get("p90")), _ms(s.get("p99")),
-                     _ms(s.get("max"))))
+        rows.append((label, f"{s.get('count', 0)}/{n}", *latency_cells(s)))
     rows.append(("member object (each of them)", f"{lat.get('count', 0)}/{r.get('member_objects_expected', 0)}",
-                 _ms(lat.get("p50")), _ms(lat.get("p90")), _ms(lat.get("p99")), _ms(lat.get("max"))))
-    steps = r.get("steps_ms") or {}
-    if steps:
-        rows.append(("step (ms from the previous stage)", "", "", "", "", ""))
-        for key, s in steps.items():
-            if floor and key.endswith("->healthy"):
-                continue
-            rows.append((f"  {key}", str(s.get("count", 0)), _ms(s.get("p50")), _ms(s.get("p90")),
-                         _ms(s.get("p99")), _ms(s.get("max"))))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = []
-    for i, row in enumerate(rows):
-        table.append("  ".join([row[0].ljust(widths[0]),
-                                *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]))
-        if i == 0:
-            table.append("  ".join("-" * w for w in widths))
+                 *latency_cells(lat)))
+    table = text_table(rows + step_rows(r.get("steps_ms") or {}, skip="healthy" if floor else ""))
     mem = r.get("memory") or {}
     members_rss = ", ".join(f"{m['rss_mb']:.0f}" for m in mem.get("member_processes") or [])
     by_resource = ", ".join(f"{k} {v:,}" for k, v in list((writes.get("by_resource") or {}).items())[:6])
@@ -580,8 +530,8 @@ def render_report(r: dict[str, Any]) -> str:
         *table,
         "",
         "summary",
-        f"  template -> member object   p50 {_ms(lat.get('p50'))} ms, p90 {_ms(lat.get('p90'))} ms, "
-        f"p99 {_ms(lat.get('p99'))} ms, max {_ms(lat.get('max'))} ms",
+        f"  template -> member object   p50 {fmt_ms(lat.get('p50'))} ms, p90 {fmt_ms(lat.get('p90'))} ms, "
+        f"p99 {fmt_ms(lat.get('p99'))} ms, max {fmt_ms(lat.get('max'))} ms",
         f"  all member objects          {r.get('propagated_seconds', 0):.2f} s after the first create "
         f"({r.get('member_objects_per_s', 0):,.1f} objects/s)",
         healthy_line,
@@ -604,36 +554,24 @@ def render_report(r: dict[str, Any]) -> str:
 
 def plot_propagation(result: dict[str, Any], path: str) -> None:
     """Templates created, member objects and Healthy templates over seconds since the first create."""
-    from flotilla.bench.plot import require_matplotlib
+    from flotilla.bench.plot import step_plot
 
-    plt = require_matplotlib()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    curves = result.get("curves") or {}
     n = result.get("templates", 0)
-    targets = max(1, int(result.get("member_objects_expected", n) or n) // max(1, n))
-    for key, label, scale in (("created", "templates created", 1), ("member_objects",
-                              f"member objects / {targets}" if targets > 1 else "member objects", targets),
-                              ("healthy", "templates Healthy", 1)):
-        points = curves.get(key) or []
-        xs = [0.0] + [pt[0] for pt in points]
-        ys = [0.0] + [pt[1] / scale for pt in points]
-        ax.step(xs, ys, where="post", label=label, linewidth=2.4 if key == "healthy" else 1.2)
-    ax.axhline(n, color="black", linewidth=0.5, linestyle="--")
-    ax.set_xlabel("seconds since the first create")
-    ax.set_ylabel("templates")
-    ax.set_ylim(0, max(1, n) * 1.05)
-    ax.set_xlim(left=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    lat = result.get("latency_ms") or {}
-    ax.set_title(f"{n} templates applied at once, {result.get('placement')} to {result.get('members')} members "
-                 f"({result.get('storage')}): member object p50 {lat.get('p50', 0):,.0f} ms, "
-                 f"p99 {lat.get('p99', 0):,.0f} ms; all Healthy in {result.get('total_seconds', 0):.1f} s",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with step_plot(path, n, "the first create", "templates") as ax:
+        curves = result.get("curves") or {}
+        targets = max(1, int(result.get("member_objects_expected", n) or n) // max(1, n))
+        for key, label, scale in (("created", "templates created", 1), ("member_objects",
+                                  f"member objects / {targets}" if targets > 1 else "member objects", targets),
+                                  ("healthy", "templates Healthy", 1)):
+            points = curves.get(key) or []
+            xs = [0.0] + [pt[0] for pt in points]
+            ys = [0.0] + [pt[1] / scale for pt in points]
+            ax.step(xs, ys, where="post", label=label, linewidth=2.4 if key == "healthy" else 1.2)
+        lat = result.get("latency_ms") or {}
+        ax.set_title(f"{n} templates applied at once, {result.get('placement')} to {result.get('members')} "
+                     f"members ({result.get('storage')}): member object p50 {lat.get('p50', 0):,.0f} ms, "
+                     f"p99 {lat.get('p99', 0):,.0f} ms; all Healthy in {result.get('total_seconds', 0):.1f} s",
+                     fontsize=9)
 
 
 # ============================================================================================ command
@@ -641,10 +579,8 @@ def plot_propagation(result: dict[str, Any], path: str) -> None:
 
 def params_from_args(args: Any) -> PropagateParams:
     return PropagateParams(
-        templates=args.templates, members=args.members, placement=args.placement, flink_share=args.flink_share,
-        storage=args.storage, transport=args.transport, controller_flags=list(args.controller_flag or []),
-        concurrency=args.concurrency, member_processes=args.member_processes, timeout=args.timeout,
-        json=args.json or "", plot=args.plot or "", profile=args.profile or "", data_dir=args.data_dir or "",
+        **StackOptions.from_args(args), templates=args.templates, placement=args.placement,
+        flink_share=args.flink_share, concurrency=args.concurrency, timeout=args.timeout, plot=args.plot or "",
         repeat=args.repeat, floor=args.floor)
 
 

@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flotilla.bench.stats import STAGES
 
-__all__ = ["partition_lines", "profile_lines", "render_report", "stage_table"]
+__all__ = ["fmt_ms", "latency_cells", "partition_lines", "profile_lines", "render_report", "stage_table", "step_rows",
+           "text_table"]
 
 
-def _fmt_ms(value: Any) -> str:
+def fmt_ms(value: Any) -> str:
+    """Milliseconds as a whole number with thousands separators; ``-`` when there is none."""
     return f"{float(value):,.0f}" if isinstance(value, (int, float)) else "-"
 
 
-def stage_table(result: dict[str, Any]) -> list[str]:
-    """Stage | reached | p50 | p90 | p99 | max (ms from the fault), then the per-step durations."""
-    n = result.get("workloads", 0)
-    rows = [("stage (ms since the fault)", "reached", "p50", "p90", "p99", "max")]
-    stages = result.get("stages_ms") or {}
-    for key, label in STAGES:
-        s = stages.get(key) or {}
-        rows.append((label, f"{s.get('count', 0)}/{n}", _fmt_ms(s.get("p50")), _fmt_ms(s.get("p90")),
-                     _fmt_ms(s.get("p99")), _fmt_ms(s.get("max"))))
-    steps = result.get("steps_ms") or {}
-    if steps:
-        rows.append(("step (ms from the previous stage)", "", "", "", "", ""))
-        for key, s in steps.items():
-            rows.append((f"  {key}", str(s.get("count", 0)), _fmt_ms(s.get("p50")), _fmt_ms(s.get("p90")),
-                         _fmt_ms(s.get("p99")), _fmt_ms(s.get("max"))))
+def latency_cells(s: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """p50, p90, p99 and max of a latency summary (:func:`flotilla.bench.stats.latency_summary`), in ms."""
+    return fmt_ms(s.get("p50")), fmt_ms(s.get("p90")), fmt_ms(s.get("p99")), fmt_ms(s.get("max"))
+
+
+def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (the first one the header) as aligned lines: the first column left, the others right."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for i, r in enumerate(rows):
@@ -35,6 +30,28 @@ def stage_table(result: dict[str, Any]) -> list[str]:
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
+
+
+def stage_table(result: dict[str, Any]) -> list[str]:
+    """Stage | reached | p50 | p90 | p99 | max (ms from the fault), then the per-step durations."""
+    n = result.get("workloads", 0)
+    rows: list[tuple[str, ...]] = [("stage (ms since the fault)", "reached", "p50", "p90", "p99", "max")]
+    stages = result.get("stages_ms") or {}
+    for key, label in STAGES:
+        s = stages.get(key) or {}
+        rows.append((label, f"{s.get('count', 0)}/{n}", *latency_cells(s)))
+    return text_table(rows + step_rows(result.get("steps_ms") or {}))
+
+
+def step_rows(steps: Mapping[str, Mapping[str, Any]], skip: str = "") -> list[tuple[str, ...]]:
+    """Rows of the per-step durations (ms from the previous stage) under a stage table; none without steps. A step
+    into ``skip`` is left out."""
+    if not steps:
+        return []
+    rows: list[tuple[str, ...]] = [("step (ms from the previous stage)", "", "", "", "", "")]
+    rows += [(f"  {key}", str(s.get("count", 0)), *latency_cells(s)) for key, s in steps.items()
+             if not (skip and key.endswith(f"->{skip}"))]
+    return rows
 
 
 def _events(r: dict[str, Any]) -> str:

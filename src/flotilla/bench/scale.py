@@ -28,21 +28,15 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from flotilla.bench import stats
-from flotilla.bench.harness import (
-    BenchStack,
-    Ending,
-    Profiler,
-    StackParams,
-    finish_command,
-    run_in_workdir,
-    say,
-)
+from flotilla.bench import harness, stats
+from flotilla.bench.harness import say
+from flotilla.bench.observer import InformerObserver
 from flotilla.bench.processes import peak_rss_mb, rss_mb
+from flotilla.bench.report import fmt_ms
 from flotilla.bench.workloads import FLINK, NAMESPACE, KindSpec, kinds_for, policy, workload, workload_kinds
 
 __all__ = ["ScaleParams", "result_problems", "run_scale_bench", "run_scale_command"]
@@ -53,24 +47,17 @@ QUIET_MAX_SECONDS: Final = 600.0  # a backlog of Events (the recorder writes 100
 
 
 @dataclass
-class ScaleParams:
+class ScaleParams(harness.StackOptions):
     members: int = 100
     workloads: int = 10000
     kind: str = "deployment"
     failed_workloads: int = 0  # 0: the first member's even share
-    storage: str = "sqlite"
-    transport: str = "inprocess"
-    controller_flags: list[str] = field(default_factory=list)
-    member_processes: int = 0
     concurrency: int = 32
     idle_seconds: float = 30.0
     failover: bool = False
     resource_eviction_rate: float = 1_000_000.0
     setup_timeout: float = 1800.0
     timeout: float = 600.0
-    profile: str = ""
-    json: str = ""
-    data_dir: str = ""
 
     def failed_count(self) -> int:
         if self.failed_workloads > 0:
@@ -78,19 +65,12 @@ class ScaleParams:
         return max(1, self.workloads // max(1, self.members))
 
     def command_line(self) -> str:
-        cmd = ["flotilla", "bench", "scale", "--members", str(self.members), "--workloads", str(self.workloads),
-               "--kind", self.kind, "--storage", self.storage, "--transport", self.transport,
-               "--idle-seconds", f"{self.idle_seconds:g}"]
+        cmd = ["flotilla", "bench", "scale", "--workloads", str(self.workloads), "--kind", self.kind,
+               *self.stack_command_args(), "--idle-seconds", f"{self.idle_seconds:g}"]
         if self.failed_workloads:
             cmd += ["--failed-workloads", str(self.failed_workloads)]
-        cmd += [f"--controller-flag={flag}" for flag in self.controller_flags]
-        if self.member_processes:
-            cmd += ["--member-processes", str(self.member_processes)]
         if self.failover:
             cmd += ["--failover", "--resource-eviction-rate", f"{self.resource_eviction_rate:g}"]
-        for opt, value in (("--profile", self.profile), ("--json", self.json)):
-            if value:
-                cmd += [opt, value]
         return shlex.join(cmd)
 
 
@@ -128,29 +108,24 @@ def quiet(writes: float, seconds: float) -> bool:
 # ============================================================================================ observer
 
 
-class PlacementObserver:
+class PlacementObserver(InformerObserver):
     """How many workloads are Healthy on the member they were pinned to (a watch on the bindings)."""
 
     def __init__(self, cp: Any, targets: dict[str, str]) -> None:
+        super().__init__()
         self.cp = cp
         self.targets = targets  # binding name -> member
         self.placed: set[str] = set()
         self.last_change = time.monotonic()
-        self._informer: Any = None
-        self._changed = asyncio.Event()
 
     def start(self) -> None:
         from flotilla.api import resources as R
         from flotilla.client import Informer
 
-        self._informer = Informer(self.cp, R.RESOURCE_BINDINGS, NAMESPACE)
-        self._informer.add_handler(self._on_binding, lambda old, new: self._on_binding(new))
-        self._informer.start()
-
-    async def stop(self) -> None:
-        if self._informer is not None:
-            await self._informer.stop()
-            self._informer = None
+        informer = Informer(self.cp, R.RESOURCE_BINDINGS, NAMESPACE)
+        informer.add_handler(self._on_binding, lambda old, new: self._on_binding(new))
+        informer.start()
+        self._informers.append(informer)
 
     def _on_binding(self, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -168,20 +143,7 @@ class PlacementObserver:
         self._changed.set()
 
     async def wait_all(self, within: float, progress: Any, every: float = 10.0) -> bool:
-        deadline = time.monotonic() + within
-        next_report = time.monotonic() + every
-        while len(self.placed) < len(self.targets):
-            now = time.monotonic()
-            if now >= deadline:
-                return False
-            if now >= next_report:
-                progress()
-                next_report = now + every
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(deadline, next_report) - now):
-                    await self._changed.wait()
-        return True
+        return await self.wait_for(lambda: len(self.placed) >= len(self.targets), within, progress, every)
 
 
 # ============================================================================================ the run
@@ -194,15 +156,14 @@ class Run:
         flags = list(p.controller_flags)
         if p.failover:
             flags = ["--resource-eviction-rate", f"{p.resource_eviction_rate:g}", *flags]
-        self.stack = BenchStack(StackParams(members=p.members, storage=p.storage, transport=p.transport,
-                                            controller_flags=flags, member_processes=p.member_processes), workdir)
+        self.stack = harness.BenchStack(p.stack_params(controller_flags=flags), workdir)
         self.run_id = f"s{int(time.time())}"
         self.kinds = workload_kinds(p.kind, p.workloads)
         self.names = [f"w{i:05d}" for i in range(p.workloads)]
         self.placement: list[str] = []
         self.observer: PlacementObserver | None = None
         self.failover_observer: Any = None
-        self.profiler: Profiler | None = None
+        self.profiler: harness.Profiler | None = None
         self.result: dict[str, Any] = {}
 
     async def stop(self) -> None:
@@ -291,7 +252,7 @@ class Run:
     async def idle(self) -> dict[str, Any]:
         p, stack = self.p, self.stack
         if p.profile:
-            self.profiler = Profiler(stack.cp_pid, p.profile)
+            self.profiler = harness.Profiler(stack.cp_pid, p.profile)
             await self.profiler.start()
         say(f"steady state: measuring the idle control plane for {p.idle_seconds:g}s ...")
         before = await stack.scrape()
@@ -429,7 +390,7 @@ class Run:
 
 async def run_scale_bench(p: ScaleParams) -> dict[str, Any]:
     """Run the benchmark once; the result document."""
-    return await run_in_workdir(lambda workdir: Run(p, workdir), p.data_dir, "flotilla-bench-scale-")
+    return await harness.run_in_workdir(lambda workdir: Run(p, workdir), p.data_dir, "flotilla-bench-scale-")
 
 
 def result_problems(result: dict[str, Any], p: ScaleParams) -> list[str]:
@@ -452,10 +413,6 @@ def result_problems(result: dict[str, Any], p: ScaleParams) -> list[str]:
 
 
 # ============================================================================================ report
-
-
-def _ms(value: Any) -> str:
-    return f"{float(value):,.0f}" if isinstance(value, (int, float)) else "-"
 
 
 def render_report(r: dict[str, Any]) -> str:
@@ -501,8 +458,8 @@ def render_report(r: dict[str, Any]) -> str:
         stages = fo.get("stages_ms") or {}
         for key, label in stats.STAGES:
             s = stages.get(key) or {}
-            lines.append(f"  {label:36s} {s.get('count', 0):>6}  p50 {_ms(s.get('p50')):>7}  p90 {_ms(s.get('p90')):>7}"
-                         f"  p99 {_ms(s.get('p99')):>7}  max {_ms(s.get('max')):>7} ms")
+            lines.append(f"  {label:36s} {s.get('count', 0):>6}  p50 {fmt_ms(s.get('p50')):>7}  p90 {fmt_ms(s.get('p90')):>7}"
+                         f"  p99 {fmt_ms(s.get('p99')):>7}  max {fmt_ms(s.get('max')):>7} ms")
         lines += [
             f"  total {fo.get('total_seconds', 0):.2f} s, throughput {fo.get('throughput_per_s', 0):.1f} workloads/s; "
             f"{fo.get('writes_per_workload', 0):.1f} writes per workload; control plane "
@@ -521,11 +478,10 @@ def render_report(r: dict[str, Any]) -> str:
 
 def params_from_args(args: Any) -> ScaleParams:
     return ScaleParams(
-        members=args.members, workloads=args.workloads, kind=args.kind, failed_workloads=args.failed_workloads,
-        storage=args.storage, transport=args.transport, controller_flags=list(args.controller_flag or []),
-        member_processes=args.member_processes, concurrency=args.concurrency, idle_seconds=args.idle_seconds,
+        **harness.StackOptions.from_args(args), workloads=args.workloads, kind=args.kind,
+        failed_workloads=args.failed_workloads, concurrency=args.concurrency, idle_seconds=args.idle_seconds,
         failover=args.failover, resource_eviction_rate=args.resource_eviction_rate, setup_timeout=args.setup_timeout,
-        timeout=args.timeout, profile=args.profile or "", json=args.json or "", data_dir=args.data_dir or "")
+        timeout=args.timeout)
 
 
 def run_scale_command(args: Any) -> int:
@@ -537,5 +493,5 @@ def run_scale_command(args: Any) -> int:
     if p.idle_seconds <= 0:
         raise SystemExit("flotilla bench scale: --idle-seconds must be greater than 0")
     print(f"command: {p.command_line()}", flush=True)
-    ending = Ending("bench scale", lambda result: result_problems(result, p), render_report, p.json)
-    return finish_command(ending, lambda: run_scale_bench(p))
+    ending = harness.Ending("bench scale", lambda result: result_problems(result, p), render_report, p.json)
+    return harness.finish_command(ending, lambda: run_scale_bench(p))

@@ -11,10 +11,13 @@ from typing import Any, Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from flotilla.member.history import copies_at_most
+
 __all__ = [
     "STAGES",
     "Timeline",
     "ceiling_ratio",
+    "counter_counts",
     "counter_delta",
     "histogram_means",
     "latency_summary",
@@ -24,6 +27,7 @@ __all__ = [
     "profile_top",
     "recovered_curve",
     "stage_summaries",
+    "workqueue_summary",
 ]
 
 #: The stages of one workload's failover, in order: (key, label). Each is timed from the fault.
@@ -122,20 +126,6 @@ def ceiling_ratio(writes_per_workload: float, workloads_per_s: float, ceiling_wr
     return writes_per_workload * workloads_per_s / ceiling_writes_per_s
 
 
-def _copies_at_most(intervals: Sequence[Mapping[str, Any]]) -> int:
-    events: list[tuple[float, int]] = []
-    for iv in intervals:
-        events.append((float(iv["start"]), 1))
-        end = iv.get("end")
-        events.append((float(end) if end is not None else math.inf, -1))
-    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
-    most = current = 0
-    for _, delta in events:
-        current += delta
-        most = max(most, current)
-    return most
-
-
 def max_concurrent_copies(intervals: Iterable[Mapping[str, Any]], namespace: str) -> tuple[int, int]:
     """(the most copies of one workload running at one instant, workloads with a running history) over the
     running intervals (``kind namespace name member uid start end`` dicts) of ``namespace``."""
@@ -144,7 +134,7 @@ def max_concurrent_copies(intervals: Iterable[Mapping[str, Any]], namespace: str
         if iv.get("namespace") != namespace:
             continue
         by_workload.setdefault((str(iv.get("kind")), str(iv.get("name"))), []).append(iv)
-    most = max((_copies_at_most(ivs) for ivs in by_workload.values()), default=0)
+    most = max((copies_at_most(ivs) for ivs in by_workload.values()), default=0)
     return most, len(by_workload)
 
 
@@ -188,6 +178,20 @@ def histogram_means(before: Samples, after: Samples, name: str, by: str = "name"
     sums = counter_delta(before, after, f"{name}_sum", by=by)
     counts = counter_delta(before, after, f"{name}_count", by=by)
     return {k: round(1000.0 * sums.get(k, 0.0) / n, 2) for k, n in sorted(counts.items()) if n > 0}
+
+
+def counter_counts(before: Samples, after: Samples, name: str, by: str) -> dict[str, int]:
+    """:func:`counter_delta` per value of ``by``, as whole numbers, only the values that grew."""
+    return {k: int(v) for k, v in counter_delta(before, after, name, by=by).items() if v}
+
+
+def workqueue_summary(before: Samples, after: Samples) -> dict[str, Any]:
+    """What the controllers' work queues did between two scrapes: adds and retries per queue (those that had any),
+    and the mean time an item waited and was worked on (ms)."""
+    return {"workqueue_adds": counter_counts(before, after, "workqueue_adds_total", "name"),
+            "workqueue_retries": counter_counts(before, after, "workqueue_retries_total", "name"),
+            "workqueue_wait_mean_ms": histogram_means(before, after, "workqueue_queue_duration_seconds"),
+            "workqueue_work_mean_ms": histogram_means(before, after, "workqueue_work_duration_seconds")}
 
 
 _LINE = re.compile(r":\d+\)$")

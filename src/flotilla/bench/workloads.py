@@ -19,6 +19,8 @@ from typing import Any, Final
 
 from flotilla.client import Resource
 from flotilla.kube.resources import DEPLOYMENTS, STATEFULSETS
+from flotilla.member.flink_crd import FLINK_DEPLOYMENTS as FLINK
+from flotilla.member.savepoint_rule import DEFAULT_LABEL as JOB_LABEL
 
 __all__ = [
     "FLINK",
@@ -36,8 +38,6 @@ __all__ = [
 NAMESPACE: Final = "bench"
 RUN_LABEL: Final = "bench.flotilla.io/run"
 STATE_LABEL: Final = "bench.flotilla.io/state"
-JOB_LABEL: Final = "failover.flink.io/job-id"
-FLINK: Final = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,36 @@ import os
 import sys
 from typing import Any
 
-from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS, parse_duration
-from flotilla.signals import stop_on_signals
+from flotilla.cli.argtypes import bind_address, duration
+from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS
+from flotilla.kube.durations import go_duration
+from flotilla.signals import run_until_stopped
+
+#: (flag, default, what it sets) of the agent's durations, in Karmada's names and defaults (AgentConfig's)
+_CLUSTER_TIMINGS = (
+    ("--cluster-lease-duration", 40.0, "the Lease's duration"),
+    ("--cluster-status-update-frequency", 10.0, "how often the cluster's status is collected and posted"),
+    ("--cluster-api-timeout", 10.0, "timeout of each request to the member's API server"),
+    ("--cluster-success-threshold", 30.0, "how long the member must stay healthy before Ready turns True again"),
+    ("--cluster-failure-threshold", 30.0, "how long the member must stay unhealthy before Ready turns False"),
+)
+_PERMIT_TIMINGS = (
+    ("--fence-after", 15.0, "how long the member's guard lets guarded workloads run on an unchanged permit "
+                            "(announced on the Cluster)"),
+    ("--permit-hold", 15.0, "the permit is renewed only while the last successful control-plane Lease renewal "
+                            "started less than this ago"),
+    ("--permit-renew-interval", 1.0, "how often the permit is renewed"),
+)
+_PEER_TIMINGS = (
+    ("--peer-report-ttl", 2.0, "how long a peer's report counts after it was asked for (announced)"),
+    ("--peer-poll-interval", 0.5, "how often the peers are asked while the control plane is in doubt"),
+)
 
 
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _add_durations(parser: Any, timings: tuple[tuple[str, float, str], ...]) -> None:
+    for flag, default, what in timings:
+        parser.add_argument(flag, type=duration, default=default, metavar="DURATION",
+                            help=f"{what} (default {go_duration(default)})")
 
 
 def _fraction(text: str) -> float:
@@ -24,15 +45,6 @@ def _fraction(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-
-
-def _bind_address(text: str) -> tuple[str, int] | None:
-    from flotilla.observability.metrics import parse_bind_address
-
-    try:
-        return parse_bind_address(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--metrics-bind-address: ")) from None
 
 
 def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -52,22 +64,13 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="namespace of the cluster's Lease on the control plane (default karmada-cluster)")
     p.add_argument("--cluster-api-endpoint", default=None,
                    help="the member's API endpoint, recorded in the Cluster (informational; never called)")
-    p.add_argument("--cluster-lease-duration", type=_duration, default=40.0, metavar="DURATION",
-                   help="the Lease's duration (default 40s)")
+    _add_durations(p, _CLUSTER_TIMINGS)
     p.add_argument("--cluster-lease-renew-interval-fraction", type=_fraction, default=0.25, metavar="FRACTION",
                    help="the Lease is renewed every duration x fraction (default 0.25: every 10s)")
-    p.add_argument("--cluster-status-update-frequency", type=_duration, default=10.0, metavar="DURATION",
-                   help="how often the cluster's status is collected and posted (default 10s)")
-    p.add_argument("--cluster-api-timeout", type=_duration, default=10.0, metavar="DURATION",
-                   help="timeout of each request to the member's API server (default 10s)")
-    p.add_argument("--cluster-success-threshold", type=_duration, default=30.0, metavar="DURATION",
-                   help="how long the member must stay healthy before Ready turns True again (default 30s)")
-    p.add_argument("--cluster-failure-threshold", type=_duration, default=30.0, metavar="DURATION",
-                   help="how long the member must stay unhealthy before Ready turns False (default 30s)")
     p.add_argument("--kubeconfig", default=None,
                    help="kubeconfig of the member (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
-    p.add_argument("--metrics-bind-address", type=_bind_address, default=DEFAULT_METRICS_BIND_ADDRESS,
+    p.add_argument("--metrics-bind-address", type=bind_address, default=DEFAULT_METRICS_BIND_ADDRESS,
                    metavar="HOST:PORT",
                    help="serve the agent's Prometheus metrics (Lease and run permit renewals, the peers' quorum) on "
                         "http://HOST:PORT/metrics and /healthz; ':PORT' listens on every interface, '0' disables "
@@ -76,14 +79,7 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     g.add_argument("--guard", action="store_true",
                    help="keep the run permit (Lease flotilla-system/flotilla-run-permit in the member) and announce "
                         "the guard on the Cluster, so the control plane may fence this cluster automatically")
-    g.add_argument("--fence-after", type=_duration, default=15.0, metavar="DURATION",
-                   help="how long the member's guard lets guarded workloads run on an unchanged permit (announced "
-                        "on the Cluster; default 15s)")
-    g.add_argument("--permit-hold", type=_duration, default=15.0, metavar="DURATION",
-                   help="the permit is renewed only while the last successful control-plane Lease renewal started "
-                        "less than this ago (default 15s)")
-    g.add_argument("--permit-renew-interval", type=_duration, default=1.0, metavar="DURATION",
-                   help="how often the permit is renewed (default 1s)")
+    _add_durations(g, _PERMIT_TIMINGS)
     g.add_argument("--lease-only", action="store_true",
                    help="beside a Push cluster (joined with flotilla join): do not register or apply Works, only "
                         "renew the cluster's Lease, keep the run permit (--guard) and answer peers, so the control "
@@ -95,11 +91,8 @@ def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "plane outage while a strict majority of clusters report it unreachable (default: off)")
     g.add_argument("--peer-advertise", default="", metavar="HOST:PORT",
                    help="the address announced to the other agents (default: the --peer-listen address)")
-    g.add_argument("--peer-report-ttl", type=_duration, default=2.0, metavar="DURATION",
-                   help="how long a peer's report counts after it was asked for (announced; default 2s)")
-    g.add_argument("--peer-poll-interval", type=_duration, default=0.5, metavar="DURATION",
-                   help="how often the peers are asked while the control plane is in doubt (default 500ms)")
-    p.set_defaults(fn=run_agent_command, _agent_parser=p)
+    _add_durations(g, _PEER_TIMINGS)
+    p.set_defaults(fn=run_agent_command)
     return p
 
 
@@ -159,11 +152,4 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 def run_agent_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        stop = stop_on_signals()
-        return await run(args, stop)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    return run_until_stopped(lambda stop: run(args, stop))

@@ -24,14 +24,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flotilla.client import ApiException, Client, is_already_exists, is_conflict, is_not_found
+from flotilla.cli.argtypes import duration
+from flotilla.cli.control_plane import (
+    add_control_plane_args,
+    control_plane_client,
+    create_unless_exists,
+    run_client_command,
+)
+from flotilla.client import ApiException, Client, is_conflict, is_not_found
 from flotilla.client.errors import ConnectionFailed
 from flotilla.client.http import HttpTransport
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig
@@ -49,6 +55,7 @@ from flotilla.cluster.join import (
 )
 from flotilla.kube.resources import NAMESPACES, SECRETS
 from flotilla.runtime.members import CLUSTERS
+from flotilla.runtime.patching import patch_with_retry
 
 __all__ = [
     "ClusterCommandError",
@@ -56,7 +63,6 @@ __all__ = [
     "add_cluster_parsers",
     "join_cluster",
     "join_spec_from_credentials",
-    "parse_duration",
     "run_join_command",
     "run_unjoin_command",
     "unjoin_cluster",
@@ -70,38 +76,6 @@ class ClusterCommandError(Exception):
 
 
 # ============================================================================================ parsing
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``60s``, ``1m30s``, ``500ms``, ``1h`` (Go's duration syntax, units ms/s/m/h)."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    factors = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    while pos < len(text):
-        m = _DURATION.match(text, pos)
-        if m is None:
-            raise ValueError(f"invalid duration {text!r} (use e.g. 60s, 1m30s, 500ms)")
-        total += float(m.group(1)) * factors[m.group(2)]
-        pos = m.end()
-    if not text:
-        raise ValueError("empty duration")
-    return total
-
-
-def _duration_arg(text: str) -> float:
-    try:
-        value = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a duration must not be negative")
-    return value
 
 
 def add_cluster_parsers(subparsers: Any) -> None:
@@ -119,7 +93,7 @@ def add_cluster_parsers(subparsers: Any) -> None:
     j.add_argument("--cluster-provider", default=None, help="spec.provider of the Cluster")
     j.add_argument("--cluster-region", default=None, help="spec.region of the Cluster")
     j.add_argument("--cluster-zones", default=None, help="spec.zones of the Cluster, comma-separated")
-    j.add_argument("--timeout", type=_duration_arg, default=10.0,
+    j.add_argument("--timeout", type=duration, default=10.0,
                    help="timeout of each request to the member and the control plane (default 10s)")
     j.set_defaults(fn=run_join_command)
 
@@ -130,19 +104,21 @@ def add_cluster_parsers(subparsers: Any) -> None:
         epilog="example:\n  flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
-    u.add_argument("--wait", type=_duration_arg, nargs="?", const=60.0, default=60.0,
-                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait, the Secret then "
-                        "goes with the Cluster)")
-    u.add_argument("--force", action="store_true",
-                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+    add_removal_args(u, "the Secret then goes with the Cluster")
     u.set_defaults(fn=run_unjoin_command)
 
 
+def add_removal_args(p: argparse.ArgumentParser, unwaited: str = "") -> None:
+    """``--wait`` and ``--force`` of a command that deletes a Cluster; ``unwaited``: what happens with --wait 0."""
+    p.add_argument("--wait", type=duration, nargs="?", const=60.0, default=60.0,
+                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait"
+                        + (f", {unwaited})" if unwaited else ")"))
+    p.add_argument("--force", action="store_true",
+                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+
+
 def _control_plane_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
+    add_control_plane_args(p)
     p.add_argument("--cluster-namespace", default=DEFAULT_CLUSTER_NAMESPACE,
                    help="control-plane namespace of the cluster's Secret (default "
                         f"{DEFAULT_CLUSTER_NAMESPACE}; unjoin uses the Cluster's spec.secretRef when it has one)")
@@ -222,11 +198,7 @@ async def join_cluster(control_plane: Client, spec: JoinSpec) -> JoinResult:
     problems = validate_join(spec)
     if problems:
         raise ClusterCommandError("; ".join(problems))
-    try:
-        await control_plane.create(NAMESPACES, namespace_object(spec.cluster_namespace))
-    except ApiException as e:
-        if not is_already_exists(e):
-            raise
+    await create_unless_exists(control_plane, NAMESPACES, namespace_object(spec.cluster_namespace))
 
     existing = await _get_or_none(control_plane, CLUSTERS, spec.name)
     if existing is not None:
@@ -352,34 +324,18 @@ async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[
 
 
 async def _strip_finalizers(cp: Client, name: str) -> None:
-    for _ in range(5):
-        current = await _get_or_none(cp, CLUSTERS, name)
-        if current is None:
-            return
-        rv = (current.get("metadata") or {}).get("resourceVersion")
-        try:
-            await cp.patch(CLUSTERS, name, {"metadata": {"finalizers": None, "resourceVersion": rv}})
-            return
-        except ApiException as e:
-            if is_not_found(e):
-                return
-            if not is_conflict(e):
-                raise
+    def drop(obj: Mapping[str, Any]) -> dict[str, Any]:
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return {"metadata": {"finalizers": None, "resourceVersion": rv}}
+
+    await patch_with_retry(cp, CLUSTERS, None, name, None, drop)
 
 
 # ============================================================================================ commands
 
 
-def _err(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-
-
 def _control_plane(args: argparse.Namespace) -> Client:
-    try:
-        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context,
-                                      request_timeout=getattr(args, "timeout", 10.0) or 10.0)
-    except KubeconfigError as e:
-        raise ClusterCommandError(f"control plane: {e} (use --kubeconfig)") from None
+    return control_plane_client(args, ClusterCommandError, getattr(args, "timeout", 10.0) or 10.0)
 
 
 async def _join_main(args: argparse.Namespace) -> int:
@@ -420,21 +376,9 @@ async def _unjoin_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(coro_fn: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
-    try:
-        return int(asyncio.run(coro_fn(args)))
-    except ClusterCommandError as e:
-        _err(str(e))
-    except ApiException as e:
-        _err(f"the control plane answered: {e}")
-    except KeyboardInterrupt:
-        return 130
-    return 1
-
-
 def run_join_command(args: argparse.Namespace) -> int:
-    return _run(_join_main, args)
+    return run_client_command(lambda: _join_main(args), (ClusterCommandError,))
 
 
 def run_unjoin_command(args: argparse.Namespace) -> int:
-    return _run(_unjoin_main, args)
+    return run_client_command(lambda: _unjoin_main(args), (ClusterCommandError,))

@@ -22,9 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import math
 import os
-import re
 import socket
 import sys
 import uuid
@@ -32,9 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flotilla.cli.argtypes import argtype, duration, parse_non_negative
+from flotilla.cli.flags import keep_parser, usage_error
 from flotilla.observability.logs import progress_line
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 if TYPE_CHECKING:
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -47,43 +47,6 @@ LEADER_ELECTION_NAME = "flotilla-controller-manager"
 DEFAULT_METRICS_BIND_ADDRESS = "127.0.0.1:8080"
 
 # ----------------------------------------------------------------------------------------------- values
-
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from a Go duration (``1h2m3.5s``, ``500ms``, ``0``) or a plain number of seconds (``0.5``).
-
-    Negative, infinite and NaN values are refused (no flag of this command means anything by them).
-    """
-    s = text.strip()
-    if not s:
-        raise ValueError("empty duration")
-    if _PLAIN_NUMBER.fullmatch(s):
-        value = float(s)
-    else:
-        sign = 1.0
-        body = s
-        if body[0] in "+-":
-            sign = -1.0 if body[0] == "-" else 1.0
-            body = body[1:]
-        pos, total = 0, 0.0
-        while pos < len(body):
-            m = _GO_PART.match(body, pos)
-            if m is None:
-                raise ValueError(f"invalid duration {text!r} (examples: 10s, 1m30s, 500ms, 2h, or seconds: 0.5)")
-            total += float(m.group(1)) * _GO_UNITS[m.group(2)]
-            pos = m.end()
-        if pos == 0:
-            raise ValueError(f"invalid duration {text!r}")
-        value = sign * total
-    if math.isnan(value) or math.isinf(value):
-        raise ValueError(f"invalid duration {text!r}")
-    if value < 0:
-        raise ValueError(f"duration must not be negative: {text!r}")
-    return value
 
 
 def format_duration(seconds: float) -> str:
@@ -122,24 +85,6 @@ def parse_bool(text: str) -> bool:
     if v in _FALSE:
         return False
     raise ValueError(f"invalid boolean {text!r} (true or false)")
-
-
-def _argtype(fn: Any, what: str) -> Any:
-    def convert(text: str) -> Any:
-        try:
-            return fn(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e) or f"invalid {what}: {text!r}") from None
-
-    convert.__name__ = what  # argparse names the type in its messages
-    return convert
-
-
-def _nonneg_float(text: str) -> float:
-    value = float(text)
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise ValueError(f"must be a non-negative number: {text!r}")
-    return value
 
 
 def _positive_int(text: str) -> int:
@@ -187,7 +132,7 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
     OptionFlag("cluster_failure_threshold", "duration",
                "how long a member must keep failing its probes before it is marked not Ready"),
     OptionFlag("cluster_api_qps", "float", "requests per second to each member's API server",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("cluster_api_timeout", "duration",
                "timeout of every request to a member's API server, health probes included (watches excepted): a "
                "member that accepts connections but does not answer is seen failing after it; Karmada: 32s"),
@@ -210,10 +155,10 @@ _KNOWN: dict[str, OptionFlag] = {f.field: f for f in (
     OptionFlag("graceful_eviction_timeout", "duration",
                "how long a graceful eviction task waits for the new copy to be healthy before the old one goes"),
     OptionFlag("resource_eviction_rate", "float", "evictions per second while most clusters are healthy",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("secondary_resource_eviction_rate", "float",
                "evictions per second while more than --unhealthy-cluster-threshold of the clusters are unhealthy",
-               convert=_nonneg_float),
+               convert=parse_non_negative),
     OptionFlag("unhealthy_cluster_threshold", "float",
                "fraction of unhealthy clusters (0..1) above which the secondary eviction rate applies",
                convert=_ratio),
@@ -284,10 +229,10 @@ def _add_option_flag(group: Any, flag: OptionFlag, default: Any) -> None:
     shown = _show_default(flag, default)
     common: dict[str, Any] = {"dest": flag.field, "default": argparse.SUPPRESS}
     if flag.kind == "bool":
-        group.add_argument(flag.flag, nargs="?", const=True, type=_argtype(parse_bool, "boolean"),
+        group.add_argument(flag.flag, nargs="?", const=True, type=argtype(parse_bool, "boolean"),
                            metavar="true|false", help=f"{flag.help} (default {shown})", **common)
     elif flag.kind == "duration":
-        group.add_argument(flag.flag, type=_argtype(parse_duration, "duration"), metavar="DURATION",
+        group.add_argument(flag.flag, type=duration, metavar="DURATION",
                            help=f"{flag.help} (default {shown})", **common)
     elif flag.kind == "choice":
         group.add_argument(flag.flag, choices=flag.choices, help=f"{flag.help} (default {shown})", **common)
@@ -300,11 +245,11 @@ def _add_option_flag(group: Any, flag: OptionFlag, default: Any) -> None:
                            help=f"{flag.help} (repeatable); gates and defaults: {known}", **common)
     elif flag.kind == "int":
         conv = flag.convert or int
-        group.add_argument(flag.flag, type=_argtype(conv, "integer"), metavar="N",
+        group.add_argument(flag.flag, type=argtype(conv, "integer"), metavar="N",
                            help=f"{flag.help} (default {shown})".strip(), **common)
     elif flag.kind == "float":
         conv = flag.convert or float
-        group.add_argument(flag.flag, type=_argtype(conv, "number"), metavar="X",
+        group.add_argument(flag.flag, type=argtype(conv, "number"), metavar="X",
                            help=f"{flag.help} (default {shown})".strip(), **common)
     else:
         group.add_argument(flag.flag, help=f"{flag.help} (default {shown})".strip(), **common)
@@ -393,16 +338,16 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     for flag in option_flags():
         _add_option_flag(g, flag, getattr(defaults, flag.field))
     le = p.add_argument_group("leader election")
-    le.add_argument("--leader-elect", nargs="?", const=True, default=False, type=_argtype(parse_bool, "boolean"),
+    le.add_argument("--leader-elect", nargs="?", const=True, default=False, type=argtype(parse_bool, "boolean"),
                     metavar="true|false",
                     help="run the controllers only while holding the leader Lease (default false)")
-    le.add_argument("--leader-elect-lease-duration", type=_argtype(parse_duration, "duration"), default=15.0,
+    le.add_argument("--leader-elect-lease-duration", type=duration, default=15.0,
                     metavar="DURATION", help="how long a standby waits after the last renewal before taking over "
                                              "(default 15s)")
-    le.add_argument("--leader-elect-renew-deadline", type=_argtype(parse_duration, "duration"), default=10.0,
+    le.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0,
                     metavar="DURATION", help="how long the leader keeps trying to renew before it steps down "
                                              "(default 10s)")
-    le.add_argument("--leader-elect-retry-period", type=_argtype(parse_duration, "duration"), default=2.0,
+    le.add_argument("--leader-elect-retry-period", type=duration, default=2.0,
                     metavar="DURATION", help="how often candidates poll and the leader renews (default 2s)")
     le.add_argument("--leader-elect-resource-namespace", default=LEADER_ELECTION_NAMESPACE, metavar="NS",
                     help=f"namespace of the Lease (created if missing; default {LEADER_ELECTION_NAMESPACE})")
@@ -433,7 +378,8 @@ def add_controller_manager_parser(subparsers: argparse._SubParsersAction) -> arg
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
-    p.set_defaults(fn=run_controller_manager_command, _cm_parser=p)
+    p.set_defaults(fn=run_controller_manager_command)
+    keep_parser(p)
     return p
 
 
@@ -443,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     _add_arguments(p)
-    p.set_defaults(fn=run_controller_manager_command, _cm_parser=p)
+    p.set_defaults(fn=run_controller_manager_command)
+    keep_parser(p)
     return p
 
 
@@ -498,7 +445,9 @@ def _say(message: str) -> None:
 
 async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool:
     """Create ``name`` if missing, retrying while the API server cannot be reached; False if stopped first."""
-    from flotilla.client import ApiException, is_already_exists, is_not_found
+    from flotilla.cli.control_plane import create_unless_exists
+    from flotilla.client import ApiException, is_not_found
+    from flotilla.cluster.join import namespace_object
     from flotilla.kube.resources import NAMESPACES
 
     delay = 0.5
@@ -510,13 +459,8 @@ async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool
             except ApiException as e:
                 if not is_not_found(e):
                     raise
-            try:
-                await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                 "metadata": {"name": name}})
+            if await create_unless_exists(client, NAMESPACES, namespace_object(name)) is not None:
                 _say(f"created namespace {name}")
-            except ApiException as e:
-                if not is_already_exists(e):
-                    raise
             return True
         except (ApiException, OSError, TimeoutError) as e:
             log.warning("cannot ensure namespace %s (%s); retrying in %.1fs", name, e, delay)
@@ -649,26 +593,15 @@ async def _run_elected(client: Any, cfg: Config, stop: asyncio.Event,
 
 
 def run_controller_manager_command(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser | None = getattr(args, "_cm_parser", None)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
-        if parser is not None:
-            parser.error(str(e))  # exits 2, as argparse does for flag errors
-        _say(str(e))
-        return 2
+        return usage_error(args, str(e), PROG)
 
-    async def main() -> int:
-        from flotilla.apiserver.gctune import tune_gc
+    from flotilla.apiserver.gctune import tune_gc
 
-        tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
-        stop = stop_on_signals()
-        return await run(cfg, stop)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    tune_gc()  # a long-running process (see flotilla.apiserver.gctune)
+    return run_until_stopped(lambda stop: run(cfg, stop))
 
 
 def main(argv: list[str] | None = None) -> int:

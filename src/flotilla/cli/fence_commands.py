@@ -14,15 +14,14 @@ other taint; both are idempotent.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
-from flotilla.client import ApiException, Client
-from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
+from flotilla.client import Client
 from flotilla.failover.fencing import (
     OUT_OF_SERVICE_TAINT_EFFECT,
     OUT_OF_SERVICE_TAINT_KEY,
@@ -47,6 +46,9 @@ class FenceCommandError(Exception):
     """The command cannot do what was asked; the message says why."""
 
 
+_USAGE_ERRORS = (FenceCommandError, ClusterNotFound, ClusterUpdateConflict)
+
+
 def add_fence_parsers(subparsers: Any) -> None:
     """Add ``fence`` and ``unfence`` to the ``flotilla`` command's sub-parsers."""
     f = subparsers.add_parser(
@@ -57,7 +59,7 @@ def add_fence_parsers(subparsers: Any) -> None:
         epilog="example (member1 lost power; the Directly move of its stateful workloads may go on):\n"
                "  flotilla fence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("name", help="the member cluster's name in the control plane")
-    _control_plane_args(f)
+    add_control_plane_args(f)
     f.set_defaults(fn=run_fence_command)
 
     u = subparsers.add_parser(
@@ -66,15 +68,8 @@ def add_fence_parsers(subparsers: Any) -> None:
                     "there that no Work wants any more are deleted before anything is applied to it.",
         epilog="example:\n  flotilla unfence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("name", help="the member cluster's name in the control plane")
-    _control_plane_args(u)
+    add_control_plane_args(u)
     u.set_defaults(fn=run_unfence_command)
-
-
-def _control_plane_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
 
 
 # ============================================================================================ operations
@@ -110,40 +105,21 @@ async def unfence_cluster(cp: Client, name: str, *, out: Out = print) -> bool:
 # ============================================================================================ commands
 
 
-def _control_plane(args: argparse.Namespace) -> Client:
-    try:
-        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
-    except KubeconfigError as e:
-        raise FenceCommandError(f"control plane: {e} (use --kubeconfig)") from None
-
-
 async def _fence_main(args: argparse.Namespace) -> int:
-    async with _control_plane(args) as cp:
+    async with control_plane_client(args, FenceCommandError) as cp:
         await fence_cluster(cp, args.name)
     return 0
 
 
 async def _unfence_main(args: argparse.Namespace) -> int:
-    async with _control_plane(args) as cp:
+    async with control_plane_client(args, FenceCommandError) as cp:
         await unfence_cluster(cp, args.name)
     return 0
 
 
-def _run(coro_fn: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
-    try:
-        return int(asyncio.run(coro_fn(args)))
-    except (FenceCommandError, ClusterNotFound, ClusterUpdateConflict) as e:
-        print(f"error: {e}", file=sys.stderr)
-    except ApiException as e:
-        print(f"error: the control plane answered: {e}", file=sys.stderr)
-    except KeyboardInterrupt:
-        return 130
-    return 1
-
-
 def run_fence_command(args: argparse.Namespace) -> int:
-    return _run(_fence_main, args)
+    return run_client_command(lambda: _fence_main(args), _USAGE_ERRORS)
 
 
 def run_unfence_command(args: argparse.Namespace) -> int:
-    return _run(_unfence_main, args)
+    return run_client_command(lambda: _unfence_main(args), _USAGE_ERRORS)

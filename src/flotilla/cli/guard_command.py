@@ -19,22 +19,12 @@ import sys
 import time
 from typing import Any
 
-from flotilla.cli.controller_manager import parse_duration
+from flotilla.cli.argtypes import positive_duration
 from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, PermitWatch
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped, wait_or_kill
 
 #: exit code when the guard stopped the command because the permit went stale
 EXIT_FENCED = 3
-
-
-def _duration(text: str) -> float:
-    try:
-        value = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -49,13 +39,13 @@ def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kubeconfig", default=None, help="kubeconfig of the member (default: $KUBECONFIG)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
-    p.add_argument("--fence-after", type=_duration, required=True, metavar="DURATION",
+    p.add_argument("--fence-after", type=positive_duration, required=True, metavar="DURATION",
                    help="stop COMMAND when the permit has not changed for this long (the agent's --fence-after)")
     p.add_argument("--namespace", default=PERMIT_NAMESPACE,
                    help=f"namespace of the permit Lease (default {PERMIT_NAMESPACE})")
-    p.add_argument("--poll-interval", type=_duration, default=1.0, metavar="DURATION",
+    p.add_argument("--poll-interval", type=positive_duration, default=1.0, metavar="DURATION",
                    help="how often the permit is read (default 1s)")
-    p.add_argument("--kill-grace", type=_duration, default=10.0, metavar="DURATION",
+    p.add_argument("--kill-grace", type=positive_duration, default=10.0, metavar="DURATION",
                    help="seconds between SIGTERM and SIGKILL (default 10s)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...", help="the command to run")
     p.set_defaults(fn=run_guard_command)
@@ -82,12 +72,7 @@ async def _stop_child(proc: asyncio.subprocess.Process, grace: float) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+    await wait_or_kill(proc, grace)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
@@ -146,10 +131,4 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 def run_guard_command(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        return await run(args, stop_on_signals())
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    return run_until_stopped(lambda stop: run(args, stop), interrupted=130)

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import yaml
 
 from flotilla.cli import goyaml
+from flotilla.cli.flags import run_alone
 from flotilla.interpreter import (
     GVK,
     CustomizationRegistry,
@@ -370,10 +371,7 @@ def run_interpret(args: argparse.Namespace, *, out: TextIO | None = None, err: T
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="flotilla")
-    add_interpret_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["interpret", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.fn(args))
+    return run_alone("interpret", add_interpret_parser, argv)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from flotilla.cli.flags import run_alone
 from flotilla.failover.state import similar_keys
 from flotilla.jsonpath import JSONPathError, JSONPathMissingKeyError, JSONPathSyntaxError, parse
 
@@ -167,10 +168,7 @@ def _describe(obj: Any, index: int, count: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="flotilla")
-    add_jsonpath_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["jsonpath", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.fn(args))
+    return run_alone("jsonpath", add_jsonpath_parser, argv)
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ from flotilla.apiserver.agent_tokens import (
     agent_token_secret,
     agent_token_secret_name,
 )
+from flotilla.cli.argtypes import duration
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
-    _duration_arg,
-    _run,
     _strip_finalizers,
     _wait_gone,
+    add_removal_args,
 )
+from flotilla.cli.control_plane import run_client_command
 from flotilla.client import ApiException, Client, is_already_exists, is_not_found
 from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig, write_kubeconfig
 from flotilla.cluster.join import namespace_object
@@ -99,10 +100,7 @@ def add_register_parsers(subparsers: Any) -> None:
     u.add_argument("--agent-kubeconfig", default=None,
                    help="the agent kubeconfig register wrote (default NAME-agent.kubeconfig): its pid file names "
                         "the agent to stop")
-    u.add_argument("--wait", type=_duration_arg, nargs="?", const=60.0, default=60.0,
-                   help="how long to wait for the Cluster to be gone (default 60s; 0: do not wait)")
-    u.add_argument("--force", action="store_true",
-                   help="when the wait times out, remove the Cluster's finalizers (its cleanup is abandoned)")
+    add_removal_args(u)
     u.set_defaults(fn=run_unregister_command)
 
 
@@ -110,7 +108,7 @@ def _karmada_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--karmada-kubeconfig", default=None,
                    help="the control plane's admin kubeconfig (default: $KUBECONFIG, else ~/.kube/config)")
     p.add_argument("--karmada-context", default=None, help="context in --karmada-kubeconfig (default: current)")
-    p.add_argument("--timeout", type=_duration_arg, default=10.0,
+    p.add_argument("--timeout", type=duration, default=10.0,
                    help="timeout of each request to the control plane (default 10s)")
 
 
@@ -314,8 +312,8 @@ async def _unregister_main(args: argparse.Namespace) -> int:
 
 
 def run_register_command(args: argparse.Namespace) -> int:
-    return _run(_register_main, args)
+    return run_client_command(lambda: _register_main(args), (ClusterCommandError,))
 
 
 def run_unregister_command(args: argparse.Namespace) -> int:
-    return _run(_unregister_main, args)
+    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,))

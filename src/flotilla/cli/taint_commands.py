@@ -10,12 +10,11 @@ karmadactl's: ``cluster/NAME tainted|untainted|modified``, ``NAME cluster cordon
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
+from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
 from flotilla.cli.taint_spec import (
     UNSCHEDULABLE_TAINT_KEY,
     TaintSpecError,
@@ -24,8 +23,7 @@ from flotilla.cli.taint_spec import (
     parse_taint_args,
     split_resources_and_taints,
 )
-from flotilla.client import ApiException, Client
-from flotilla.client.kubeconfig import KubeconfigError
+from flotilla.client import Client
 
 __all__ = ["add_taint_parsers", "cordon_cluster", "taint_clusters"]
 
@@ -54,11 +52,7 @@ class TaintCommandError(Exception):
     """The command cannot do what was asked; the message says why."""
 
 
-def _control_plane_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
+_USAGE_ERRORS = (TaintCommandError, TaintSpecError, ClusterNotFound, ClusterUpdateConflict)
 
 
 def add_taint_parsers(sub: Any) -> None:
@@ -72,7 +66,7 @@ def add_taint_parsers(sub: Any) -> None:
                    help="allow taints to be overwritten, otherwise reject updates that overwrite existing taints")
     t.add_argument("--dry-run", action="store_true",
                    help="only print what would change, without writing it")
-    _control_plane_args(t)
+    add_control_plane_args(t)
     t.set_defaults(fn=run_taint_command)
 
     for verb, doing in (("cordon", "mark a cluster unschedulable (taint "
@@ -84,7 +78,7 @@ def add_taint_parsers(sub: Any) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         c.add_argument("name", help="the cluster's name")
         c.add_argument("--dry-run", action="store_true", help="only print what would change")
-        _control_plane_args(c)
+        add_control_plane_args(c)
         c.set_defaults(fn=run_cordon_command, _cordon=verb == "cordon")
 
 
@@ -133,31 +127,6 @@ async def cordon_cluster(cp: Client, name: str, *, cordon: bool, dry_run: bool, 
 # ============================================================================================ commands
 
 
-def _err(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-
-
-def _control_plane(args: argparse.Namespace) -> Client:
-    try:
-        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
-    except KubeconfigError as e:
-        raise TaintCommandError(f"control plane: {e} (use --kubeconfig)") from None
-
-
-def _run(main: Callable[[], Any]) -> int:
-    try:
-        return int(asyncio.run(main()) or 0)
-    except (TaintCommandError, TaintSpecError, ClusterNotFound, ClusterUpdateConflict) as e:
-        _err(str(e))
-    except ApiException as e:
-        _err(f"the control plane answered: {e}")
-    except OSError as e:
-        _err(f"cannot reach the control plane: {e}")
-    except KeyboardInterrupt:
-        return 130
-    return 1
-
-
 def run_taint_command(args: argparse.Namespace) -> int:
     async def main() -> int:
         resources, specs = split_resources_and_taints(args.args)
@@ -169,17 +138,17 @@ def run_taint_command(args: argparse.Namespace) -> int:
             raise TaintCommandError(f'invalid resource type {kind}, only ["cluster" "clusters"] are supported')
         if len(resources) < 2:
             raise TaintCommandError("at least one resource name must be specified")
-        async with _control_plane(args) as cp:
+        async with control_plane_client(args, TaintCommandError) as cp:
             await taint_clusters(cp, resources[1:], update, overwrite=args.overwrite, dry_run=args.dry_run)
         return 0
 
-    return _run(main)
+    return run_client_command(main, _USAGE_ERRORS)
 
 
 def run_cordon_command(args: argparse.Namespace) -> int:
     async def main() -> int:
-        async with _control_plane(args) as cp:
+        async with control_plane_client(args, TaintCommandError) as cp:
             await cordon_cluster(cp, args.name, cordon=args._cordon, dry_run=args.dry_run)
         return 0
 
-    return _run(main)
+    return run_client_command(main, _USAGE_ERRORS)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from flotilla.files import PRIVATE_FILE, atomic_write
+from flotilla.signals import wait_or_kill
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +172,7 @@ class AgentProcess:
                 proc.terminate()
             if self.frozen:
                 self._thaw()  # a stopped process handles its SIGTERM once it runs again
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+            await wait_or_kill(proc, STOP_TIMEOUT)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -42,23 +42,24 @@ from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.failover.run_permit import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD, GUARDED_LABEL
 from flotilla.failover.state import parse_time
+from flotilla.kube.resources import CRDS
 from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
-from flotilla.member.history import Interval
+from flotilla.member.flink_crd import FLINK_DEPLOYMENTS as FLINK
+from flotilla.member.flink_crd import flink_deployment_crd
+from flotilla.member.history import Interval, copies_at_most
+from flotilla.member.savepoint_rule import DEFAULT_LABEL as JOB_LABEL
 from flotilla.observability.logs import log_formatter
 from flotilla.signals import stop_on_signals
 
-__all__ = ["DemoError", "copies_at_most", "run_demo", "stack_config"]
+__all__ = ["DemoError", "run_demo", "stack_config"]
 
 T = TypeVar("T")
 
 NAMESPACE = "default"
 NAME = "wordcount"
 BINDING = f"{NAME}-flinkdeployment"
-JOB_LABEL = "failover.flink.io/job-id"
-FLINK = Resource("flink.apache.org", "v1beta1", "flinkdeployments", "FlinkDeployment", True)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 BOOT_DELAY = 6.0  # --manual-fence: seconds from member1's power-on to its workloads restarting (its API answers at once)
 ANN = "sim.flotilla.io/"
 
@@ -117,20 +118,6 @@ def flink_deployment() -> dict[str, Any]:
 
 class DemoError(Exception):
     """The demo could not go on; the message says where it stopped."""
-
-
-def copies_at_most(intervals: list[Any]) -> int:
-    """The most intervals running at one instant (touching ends do not count)."""
-    events: list[tuple[float, int]] = []
-    for iv in intervals:
-        events.append((iv.start, 1))
-        events.append((iv.end if iv.end is not None else float("inf"), -1))
-    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
-    most = current = 0
-    for _, delta in events:
-        current += delta
-        most = max(most, current)
-    return most
 
 
 class Narrator:
@@ -310,8 +297,6 @@ class Demo:
                   f"Lease renewal for {PERMIT_HOLD:g} + {FENCE_AFTER:g} + {FENCE_MARGIN:g} (fence-margin) = "
                   f"{FENCE_BOUND:g}s, and only while it sees a majority of the members live")
 
-        from flotilla.member.flink_crd import flink_deployment_crd
-
         with contextlib.suppress(ApiException):
             await self.cp.create(CRDS, flink_deployment_crd())
         await n.wait(self._crd_served, "the FlinkDeployment CRD to be served", 30)
@@ -335,12 +320,17 @@ class Demo:
         last = await _get(self.members["member1"], FLINK, NAME, NAMESPACE)
         f.records_at_fault = int(_ann(last or obj, "records-processed") or 0)
 
-    async def _manual_story(self) -> None:
-        n, f = self.n, self.facts
+    async def _fault_member1(self, mode: str) -> Any:
+        """``flotilla sim fault member1 --mode MODE``: the fault of the story, whose clock starts now; member1."""
         assert self.stack is not None
         member1 = self.stack.member("member1")
-        await member1.set_fault("off")
-        n.t0 = time.monotonic()
+        await member1.set_fault(mode)
+        self.n.t0 = time.monotonic()
+        return member1
+
+    async def _manual_story(self) -> None:
+        n, f = self.n, self.facts
+        member1 = await self._fault_member1("off")
         n.say("member1 loses power: its API server is gone and its workloads stopped (flotilla sim fault member1 "
               "--mode off)")
         await asyncio.sleep(0.2)
@@ -382,10 +372,7 @@ class Demo:
 
     async def _automatic_story(self) -> None:
         n, f = self.n, self.facts
-        assert self.stack is not None
-        member1 = self.stack.member("member1")
-        await member1.set_fault("partition")
-        n.t0 = time.monotonic()
+        member1 = await self._fault_member1("partition")
         f.cut_at = time.time()
         n.say("member1 is cut off from the control plane (flotilla sim fault member1 --mode partition): its agent "
               "cannot renew its Lease any more; member1 and its job go on running. Nobody types anything from now on")

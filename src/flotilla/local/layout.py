@@ -102,54 +102,46 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _live_pid(pid_file: Path) -> int | None:
+    """The pid in ``pid_file`` when that process is alive, else None (no file, or a stale one)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+class _Under:
+    """A path in the data directory: ``layout.root / name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layout: Layout, owner: type | None = None) -> Path:
+        return layout.root / self.name
+
+
 @dataclass(frozen=True)
 class Layout:
     root: Path
 
-    @property
-    def record_path(self) -> Path:
-        return self.root / RECORD_FILE
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
-
-    @property
-    def viewer_kubeconfig(self) -> Path:
-        """With ``--secure``: the read-only kubeconfig (the viewer's token)."""
-        return self.root / "viewer.kubeconfig"
-
-    @property
-    def controlplane(self) -> Path:
-        return self.root / "controlplane"
-
-    @property
-    def members(self) -> Path:
-        return self.root / "members"
-
-    @property
-    def agents(self) -> Path:
-        """``D/agents/<member>/``: the Pull members' agents (kubeconfig, log, pid)."""
-        return self.root / "agents"
+    record_path = _Under(RECORD_FILE)
+    kubeconfig = _Under("kubeconfig")
+    #: with ``--secure``: the read-only kubeconfig (the viewer's token)
+    viewer_kubeconfig = _Under("viewer.kubeconfig")
+    controlplane = _Under("controlplane")
+    members = _Under("members")
+    #: ``D/agents/<member>/``: the Pull members' agents (kubeconfig, log, pid)
+    agents = _Under("agents")
+    pid_file = _Under("up.pid")
+    log_file = _Under("up.log")
 
     def agent_dir(self, member: str) -> Path:
         return self.agents / member
 
     def agent_pid(self, member: str) -> int | None:
         """The pid of the running agent of Pull member ``member``, else None."""
-        try:
-            pid = int((self.agent_dir(member) / "agent.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if pid_alive(pid) else None
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / "up.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.root / "up.log"
+        return _live_pid(self.agent_dir(member) / "agent.pid")
 
     def load_record(self) -> StackRecord | None:
         """The record, or None for a new (or empty) directory; DataDirError for another version's."""
@@ -170,11 +162,7 @@ class Layout:
 
     def running_pid(self) -> int | None:
         """The pid of a live ``flotilla up`` on this directory, else None (a stale pid file is ignored)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if pid_alive(pid) else None
+        return _live_pid(self.pid_file)
 
     def write_pid(self, pid: int) -> None:
         private_dir(self.root)

@@ -31,6 +31,8 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from flotilla.signals import cancel_all
+
 log = logging.getLogger(__name__)
 
 __all__ = ["DIRECTIONS", "Link", "link_direction"]
@@ -91,12 +93,7 @@ class Link:
                 await self._server.wait_closed()
             self._server = None
         self._drop_all()
-        pipes = list(self._pipes)
-        for task in pipes:
-            task.cancel()
-        for task in pipes:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(self._pipes)
 
     def cut(self) -> None:
         """Partition: every connection through the link fails from now on (open ones are dropped at once)."""

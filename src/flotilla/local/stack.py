@@ -428,15 +428,11 @@ class LocalStack:
     async def _ensure_lease_namespace(self) -> None:
         """``karmada-cluster``, where the Pull clusters' Leases live, before any agent starts."""
         from flotilla.agent.lease import LEASE_NAMESPACE
-        from flotilla.client import ApiException, is_already_exists
+        from flotilla.cli.control_plane import create_unless_exists
+        from flotilla.cluster.join import namespace_object
         from flotilla.kube.resources import NAMESPACES
 
-        try:
-            await self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                  "metadata": {"name": LEASE_NAMESPACE}})
-        except ApiException as e:
-            if not is_already_exists(e):
-                raise
+        await create_unless_exists(self.client, NAMESPACES, namespace_object(LEASE_NAMESPACE))
 
     async def _start_agents(self) -> None:
         from flotilla.client.kubeconfig import load_kubeconfig, write_kubeconfig
@@ -532,15 +528,12 @@ class LocalStack:
 
     async def _ensure_taint_policy(self) -> None:
         from flotilla.api import resources as R
-        from flotilla.client import ApiException, is_already_exists
+        from flotilla.cli.control_plane import create_unless_exists
 
-        try:
-            await self.client.create(R.CLUSTER_TAINT_POLICIES, default_taint_policy(self.config.member_names()))
+        policy = default_taint_policy(self.config.member_names())
+        if await create_unless_exists(self.client, R.CLUSTER_TAINT_POLICIES, policy) is not None:
             self.say(f"ClusterTaintPolicy {DEFAULT_TAINT_POLICY_NAME}: Ready False/Unknown -> "
                      f"{NOT_READY_TAINT}:NoExecute")
-        except ApiException as e:
-            if not is_already_exists(e):
-                raise
 
     def _write_kubeconfig(self) -> None:
         from flotilla.client.kubeconfig import KubeconfigEntry, load_kubeconfig, merge_contexts

@@ -18,10 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flotilla.cli.argtypes import duration, seconds
+from flotilla.cli.flags import add_fencing_flags, keep_parser, usage_error
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
-from flotilla.signals import stop_on_signals
+from flotilla.signals import run_until_stopped
 
 __all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
 
@@ -89,12 +91,6 @@ def add_up_parsers(sub: Any) -> None:
                    help="automatic fencing (docs/fencing.md): every member's agent keeps the run permit and "
                         "speaks the peer protocol (a Push member gets a lease-only agent), and every member runs "
                         "the guard")
-    u.add_argument("--fence-after", type=_seconds, default=None, metavar="SECONDS",
-                   help="with --guard: how long a Pull member's guard lets guarded workloads run on an unchanged "
-                        "permit (the agents' --fence-after; default 15)")
-    u.add_argument("--permit-hold", type=_seconds, default=None, metavar="SECONDS",
-                   help="with --guard: the agents renew the permit only while their last successful Lease renewal "
-                        "started less than this ago; must exceed the agents' 10 s renew interval (default 15)")
     u.add_argument("--port", type=int, default=6443, help="the control plane API server's port (default 6443; "
                                                            "0 = any free port)")
     u.add_argument("--host", default="127.0.0.1", help="address everything listens on (default 127.0.0.1)")
@@ -113,16 +109,18 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--restore-missing", choices=("hold", "fresh"), default="hold",
                    help="the controllers' --restore-missing: when a failed-over job's checkpoint cannot be used, hold "
                         "its new copy (default) or start it from empty state")
-    u.add_argument("--restore-hold-timeout", type=_duration, default=300.0, metavar="DURATION",
+    u.add_argument("--restore-hold-timeout", type=duration, default=300.0, metavar="DURATION",
                    help="the controllers' --restore-hold-timeout (default 5m; 0: hold until the lookup succeeds)")
     u.add_argument("--savepoint-rule", action="store_true",
                    help="install the member-side savepoint rule (the simulated Kyverno policy that turns the "
                         "preserved job-id label into spec.job.initialSavepointPath) in every member; not needed: "
                         "the control plane restores natively")
     for name, value in LAPTOP_TIMINGS.items():
-        u.add_argument("--" + name.replace("_", "-"), type=_seconds, default=value, metavar="SECONDS",
+        u.add_argument("--" + name.replace("_", "-"), type=seconds, default=value, metavar="SECONDS",
                        help=f"(default {value:g})")
-    u.set_defaults(fn=run_up_command, _up_parser=u)
+    add_fencing_flags(u.add_argument_group("with --guard"), ("fence-after", "permit-hold"))
+    u.set_defaults(fn=run_up_command)
+    keep_parser(u)
 
     d = sub.add_parser("down", help="stop a `flotilla up --detach` running on a data directory",
                        description="Stop the `flotilla up` running on --data-dir (SIGTERM, then SIGKILL after "
@@ -133,25 +131,6 @@ def add_up_parsers(sub: Any) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"the data directory (default {DEFAULT_DATA_DIR})")
     d.set_defaults(fn=run_down_command)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text.rstrip("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, e.g. 2 or 2.5s, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
-    return value
-
-
-def _duration(text: str) -> float:
-    from flotilla.cli.controller_manager import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _err(message: str) -> None:
@@ -215,14 +194,10 @@ def _check_dependencies() -> str | None:
 
 
 def run_up_command(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser | None = getattr(args, "_up_parser", None)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
-        if parser is not None:
-            parser.error(str(e))
-        _err(str(e))
-        return 2
+        return usage_error(args, str(e), "flotilla up")
     missing = _check_dependencies()
     if missing:
         _err(missing)
@@ -244,8 +219,7 @@ def run_up_command(args: argparse.Namespace) -> int:
 
 
 def _foreground(cfg: StackConfig, layout: Layout) -> int:
-    async def main() -> int:
-        stop = stop_on_signals()
+    async def main(stop: asyncio.Event) -> int:
         stack = LocalStack(cfg, say=lambda m: print(f"flotilla up: {m}", flush=True))
         try:
             await stack.start()
@@ -270,10 +244,7 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
         print("flotilla up: stopped", flush=True)
         return 0
 
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0
+    return run_until_stopped(main)
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from flotilla.kube.resources import Resource
 from flotilla.member.flink_model import (
     GROUP,
     JM_DEPLOYMENT_STATUSES,
@@ -23,6 +24,8 @@ from flotilla.member.flink_model import (
 )
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
+#: the FlinkDeployments of a member (or of the control plane, once the CRD is installed there)
+FLINK_DEPLOYMENTS = Resource(GROUP, VERSION, PLURAL, KIND, True)
 FLINK_VERSIONS = ("v1_13", "v1_14", "v1_15", "v1_16", "v1_17", "v1_18", "v1_19", "v1_20", "v2_0", "v2_1", "v2_2")
 SNAPSHOT_TRIGGER_TYPES = ("MANUAL", "PERIODIC", "UNKNOWN", "UPGRADE")
 CHECKPOINT_FORMATS = ("FULL", "INCREMENTAL", "UNKNOWN")

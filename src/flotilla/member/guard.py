@@ -55,7 +55,7 @@ DEFAULT_POLL: Final = 0.5
 def guard_settings(options: dict[str, Any]) -> tuple[float, float] | None:
     """(fence-after, poll) from a member's options; None without a guard ("off", "false" or absent). Raises
     ValueError with a clear message for a value that is not a positive duration."""
-    from flotilla.cli.controller_manager import parse_duration
+    from flotilla.cli.argtypes import parse_duration
 
     raw = options.get(GUARD_OPTION)
     if raw is None or str(raw).strip().lower() in ("", "off", "false", "no", "0"):

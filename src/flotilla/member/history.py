@@ -15,10 +15,11 @@ between processes on one host.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import orjson
 
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 
-__all__ = ["HistoryRecorder", "Interval", "overlaps", "read_history"]
+__all__ = ["HistoryRecorder", "Interval", "copies_at_most", "overlaps", "read_history"]
 
 
 @dataclass
@@ -92,6 +93,22 @@ def overlaps(intervals: Iterable[Interval | dict[str, Any]]) -> list[tuple[Inter
                 if a.copy != b.copy and a.overlaps(b):
                     pairs.append((a, b))
     return pairs
+
+
+def copies_at_most(intervals: Iterable[Interval | Mapping[str, Any]]) -> int:
+    """The most of ``intervals`` (or dicts of the same shape) running at one instant: touching ends do not count,
+    an open interval (``end`` None) runs on."""
+    events: list[tuple[float, int]] = []
+    for item in intervals:
+        start, end = (item["start"], item.get("end")) if isinstance(item, Mapping) else (item.start, item.end)
+        events.append((float(start), 1))
+        events.append((float(end) if end is not None else math.inf, -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    most = current = 0
+    for _, delta in events:
+        current += delta
+        most = max(most, current)
+    return most
 
 
 def read_history(path: str | os.PathLike[str]) -> list[Interval]:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import PROGRESS, WatchSpec
+from flotilla.signals import cancel_all
 
 if TYPE_CHECKING:
     from flotilla.member.simulated import MemberCluster, MemberConfig
@@ -112,12 +113,7 @@ class Simulator:
 
     async def stop(self) -> None:
         self._stopping = True
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_all(self._tasks)
         self._tasks.clear()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str = "") -> asyncio.Task[Any]:

@@ -211,6 +211,34 @@ class _WorkloadSimulator(ResourceSimulator):
         nxt = min(times)
         return None if nxt == _NEVER else max(nxt - now, 0.0) + 0.005
 
+    def begin(self, obj: dict[str, Any], revision: str, ready_field: str) -> tuple[float, _State]:
+        """The loop time and ``obj``'s state for one reconcile: seeded from its status (``ready_field``, at
+        ``revision``) when this simulator has none yet, with the crash annotation applied."""
+        now = self._loop_now()
+        st, fresh_state = self.state_for(obj)
+        if fresh_state:
+            self.seed(st, obj, revision, ready_field, now)
+            self.seeded(st, obj)
+        self.apply_crash(st, obj, now)
+        return now, st
+
+    def seeded(self, st: _State, obj: dict[str, Any]) -> None:
+        """What a kind adjusts once :meth:`seed` took over an existing object's pods."""
+
+    async def write_generation_status(self, obj: dict[str, Any],
+                                      status: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
+                                      *omit_zero: str) -> None:
+        """Write ``status`` (or ``status(current object)``), its ``omit_zero`` counters left out when 0, unless the
+        object moved on to another generation meanwhile (its next reconcile writes that one's)."""
+        gen = obj["metadata"].get("generation")
+
+        def compute(fresh: dict[str, Any]) -> dict[str, Any] | None:
+            if (fresh.get("metadata") or {}).get("generation") != gen:
+                return None
+            return _omit_zero(status(fresh) if callable(status) else dict(status), *omit_zero)
+
+        await self.set_status(obj, compute)
+
     def seed(self, st: _State, obj: dict[str, Any], revision: str, ready_field: str, now: float) -> None:
         """A simulator (re)started on existing objects: trust a status that observed the current generation.
 
@@ -231,14 +259,19 @@ class _WorkloadSimulator(ResourceSimulator):
         st.progress_since = now
 
 
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    s = obj.get("spec")
-    return s if isinstance(s, dict) else {}
+def _dict_at(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` when it is an object, else an empty one (what is malformed is validation's business)."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
 
 
-def _same_generation(obj: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
-    gen = obj["metadata"].get("generation")
-    return lambda fresh: (fresh.get("metadata") or {}).get("generation") == gen
+def _min_ready(spec: dict[str, Any]) -> float:
+    return float(_int(spec.get("minReadySeconds"), 0))
+
+
+def _ready_available(pods: list[SimPod], now: float, min_ready: float) -> tuple[int, int]:
+    """How many of ``pods`` are Ready, and how many have been for ``min_ready`` (available)."""
+    return sum(p.ready(now) for p in pods), sum(p.available(now, min_ready) for p in pods)
 
 
 # ====================================================================================== Deployment
@@ -247,16 +280,12 @@ class DeploymentSimulator(_WorkloadSimulator):
     plural = "deployments"
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        now = self._loop_now()
-        md, spec = obj["metadata"], _spec(obj)
-        st, fresh_state = self.state_for(obj)
+        md, spec = obj["metadata"], _dict_at(obj, "spec")
         rev = template_hash(spec.get("template"))
-        if fresh_state:
-            self.seed(st, obj, rev, "availableReplicas", now)
-        self.apply_crash(st, obj, now)
+        now, st = self.begin(obj, rev, "availableReplicas")
         desired = 0 if md.get("deletionTimestamp") else _int(spec.get("replicas"), 1)
-        strategy = spec.get("strategy") if isinstance(spec.get("strategy"), dict) else {}
-        min_ready = float(_int(spec.get("minReadySeconds"), 0))
+        strategy = _dict_at(spec, "strategy")
+        min_ready = _min_ready(spec)
         paused = bool(spec.get("paused"))
         if not paused and rev != st.revision:
             st.revision = rev
@@ -289,8 +318,7 @@ class DeploymentSimulator(_WorkloadSimulator):
             deadline = float(_int(spec.get("progressDeadlineSeconds"), 600))
         replicas = len(st.pods)
         updated = len(new)
-        ready = sum(p.ready(now) for p in st.pods)
-        available = sum(p.available(now, min_ready) for p in st.pods)
+        ready, available = _ready_available(st.pods, now, min_ready)
         complete = updated == desired and replicas == desired and available >= desired
         if complete:
             # the deadline of a later setback (pods crashing) counts from the last time all was well
@@ -301,18 +329,15 @@ class DeploymentSimulator(_WorkloadSimulator):
         if strategy.get("type") == "Recreate":
             max_unavailable = 0
         else:
-            ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
+            ru = _dict_at(strategy, "rollingUpdate")
             max_unavailable = min(resolve_int_or_percent(ru.get("maxUnavailable", "25%"), desired, 0, False),
                                   desired)
         rs_name = f"{md.get('name')}-{target}" if target else md.get("name", "")
         gen = md.get("generation")
-        is_gen = _same_generation(obj)
         timed_out = st.timed_out
         wall = now_rfc3339()
 
-        def compute(fresh: dict[str, Any]) -> dict[str, Any] | None:
-            if not is_gen(fresh):
-                return None
+        def compute(fresh: dict[str, Any]) -> dict[str, Any]:
             prev = (fresh.get("status") or {}).get("conditions")
             if available >= desired - max_unavailable:
                 avail = _condition(prev, "Available", "True", "MinimumReplicasAvailable",
@@ -344,10 +369,10 @@ class DeploymentSimulator(_WorkloadSimulator):
                 "unavailableReplicas": max(0, desired - available),
                 "conditions": [avail, prog],
             }
-            return _omit_zero(status, "replicas", "updatedReplicas", "readyReplicas", "availableReplicas",
-                              "unavailableReplicas")
+            return status
 
-        await self.set_status(obj, compute)
+        await self.write_generation_status(obj, compute, "replicas", "updatedReplicas", "readyReplicas",
+                                           "availableReplicas", "unavailableReplicas")
         extra = _NEVER
         if not complete and not paused and not st.timed_out:
             extra = st.progress_since + deadline
@@ -359,7 +384,7 @@ class DeploymentSimulator(_WorkloadSimulator):
         """One step of a RollingUpdate, as the deployment controller takes it: at most ``desired + maxSurge``
         pods in all, at least ``desired - maxUnavailable`` available; old pods that are not ready go first.
         Repeated until nothing changes (each pass of the real controller does the same, a sync at a time)."""
-        ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
+        ru = _dict_at(strategy, "rollingUpdate")
         surge = resolve_int_or_percent(ru.get("maxSurge", "25%"), desired, 0, True)
         unavailable = resolve_int_or_percent(ru.get("maxUnavailable", "25%"), desired, 0, False)
         if surge == 0 and unavailable == 0:
@@ -387,34 +412,21 @@ class ReplicaSetSimulator(_WorkloadSimulator):
     plural = "replicasets"
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        now = self._loop_now()
-        md, spec = obj["metadata"], _spec(obj)
-        st, fresh_state = self.state_for(obj)
+        md, spec = obj["metadata"], _dict_at(obj, "spec")
         rev = template_hash(spec.get("template"))
-        if fresh_state:
-            self.seed(st, obj, rev, "readyReplicas", now)
-        self.apply_crash(st, obj, now)
+        now, st = self.begin(obj, rev, "readyReplicas")
         desired = 0 if md.get("deletionTimestamp") else _int(spec.get("replicas"), 1)
-        min_ready = float(_int(spec.get("minReadySeconds"), 0))
+        min_ready = _min_ready(spec)
         if len(st.pods) < desired:
             st.pods += [self.new_pod(obj, rev, now) for _ in range(desired - len(st.pods))]
         elif len(st.pods) > desired:
             st.pods.sort(key=lambda p: p.ready_at)  # unready pods go first
             st.pods = st.pods[:desired]
         replicas = len(st.pods)
-        ready = sum(p.ready(now) for p in st.pods)
-        available = sum(p.available(now, min_ready) for p in st.pods)
-        gen = md.get("generation")
-        is_gen = _same_generation(obj)
-
-        def compute(fresh: dict[str, Any]) -> dict[str, Any] | None:
-            if not is_gen(fresh):
-                return None
-            status = {"replicas": replicas, "fullyLabeledReplicas": replicas, "readyReplicas": ready,
-                      "availableReplicas": available, "observedGeneration": gen}
-            return _omit_zero(status, "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
-
-        await self.set_status(obj, compute)
+        ready, available = _ready_available(st.pods, now, min_ready)
+        status = {"replicas": replicas, "fullyLabeledReplicas": replicas, "readyReplicas": ready,
+                  "availableReplicas": available, "observedGeneration": md.get("generation")}
+        await self.write_generation_status(obj, status, "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
         return self.next_wakeup(st.pods, now, min_ready)
 
 
@@ -424,34 +436,20 @@ class StatefulSetSimulator(_WorkloadSimulator):
     plural = "statefulsets"
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        now = self._loop_now()
-        md, spec = obj["metadata"], _spec(obj)
-        name = md.get("name", "")
-        st, fresh_state = self.state_for(obj)
-        update_rev = f"{name}-{template_hash(spec.get('template'))}"
-        if fresh_state:
-            status = obj.get("status") or {}
-            self.seed(st, obj, update_rev, "readyReplicas", now)
-            if st.pods and status.get("currentRevision") != status.get("updateRevision"):
-                st.pods, st.created = [], False
-            start = _int((spec.get("ordinals") or {}).get("start") if isinstance(spec.get("ordinals"), dict)
-                         else 0, 0)
-            for i, p in enumerate(st.pods):
-                p.ordinal = start + i
+        md, spec = obj["metadata"], _dict_at(obj, "spec")
+        update_rev = f"{md.get('name', '')}-{template_hash(spec.get('template'))}"
+        now, st = self.begin(obj, update_rev, "readyReplicas")
         if not st.current_revision:
             st.current_revision = update_rev
-        self.apply_crash(st, obj, now)
         deleting = bool(md.get("deletionTimestamp"))
         replicas_wanted = 0 if deleting else _int(spec.get("replicas"), 1)
-        ordinals = spec.get("ordinals") if isinstance(spec.get("ordinals"), dict) else {}
-        start = _int(ordinals.get("start"), 0)
+        start = _first_ordinal(spec)
         wanted = range(start, start + replicas_wanted)
-        strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+        strategy = _dict_at(spec, "updateStrategy")
         stype = strategy.get("type") or "RollingUpdate"
-        ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
-        partition = _int(ru.get("partition"), 0)
+        partition = _int(_dict_at(strategy, "rollingUpdate").get("partition"), 0)
         parallel = spec.get("podManagementPolicy") == "Parallel"
-        min_ready = float(_int(spec.get("minReadySeconds"), 0))
+        min_ready = _min_ready(spec)
 
         pods = {p.ordinal: p for p in st.pods if p.ordinal in wanted}  # scale down: higher ordinals go
         for ordinal in wanted:
@@ -479,40 +477,41 @@ class StatefulSetSimulator(_WorkloadSimulator):
                         break
         st.pods = [pods[o] for o in sorted(pods)]
         updated = sum(p.revision == update_rev for p in st.pods)
-        ready = sum(p.ready(now) for p in st.pods)
-        available = sum(p.available(now, min_ready) for p in st.pods)
+        ready, available = _ready_available(st.pods, now, min_ready)
         if updated == len(st.pods) == replicas_wanted and ready == replicas_wanted:
             st.current_revision = update_rev
         current = sum(p.revision == st.current_revision for p in st.pods)
         running = ready > 0
         self.record_running(obj, running, kind="StatefulSet")
-        gen = md.get("generation")
-        is_gen = _same_generation(obj)
-        current_rev = st.current_revision
-        n = len(st.pods)
-
-        def compute(fresh: dict[str, Any]) -> dict[str, Any] | None:
-            if not is_gen(fresh):
-                return None
-            status = {
-                "observedGeneration": gen,
-                "replicas": n,
-                "readyReplicas": ready,
-                "currentReplicas": current,
-                "updatedReplicas": updated,
-                "availableReplicas": available,
-                "currentRevision": current_rev,
-                "updateRevision": update_rev,
-                "collisionCount": 0,
-            }
-            return _omit_zero(status, "readyReplicas", "currentReplicas", "updatedReplicas")
-
-        await self.set_status(obj, compute)
+        status = {
+            "observedGeneration": md.get("generation"),
+            "replicas": len(st.pods),
+            "readyReplicas": ready,
+            "currentReplicas": current,
+            "updatedReplicas": updated,
+            "availableReplicas": available,
+            "currentRevision": st.current_revision,
+            "updateRevision": update_rev,
+            "collisionCount": 0,
+        }
+        await self.write_generation_status(obj, status, "readyReplicas", "currentReplicas", "updatedReplicas")
         return self.next_wakeup(st.pods, now, min_ready)
+
+    def seeded(self, st: _State, obj: dict[str, Any]) -> None:
+        status = obj.get("status") or {}
+        if st.pods and status.get("currentRevision") != status.get("updateRevision"):
+            st.pods, st.created = [], False
+        start = _first_ordinal(_dict_at(obj, "spec"))
+        for i, p in enumerate(st.pods):
+            p.ordinal = start + i
 
     async def forget(self, key: ObjectKey, last: dict[str, Any]) -> None:
         await super().forget(key, last)
         self.record_running(last, False, kind="StatefulSet")
+
+
+def _first_ordinal(spec: dict[str, Any]) -> int:
+    return _int(_dict_at(spec, "ordinals").get("start"), 0)
 
 
 # ====================================================================================== DaemonSet
@@ -521,17 +520,13 @@ class DaemonSetSimulator(_WorkloadSimulator):
     plural = "daemonsets"
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        now = self._loop_now()
-        md, spec = obj["metadata"], _spec(obj)
-        st, fresh_state = self.state_for(obj)
+        md, spec = obj["metadata"], _dict_at(obj, "spec")
         rev = template_hash(spec.get("template"))
-        if fresh_state:
-            self.seed(st, obj, rev, "numberReady", now)
-        self.apply_crash(st, obj, now)
+        now, st = self.begin(obj, rev, "numberReady")
         nodes = 0 if md.get("deletionTimestamp") else max(self.config.daemonset_nodes, 0)
-        min_ready = float(_int(spec.get("minReadySeconds"), 0))
-        strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
-        ru = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
+        min_ready = _min_ready(spec)
+        strategy = _dict_at(spec, "updateStrategy")
+        ru = _dict_at(strategy, "rollingUpdate")
         max_unavailable = max(resolve_int_or_percent(ru.get("maxUnavailable", 1), nodes, 1, True), 1)
         pods = {p.ordinal: p for p in st.pods if p.ordinal < nodes}
         for node in range(nodes):
@@ -549,29 +544,19 @@ class DaemonSetSimulator(_WorkloadSimulator):
                     pods[node] = self.new_pod(obj, rev, now, node)
                     unavailable += 1
         st.pods = [pods[o] for o in sorted(pods)]
-        ready = sum(p.ready(now) for p in st.pods)
-        available = sum(p.available(now, min_ready) for p in st.pods)
-        updated = sum(p.revision == rev for p in st.pods)
-        gen = md.get("generation")
-        is_gen = _same_generation(obj)
-        n = len(st.pods)
-
-        def compute(fresh: dict[str, Any]) -> dict[str, Any] | None:
-            if not is_gen(fresh):
-                return None
-            status = {
-                "currentNumberScheduled": n,
-                "desiredNumberScheduled": nodes,
-                "numberMisscheduled": 0,
-                "numberReady": ready,
-                "numberAvailable": available,
-                "numberUnavailable": max(0, nodes - available),
-                "updatedNumberScheduled": updated,
-                "observedGeneration": gen,
-            }
-            return _omit_zero(status, "numberAvailable", "numberUnavailable", "updatedNumberScheduled")
-
-        await self.set_status(obj, compute)
+        ready, available = _ready_available(st.pods, now, min_ready)
+        status = {
+            "currentNumberScheduled": len(st.pods),
+            "desiredNumberScheduled": nodes,
+            "numberMisscheduled": 0,
+            "numberReady": ready,
+            "numberAvailable": available,
+            "numberUnavailable": max(0, nodes - available),
+            "updatedNumberScheduled": sum(p.revision == rev for p in st.pods),
+            "observedGeneration": md.get("generation"),
+        }
+        await self.write_generation_status(obj, status, "numberAvailable", "numberUnavailable",
+                                           "updatedNumberScheduled")
         return self.next_wakeup(st.pods, now, min_ready)
 
 
@@ -595,7 +580,7 @@ class JobSimulator(_WorkloadSimulator):
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
         now = self._loop_now()
-        spec = _spec(obj)
+        spec = _dict_at(obj, "spec")
         st, fresh_state = self.state_for(obj)
         prev_status = obj.get("status") or {}
         if fresh_state:
@@ -691,6 +676,19 @@ def _sub(obj: dict[str, Any], key: str) -> dict[str, Any] | None:
     return v if isinstance(v, dict) else None
 
 
+def _default_rolling_update(spec: dict[str, Any], key: str, **rolling_update: Any) -> None:
+    """``spec[key]``: type RollingUpdate unless set, and then ``rollingUpdate``'s defaults."""
+    strategy = _sub(spec, key)
+    if strategy is None:
+        return
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy.get("type") == "RollingUpdate":
+        ru = _sub(strategy, "rollingUpdate")
+        if ru is not None:
+            for field_name, value in rolling_update.items():
+                ru.setdefault(field_name, value)
+
+
 def _default_deployment(obj: dict[str, Any]) -> None:
     spec = _sub(obj, "spec")
     if spec is None:
@@ -698,14 +696,7 @@ def _default_deployment(obj: dict[str, Any]) -> None:
     spec.setdefault("replicas", 1)
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
-    strategy = _sub(spec, "strategy")
-    if strategy is not None:
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy.get("type") == "RollingUpdate":
-            ru = _sub(strategy, "rollingUpdate")
-            if ru is not None:
-                ru.setdefault("maxUnavailable", "25%")
-                ru.setdefault("maxSurge", "25%")
+    _default_rolling_update(spec, "strategy", maxUnavailable="25%", maxSurge="25%")
 
 
 def _default_statefulset(obj: dict[str, Any]) -> None:
@@ -715,13 +706,7 @@ def _default_statefulset(obj: dict[str, Any]) -> None:
     spec.setdefault("replicas", 1)
     spec.setdefault("podManagementPolicy", "OrderedReady")
     spec.setdefault("revisionHistoryLimit", 10)
-    strategy = _sub(spec, "updateStrategy")
-    if strategy is not None:
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy.get("type") == "RollingUpdate":
-            ru = _sub(strategy, "rollingUpdate")
-            if ru is not None:
-                ru.setdefault("partition", 0)
+    _default_rolling_update(spec, "updateStrategy", partition=0)
     policy = _sub(spec, "persistentVolumeClaimRetentionPolicy")
     if policy is not None:
         policy.setdefault("whenDeleted", "Retain")
@@ -733,14 +718,7 @@ def _default_daemonset(obj: dict[str, Any]) -> None:
     if spec is None:
         return
     spec.setdefault("revisionHistoryLimit", 10)
-    strategy = _sub(spec, "updateStrategy")
-    if strategy is not None:
-        strategy.setdefault("type", "RollingUpdate")
-        if strategy.get("type") == "RollingUpdate":
-            ru = _sub(strategy, "rollingUpdate")
-            if ru is not None:
-                ru.setdefault("maxUnavailable", 1)
-                ru.setdefault("maxSurge", 0)
+    _default_rolling_update(spec, "updateStrategy", maxUnavailable=1, maxSurge=0)
 
 
 def _default_replicaset(obj: dict[str, Any]) -> None:

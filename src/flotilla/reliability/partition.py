@@ -32,6 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from flotilla.api.agents import LEASE_NAMESPACE
+from flotilla.bench.workloads import JOB_LABEL
+from flotilla.failover.fencing import is_fenced
+from flotilla.member.flink_model import ANN_RESTORED_FROM
 from flotilla.reliability.trial_checks import (
     WorkloadOutcome,
     counts_by_member,
@@ -44,11 +48,7 @@ __all__ = ["FAULTS", "Fault", "FaultPlan", "PartitionParams", "Timings", "TrialP
            "run_partition_command", "run_partition_trials"]
 
 NAMESPACE: Final = "soak"
-OUT_OF_SERVICE: Final = "cluster.flotilla.io/out-of-service"
-LEASE_NAMESPACE: Final = "karmada-cluster"
-JOB_LABEL: Final = "failover.flink.io/job-id"
 STATE_LABEL: Final = "failover.example.io/last-replicas"
-RESTORED_FROM: Final = "sim.flotilla.io/restored-from"
 POLL: Final = 0.5
 
 
@@ -127,24 +127,20 @@ class Fault:
     until_moved: bool = True  # healed early once every workload of its members runs elsewhere
 
 
-async def _partition(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "partition")
+def _sim_fault(mode: str) -> FaultStep:
+    """``flotilla sim fault MEMBER --mode MODE`` for each member."""
+
+    async def step(fleet: Fleet, members: tuple[str, ...]) -> None:
+        for m in members:
+            await fleet.sim_fault(m, mode)
+
+    return step
 
 
-async def _recover(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "recover")
-
-
-async def _down(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "down")
-
-
-async def _off(fleet: Fleet, members: tuple[str, ...]) -> None:
-    for m in members:
-        await fleet.sim_fault(m, "off")
+_partition = _sim_fault("partition")
+_recover = _sim_fault("recover")
+_down = _sim_fault("down")
+_off = _sim_fault("off")
 
 
 async def _kill_agent(fleet: Fleet, members: tuple[str, ...]) -> None:
@@ -349,11 +345,6 @@ def _reflected(status: Any, path: tuple[str, ...]) -> str | None:
     return str(value)
 
 
-def fenced(cluster: Mapping[str, Any]) -> bool:
-    return any(t.get("key") == OUT_OF_SERVICE and t.get("effect") == "NoExecute"
-               for t in (cluster.get("spec") or {}).get("taints") or [])
-
-
 def ready_untainted(cluster: Mapping[str, Any]) -> bool:
     ready = next((c for c in (cluster.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
                  None)
@@ -422,17 +413,13 @@ class Stack:
 
     async def _prepare(self) -> None:
         from flotilla.api.resources import CLUSTERS
-        from flotilla.client import ApiException, is_already_exists
+        from flotilla.cli.control_plane import create_unless_exists
+        from flotilla.cluster.join import namespace_object
         from flotilla.kube.resources import CRDS, NAMESPACES
         from flotilla.member.flink_crd import flink_deployment_crd
 
-        for res, obj in ((CRDS, flink_deployment_crd()),
-                         (NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})):
-            try:
-                await self.cp.create(res, obj)
-            except ApiException as e:
-                if not is_already_exists(e):
-                    raise
+        for res, obj in ((CRDS, flink_deployment_crd()), (NAMESPACES, namespace_object(NAMESPACE))):
+            await create_unless_exists(self.cp, res, obj)
 
         async def announced() -> list[str]:
             waiting = []
@@ -562,7 +549,7 @@ class Trial:
         while len(healed) < len(self.plan.faults):
             now = time.monotonic() - t0
             for name, c in (await self._clusters()).items():
-                if fenced(c):
+                if is_fenced(c):
                     fenced_at.setdefault(name, round(time.monotonic() - t0, 2))
             for i, f in enumerate(self.plan.faults):
                 if i in healed:
@@ -607,7 +594,7 @@ class Trial:
                 if obj is not None:
                     meta = obj.get("metadata") or {}
                     objects[m] = dict(meta.get("labels") or {})
-                    restored[m] = str((meta.get("annotations") or {}).get(RESTORED_FROM) or "")
+                    restored[m] = str((meta.get("annotations") or {}).get(ANN_RESTORED_FROM) or "")
             out.append(WorkloadOutcome(kind=w.kind, namespace=NAMESPACE, name=w.name, home=w.home,
                                        state_label=state_rule(w.kind)[0], expected_state=w.expected_state,
                                        clusters=clusters, objects=objects, restored_from=restored))
@@ -626,9 +613,9 @@ class Trial:
             clusters = await self._clusters()
             leases = await self._leases()
             for name, c in clusters.items():
-                if fenced(c):  # a fence may land after the heal: the control plane saw no renewal yet
+                if is_fenced(c):  # a fence may land after the heal: the control plane saw no renewal yet
                     self._fenced_at.setdefault(name, round(time.monotonic() - self._t0, 2))
-                if fenced(c) and leases.get(name) != leases_at_heal.get(name):
+                if is_fenced(c) and leases.get(name) != leases_at_heal.get(name):
                     await unfence_cluster(self.stack.cp, name, out=lambda _m: None)
                     unfenced.append(name)
                     leases_at_heal[name] = leases.get(name, "")
@@ -813,26 +800,21 @@ def validate(p: PartitionParams) -> list[str]:
 
 def run_partition_command(args: Any) -> int:
     from flotilla.bench.harness import Ending, finish_command
+    from flotilla.cli.flags import usage_error
 
-    parser = getattr(args, "_parser", None)
     try:
         faults = parse_faults(args.faults) if args.faults else sorted(FAULTS)
     except ValueError as e:
-        return _usage(parser, str(e))
+        return usage_error(args, str(e), "flotilla soak partition")
     p = PartitionParams(trials=args.trials, workloads=args.workloads, members=args.members, seed=args.seed,
                         faults=faults, fence_after=args.fence_after, permit_hold=args.permit_hold,
                         fence_margin=args.fence_margin, settle_timeout=args.settle_timeout, json=args.json or "",
                         data_dir=args.data_dir or "")
     errs = validate(p)
     if errs:
-        return _usage(parser, "; ".join(errs))
+        return usage_error(args, "; ".join(errs), "flotilla soak partition")
     print(f"command: {p.command_line()}", flush=True)
     ending = Ending("soak partition", _all_problems, render_report, p.json)
     return finish_command(ending, lambda: run_partition_trials(p))
 
 
-def _usage(parser: Any, message: str) -> int:
-    if parser is not None:
-        parser.error(message)  # exits 2
-    print(f"flotilla soak partition: {message}", file=sys.stderr)
-    return 2

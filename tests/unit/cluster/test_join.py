@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 
-from flotilla.cli.cluster_commands import join_spec_from_credentials, parse_duration
+from flotilla.cli.argtypes import parse_duration
+from flotilla.cli.cluster_commands import join_spec_from_credentials
 from flotilla.client.kubeconfig import ClusterCredentials
 from flotilla.cluster.join import (
     JoinSpec,

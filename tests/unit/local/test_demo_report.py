@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flotilla.local.demo import FENCE_AFTER, FENCE_BOUND, FENCE_MARGIN, PERMIT_HOLD, copies_at_most
+from flotilla.local.demo import FENCE_AFTER, FENCE_BOUND, FENCE_MARGIN, PERMIT_HOLD
 from flotilla.local.demo_command import DEMO_EPILOG
 from flotilla.local.demo_report import MANUAL, DemoFacts, checks, render_summary, summary_table
+from flotilla.member.history import copies_at_most
 
 CUT = 1_000_000.0  # the partition, in the running history's wall-clock seconds
 
