@@ -71,6 +71,13 @@ def join(p: Pipeline, member: str, member_kubeconfig: Path) -> subprocess.Comple
                            str(p.kubeconfig)], capture_output=True, text=True, timeout=60, env=p.cp.env())
 
 
+def present(obj: dict[str, Any] | None, why: str) -> dict[str, Any]:
+    """``obj``, or AssertionError(``why``) while it is None (``Pipeline.eventually`` returns the first value it
+    gets without an exception: None would end the wait)."""
+    assert obj is not None, why
+    return obj
+
+
 def plugin_runs(count: Path) -> int:
     return len(count.read_text().splitlines()) if count.exists() else 0
 
@@ -121,13 +128,17 @@ def test_members_joined_with_an_exec_plugin_and_a_client_certificate_are_ready_a
                                                        {"clusterAffinity": {"clusterNames": list(MEMBERS)}})))
     p.cp.run("apply", "-f", "-", input=json.dumps(cm))
     for member in MEMBERS:
-        landed = p.eventually(lambda m=member: p.member_get(m, "configmaps", "settings"),
+        landed = p.eventually(lambda m=member: present(p.member_get(m, "configmaps", "settings"), f"not in {m} yet"),
                               f"the ConfigMap in {member}", "clusters")
         assert landed["data"] == {"mode": "joined"}
 
     before = plugin_runs(count)
-    p.eventually(lambda: plugin_runs(count) >= before + 2, "the controller-manager to run the plugin again as its "
-                 "2 s credentials expire", timeout=30)
+
+    def ran_twice_more() -> None:
+        assert plugin_runs(count) >= before + 2, f"{plugin_runs(count) - before} runs of the plugin since"
+
+    p.eventually(ran_twice_more, "the controller-manager to run the plugin again as its 2 s credentials expire",
+                 timeout=30)
     cluster = p.cp_get("clusters", "member1", namespace=None)
     ready = [c for c in cluster["status"]["conditions"] if c["type"] == "Ready"]
     assert ready and ready[0]["status"] == "True", ready

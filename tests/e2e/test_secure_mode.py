@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,10 +65,13 @@ def test_secure_up_serves_tls_with_tokens_and_keeps_credentials_out_of_logs_even
     # the control plane and every member serve https only
     assert admin.run("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}").stdout \
         .startswith("https://127.0.0.1:")
-    clusters = eventually(lambda: [c for c in get(admin, "clusters")["items"]
-                                   if any(x["type"] == "Ready" and x["status"] == "True"
-                                          for x in c.get("status", {}).get("conditions", []))],
-                          "both members Ready over TLS")
+    def both_ready() -> list[dict[str, Any]]:
+        ready = [c for c in get(admin, "clusters")["items"]
+                 if any(x["type"] == "Ready" and x["status"] == "True" for x in c.get("status", {}).get("conditions", []))]
+        assert len(ready) == 2, f"Ready: {[c['metadata']['name'] for c in ready]}"
+        return ready
+
+    clusters = eventually(both_ready, "both members Ready over TLS")
     assert len(clusters) == 2
     assert all(c["spec"]["apiEndpoint"].startswith("https://") for c in clusters)
     # read-only: the viewer reads everything and writes nothing

@@ -10,6 +10,7 @@ a check and, on a timeout, fails with the named control-plane objects and the pr
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -82,6 +83,7 @@ def spawn(name: str, argv: list[str], logs: Path) -> Proc:
     return proc
 
 
+@functools.cache
 def controller_manager_argv() -> list[str]:
     """``flotilla controller-manager`` once cli/main.py knows the subcommand; the module entry point until then."""
     probe = subprocess.run([FLOTILLA, "controller-manager", "--help"], capture_output=True, text=True, timeout=30)
@@ -99,6 +101,7 @@ _JOIN_SHIM = ("import argparse, sys\n"
               "sys.exit(int(a.fn(a) or 0))\n")
 
 
+@functools.cache
 def join_argv() -> list[str]:
     """How to run ``flotilla join``; fails clearly if it does not exist yet."""
     probe = subprocess.run([FLOTILLA, "join", "--help"], capture_output=True, text=True, timeout=30)
