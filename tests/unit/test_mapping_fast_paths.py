@@ -17,8 +17,9 @@ from flotilla.failover import purge, state
 from flotilla.interpreter import native, thirdparty
 from flotilla.interpreter.operations import GVK
 from flotilla.kube.jsondiff import merge_patch_diff
+from flotilla.kube.metadata import string_map
 from flotilla.kube.objects import as_map, meta_of, spec_of, status_of
-from flotilla.propagation import status, works, written
+from flotilla.propagation import status, written
 from flotilla.scheduler import model
 
 
@@ -85,8 +86,8 @@ def test_eviction_tasks_and_string_maps_accept_any_mapping() -> None:
     task = MappingProxyType({"fromCluster": "m1"})
     assert purge.eviction_tasks({"gracefulEvictionTasks": [task, "junk", {"fromCluster": "m2"}]}) == [
         task, {"fromCluster": "m2"}]
-    assert works._string_map(_Custom({"a": "x", "b": 1})) == {"a": "x"}
-    assert works._string_map(["a"]) == {}
+    assert string_map(_Custom({"a": "x", "b": 1})) == {"a": "x"}
+    assert string_map(["a"]) == {}
 
 
 def test_interpreter_helpers_accept_any_mapping() -> None:

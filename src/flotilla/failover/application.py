@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flotilla.kube.annotations import json_annotation
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.times import parse_time
 

@@ -75,7 +75,7 @@ from flotilla.api.labels import FAILOVER_HISTORY_ANNOTATION, MOVE_ANNOTATION, RE
 from flotilla.failover.graceful import has_scheduled
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import render_targets
-from flotilla.kube.annotations import json_annotation
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.times import parse_time
 from flotilla.kube.timestamps import utc_seconds

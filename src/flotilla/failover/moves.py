@@ -61,7 +61,7 @@ from flotilla.failover.fencing import is_fenced
 from flotilla.failover.peer_quorum import pending_token
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, eviction_tasks, kept_clusters, work_cluster
 from flotilla.interpreter import Operation, ResourceInterpreter
-from flotilla.kube.annotations import json_annotation
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import annotations_of, as_list, as_map, as_str, meta_of
 from flotilla.kube.times import format_time, parse_time
 

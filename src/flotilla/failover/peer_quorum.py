@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flotilla.failover.fencing import is_fenced
-from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import annotations_of, meta_of
 
 __all__ = [

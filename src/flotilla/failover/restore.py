@@ -56,8 +56,8 @@ from flotilla.api.labels import (
 )
 from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import EventSpec, InjectionPlan, render_targets, rules_of
-from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import annotations_of, as_map, as_str
 from flotilla.kube.times import format_time, parse_time
 

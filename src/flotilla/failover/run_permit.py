@@ -32,8 +32,8 @@ from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
 from flotilla.failover.peer_quorum import Quorum
 from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
-from flotilla.kube.annotations import json_annotation
 from flotilla.kube.durations import go_duration, parse_go_duration
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import annotations_of, as_map, meta_of
 
 __all__ = [

@@ -75,7 +75,7 @@ from flotilla.jsonpath import (
     Template,
     parse,
 )
-from flotilla.kube.annotations import json_annotation
+from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import as_map, as_str
 from flotilla.kube.times import format_time, parse_time
 from flotilla.kube.validation import label_value_errors, qualified_name_errors

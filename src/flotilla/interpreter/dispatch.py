@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,13 @@ class ResourceInterpreter:
         """Whether any link has a hook (Karmada's ``HookEnabled``; InterpretStatus: always)."""
         return self.source(gvk, operation) is not Source.FALLBACK
 
+    def _links(self, function: str, *args: Any) -> dict[Source, Callable[[], Any]]:
+        """``function(*args)`` of each link that has it: the customizations, the third-party rules and the native
+        rules name the function answering an operation alike (``get_replicas``, ``retain``, ...)."""
+        links = ((Source.CUSTOMIZATION, self.customizations), (Source.THIRD_PARTY, thirdparty), (Source.NATIVE, native))
+        return {source: functools.partial(getattr(link, function), *args)
+                for source, link in links if hasattr(link, function)}
+
     def _dispatch(self, operation: Operation, obj: JSON, calls: Mapping[Source, Callable[[], Any]],
                   fallback: Callable[[], Any] | None) -> InterpretResult:
         if not isinstance(obj, Mapping):
@@ -143,11 +151,8 @@ class ResourceInterpreter:
     # ----------------------------------------------------------------------------- operations
 
     def interpret_replica(self, obj: JSON) -> InterpretResult:
-        return self._dispatch(Operation.INTERPRET_REPLICA, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.get_replicas(obj),
-            Source.THIRD_PARTY: lambda: thirdparty.get_replicas(obj),
-            Source.NATIVE: lambda: native.get_replicas(obj),
-        }, lambda: ReplicaResult(0, None))
+        return self._dispatch(Operation.INTERPRET_REPLICA, obj, self._links("get_replicas", obj),
+                              lambda: ReplicaResult(0, None))
 
     def get_replicas(self, obj: JSON) -> ReplicaResult:
         """InterpretReplica: replicas and per-replica requirements (fallback: 0, None)."""
@@ -155,10 +160,7 @@ class ResourceInterpreter:
         return value
 
     def interpret_component(self, obj: JSON) -> InterpretResult:
-        return self._dispatch(Operation.INTERPRET_COMPONENT, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.get_components(obj),
-            Source.THIRD_PARTY: lambda: thirdparty.get_components(obj),
-        }, None)
+        return self._dispatch(Operation.INTERPRET_COMPONENT, obj, self._links("get_components", obj), None)
 
     def get_components(self, obj: JSON) -> list[dict[str, Any]]:
         """InterpretComponent: ``[{name, replicas, replicaRequirements}]`` (no fallback; a script returning nil: [])."""
@@ -166,33 +168,23 @@ class ResourceInterpreter:
         return value or []
 
     def interpret_revise_replica(self, obj: JSON, replicas: int) -> InterpretResult:
-        return self._dispatch(Operation.REVISE_REPLICA, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.revise_replica(obj, replicas),
-            Source.THIRD_PARTY: lambda: thirdparty.revise_replica(obj, replicas),
-            Source.NATIVE: lambda: native.revise_replica(obj, replicas),
-        }, lambda: copy.deepcopy(obj))
+        return self._dispatch(Operation.REVISE_REPLICA, obj, self._links("revise_replica", obj, replicas),
+                              lambda: copy.deepcopy(obj))
 
     def revise_replica(self, obj: JSON, replicas: int) -> JSON:
         """ReviseReplica: the object for a cluster that gets ``replicas`` (fallback: unchanged)."""
         return self.interpret_revise_replica(obj, replicas).value
 
     def interpret_retain(self, desired: JSON, observed: JSON) -> InterpretResult:
-        return self._dispatch(Operation.RETAIN, desired, {
-            Source.CUSTOMIZATION: lambda: self.customizations.retain(desired, observed),
-            Source.THIRD_PARTY: lambda: thirdparty.retain(desired, observed),
-            Source.NATIVE: lambda: native.retain(desired, observed),
-        }, lambda: copy.deepcopy(desired))
+        return self._dispatch(Operation.RETAIN, desired, self._links("retain", desired, observed),
+                              lambda: copy.deepcopy(desired))
 
     def retain(self, desired: JSON, observed: JSON) -> JSON:
         """Retain: ``desired`` keeping the member-owned fields of ``observed`` (fallback: desired)."""
         return self.interpret_retain(desired, observed).value
 
     def interpret_status(self, obj: JSON) -> InterpretResult:
-        return self._dispatch(Operation.INTERPRET_STATUS, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.reflect_status(obj),
-            Source.THIRD_PARTY: lambda: thirdparty.reflect_status(obj),
-            Source.NATIVE: lambda: native.reflect_status(obj),
-        }, None)
+        return self._dispatch(Operation.INTERPRET_STATUS, obj, self._links("reflect_status", obj), None)
 
     def reflect_status(self, obj: JSON) -> JSON | None:
         """InterpretStatus: the status recorded for a member object (``None`` = no status)."""
@@ -213,11 +205,7 @@ class ResourceInterpreter:
         return self.interpret_aggregate_status(obj, items, now=now).value
 
     def interpret_health(self, obj: JSON) -> InterpretResult:
-        return self._dispatch(Operation.INTERPRET_HEALTH, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.interpret_health(obj),
-            Source.THIRD_PARTY: lambda: thirdparty.interpret_health(obj),
-            Source.NATIVE: lambda: native.interpret_health(obj),
-        }, lambda: True)
+        return self._dispatch(Operation.INTERPRET_HEALTH, obj, self._links("interpret_health", obj), lambda: True)
 
     def healthy(self, obj: JSON) -> bool:
         """InterpretHealth: whether the member object is healthy (fallback: healthy); errors raise."""
@@ -231,11 +219,7 @@ class ResourceInterpreter:
             return ResourceHealth.UNKNOWN
 
     def interpret_dependency(self, obj: JSON) -> InterpretResult:
-        return self._dispatch(Operation.INTERPRET_DEPENDENCY, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.get_dependencies(obj),
-            Source.THIRD_PARTY: lambda: thirdparty.get_dependencies(obj),
-            Source.NATIVE: lambda: native.get_dependencies(obj),
-        }, list)
+        return self._dispatch(Operation.INTERPRET_DEPENDENCY, obj, self._links("get_dependencies", obj), list)
 
     def get_dependencies(self, obj: JSON) -> list[dict[str, Any]]:
         """InterpretDependency: ``[{apiVersion, kind, namespace, name | labelSelector}]`` (fallback: [])."""
@@ -244,10 +228,7 @@ class ResourceInterpreter:
 
     def interpret_restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> InterpretResult:
         checked = restore_input(restore)
-        return self._dispatch(Operation.RESTORE_STATE, obj, {
-            Source.CUSTOMIZATION: lambda: self.customizations.restore_state(obj, checked),
-            Source.THIRD_PARTY: lambda: thirdparty.restore_state(obj, checked),
-        }, None)
+        return self._dispatch(Operation.RESTORE_STATE, obj, self._links("restore_state", obj, checked), None)
 
     def restore_state(self, obj: JSON, restore: Mapping[str, Any]) -> JSON:
         """RestoreState (Flotilla's operation): ``obj`` set to restart from the snapshot ``restore`` names.

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.metadata import string_annotations, string_labels
 from flotilla.kube.objects import meta_of
 
 __all__ = [
@@ -107,21 +108,6 @@ class ClaimRef:
 # ---------------------------------------------------------------------------------------------
 
 
-def _str_map(obj: Mapping[str, Any], field: str) -> dict[str, str]:
-    value = meta_of(obj).get(field)
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
-
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _str_map(obj, "labels")
-
-
-def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _str_map(obj, "annotations")
-
-
 def _is_cluster_policy(policy: Mapping[str, Any]) -> bool:
     kind = policy.get("kind")
     if kind == "ClusterPropagationPolicy":
@@ -134,7 +120,7 @@ def _is_cluster_policy(policy: Mapping[str, Any]) -> bool:
 def policy_permanent_id(policy: Mapping[str, Any]) -> str:
     """The policy's permanent id (from its own ``…/permanent-id`` label; ``""`` when absent)."""
     label = CPP_PERMANENT_ID_LABEL if _is_cluster_policy(policy) else PP_PERMANENT_ID_LABEL
-    return _labels(policy).get(label, "")
+    return string_labels(policy).get(label, "")
 
 
 def _merge_patch(
@@ -174,7 +160,7 @@ def _apply_metadata_patch(obj: Mapping[str, Any], patch: Mapping[str, Any] | Non
 
 def claim_of(obj: Mapping[str, Any]) -> ClaimRef | None:
     """Who has claimed ``obj`` (a template or a binding), or None. A PP claim wins over a CPP claim."""
-    labels, annotations = _labels(obj), _annotations(obj)
+    labels, annotations = string_labels(obj), string_annotations(obj)
     namespace = annotations.get(PP_NAMESPACE_ANNOTATION, "")
     name = annotations.get(PP_NAME_ANNOTATION, "")
     policy_id = labels.get(PP_PERMANENT_ID_LABEL, "")
@@ -189,7 +175,7 @@ def claim_of(obj: Mapping[str, Any]) -> ClaimRef | None:
 
 def claimed_by_other_controller(obj: Mapping[str, Any]) -> bool:
     """True when the template carries a non-empty ``resourcetemplate.karmada.io/claimed-by`` label."""
-    return bool(_labels(obj).get(CLAIMED_BY_LABEL, ""))
+    return bool(string_labels(obj).get(CLAIMED_BY_LABEL, ""))
 
 
 def needs_claim_cleanup(obj: Mapping[str, Any], claim_labels: Mapping[str, str]) -> bool:
@@ -198,7 +184,7 @@ def needs_claim_cleanup(obj: Mapping[str, Any], claim_labels: Mapping[str, str])
     Cleanup after a policy is deleted only touches objects that still carry that policy's id, so a
     claim taken meanwhile by a newer policy is not removed by mistake.
     """
-    labels = _labels(obj)
+    labels = string_labels(obj)
     return all(labels.get(k, "") == v for k, v in claim_labels.items())
 
 
@@ -230,7 +216,7 @@ def claim_patch(obj: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, 
     CPP (``ClaimClusterPolicyForObject``): no update when the CPP id label equals the policy's id;
     otherwise write the CPP claim (any PP claim stays).
     """
-    labels = _labels(obj)
+    labels = string_labels(obj)
     want_labels, want_annotations = claim_metadata(policy)
     label_changes: dict[str, str | None] = dict(want_labels)
     annotation_changes: dict[str, str | None] = dict(want_annotations)
@@ -295,8 +281,8 @@ def binding_claim_metadata(
     applies, any CPP claim metadata is removed (``excludeClusterPolicy``). A CPP does not remove a
     PP claim from an existing binding.
     """
-    labels = _labels(existing_binding or {})
-    annotations = _annotations(existing_binding or {})
+    labels = string_labels(existing_binding or {})
+    annotations = string_annotations(existing_binding or {})
     want_labels, want_annotations = claim_metadata(policy)
     labels.update(want_labels)
     annotations.update(want_annotations)

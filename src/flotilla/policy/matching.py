@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from flotilla.kube.metadata import string_labels
 from flotilla.kube.objects import as_str, meta_of, spec_of
 from flotilla.kube.selectors import (
     LabelSelector,
@@ -90,13 +91,6 @@ class ImplicitPriority(IntEnum):
 # ---------------------------------------------------------------------------------------------
 # Small accessors
 # ---------------------------------------------------------------------------------------------
-
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = meta_of(obj).get("labels")
-    if not isinstance(labels, Mapping):
-        return {}
-    return {str(k): v for k, v in labels.items() if isinstance(v, str)}
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -162,7 +156,7 @@ def selector_precision(template: Mapping[str, Any], selector: Mapping[str, Any])
     raw = selector.get("labelSelector")
     if raw is None:
         return ImplicitPriority.MATCH_ALL
-    if _label_selector(raw).matches(_labels(template)):
+    if _label_selector(raw).matches(string_labels(template)):
         return ImplicitPriority.MATCH_LABEL_SELECTOR
     return ImplicitPriority.MISMATCH
 

@@ -46,6 +46,7 @@ import orjson
 from flotilla.api import labels as L
 from flotilla.cluster.health import is_ready
 from flotilla.interpreter import InterpreterError, Operation, ResourceInterpreter, prune_irrelevant_fields
+from flotilla.kube.metadata import string_annotations, string_labels
 from flotilla.kube.objects import meta_of
 
 __all__ = [
@@ -118,18 +119,6 @@ _SUSPEND_DISPATCHING_MESSAGE = "Work dispatching is in a suspended state."
 # ---------------------------------------------------------------------------------------------
 
 
-def _string_map(value: Any) -> dict[str, str]:
-    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, Mapping) else {}
-
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(meta_of(obj).get("labels"))
-
-
-def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _string_map(meta_of(obj).get("annotations"))
-
-
 def _set_or_drop(meta: dict[str, Any], key: str, value: Any) -> None:
     if value:
         meta[key] = value
@@ -145,7 +134,7 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 def is_managed(obj: Mapping[str, Any]) -> bool:
     """Whether a member object is owned by the control plane (``karmada.io/managed=true``)."""
-    return _labels(obj).get(L.MANAGED_LABEL) == L.MANAGED_LABEL_VALUE
+    return string_labels(obj).get(L.MANAGED_LABEL) == L.MANAGED_LABEL_VALUE
 
 
 def content_digest(obj: Mapping[str, Any]) -> str:
@@ -231,10 +220,10 @@ def retain_metadata(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> 
     """
     out = copy.deepcopy(dict(desired))
     meta = out.setdefault("metadata", {})
-    observed_annotations = _annotations(observed)
-    annotations = _retain_map(_annotations(out), observed_annotations,
+    observed_annotations = string_annotations(observed)
+    annotations = _retain_map(string_annotations(out), observed_annotations,
                               observed_annotations.get(L.MANAGED_ANNOTATIONS_ANNOTATION, ""))
-    labels = _retain_map(_labels(out), _labels(observed), observed_annotations.get(L.MANAGED_LABELS_ANNOTATION, ""))
+    labels = _retain_map(string_labels(out), string_labels(observed), observed_annotations.get(L.MANAGED_LABELS_ANNOTATION, ""))
     if annotations:
         meta["annotations"] = annotations
     if labels:
@@ -323,7 +312,7 @@ def refusal_message(desired: Mapping[str, Any], cluster: str) -> str:
 def _allow_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
     if is_managed(observed):
         return True
-    return _annotations(desired).get(L.CONFLICT_RESOLUTION_ANNOTATION) == L.CONFLICT_RESOLUTION_OVERWRITE
+    return string_annotations(desired).get(L.CONFLICT_RESOLUTION_ANNOTATION) == L.CONFLICT_RESOLUTION_OVERWRITE
 
 
 def decide_apply(

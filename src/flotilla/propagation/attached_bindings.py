@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flotilla.api import labels as L
-from flotilla.kube.annotations import json_annotation
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.metadata import json_annotation, string_labels
 from flotilla.kube.objects import annotations_of, as_list, as_str, meta_of, spec_of
 from flotilla.kube.selectors import SelectorError, label_selector_from_dict
 from flotilla.policy.naming import depended_by_label_key, generate_binding_name
@@ -125,11 +125,6 @@ def _selector_matches(raw: Any, labels: Mapping[str, str]) -> bool:
         return False
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = meta_of(obj).get("labels")
-    return {str(k): v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, Mapping) else {}
-
-
 def dependency_matches(dependencies: Iterable[Mapping[str, Any]], obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` is one of ``dependencies`` (same apiVersion, kind, namespace; then the same
     name, or - without a name - matched by the label selector)."""
@@ -142,7 +137,7 @@ def dependency_matches(dependencies: Iterable[Mapping[str, Any]], obj: Mapping[s
             if d["name"] == meta.get("name"):
                 return True
             continue
-        if d.get("labelSelector") is not None and _selector_matches(d["labelSelector"], _labels(obj)):
+        if d.get("labelSelector") is not None and _selector_matches(d["labelSelector"], string_labels(obj)):
             return True
     return False
 
@@ -166,7 +161,7 @@ def is_orphan(attached: Mapping[str, Any], dependencies: Iterable[Mapping[str, A
             continue
         if d.get("labelSelector") is not None:
             obj = template_lookup(key[0], key[1], key[2], as_str(ref.get("name")))
-            if obj is not None and _selector_matches(d["labelSelector"], _labels(obj)):
+            if obj is not None and _selector_matches(d["labelSelector"], string_labels(obj)):
                 return False
     return True
 
@@ -190,7 +185,7 @@ def _snapshot(independent: Mapping[str, Any]) -> dict[str, Any]:
 
 def _depended_by_label(independent: Mapping[str, Any]) -> dict[str, str]:
     meta = meta_of(independent)
-    binding_id = _labels(independent).get(L.RESOURCE_BINDING_PERMANENT_ID_LABEL, "")
+    binding_id = string_labels(independent).get(L.RESOURCE_BINDING_PERMANENT_ID_LABEL, "")
     return {depended_by_label_key(as_str(meta.get("namespace")), as_str(meta.get("name"))): binding_id}
 
 
@@ -305,8 +300,8 @@ def attach_update(existing: Mapping[str, Any], desired: Mapping[str, Any],
         raise OwnerConflict(f"ResourceBinding {meta_of(existing).get('name')} is controlled by another object; "
                             "waiting for the garbage collector to remove it")
     new_meta = copy.deepcopy(dict(meta_of(existing)))
-    labels = _labels(existing)
-    labels.update(_labels(desired))
+    labels = string_labels(existing)
+    labels.update(string_labels(desired))
     new_meta["labels"] = labels
     new_spec = copy.deepcopy(dict(spec_of(existing)))
     dspec = spec_of(desired)
@@ -328,7 +323,7 @@ def detach_update(existing: Mapping[str, Any], independent_namespace: str, indep
     """
     key = depended_by_label_key(independent_namespace, independent_name)
     new_meta = copy.deepcopy(dict(meta_of(existing)))
-    labels = _labels(existing)
+    labels = string_labels(existing)
     labels.pop(key, None)
     if labels or "labels" in new_meta:
         new_meta["labels"] = labels

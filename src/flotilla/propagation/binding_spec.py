@@ -39,6 +39,7 @@ from flotilla.failover.restore import POLICY_ANNOTATION_PREFIX, policy_restore_a
 from flotilla.interpreter.operations import Operation
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
+from flotilla.kube.metadata import string_map
 from flotilla.kube.objects import meta_of, spec_of
 from flotilla.policy.claims import CPP_CLAIM_ANNOTATIONS, CPP_CLAIM_LABELS, claim_metadata
 from flotilla.policy.naming import generate_binding_name
@@ -88,12 +89,6 @@ CRB_UPDATED_SPEC_FIELDS: tuple[str, ...] = tuple(
 class OwnerConflict(Exception):
     """The binding that exists is controlled by another object (an older template with the same
     name): wait until the garbage collector removed it."""
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def binding_kind_for(template: Mapping[str, Any]) -> str:
@@ -258,14 +253,14 @@ def binding_update_patch(existing: Mapping[str, Any], desired: Mapping[str, Any]
             f"(uid {ref.get('uid')}); waiting for the garbage collector to remove it"
         )
     emeta = meta_of(existing)
-    labels = _str_map(emeta.get("labels"))
-    labels.update(_str_map(dmeta.get("labels")))
-    annotations = _str_map(emeta.get("annotations"))
-    desired_annotations = _str_map(dmeta.get("annotations"))
+    labels = string_map(emeta.get("labels"))
+    labels.update(string_map(dmeta.get("labels")))
+    annotations = string_map(emeta.get("annotations"))
+    desired_annotations = string_map(dmeta.get("annotations"))
     for key in [k for k in annotations if k.startswith(POLICY_ANNOTATION_PREFIX) and k not in desired_annotations]:
         del annotations[key]  # the policy dropped a restore setting
     annotations.update(desired_annotations)
-    pp_claim = L.PROPAGATION_POLICY_PERMANENT_ID_LABEL in _str_map(dmeta.get("labels"))
+    pp_claim = L.PROPAGATION_POLICY_PERMANENT_ID_LABEL in string_map(dmeta.get("labels"))
     if pp_claim and L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL in labels:
         for key in CPP_CLAIM_LABELS:
             labels.pop(key, None)

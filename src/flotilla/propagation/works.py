@@ -82,6 +82,7 @@ from flotilla.interpreter import (
     prune_irrelevant_fields,
 )
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.metadata import string_map
 from flotilla.kube.objects import as_list, as_map, as_str, meta_of
 from flotilla.policy.naming import (
     cluster_name_from_execution_space,
@@ -147,12 +148,6 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _string_map(value: Any) -> dict[str, str]:
-    if type(value) is not dict and not isinstance(value, Mapping):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(v, str)}
-
-
 def work_cluster(work: Mapping[str, Any]) -> str | None:
     """The member cluster a Work is for (from its ``karmada-es-<cluster>`` namespace), or None."""
     namespace = as_str(meta_of(work).get("namespace"))
@@ -200,7 +195,7 @@ def binding_ref(binding: Mapping[str, Any]) -> BindingRef:
     meta = meta_of(binding)
     kind = as_str(binding.get("kind")) or (RESOURCE_BINDING_KIND if meta.get("namespace") else
                                          CLUSTER_RESOURCE_BINDING_KIND)
-    labels = _string_map(meta.get("labels"))
+    labels = string_map(meta.get("labels"))
     key = (L.CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL if kind == CLUSTER_RESOURCE_BINDING_KIND
            else L.RESOURCE_BINDING_PERMANENT_ID_LABEL)
     return BindingRef(kind, as_str(meta.get("namespace")), as_str(meta.get("name")), labels.get(key, ""))
@@ -223,7 +218,7 @@ expected_clusters = kept_clusters
 
 def conflict_resolution(template: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
     """The Work's ``work.karmada.io/conflict-resolution``: the template's valid value, else the binding's."""
-    own = _string_map(meta_of(template).get("annotations")).get(L.CONFLICT_RESOLUTION_ANNOTATION, "")
+    own = string_map(meta_of(template).get("annotations")).get(L.CONFLICT_RESOLUTION_ANNOTATION, "")
     if own in (L.CONFLICT_RESOLUTION_OVERWRITE, L.CONFLICT_RESOLUTION_ABORT):
         return own
     if spec.get("conflictResolution") == CONFLICT_OVERWRITE:
@@ -263,7 +258,7 @@ def inject_preserved_label_state(spec: Mapping[str, Any], target: str, manifest:
     (:func:`flotilla.failover.state.should_inject`) lets them into ``target``, one of ``targets`` clusters."""
     if targets > 1 or not should_inject(spec, target, targets=[target])[0]:
         return manifest
-    state = _string_map(eviction_tasks(spec)[-1].get("preservedLabelState"))
+    state = string_map(eviction_tasks(spec)[-1].get("preservedLabelState"))
     return _with_labels(manifest, state) if state else manifest
 
 
@@ -496,13 +491,13 @@ def plan_works(
 def record_managed_annotations(obj: dict[str, Any]) -> None:
     """Set ``resourcetemplate.karmada.io/managed-annotations`` to the sorted keys of all annotations."""
     keys = {L.MANAGED_ANNOTATIONS_ANNOTATION, L.MANAGED_LABELS_ANNOTATION}
-    keys.update(_string_map(meta_of(obj).get("annotations")))
+    keys.update(string_map(meta_of(obj).get("annotations")))
     _set_annotation(obj, L.MANAGED_ANNOTATIONS_ANNOTATION, ",".join(sorted(keys)))
 
 
 def record_managed_labels(obj: dict[str, Any]) -> None:
     """Set ``resourcetemplate.karmada.io/managed-labels`` to the sorted keys of all labels."""
-    keys = sorted(_string_map(meta_of(obj).get("labels")))
+    keys = sorted(string_map(meta_of(obj).get("labels")))
     _set_annotation(obj, L.MANAGED_LABELS_ANNOTATION, ",".join(keys))
 
 
@@ -517,8 +512,8 @@ def render_work(intent: WorkIntent, existing: Mapping[str, Any] | None, new_perm
     its ``metadata`` (resourceVersion included, the optimistic lock) and ``status``.
     """
     old_meta = meta_of(existing) if existing is not None else {}
-    labels = {**_string_map(old_meta.get("labels")), **intent.labels}
-    annotations = _string_map(old_meta.get("annotations"))
+    labels = {**string_map(old_meta.get("labels")), **intent.labels}
+    annotations = string_map(old_meta.get("annotations"))
     for key in _OWNED_WORK_ANNOTATIONS:
         annotations.pop(key, None)
     annotations.update(intent.annotations)
@@ -550,8 +545,8 @@ def work_update(existing: Mapping[str, Any], rendered: Mapping[str, Any]) -> dic
     """``rendered`` when it differs from ``existing`` in labels, annotations, finalizers or spec; else None."""
     old, new = meta_of(existing), meta_of(rendered)
     same = (
-        _string_map(old.get("labels")) == _string_map(new.get("labels"))
-        and _string_map(old.get("annotations")) == _string_map(new.get("annotations"))
+        string_map(old.get("labels")) == string_map(new.get("labels"))
+        and string_map(old.get("annotations")) == string_map(new.get("annotations"))
         and as_list(old.get("finalizers")) == as_list(new.get("finalizers"))
         and existing.get("spec") == rendered.get("spec")
     )

@@ -1,4 +1,4 @@
-"""flotilla.kube.annotations: JSON records in annotations, where anything unreadable is no record."""
+"""flotilla.kube.metadata: JSON records in annotations, where anything unreadable is no record."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flotilla.kube.annotations import json_annotation
+from flotilla.kube.metadata import json_annotation
 
 
 @pytest.mark.parametrize(("annotations", "expected"), [
