@@ -554,11 +554,11 @@ exit status:
 
 
 def _duration(text: str) -> float:
-    from flotilla.kube.durations import parse_go_duration
+    from flotilla.cli.argtypes import parse_duration
 
     try:
-        seconds = float(parse_go_duration(text))
-    except (ValueError, TypeError) as e:
+        seconds = parse_duration(text)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"expected a duration such as 90s or 5m, got {text!r} ({e})") from None
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"expected a duration greater than 0, got {text!r}")

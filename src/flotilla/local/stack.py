@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import errno
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -147,6 +147,12 @@ class StackConfig:
         return [n for n in self.member_names() if n not in pull]
 
 
+async def _quietly(stop: Callable[[], Awaitable[Any]]) -> None:
+    """``await stop()``, its errors ignored: stopping one part must not keep the others running."""
+    with contextlib.suppress(Exception):
+        await stop()
+
+
 class LocalStack:
     """Start with :meth:`start`, stop with :meth:`stop` (or ``async with``)."""
 
@@ -236,44 +242,33 @@ class LocalStack:
         return self
 
     async def stop(self) -> None:
+        """Stop every part, the last started first; one that fails to stop does not keep the others running."""
         if self.group is not None:
             self.group.agents.clear()
             self.group.control_plane = None
         agents, self.agents = self.agents, {}
         for agent in agents.values():
-            with contextlib.suppress(Exception):
-                await agent.stop()
-        if self.metrics_server is not None:
-            with contextlib.suppress(Exception):
-                await self.metrics_server.stop()
-            self.metrics_server = None
-        if self.manager is not None:
-            with contextlib.suppress(Exception):
-                await self.manager.stop()
-            self.manager = None
-        if self.controller_client is not None:
-            if self.controller_client is not self.client:
-                with contextlib.suppress(Exception):
-                    await self.controller_client.close()
-            self.controller_client = None
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                await self.client.close()
-            self.client = None
+            await _quietly(agent.stop)
+        await self._stop_part("metrics_server")
+        await self._stop_part("manager")
+        if self.controller_client is self.client:
+            self.controller_client = None  # closed as the client
+        await self._stop_part("controller_client", "close")
+        await self._stop_part("client", "close")
         links, self.links = self.links, {}
         links.update({f"{k}-agent": v for k, v in self.agent_links.items()})
         self.agent_links = {}
         for link in links.values():
-            with contextlib.suppress(Exception):
-                await link.stop()
-        if self.group is not None:
-            with contextlib.suppress(Exception):
-                await self.group.stop()
-            self.group = None
-        if self.api is not None:
-            with contextlib.suppress(Exception):
-                await self.api.stop()
-            self.api = None
+            await _quietly(link.stop)
+        await self._stop_part("group")
+        await self._stop_part("api")
+
+    async def _stop_part(self, part: str, method: str = "stop") -> None:
+        """Stop (or close) the part this stack holds as ``part``, if any, then forget it."""
+        held = getattr(self, part)
+        if held is not None:
+            await _quietly(getattr(held, method))
+        setattr(self, part, None)
 
     async def __aenter__(self) -> LocalStack:
         return await self.start()

@@ -274,16 +274,44 @@ def _ready_available(pods: list[SimPod], now: float, min_ready: float) -> tuple[
     return sum(p.ready(now) for p in pods), sum(p.available(now, min_ready) for p in pods)
 
 
-# ====================================================================================== Deployment
-class DeploymentSimulator(_WorkloadSimulator):
-    name = "deployment"
-    plural = "deployments"
+class _PodsSimulator(_WorkloadSimulator):
+    """A kind whose status follows its simulated pods: every reconcile starts the same way (:meth:`begin` at the
+    pod template's revision), then :meth:`step` brings the kind's pods and status forward."""
+
+    #: the status counter whose pods an existing object is taken over with (:meth:`seed`)
+    ready_field = "readyReplicas"
+
+    def revision(self, obj: dict[str, Any], spec: dict[str, Any]) -> str:
+        """The revision the pods are brought to: a hash of the pod template."""
+        return template_hash(spec.get("template"))
+
+    def wanted(self, spec: dict[str, Any]) -> int:
+        """How many pods the object asks for (none once it is being deleted)."""
+        return _int(spec.get("replicas"), 1)
 
     async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        md, spec = obj["metadata"], _dict_at(obj, "spec")
-        rev = template_hash(spec.get("template"))
-        now, st = self.begin(obj, rev, "availableReplicas")
-        desired = 0 if md.get("deletionTimestamp") else _int(spec.get("replicas"), 1)
+        spec = _dict_at(obj, "spec")
+        rev = self.revision(obj, spec)
+        now, st = self.begin(obj, rev, self.ready_field)
+        desired = 0 if obj["metadata"].get("deletionTimestamp") else self.wanted(spec)
+        return await self.step(obj, spec, st, now, rev, desired)
+
+    async def step(self, obj: dict[str, Any], spec: dict[str, Any], st: _State, now: float, rev: str,
+                   desired: int) -> float | None:
+        """The kind's pods and status at loop time ``now``, ``desired`` pods wanted; like :meth:`reconcile`, the
+        seconds until the next."""
+        raise NotImplementedError
+
+
+# ====================================================================================== Deployment
+class DeploymentSimulator(_PodsSimulator):
+    name = "deployment"
+    plural = "deployments"
+    ready_field = "availableReplicas"
+
+    async def step(self, obj: dict[str, Any], spec: dict[str, Any], st: _State, now: float, rev: str,
+                   desired: int) -> float | None:
+        md = obj["metadata"]
         strategy = _dict_at(spec, "strategy")
         min_ready = _min_ready(spec)
         paused = bool(spec.get("paused"))
@@ -407,15 +435,13 @@ class DeploymentSimulator(_WorkloadSimulator):
 
 
 # ====================================================================================== ReplicaSet
-class ReplicaSetSimulator(_WorkloadSimulator):
+class ReplicaSetSimulator(_PodsSimulator):
     name = "replicaset"
     plural = "replicasets"
 
-    async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        md, spec = obj["metadata"], _dict_at(obj, "spec")
-        rev = template_hash(spec.get("template"))
-        now, st = self.begin(obj, rev, "readyReplicas")
-        desired = 0 if md.get("deletionTimestamp") else _int(spec.get("replicas"), 1)
+    async def step(self, obj: dict[str, Any], spec: dict[str, Any], st: _State, now: float, rev: str,
+                   desired: int) -> float | None:
+        md = obj["metadata"]
         min_ready = _min_ready(spec)
         if len(st.pods) < desired:
             st.pods += [self.new_pod(obj, rev, now) for _ in range(desired - len(st.pods))]
@@ -431,18 +457,18 @@ class ReplicaSetSimulator(_WorkloadSimulator):
 
 
 # ====================================================================================== StatefulSet
-class StatefulSetSimulator(_WorkloadSimulator):
+class StatefulSetSimulator(_PodsSimulator):
     name = "statefulset"
     plural = "statefulsets"
 
-    async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        md, spec = obj["metadata"], _dict_at(obj, "spec")
-        update_rev = f"{md.get('name', '')}-{template_hash(spec.get('template'))}"
-        now, st = self.begin(obj, update_rev, "readyReplicas")
+    def revision(self, obj: dict[str, Any], spec: dict[str, Any]) -> str:
+        return f"{obj['metadata'].get('name', '')}-{template_hash(spec.get('template'))}"
+
+    async def step(self, obj: dict[str, Any], spec: dict[str, Any], st: _State, now: float, update_rev: str,
+                   replicas_wanted: int) -> float | None:
+        md = obj["metadata"]
         if not st.current_revision:
             st.current_revision = update_rev
-        deleting = bool(md.get("deletionTimestamp"))
-        replicas_wanted = 0 if deleting else _int(spec.get("replicas"), 1)
         start = _first_ordinal(spec)
         wanted = range(start, start + replicas_wanted)
         strategy = _dict_at(spec, "updateStrategy")
@@ -515,15 +541,17 @@ def _first_ordinal(spec: dict[str, Any]) -> int:
 
 
 # ====================================================================================== DaemonSet
-class DaemonSetSimulator(_WorkloadSimulator):
+class DaemonSetSimulator(_PodsSimulator):
     name = "daemonset"
     plural = "daemonsets"
+    ready_field = "numberReady"
 
-    async def reconcile(self, obj: dict[str, Any]) -> float | None:
-        md, spec = obj["metadata"], _dict_at(obj, "spec")
-        rev = template_hash(spec.get("template"))
-        now, st = self.begin(obj, rev, "numberReady")
-        nodes = 0 if md.get("deletionTimestamp") else max(self.config.daemonset_nodes, 0)
+    def wanted(self, spec: dict[str, Any]) -> int:
+        return max(self.config.daemonset_nodes, 0)  # one pod per simulated node
+
+    async def step(self, obj: dict[str, Any], spec: dict[str, Any], st: _State, now: float, rev: str,
+                   nodes: int) -> float | None:
+        md = obj["metadata"]
         min_ready = _min_ready(spec)
         strategy = _dict_at(spec, "updateStrategy")
         ru = _dict_at(strategy, "rollingUpdate")
