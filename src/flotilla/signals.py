@@ -1,4 +1,5 @@
-"""How Flotilla's long-running commands learn that they are asked to stop."""
+"""How Flotilla's long-running commands learn that they are asked to stop, and how they stop what they started
+(child processes, tasks)."""
 
 from __future__ import annotations
 
