@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flotilla.storage.etcdpb import generate, rpc_pb2
+from flotilla.storage.etcdpb import generate, method_path, rpc_pb2
 
 
 def test_committed_modules_are_what_the_generator_makes(tmp_path: Path) -> None:
@@ -25,3 +25,9 @@ def test_services_and_methods_have_etcds_names() -> None:
     assert rpc_pb2.WatchResponse.DESCRIPTOR.fields_by_name["events"].number == 11
     assert rpc_pb2.Compare.DESCRIPTOR.fields_by_name["range_end"].number == 64
     assert rpc_pb2.WatchCreateRequest.DESCRIPTOR.fields_by_name["prev_kv"].number == 6
+
+
+def test_method_paths_are_the_ones_etcd_serves() -> None:
+    assert method_path("KV", "Range") == "/etcdserverpb.KV/Range"
+    assert method_path("KV", "Compact") == "/etcdserverpb.KV/Compact"
+    assert method_path("Watch", "Watch") == "/etcdserverpb.Watch/Watch"

@@ -69,7 +69,7 @@ from flotilla.storage.base import (  # noqa: E402
     Watcher,
     WatchEvent,
 )
-from flotilla.storage.etcdpb import kv_pb2, rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from flotilla.storage.etcdpb import kv_pb2, method, rpc_pb2  # noqa: E402
 from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG  # noqa: E402
 
 __all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
@@ -215,15 +215,15 @@ def _target(url: str) -> str:
 class _Endpoint:
     """One etcd member: its channel and the stubs on it."""
 
-    __slots__ = ("channel", "kv", "range", "txn", "url", "watch")
+    __slots__ = ("channel", "compact", "range", "txn", "url", "watch")
 
     def __init__(self, url: str, channel: aio.Channel) -> None:
         self.url = url
         self.channel = channel
-        self.kv = rpc_pb2_grpc.KVStub(channel)
-        self.range = self.kv.Range
-        self.txn = self.kv.Txn
-        self.watch = rpc_pb2_grpc.WatchStub(channel).Watch
+        self.range = method(channel, "KV", "Range")
+        self.txn = method(channel, "KV", "Txn")
+        self.compact = method(channel, "KV", "Compact")
+        self.watch = method(channel, "Watch", "Watch")
 
 
 _Method = Callable[[_Endpoint], Any]
@@ -238,7 +238,7 @@ def _txn_of(ep: _Endpoint) -> Any:
 
 
 def _compact_of(ep: _Endpoint) -> Any:
-    return ep.kv.Compact
+    return ep.compact
 
 
 class EtcdStore(Store):

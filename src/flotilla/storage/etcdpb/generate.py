@@ -1,8 +1,12 @@
 """Regenerate the Python modules of etcd's messages and services from the ``.proto`` files beside this file.
 
-``python -m flotilla.storage.etcdpb.generate [OUT_DIR]``: writes ``kv_pb2.py``, ``kv_pb2.pyi``, ``rpc_pb2.py``,
-``rpc_pb2.pyi`` and ``rpc_pb2_grpc.py`` into ``OUT_DIR/flotilla/storage/etcdpb`` (default: the source tree this
-module is in). Needs ``grpcio-tools`` (a test dependency), which runs ``protoc`` and gRPC's Python plugin.
+``python -m flotilla.storage.etcdpb.generate [OUT_DIR]``: writes ``kv_pb2.py`` and ``rpc_pb2.py`` into
+``OUT_DIR/flotilla/storage/etcdpb`` (default: the source tree this module is in). Needs ``grpcio-tools`` (a test
+dependency), which runs ``protoc``.
+
+Only the messages are generated: the store calls the four methods it needs (``KV.Range``, ``KV.Txn``,
+``KV.Compact`` and the ``Watch`` stream) by their paths on the channel (see :func:`method_path`), which is all
+gRPC's generated client stubs would do, without their server-side classes.
 """
 
 from __future__ import annotations
@@ -13,8 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parents[2]  # the directory that holds the ``flotilla`` package
 PROTOS = ("kv.proto", "rpc.proto")
-SERVICES = ("rpc.proto",)  # the protos that define services (only they get a ``_pb2_grpc`` module)
-GENERATED = ("kv_pb2.py", "kv_pb2.pyi", "rpc_pb2.py", "rpc_pb2.pyi", "rpc_pb2_grpc.py")
+GENERATED = ("kv_pb2.py", "rpc_pb2.py")
 
 
 def _proto_path(name: str) -> str:
@@ -28,13 +31,9 @@ def generate(out_root: Path = SOURCE_ROOT) -> list[Path]:
     out_root = Path(out_root)
     (out_root / HERE.relative_to(SOURCE_ROOT)).mkdir(parents=True, exist_ok=True)
     include = f"-I{SOURCE_ROOT}"
-    runs = [
-        ["protoc", include, f"--python_out={out_root}", f"--pyi_out={out_root}", *map(_proto_path, PROTOS)],
-        ["protoc", include, f"--grpc_python_out={out_root}", *map(_proto_path, SERVICES)],
-    ]
-    for argv in runs:
-        if protoc.main(argv) != 0:
-            raise RuntimeError(f"protoc failed: {' '.join(argv)}")
+    argv = ["protoc", include, f"--python_out={out_root}", *map(_proto_path, PROTOS)]
+    if protoc.main(argv) != 0:
+        raise RuntimeError(f"protoc failed: {' '.join(argv)}")
     return [out_root / HERE.relative_to(SOURCE_ROOT) / name for name in GENERATED]
 
 
