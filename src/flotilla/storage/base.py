@@ -13,6 +13,7 @@ Semantics follow etcd v3 (which kube-apiserver relies on):
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -112,6 +113,34 @@ class Watcher(ABC):
         when unknown. The API server uses it to send bookmarks that keep idle watches resumable.
         """
         return None
+
+
+class PollableWatcher(Watcher):
+    """A watch its one consumer can read without a task per event: ``poll`` (the next event, or None),
+    ``finished`` (no event will come any more) and ``wakeup`` (a future done once ``poll`` may have something, or
+    the watch ended; cancelling it loses nothing). Iterating it is built on those three."""
+
+    @abstractmethod
+    def poll(self) -> WatchEvent | None: ...
+
+    @property
+    @abstractmethod
+    def finished(self) -> bool: ...
+
+    @abstractmethod
+    def wakeup(self) -> asyncio.Future[None]: ...
+
+    def __aiter__(self) -> AsyncIterator[WatchEvent]:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        while True:
+            event = self.poll()
+            if event is not None:
+                return event
+            if self.finished:
+                raise StopAsyncIteration
+            await self.wakeup()
 
 
 class Store(ABC):

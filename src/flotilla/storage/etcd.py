@@ -43,7 +43,7 @@ import contextlib
 import os
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from flotilla.storage.base import (  # noqa: E402
     KeyNotFoundError,
     KeyValue,
     ListResult,
+    PollableWatcher,
     StorageError,
     Store,
     WatchClosedError,
@@ -631,7 +632,7 @@ class EtcdStore(Store):
         self._watchers.discard(watcher)
 
 
-class _EtcdWatcher(Watcher):
+class _EtcdWatcher(PollableWatcher):
     """One etcd watch: one gRPC Watch stream, read by a task of its own into a queue of events.
 
     Read it as an async iterator, or without a task per event through ``poll`` (the next event, or None),
@@ -761,18 +762,6 @@ class _EtcdWatcher(Watcher):
             if self._events or self._error is not None or self._ended or self._closed:
                 waiter.set_result(None)
         return waiter
-
-    def __aiter__(self) -> AsyncIterator[WatchEvent]:
-        return self
-
-    async def __anext__(self) -> WatchEvent:
-        while True:
-            event = self.poll()
-            if event is not None:
-                return event
-            if self.finished:
-                raise StopAsyncIteration
-            await self.wakeup()
 
     def progress_revision(self) -> int | None:
         return None if self._events or self._ended or self._closed else self._progress

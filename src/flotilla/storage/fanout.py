@@ -14,12 +14,12 @@ import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
-from flotilla.storage.base import WatchClosedError, Watcher, WatchEvent
+from flotilla.storage.base import PollableWatcher, WatchClosedError, Watcher, WatchEvent
 
 DEFAULT_MAX_BACKLOG = 100_000
 
 
-class _EventQueue(Watcher):
+class _EventQueue(PollableWatcher):
     """What both watchers below give their one consumer: the queued events, ``poll``, ``finished`` and
     ``wakeup``. A subclass sets ``_ended`` once no more events will be queued, and raises in
     :meth:`_raise_failure` what the consumer gets after the last event of a watch that ended with an error."""
@@ -251,18 +251,6 @@ class PolledWatcher(_EventQueue):
     def _raise_failure(self) -> None:
         if self._error is not None:
             raise self._error
-
-    def __aiter__(self) -> AsyncIterator[WatchEvent]:
-        return self
-
-    async def __anext__(self) -> WatchEvent:
-        while True:
-            event = self.poll()
-            if event is not None:
-                return event
-            if self.finished:
-                raise StopAsyncIteration
-            await self.wakeup()
 
     def progress_revision(self) -> int | None:
         if self._events or self._ended:
