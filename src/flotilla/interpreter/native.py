@@ -37,7 +37,7 @@ from flotilla.kube.quantity import (
     format_quantity,
     parse_quantity,
 )
-from flotilla.kube.times import format_time
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "has_hook",
@@ -176,13 +176,10 @@ def _set_or_drop(target: dict[str, Any], key: str, value: Any) -> None:
 def _time(obj: Mapping[str, Any], v: Any, what: str) -> datetime | None:
     if v is None:
         return None
-    if not isinstance(v, str):
+    t = parse_time(v) if isinstance(v, str) else None
+    if t is None:
         raise _err(obj, f"{what} must be an RFC 3339 time string, got {v!r}")
-    try:
-        t = datetime.fromisoformat(v)
-    except ValueError:
-        raise _err(obj, f"{what} must be an RFC 3339 time string, got {v!r}") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return t
 
 
 def _items(items: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
