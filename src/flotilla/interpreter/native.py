@@ -30,6 +30,7 @@ from flotilla.interpreter.operations import (
     ReplicaResult,
 )
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import as_int
 from flotilla.kube.quantity import (
     Quantity,
     QuantityError,
@@ -115,22 +116,12 @@ def _list(obj: Mapping[str, Any], *keys: str) -> list[Any]:
     return v
 
 
-def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
-
-
 def _int(obj: Mapping[str, Any], *keys: str, default: int | None = 0) -> int | None:
     """An integer field (``default`` when absent); a non-integer there is an error."""
     v = _path(obj, *keys)
     if v is None:
         return default
-    i = _as_int(v)
+    i = as_int(v)
     if i is None:
         raise _err(obj, f"{'.'.join(keys)} must be an integer, got {v!r}")
     return i
@@ -205,7 +196,7 @@ def _count(status: Mapping[str, Any], key: str, who: str = "") -> int:
     v = status.get(key)
     if v is None:
         return 0
-    i = _as_int(v)
+    i = as_int(v)
     if i is None:
         raise InterpreterError(f"{who}status.{key} must be an integer, got {v!r}")
     return i
@@ -408,10 +399,10 @@ def _retain_workload_replicas(desired: JSON, observed: JSON) -> JSON:
     labels = _string_map(desired, "metadata", "labels") or {}
     if labels.get(RETAIN_REPLICAS_LABEL) == "true":
         replicas = _path(observed, "spec", "replicas")
-        if _as_int(replicas) is None:
+        if as_int(replicas) is None:
             raise _err(observed, f"cannot keep the member's replicas ({RETAIN_REPLICAS_LABEL}=true): "
                                  "the member object has no integer spec.replicas")
-        _set_path(out, ("spec", "replicas"), _as_int(replicas))
+        _set_path(out, ("spec", "replicas"), as_int(replicas))
     return out
 
 
