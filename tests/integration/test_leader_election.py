@@ -19,8 +19,8 @@ import pytest
 from flotilla.client.client import Client
 from flotilla.client.leaderelection import LeaderElector
 from flotilla.kube.resources import LEASES
-from flotilla.kube.timestamps import format_micro_time
-from flotilla.kube.timestamps import parse_time as parse_micro_time
+from flotilla.kube.times import format_micro_time
+from flotilla.kube.times import parse_time as parse_micro_time
 from tests.support.apiserver import ServerThread
 
 NS, LOCK = "default", "flotilla-lock"

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from flotilla.api.labels import KARMADA_CLUSTER_NAMESPACE as LEASE_NAMESPACE
+from flotilla.kube.times import format_micro_time as micro_time
 
 __all__ = ["LEASE_NAMESPACE", "lease_body", "micro_time", "renew_interval", "renewed_lease"]
 
 _DEFAULT_NAMESPACE: Final = LEASE_NAMESPACE
-
-
-def micro_time(now: datetime) -> str:
-    """A ``metav1.MicroTime`` as the API carries it: RFC 3339 in UTC with microseconds (naive times are UTC)."""
-    if now.tzinfo is not None:
-        now = now.astimezone(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def renew_interval(duration: float, fraction: float) -> float:

@@ -23,7 +23,7 @@ from typing import Any
 
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
 from flotilla.apiserver.schemas import schema_for
-from flotilla.kube.timestamps import format_time, parse_time
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "BUILTIN_TYPES",

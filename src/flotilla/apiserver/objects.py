@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import utc_seconds
 from flotilla.storage import KeyValue
 
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -38,6 +38,7 @@ from flotilla.checkpoints.layout import (
     valid_job_id,
 )
 from flotilla.files import PRIVATE_DIR, PRIVATE_FILE, private_dir
+from flotilla.kube.times import parse_time
 
 __all__ = [
     "SnapshotExistsError", "SnapshotStorageError", "describe_snapshot", "describe_snapshot_sync", "fsync_dir",
@@ -108,16 +109,11 @@ def _name(path: str) -> str:
 def _mtime(info: dict[str, Any]) -> datetime | None:
     for key in ("LastModified", "last_modified", "mtime", "updated", "modified", "created"):
         v = info.get(key)
-        if isinstance(v, datetime):
-            return v.astimezone(UTC) if v.tzinfo else v.replace(tzinfo=UTC)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return datetime.fromtimestamp(float(v), UTC)
-        if isinstance(v, str) and v:
-            try:
-                d = datetime.fromisoformat(v.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            return d.astimezone(UTC) if d.tzinfo else d.replace(tzinfo=UTC)
+        parsed = parse_time(v)
+        if parsed is not None:
+            return parsed
     return None
 
 

@@ -2,48 +2,23 @@
 value).
 
 Durations take Go's syntax (``10s``, ``1m30s``, ``500ms``) or plain seconds (``0.5``), as Karmada's flags do;
-:func:`parse_duration` is the one reader of them for every command and tool.
+:func:`parse_duration` (``flotilla.kube.durations``) is the one reader of them for every command and tool; the
+argparse types here turn its errors into the flag's message.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from flotilla.kube.durations import parse_go_duration
+from flotilla.kube.durations import parse_duration
 
 __all__ = ["argtype", "bind_address", "duration", "non_negative", "parse_duration", "parse_non_negative",
            "positive_duration", "positive_int", "seconds"]
 
 T = TypeVar("T")
-
-_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from a Go duration (``1h2m3.5s``, ``500ms``, ``0``) or a plain number of seconds (``0.5``).
-
-    Negative, infinite and NaN values are refused (no flag of any command means anything by them).
-    """
-    s = text.strip()
-    if not s:
-        raise ValueError("empty duration")
-    if _PLAIN_NUMBER.fullmatch(s):
-        value = float(s)
-    else:
-        try:
-            value = parse_go_duration(s)
-        except ValueError:
-            raise ValueError(f"invalid duration {text!r} (examples: 10s, 1m30s, 500ms, 2h, or seconds: 0.5)") from None
-    if math.isnan(value) or math.isinf(value):
-        raise ValueError(f"invalid duration {text!r}")
-    if value < 0:
-        raise ValueError(f"duration must not be negative: {text!r}")
-    return value
-
 
 def argtype(fn: Callable[[str], T], what: str) -> Callable[[str], T]:
     """``fn`` as an argparse type: its ValueError becomes the flag's error message (``what`` names the value when

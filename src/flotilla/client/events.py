@@ -60,7 +60,7 @@ from typing import Any, Protocol
 
 from flotilla.client.errors import ApiException, ConnectionFailed, is_already_exists, is_not_found
 from flotilla.kube.resources import EVENTS, Resource
-from flotilla.kube.timestamps import format_time
+from flotilla.kube.times import format_time
 from flotilla.observability.metrics import (
     DROP_CLOSED,
     DROP_INVALID,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flotilla.kube.timestamps import parse_time
+from flotilla.kube.times import parse_time
 
 __all__ = [
     "EXEC_API_VERSIONS",

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from flotilla.client.callbacks import run_callback
 from flotilla.client.errors import ApiException, is_already_exists, is_conflict, is_not_found
 from flotilla.kube.resources import LEASES, Resource
-from flotilla.kube.timestamps import format_micro_time
+from flotilla.kube.times import format_micro_time
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ Objects are identified by the caller's keys (``namespace/name``); a workload by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, TypeVar
 
@@ -81,6 +81,30 @@ class ResourceSums:
         return {name: format_resource(name, self.amounts.get(name, _ZERO)) for name in sorted(names)}
 
 
+_V = TypeVar("_V")
+
+
+def _replace(table: dict[_K, _V], key: _K, new: _V, take: Callable[[_V], None]) -> bool:
+    """Put ``new`` at ``key``, the entry it replaces first taken out of the totals by ``take``; False when
+    ``new`` is there already (nothing changes)."""
+    old = table.get(key)
+    if old == new:
+        return False
+    if old is not None:
+        take(old)
+    table[key] = new
+    return True
+
+
+def _remove(table: dict[_K, _V], key: _K, take: Callable[[_V], None]) -> bool:
+    """Remove the entry at ``key`` and take it out of the totals by ``take``; False when there is none."""
+    old = table.pop(key, None)
+    if old is None:
+        return False
+    take(old)
+    return True
+
+
 def _with_pods(requests: Mapping[str, Fraction], pods: int) -> Share:
     """``pods`` × ``requests`` plus the pods themselves, as ``ResourceTotals.add`` and ``add_pods`` sum them."""
     share = {name: value * pods for name, value in requests.items()} if pods != 1 else dict(requests)
@@ -125,23 +149,15 @@ class SummaryTotals:
     def put_node(self, key: str, node: Mapping[str, Any]) -> bool:
         ready = is_node_ready(node)
         new = (ready, node_resources(node) if ready else _NO_SHARE)
-        old = self._nodes.get(key)
-        if old == new:
+        if not _replace(self._nodes, key, new, self._take_node):
             return False
-        if old is not None:
-            self._take_node(old)
-        self._nodes[key] = new
         if ready:
             self._ready += 1
             self._allocatable.add(new[1])
         return True
 
     def remove_node(self, key: str) -> bool:
-        old = self._nodes.pop(key, None)
-        if old is None:
-            return False
-        self._take_node(old)
-        return True
+        return _remove(self._nodes, key, self._take_node)
 
     def _take_node(self, old: tuple[bool, Share]) -> None:
         if old[0]:
@@ -152,23 +168,15 @@ class SummaryTotals:
     def put_pod(self, key: str, pod: Mapping[str, Any]) -> bool:
         where, requests = pod_usage(pod, self._requests_of(self._pod_specs, key))
         new = (where, _with_pods(requests, 1) if where is not None else _NO_SHARE)
-        old = self._pods.get(key)
-        if old == new:
+        if not _replace(self._pods, key, new, self._take_pod):
             return False
-        if old is not None:
-            self._take_pod(old)
-        self._pods[key] = new
         if where is not None:
             self._pod_sums[where].add(new[1])
         return True
 
     def remove_pod(self, key: str) -> bool:
         self._pod_specs.pop(key, None)
-        old = self._pods.pop(key, None)
-        if old is None:
-            return False
-        self._take_pod(old)
-        return True
+        return _remove(self._pods, key, self._take_pod)
 
     def _take_pod(self, old: tuple[str | None, Share]) -> None:
         if old[0] is not None:
@@ -179,22 +187,14 @@ class SummaryTotals:
         wkey = (group, kind, key)
         pods, requests = workload_usage(group, kind, obj, self._requests_of(self._workload_specs, wkey))
         new = _with_pods(requests, pods) if pods > 0 else _NO_SHARE
-        old = self._workloads.get(wkey)
-        if old == new:
+        if not _replace(self._workloads, wkey, new, self._workload_sums.subtract):
             return False
-        self._workloads[wkey] = new
-        if old is not None:
-            self._workload_sums.subtract(old)
         self._workload_sums.add(new)
         return True
 
     def remove_workload(self, group: str, kind: str, key: str) -> bool:
         self._workload_specs.pop((group, kind, key), None)
-        old = self._workloads.pop((group, kind, key), None)
-        if old is None:
-            return False
-        self._workload_sums.subtract(old)
-        return True
+        return _remove(self._workloads, (group, kind, key), self._workload_sums.subtract)
 
     def clear_workloads(self) -> bool:
         """Forget every workload (their watches stopped)."""

@@ -101,8 +101,8 @@ from flotilla.propagation.works import (
     work_cluster,
     work_update,
 )
-from flotilla.runtime.base import Controller
-from flotilla.runtime.binding_works import index_works_by_binding, planned_moves_running, works_of
+from flotilla.runtime.base import Controller, settle_deleted
+from flotilla.runtime.binding_works import binding_and_work_informers, planned_moves_running, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import CLUSTERS
 from flotilla.runtime.patching import Written, patch_with_retry, write_once
@@ -139,10 +139,7 @@ class BindingController(Controller):
     workers: ClassVar[int] = 5
 
     def setup(self) -> None:
-        self._rbs = self.informer(RESOURCE_BINDINGS)
-        self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self._works = self.informer(WORKS)
-        index_works_by_binding(self._works)
+        self._rbs, self._crbs, self._works = binding_and_work_informers(self)
         self._ops = self.informer(OVERRIDE_POLICIES)
         self._cops = self.informer(CLUSTER_OVERRIDE_POLICIES)
         self._clusters = self.informer(CLUSTERS)
@@ -269,12 +266,8 @@ class BindingController(Controller):
     async def reconcile(self, key: str) -> float | None:
         kind, _, rest = key.partition("/")
         binding = self._binding_informer(kind).store.get(rest)
-        if binding is None:
-            gone = self._deleted.pop(key, None)
-            if gone is not None:
-                await self._delete_works(gone)
+        if await settle_deleted(self._deleted, key, binding, self._delete_works):
             return None
-        self._deleted.pop(key, None)
         ref = binding_ref(binding)
         if meta_of(binding).get("deletionTimestamp"):
             await self._delete_works(ref)
@@ -505,10 +498,8 @@ class BindingController(Controller):
             if await write_once(self.client.update(res, body)) is not Written.CONFLICT:
                 return
             meta = meta_of(current)
-            try:
-                current = await self.client.get(res, str(meta.get("name")), meta.get("namespace"))
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                raise
+            found = await self.client.get_or_none(res, str(meta.get("name")), meta.get("namespace"))
+            if found is None:
+                return
+            current = found
         raise BindingSyncError(f"{kind} {binding_ref(binding).key}: could not remove finalizer {finalizer}")

@@ -59,7 +59,7 @@ from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
-from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS
 from flotilla.client import ApiException, Resource, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
 from flotilla.cluster.health import is_ready
@@ -72,10 +72,11 @@ from flotilla.failover.state import (
     parse_injected_state_record,
 )
 from flotilla.interpreter import InterpreterError, Operation
+from flotilla.kube.jsondiff import with_precondition
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.base import Controller, split_binding_key
-from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
+from flotilla.runtime.binding_works import binding_and_work_informers, works_with_label
 from flotilla.runtime.handoffs import HANDOFF, ConditionHandoff, graceful_eviction_running
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.members import CLUSTERS
@@ -122,12 +123,9 @@ class BindingStatusController(Controller):
         self._aggregated: dict[str, tuple[str, Any, list[dict[str, Any]]]] = {}
         #: per binding key: Works without a first status yet -> when a pass first found them (monotonic)
         self._awaited: dict[str, dict[str, float]] = {}
-        self.rbs = self.informer(RESOURCE_BINDINGS)
-        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self.works = self.informer(WORKS)
+        self.rbs, self.crbs, self.works = binding_and_work_informers(self)
         self.clusters = self.informer(CLUSTERS)
         self.interpreters = shared_interpreter(self.ctx)
-        index_works_by_binding(self.works)
         for inf, prefix in ((self.rbs, "rb"), (self.crbs, "crb")):
             inf.add_handler(on_add=lambda b, p=prefix: self._on_binding(p, None, b),
                             on_update=lambda old, new, p=prefix: self._on_binding(p, old, new))
@@ -318,8 +316,7 @@ class BindingStatusController(Controller):
             patch = st.binding_status_patch(status, items, conditions, self.ctx.now())
             if patch is None:
                 return binding
-            body = {"metadata": {"resourceVersion": (binding.get("metadata") or {}).get("resourceVersion")},
-                    "status": patch}
+            body = with_precondition({"status": patch}, binding)
             try:
                 written = await self.client.patch(res, name, body, namespace=ns, subresource="status")
             except ApiException as e:

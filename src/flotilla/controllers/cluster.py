@@ -591,12 +591,9 @@ class ClusterController(Controller):
 
     async def _remove_finalizer(self, name: str) -> None:
         for _ in range(_CONFLICT_RETRIES):
-            try:
-                cluster = await self.client.get(CLUSTERS, name)
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                raise
+            cluster = await self.client.get_or_none(CLUSTERS, name)
+            if cluster is None:
+                return
             finalizers = list(meta_of(cluster).get("finalizers") or [])
             if CLUSTER_CONTROLLER_FINALIZER not in finalizers:
                 return

@@ -45,7 +45,7 @@ from flotilla.propagation.attached_bindings import (
     parse_dependencies_annotation,
 )
 from flotilla.propagation.binding_spec import OwnerConflict
-from flotilla.runtime.base import Controller, ControllerContext, split_key
+from flotilla.runtime.base import Controller, ControllerContext, settle_deleted, split_key
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
 
@@ -175,11 +175,7 @@ class DependenciesDistributor(Controller):
         res = self._resources[(api_version, kind)]
         obj = inf.store.get(_key(namespace if res.namespaced else None, name))
         if obj is None and not inf.has_synced:
-            try:
-                obj = await self.client.get(res, name, namespace if res.namespaced else None)
-            except ApiException as e:
-                if not is_not_found(e):
-                    raise
+            obj = await self.client.get_or_none(res, name, namespace if res.namespaced else None)
         return obj
 
     # ------------------------------------------------------------------ reconcile
@@ -189,12 +185,8 @@ class DependenciesDistributor(Controller):
         if namespace is None:
             return None
         binding = self.rbs.store.get(key)
-        if binding is None:
-            gone = self._deleted.pop(key, None)
-            if gone is not None:
-                await self._detach_all(gone)
+        if await settle_deleted(self._deleted, key, binding, self._detach_all):
             return None
-        self._deleted.pop(key, None)
         if spec_of(binding).get("propagateDeps") is not True or is_deleting(binding):
             await self._detach_all(binding)
             await self._remove_finalizer(binding)

@@ -81,7 +81,7 @@ from flotilla.propagation.policy_changes import (
 )
 from flotilla.propagation.template_versions import SpecificationVersions
 from flotilla.propagation.written import WrittenObjects
-from flotilla.runtime.base import Controller, ControllerContext
+from flotilla.runtime.base import Controller, ControllerContext, settle_deleted
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
 
@@ -312,11 +312,7 @@ class DetectorController(Controller):
         res = self._template_resources[(key.api_version, key.kind)]
         obj = inf.store.get(_obj_key(key.namespace or None, key.name) if res.namespaced else key.name)
         if obj is None and not inf.has_synced:
-            try:
-                obj = await self.client.get(res, key.name, key.namespace or None)
-            except ApiException as e:
-                if not is_not_found(e):
-                    raise
+            obj = await self.client.get_or_none(res, key.name, key.namespace or None)
         return res, obj
 
     async def _reconcile_template(self, key: TemplateKey, karmada_change: bool) -> float | None:
@@ -515,12 +511,8 @@ class DetectorController(Controller):
     async def _reconcile_policy(self, key: str, res: Resource, namespace: str | None, name: str) -> float | None:
         cache = self.pps if res is PROPAGATION_POLICIES else self.cpps
         policy = cache.store.get(_obj_key(namespace, name))
-        if policy is None:
-            gone = self._deleted_policies.pop(key, None)
-            if gone is not None:
-                await self._handle_policy_deletion(gone)
+        if await settle_deleted(self._deleted_policies, key, policy, self._handle_policy_deletion):
             return None
-        self._deleted_policies.pop(key, None)
         retry: float | None = None
         scopes = selector_scopes(policy)
         for api_version, kind, _ in scopes:

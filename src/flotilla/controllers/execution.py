@@ -67,7 +67,6 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -102,6 +101,7 @@ from flotilla.interpreter import Operation
 from flotilla.kube.conditions import set_conditions
 from flotilla.kube.objects import meta_of
 from flotilla.kube.resources import NAMESPACES
+from flotilla.kube.times import format_time
 from flotilla.policy.naming import generate_execution_space_name
 from flotilla.propagation.apply import (
     ApplyAction,
@@ -757,7 +757,7 @@ class ExecutionController(Controller):
         instead of writing them now. Whether they were left (or were set already: nothing to write)."""
         if not (self._handoff.accepting() and self.ctx.forward_first.busy()):
             return False
-        now = _now_text(self.ctx.now())
+        now = format_time(self.ctx.now())
         status = work.get("status") if isinstance(work.get("status"), dict) else {}
         if set_conditions(status.get("conditions"), conditions, now)[1]:
             self._handoff.leave(key, work, conditions, now)
@@ -774,7 +774,7 @@ class ExecutionController(Controller):
         meta = meta_of(work)
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         self._handoff.drop(key)
-        now = _now_text(self.ctx.now())
+        now = format_time(self.ctx.now())
         for _ in range(_ATTEMPTS):
             if current is None:
                 return None
@@ -798,10 +798,6 @@ class ExecutionController(Controller):
         log.warning("work %s/%s: could not write conditions %s after %d conflicts",
                     meta.get("namespace"), meta.get("name"), [c.get("type") for c in conditions], _ATTEMPTS)
         return current
-
-
-def _now_text(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _manifest_digest(manifest: Mapping[str, Any]) -> bytes:

@@ -44,7 +44,7 @@ from flotilla.api.labels import (
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     RESOURCE_BINDING_PERMANENT_ID_LABEL,
 )
-from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS
 from flotilla.failover.graceful import (
     EVENT_TASK_REMOVED,
     Assessment,
@@ -66,7 +66,7 @@ from flotilla.kube.times import parse_time
 from flotilla.observability.metrics import trigger_of_producer
 from flotilla.propagation.status import binding_key_for_work
 from flotilla.runtime.base import Controller, binding_key, cached_binding, template_ref
-from flotilla.runtime.binding_works import index_works_by_binding, works_with_label
+from flotilla.runtime.binding_works import binding_and_work_informers, works_with_label
 from flotilla.runtime.handoffs import mark_graceful_eviction_running
 from flotilla.runtime.patching import patch_with_retry
 
@@ -100,10 +100,7 @@ class GracefulEvictionController(Controller):
             log.info("graceful-eviction controller: feature gate GracefulEviction is off")
             return
         mark_graceful_eviction_running(self.ctx)
-        self.rbs = self.informer(RESOURCE_BINDINGS)
-        self.crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self.works = self.informer(WORKS)
-        index_works_by_binding(self.works)
+        self.rbs, self.crbs, self.works = binding_and_work_informers(self)
         for inf, scoped in ((self.rbs, False), (self.crbs, True)):
             inf.add_handler(on_add=lambda b, s=scoped: self._on_binding(s, None, b),
                             on_update=lambda old, new, s=scoped: self._on_binding(s, old, new))

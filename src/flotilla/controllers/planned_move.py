@@ -39,7 +39,6 @@ from flotilla.api.resources import (
     CLUSTERS,
     PROPAGATION_POLICIES,
     RESOURCE_BINDINGS,
-    WORKS,
 )
 from flotilla.client import Informer
 from flotilla.client.events import NORMAL, WARNING
@@ -76,7 +75,7 @@ from flotilla.propagation.works import (
     binding_ref,
 )
 from flotilla.runtime.base import Controller
-from flotilla.runtime.binding_works import index_works_by_binding, mark_planned_moves_running, works_of
+from flotilla.runtime.binding_works import binding_and_work_informers, mark_planned_moves_running, works_of
 from flotilla.runtime.patching import patch_with_retry
 
 log = logging.getLogger(__name__)
@@ -112,10 +111,7 @@ class PlannedMoveController(Controller):
     workers: ClassVar[int] = 2
 
     def setup(self) -> None:
-        self._rbs = self.informer(RESOURCE_BINDINGS)
-        self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self._works = self.informer(WORKS)
-        index_works_by_binding(self._works)
+        self._rbs, self._crbs, self._works = binding_and_work_informers(self)
         mark_planned_moves_running(self.ctx)
         self._clusters = self.informer(CLUSTERS)
         self._pps = self.informer(PROPAGATION_POLICIES)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from flotilla.api import labels as L
-from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS
 from flotilla.checkpoints.config import StorageConfigError, storage_config
 from flotilla.checkpoints.storage import SnapshotStorageError, describe_snapshot, list_snapshots
 from flotilla.client import Informer, Resource
@@ -75,7 +75,7 @@ from flotilla.propagation.works import (
     work_cluster,
 )
 from flotilla.runtime.base import Controller
-from flotilla.runtime.binding_works import index_works_by_binding, works_of
+from flotilla.runtime.binding_works import binding_and_work_informers, works_of
 from flotilla.runtime.interpreter_failures import customization_failures
 from flotilla.runtime.members import SECRETS
 from flotilla.runtime.patching import patch_condition, patch_with_retry
@@ -108,10 +108,7 @@ class RestoreController(Controller):
 
     def setup(self) -> None:
         self.ctx.extras[RESTORE_CONTROLLER_RUNNING] = True
-        self._rbs = self.informer(RESOURCE_BINDINGS)
-        self._crbs = self.informer(CLUSTER_RESOURCE_BINDINGS)
-        self._works = self.informer(WORKS)
-        index_works_by_binding(self._works)
+        self._rbs, self._crbs, self._works = binding_and_work_informers(self)
         self._rics = self.informer(RESOURCE_INTERPRETER_CUSTOMIZATIONS)
         self._interpreters = InterpreterCache(customization_failures(self.ctx))
         self._attempts: dict[str, int] = {}

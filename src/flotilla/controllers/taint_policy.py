@@ -129,12 +129,10 @@ class TaintPolicyController(Controller):
                 if is_not_found(e):
                     return None
                 if is_conflict(e):
-                    try:
-                        cluster = await self.client.get(CLUSTERS, key)
-                    except ApiException as ge:
-                        if is_not_found(ge):
-                            return None
-                        raise
+                    found = await self.client.get_or_none(CLUSTERS, key)
+                    if found is None:
+                        return None
+                    cluster = found
                     continue
                 self.ctx.recorder.event(_as_event_object(cluster), "Warning", REASON_TAINT_CLUSTER_FAILED,
                                         f"Update Cluster({key}) with taints({_taints_text(result.taints)}) "

@@ -54,6 +54,7 @@ from flotilla.interpreter import (
     InterpreterError,
     Operation,
 )
+from flotilla.kube.jsondiff import with_precondition
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.applied_handoff import LeftConditions, applied_handoff
@@ -456,8 +457,7 @@ class WorkStatusController(Controller):
                 if left is not None:
                     self._handoff.written(key, left)
                 break
-            patch = {"metadata": {"resourceVersion": (work.get("metadata") or {}).get("resourceVersion")},
-                     "status": status}
+            patch = with_precondition({"status": status}, work)
             try:
                 written = await self.client.patch(WORKS, name, patch, namespace=ns, subresource="status")
             except ApiException as e:
@@ -471,12 +471,10 @@ class WorkStatusController(Controller):
                 if left is not None:
                     self._handoff.written(key, left)
                 break
-            try:
-                work = await self.client.get(WORKS, name, ns)
-            except ApiException as e:
-                if is_not_found(e):
-                    return
-                raise
+            found = await self.client.get_or_none(WORKS, name, ns)
+            if found is None:
+                return
+            work = found
             if (work.get("metadata") or {}).get("deletionTimestamp"):
                 return
             if left is not None:  # the execution controller may have written (or replaced) them meanwhile
@@ -494,12 +492,10 @@ class WorkStatusController(Controller):
         cached = self.works.store.get(f"{work_ns}/{work_name}")
         if cached is None or (cached.get("metadata") or {}).get("deletionTimestamp"):
             return None  # gone or going (its deletion removed the object): nothing to ask for
-        try:  # live, not cached: the Work may have started deleting (which deletes the object) a moment ago
-            work = await self.client.get(WORKS, work_name, work_ns)
-        except ApiException as e:
-            if is_not_found(e):
-                return None
-            raise
+        # live, not cached: the Work may have started deleting (which deletes the object) a moment ago
+        work = await self.client.get_or_none(WORKS, work_name, work_ns)
+        if work is None:
+            return None
         if (work.get("metadata") or {}).get("deletionTimestamp") or not st.work_applied(work)[0]:
             return None
         manifests = ((work.get("spec") or {}).get("workload") or {}).get("manifests") or []

@@ -71,13 +71,10 @@ class WorkloadRebalancerController(Controller):
     # ------------------------------------------------------------------ reconcile
 
     async def reconcile(self, key: str) -> float | None:
-        try:
-            rebalancer = await self.client.get(WORKLOAD_REBALANCERS, key)
-        except ApiException as e:
-            if is_not_found(e):
-                self._failures.pop(key, None)
-                return None
-            raise
+        rebalancer = await self.client.get_or_none(WORKLOAD_REBALANCERS, key)
+        if rebalancer is None:
+            self._failures.pop(key, None)
+            return None
         if meta_of(rebalancer).get("deletionTimestamp"):
             return None
         created = parse_time(meta_of(rebalancer).get("creationTimestamp"))

@@ -63,7 +63,7 @@ from typing import Any
 
 from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import as_list, as_map
-from flotilla.kube.times import parse_time
+from flotilla.kube.times import as_utc, format_time, parse_time
 
 __all__ = [
     "DEFAULT_TOLERATION_SECONDS",
@@ -89,15 +89,10 @@ HEALTH_UNHEALTHY = "Unhealthy"
 HEALTH_UNKNOWN = "Unknown"
 
 
-def _utc(t: datetime) -> datetime:
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-
-
 def _format_time(t: datetime) -> str:
-    t = _utc(t)
-    if t.microsecond:
-        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``t`` as ``metav1.Time`` writes it, with microseconds when it has any."""
+    t = as_utc(t)
+    return format_time(t, 6 if t.microsecond else 0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,7 +194,7 @@ class ApplicationFailoverDecision:
         """Seconds until :attr:`next_check` (``None``: no timed recheck)."""
         if self.next_check is None:
             return None
-        return max(0.0, (self.next_check - _utc(now)).total_seconds())
+        return max(0.0, (self.next_check - as_utc(now)).total_seconds())
 
 
 def _deadline(since: datetime, tol: int) -> datetime:
@@ -225,10 +220,10 @@ def detect_application_failure(
     graceful-eviction task. ``record``: :func:`parse_unhealthy_since` of the binding.
     ``tolerance``: :func:`toleration_seconds`.
     """
-    now = _utc(now)
+    now = as_utc(now)
     tolerance = max(0, tolerance)
     targets = set(clusters)
-    known = {c: min(_utc(t), now) for c, t in record.items()}
+    known = {c: min(as_utc(t), now) for c, t in record.items()}
     unhealthy: list[str] = []
     others: set[str] = set()
     resetting = (HEALTH_HEALTHY, HEALTH_UNKNOWN) if unknown_resets else (HEALTH_HEALTHY,)

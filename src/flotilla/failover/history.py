@@ -77,8 +77,7 @@ from flotilla.failover.purge import eviction_tasks
 from flotilla.failover.state import render_targets
 from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import as_list, as_map
-from flotilla.kube.times import parse_time
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import parse_time, utc_seconds
 
 __all__ = [
     "EVENT_FAILOVER_COMPLETED",

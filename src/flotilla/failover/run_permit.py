@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -35,6 +35,7 @@ from flotilla.failover.purge import PURGE_MODE_DIRECTLY, PURGE_MODE_GRACEFULLY
 from flotilla.kube.durations import go_duration, parse_go_duration
 from flotilla.kube.metadata import json_annotation
 from flotilla.kube.objects import annotations_of, as_map, meta_of
+from flotilla.kube.times import format_micro_time
 
 __all__ = [
     "ANNOTATION_FENCE_AFTER",
@@ -259,10 +260,6 @@ def permit_event(previous: PermitRoute | None, current: PermitRoute, reason: str
                        f"The run permit is renewed {again}on the control plane: {reason}.")
 
 
-def _micro_time(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def permit_body(cluster: str, fence_after: float, now: datetime,
                 kinds: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
     """The permit Lease as the agent creates it (``renewTime`` is informational: no guard compares wall clocks)."""
@@ -270,7 +267,7 @@ def permit_body(cluster: str, fence_after: float, now: datetime,
             "metadata": {"name": PERMIT_NAME, "namespace": PERMIT_NAMESPACE,
                          "annotations": {ANNOTATION_GUARDED_KINDS: _kinds_text(kinds)}},
             "spec": {"holderIdentity": cluster, "leaseDurationSeconds": max(1, round(fence_after)),
-                     "renewTime": _micro_time(now)}}
+                     "renewTime": format_micro_time(now)}}
 
 
 def renewed_permit(permit: Mapping[str, Any], cluster: str, fence_after: float, now: datetime,

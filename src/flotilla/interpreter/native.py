@@ -30,6 +30,7 @@ from flotilla.interpreter.operations import (
     ReplicaResult,
 )
 from flotilla.kube.jsoncopy import json_copy
+from flotilla.kube.objects import as_int
 from flotilla.kube.quantity import (
     Quantity,
     QuantityError,
@@ -37,7 +38,7 @@ from flotilla.kube.quantity import (
     format_quantity,
     parse_quantity,
 )
-from flotilla.kube.times import format_time
+from flotilla.kube.times import format_time, parse_time
 
 __all__ = [
     "has_hook",
@@ -115,22 +116,12 @@ def _list(obj: Mapping[str, Any], *keys: str) -> list[Any]:
     return v
 
 
-def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
-
-
 def _int(obj: Mapping[str, Any], *keys: str, default: int | None = 0) -> int | None:
     """An integer field (``default`` when absent); a non-integer there is an error."""
     v = _path(obj, *keys)
     if v is None:
         return default
-    i = _as_int(v)
+    i = as_int(v)
     if i is None:
         raise _err(obj, f"{'.'.join(keys)} must be an integer, got {v!r}")
     return i
@@ -176,13 +167,10 @@ def _set_or_drop(target: dict[str, Any], key: str, value: Any) -> None:
 def _time(obj: Mapping[str, Any], v: Any, what: str) -> datetime | None:
     if v is None:
         return None
-    if not isinstance(v, str):
+    t = parse_time(v) if isinstance(v, str) else None
+    if t is None:
         raise _err(obj, f"{what} must be an RFC 3339 time string, got {v!r}")
-    try:
-        t = datetime.fromisoformat(v)
-    except ValueError:
-        raise _err(obj, f"{what} must be an RFC 3339 time string, got {v!r}") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return t
 
 
 def _items(items: Iterable[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
@@ -208,7 +196,7 @@ def _count(status: Mapping[str, Any], key: str, who: str = "") -> int:
     v = status.get(key)
     if v is None:
         return 0
-    i = _as_int(v)
+    i = as_int(v)
     if i is None:
         raise InterpreterError(f"{who}status.{key} must be an integer, got {v!r}")
     return i
@@ -411,10 +399,10 @@ def _retain_workload_replicas(desired: JSON, observed: JSON) -> JSON:
     labels = _string_map(desired, "metadata", "labels") or {}
     if labels.get(RETAIN_REPLICAS_LABEL) == "true":
         replicas = _path(observed, "spec", "replicas")
-        if _as_int(replicas) is None:
+        if as_int(replicas) is None:
             raise _err(observed, f"cannot keep the member's replicas ({RETAIN_REPLICAS_LABEL}=true): "
                                  "the member object has no integer spec.replicas")
-        _set_path(out, ("spec", "replicas"), _as_int(replicas))
+        _set_path(out, ("spec", "replicas"), as_int(replicas))
     return out
 
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flotilla.kube.jsoncopy import json_copy
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import utc_seconds
 
 __all__ = ["find_condition", "set_condition", "set_conditions"]
 

@@ -41,8 +41,8 @@ from flotilla.failover.auto_fence import CONDITION_FENCED, EVENT_CLUSTER_FENCED_
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
 from flotilla.failover.peer_quorum import acknowledged_fences, pending_token
 from flotilla.failover.run_permit import ANNOTATION_FENCE_AFTER, ANNOTATION_PERMIT_HOLD, GUARDED_LABEL
-from flotilla.failover.state import parse_time
 from flotilla.kube.resources import CRDS
+from flotilla.kube.times import parse_time
 from flotilla.local.demo_report import AUTOMATIC, MANUAL, DemoFacts, checks, format_seconds, render_summary
 from flotilla.local.layout import RECORD_FILE
 from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig

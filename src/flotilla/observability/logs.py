@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flotilla.kube.timestamps import format_time
+from flotilla.kube.times import format_time
 
 __all__ = [
     "LOG_FORMATS",

@@ -33,7 +33,7 @@ Stale status (D14, stale health is Unknown)
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from flotilla.api.labels import (
@@ -49,7 +49,7 @@ from flotilla.failover.purge import kept_clusters
 from flotilla.kube.conditions import find_condition, set_condition, set_conditions
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.objects import meta_of, spec_of, status_of
-from flotilla.kube.timestamps import utc_seconds
+from flotilla.kube.times import format_micro_time, utc_seconds
 
 __all__ = [
     "CONDITION_APPLIED",
@@ -257,8 +257,7 @@ def merge_manifest_statuses(current: Any, entry: Mapping[str, Any], manifests: S
 
 def reapply_patch(now: datetime) -> dict[str, Any]:
     """The Work merge patch that asks the execution controller to apply the Work again."""
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return {"metadata": {"annotations": {REAPPLY_REQUESTED_ANNOTATION: stamp}}}
+    return {"metadata": {"annotations": {REAPPLY_REQUESTED_ANNOTATION: format_micro_time(now)}}}
 
 
 def work_report_patch(work: Obj, reflected: Iterable[tuple[Obj, str, Any, str]],

@@ -12,10 +12,10 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Client, Resource, SharedInformerFactory
@@ -170,6 +170,21 @@ class Controller(ABC):
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
+
+
+T = TypeVar("T")
+
+
+async def settle_deleted(deleted: dict[str, T], key: str, obj: Any, clean_up: Callable[[T], Awaitable[Any]]) -> bool:
+    """Whether ``obj``, the cached object of ``key``, is gone (None): then the cleanup after what ``deleted`` kept
+    of it on its deletion runs (once). ``key``'s entry leaves ``deleted`` either way: an object that exists again
+    needs no cleanup."""
+    gone = deleted.pop(key, None)
+    if obj is not None:
+        return False
+    if gone is not None:
+        await clean_up(gone)
+    return True
 
 
 def split_key(key: str) -> tuple[str | None, str]:

@@ -11,14 +11,18 @@ controller writes the record that ends the hold.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.api import labels as L
+from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, RESOURCE_BINDINGS, WORKS
 from flotilla.client import Informer
 from flotilla.client.informer import label_indexer
 from flotilla.propagation.works import BindingRef
 
-__all__ = ["CRB_ID_INDEX", "RB_ID_INDEX", "index_works_by_binding", "mark_planned_moves_running",
+if TYPE_CHECKING:
+    from flotilla.runtime.base import Controller
+
+__all__ = ["CRB_ID_INDEX", "RB_ID_INDEX", "binding_and_work_informers", "index_works_by_binding", "mark_planned_moves_running",
            "planned_moves_running", "works_of", "works_with_label"]
 
 #: Work cache indexes: the binding permanent id a Work carries.
@@ -39,6 +43,16 @@ def index_works_by_binding(works: Informer) -> None:
     """Index the Work informer by the binding permanent ids its Works carry."""
     for label, name in _INDEX_OF_LABEL.items():
         _add_index(works, name, label)
+
+
+def binding_and_work_informers(controller: Controller) -> tuple[Informer, Informer, Informer]:
+    """``controller``'s informers of ResourceBindings, ClusterResourceBindings and Works, the Works indexed by
+    their binding (:func:`index_works_by_binding`)."""
+    rbs = controller.informer(RESOURCE_BINDINGS)
+    crbs = controller.informer(CLUSTER_RESOURCE_BINDINGS)
+    works = controller.informer(WORKS)
+    index_works_by_binding(works)
+    return rbs, crbs, works
 
 
 def works_of(works: Informer, ref: BindingRef) -> list[dict[str, Any]]:

@@ -57,12 +57,9 @@ async def patch_with_retry(
     obj = current
     for attempt in range(_PATCH_ATTEMPTS):
         if obj is None:
-            try:
-                obj = await client.get(res, name, namespace)
-            except ApiException as e:
-                if is_not_found(e):
-                    return None
-                raise
+            obj = await client.get_or_none(res, name, namespace)
+            if obj is None:
+                return None
         patch = make_patch(obj)
         if patch is None:
             return dict(obj)

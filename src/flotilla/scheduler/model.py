@@ -20,13 +20,14 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import Any, TypeVar
 
 from flotilla.kube.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from flotilla.kube.times import parse_time as kube_parse_time
 
 from .errors import ModelError
 
@@ -140,20 +141,12 @@ def parse_time(value: Any, where: str = "time") -> datetime | None:
     """
     if value is None or value == "":
         return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    parsed = kube_parse_time(value)
+    if parsed is not None:
+        return parsed
     if not isinstance(value, str):
         raise ModelError(f"{where}: must be an RFC 3339 timestamp")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ModelError(f"{where}: {value!r} is not an RFC 3339 timestamp") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed
+    raise ModelError(f"{where}: {value!r} is not an RFC 3339 timestamp")
 
 
 T = TypeVar("T")

@@ -27,11 +27,11 @@ from flotilla.kube.conditions import set_condition
 from flotilla.kube.jsoncopy import json_copy
 from flotilla.kube.jsondiff import merge_patch_diff, with_precondition
 from flotilla.kube.objects import as_list, labels_of, meta_of, spec_of, status_of
-from flotilla.kube.times import format_time
+from flotilla.kube.times import format_time, parse_time
 from flotilla.scheduler.affinity import cluster_identity, cluster_object_matches
 from flotilla.scheduler.affinity import cluster_matches as scheduler_cluster_matches
 from flotilla.scheduler.errors import ModelError
-from flotilla.scheduler.model import Cluster, ClusterAffinity, parse_time
+from flotilla.scheduler.model import Cluster, ClusterAffinity
 from flotilla.scheduler.schedule import reschedule_required
 
 __all__ = [
@@ -76,14 +76,6 @@ REASON_CLUSTER_TERMINATING = "a target cluster is being deleted"
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _time(value: Any) -> datetime | None:
-    """A timestamp field; an unreadable one counts as unset (the API server does not check the format)."""
-    try:
-        return parse_time(value)
-    except ModelError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +188,7 @@ def schedule_reason(binding: Mapping[str, Any], clusters: Iterable[Mapping[str, 
         return REASON_PLACEMENT_CHANGED
     if replicas_changed(spec):
         return REASON_REPLICAS_CHANGED
-    if reschedule_required(_time(spec.get("rescheduleTriggeredAt")), _time(status.get("lastScheduledTime"))):
+    if reschedule_required(parse_time(spec.get("rescheduleTriggeredAt")), parse_time(status.get("lastScheduledTime"))):
         return REASON_RESCHEDULE_TRIGGERED
     if not _is_workload(spec) or _duplicated(placement):
         return REASON_DUPLICATED
@@ -227,7 +219,7 @@ def confirmation_patch(binding: Mapping[str, Any],
     if held is None or not isinstance(generation, int) or isinstance(generation, bool):
         return observed_generation_patch(binding)
     condition, now, affinity = held
-    recorded = _time(status_of(binding).get("lastScheduledTime"))
+    recorded = parse_time(status_of(binding).get("lastScheduledTime"))
     if recorded is not None and recorded > (now if now.tzinfo is not None else now.replace(tzinfo=UTC)):
         return observed_generation_patch(binding)
     return scheduled_status_patch(binding, condition, now, affinity_name=affinity, generation=generation)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from flotilla.kube.timestamps import format_micro_time, format_time, parse_time, utc_seconds
+from flotilla.kube.times import format_micro_time, format_time, parse_time, utc_seconds
 
 
 def _expected(t: datetime) -> str:
