@@ -749,6 +749,42 @@ class ResourceStorage:
         return new
 
     # ------------------------------------------------------------------ patch
+    async def remove_finalizer(self, rt: ResourceType, obj: Mapping[str, Any], finalizer: str, *,
+                               attempts: int = 10) -> bool:
+        """Take ``finalizer`` off ``obj`` (the stored object as last read) with merge patches guarded by its
+        resourceVersion; on a conflict the object is read again and the step repeated.
+
+        True once the finalizer is off, or the object is gone or was replaced (another uid); False when every
+        attempt met a concurrent write (the caller tries again later).
+        """
+        md = obj.get("metadata") or {}
+        namespace = (md.get("namespace") or None) if rt.namespaced else None
+        name, uid = str(md.get("name") or ""), md.get("uid")
+        for _ in range(attempts):
+            md = obj.get("metadata") or {}
+            finalizers = [f for f in md.get("finalizers") or [] if isinstance(f, str)]
+            if finalizer not in finalizers:
+                return True
+            rest = [f for f in finalizers if f != finalizer]
+            try:
+                await self.patch(rt, namespace, name, MERGE_PATCH,
+                                 {"metadata": {"finalizers": rest or None, "resourceVersion": md.get("resourceVersion")}})
+                return True
+            except ApiError as e:
+                if e.code == 404:
+                    return True
+                if e.code != 409:
+                    raise
+            try:
+                obj = await self.get(rt, namespace, name)
+            except ApiError as e:
+                if e.code == 404:
+                    return True
+                raise
+            if (obj.get("metadata") or {}).get("uid") != uid:
+                return True
+        return False
+
     async def patch(
         self,
         rt: ResourceType,

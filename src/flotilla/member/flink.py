@@ -410,29 +410,8 @@ class FlinkDeploymentSimulator(ResourceSimulator):
         if FINALIZER not in (md.get("finalizers") or []):
             return
         written = await self.set_status(obj, lambda _cur: model.status())
-        current = written or obj
         assert self.rt is not None
-        for _ in range(10):
-            cmd = current.get("metadata") or {}
-            rest = [f for f in cmd.get("finalizers") or [] if f != FINALIZER]
-            try:
-                await self.member.storage.patch(
-                    self.rt, cmd.get("namespace") or None, cmd.get("name") or "", MERGE_PATCH,
-                    {"metadata": {"resourceVersion": cmd.get("resourceVersion"), "finalizers": rest}})
-                return
-            except ApiError as e:
-                if e.code == 404:
-                    return
-                if e.code != 409:
-                    raise
-            try:
-                current = await self.member.storage.get(self.rt, cmd.get("namespace") or None, cmd.get("name"))
-            except ApiError as e:
-                if e.code == 404:
-                    return
-                raise
-            if (current.get("metadata") or {}).get("uid") != model.uid:
-                return
+        await self.member.storage.remove_finalizer(self.rt, written or obj, FINALIZER)
 
     async def forget(self, key: ObjectKey, last: dict[str, Any]) -> None:
         uid = (last.get("metadata") or {}).get("uid") or ""

@@ -679,28 +679,8 @@ class GarbageCollector:
 
     # ------------------------------------------------------------------ owners
     async def _remove_finalizer(self, rt: ResourceType, obj: dict[str, Any], finalizer: str) -> None:
-        md = meta(obj)
-        namespace = as_str(md.get("namespace")) if rt.namespaced else None
-        name, uid = as_str(md.get("name")), as_str(md.get("uid"))
-        for _ in range(_WRITE_RETRIES):
-            fins = _finalizers(obj)
-            if finalizer not in fins:
-                return
-            rest = [f for f in fins if f != finalizer]
-            patch = {"metadata": {"finalizers": rest or None, "resourceVersion": meta(obj).get("resourceVersion")}}
-            try:
-                await self.storage.patch(rt, namespace, name, MERGE_PATCH, patch)
-                return
-            except ApiError as e:
-                if e.code == 404:
-                    return
-                if e.code != 409:
-                    raise
-            found = await self._get_same(rt, namespace, name, uid)
-            if found is None:
-                return
-            obj = found
-        raise _Requeue()
+        if not await self.storage.remove_finalizer(rt, obj, finalizer, attempts=_WRITE_RETRIES):
+            raise _Requeue()
 
     async def _process_foreground(self, item: _Item, rt: ResourceType, obj: dict[str, Any]) -> None:
         md = meta(obj)
