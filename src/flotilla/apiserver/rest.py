@@ -13,7 +13,7 @@ import asyncio
 import base64
 import copy
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -749,41 +749,83 @@ class ResourceStorage:
         return new
 
     # ------------------------------------------------------------------ patch
-    async def remove_finalizer(self, rt: ResourceType, obj: Mapping[str, Any], finalizer: str, *,
-                               attempts: int = 10) -> bool:
-        """Take ``finalizer`` off ``obj`` (the stored object as last read) with merge patches guarded by its
-        resourceVersion; on a conflict the object is read again and the step repeated.
+    async def write_guarded(
+        self, rt: ResourceType, obj: Mapping[str, Any],
+        attempt: Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any] | None], *,
+        attempts: int = 10,
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Write ``obj`` (the stored object as last read) with optimistic concurrency, reading it again after a
+        conflict.
 
-        True once the finalizer is off, or the object is gone or was replaced (another uid); False when every
-        attempt met a concurrent write (the caller tries again later).
+        ``attempt(current)`` returns the write to await (one conditional on ``current``'s resourceVersion, its
+        result the stored object), or, when nothing is to be written, the object to return (or None). Returns
+        ``(done, object)``: done once a write landed or none was needed, with the object as it stands (None when
+        it is gone, was replaced by one with another uid, or ``attempt`` gave None); ``(False, None)`` when every
+        attempt met a concurrent write.
         """
         md = obj.get("metadata") or {}
         namespace = (md.get("namespace") or None) if rt.namespaced else None
         name, uid = str(md.get("name") or ""), md.get("uid")
+        current = dict(obj)
         for _ in range(attempts):
-            md = obj.get("metadata") or {}
-            finalizers = [f for f in md.get("finalizers") or [] if isinstance(f, str)]
-            if finalizer not in finalizers:
-                return True
-            rest = [f for f in finalizers if f != finalizer]
+            write = attempt(current)
+            if write is None or isinstance(write, dict):
+                return True, write
             try:
-                await self.patch(rt, namespace, name, MERGE_PATCH,
-                                 {"metadata": {"finalizers": rest or None, "resourceVersion": md.get("resourceVersion")}})
-                return True
+                return True, await write
             except ApiError as e:
                 if e.code == 404:
-                    return True
+                    return True, None
                 if e.code != 409:
                     raise
             try:
-                obj = await self.get(rt, namespace, name)
+                current = await self.get(rt, namespace, name)
             except ApiError as e:
                 if e.code == 404:
-                    return True
+                    return True, None
                 raise
-            if (obj.get("metadata") or {}).get("uid") != uid:
-                return True
-        return False
+            if (current.get("metadata") or {}).get("uid") != uid:
+                return True, None
+        return False, None
+
+    async def edit_metadata(
+        self, rt: ResourceType, obj: Mapping[str, Any],
+        edit: Callable[[Mapping[str, Any]], dict[str, Any] | None], *, attempts: int = 10,
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Change ``obj``'s metadata with merge patches guarded by its resourceVersion (see :meth:`write_guarded`).
+
+        ``edit(metadata)`` gives the metadata fields to merge (None for a field removes it), or None when nothing
+        needs to change (then the object is returned as it stands).
+        """
+        md = obj.get("metadata") or {}
+        namespace = (md.get("namespace") or None) if rt.namespaced else None
+        name = str(md.get("name") or "")
+
+        async def patched(fields: dict[str, Any]) -> dict[str, Any]:
+            written, _ = await self.patch(rt, namespace, name, MERGE_PATCH, {"metadata": fields})
+            return written
+
+        def attempt(current: dict[str, Any]) -> Awaitable[dict[str, Any]] | dict[str, Any]:
+            cmd = current.get("metadata") or {}
+            fields = edit(cmd)
+            if fields is None:
+                return current
+            return patched({**fields, "resourceVersion": cmd.get("resourceVersion")})
+
+        return await self.write_guarded(rt, obj, attempt, attempts=attempts)
+
+    async def remove_finalizer(self, rt: ResourceType, obj: Mapping[str, Any], finalizer: str, *,
+                               attempts: int = 10) -> bool:
+        """Take ``finalizer`` off ``obj`` (see :meth:`edit_metadata`); False when every attempt conflicted."""
+
+        def without(md: Mapping[str, Any]) -> dict[str, Any] | None:
+            finalizers = [f for f in md.get("finalizers") or [] if isinstance(f, str)]
+            if finalizer not in finalizers:
+                return None
+            return {"finalizers": [f for f in finalizers if f != finalizer] or None}
+
+        done, _ = await self.edit_metadata(rt, obj, without, attempts=attempts)
+        return done
 
     async def patch(
         self,

@@ -167,34 +167,21 @@ class Simulator:
         """
         storage = self.member.storage
         md = obj.get("metadata") or {}
-        ns, name, uid = md.get("namespace") or None, md.get("name") or "", md.get("uid")
-        current = obj
-        for _ in range(retries):
-            if (current.get("metadata") or {}).get("uid") != uid:
-                return None
+        ns, name = md.get("namespace") or None, md.get("name") or ""
+
+        def attempt(current: dict[str, Any]) -> Any:
             status = compute(current)
             if status is None:
                 return None
             if status == current.get("status"):
                 return current
-            body = dict(current)
-            body["status"] = status
-            try:
-                return await storage.update(rt, ns, name, body, subresource="status")
-            except ApiError as e:
-                if e.code == 404:
-                    return None
-                if e.code != 409:
-                    raise
-            try:
-                current = await storage.get(rt, ns, name)
-            except ApiError as e:
-                if e.code == 404:
-                    return None
-                raise
-        log.warning("%s: giving up writing the status of %s/%s after %d conflicts", self.member.name,
-                    ns, name, retries)
-        return None
+            return storage.update(rt, ns, name, {**current, "status": status}, subresource="status")
+
+        done, written = await storage.write_guarded(rt, obj, attempt, attempts=retries)
+        if not done:
+            log.warning("%s: giving up writing the status of %s/%s after %d conflicts", self.member.name,
+                        ns, name, retries)
+        return written
 
     async def patch_status(self, rt: ResourceType, key: ObjectKey,
                            mutate: Callable[[dict[str, Any]], dict[str, Any] | None],

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
-from flotilla.apiserver.rest import MERGE_PATCH, ResourceStorage, WatchSpec
+from flotilla.apiserver.rest import ResourceStorage, WatchSpec
 from flotilla.apiserver.tasks import cancel_and_wait
 from flotilla.kube.objects import as_str
 
@@ -651,31 +651,17 @@ class GarbageCollector:
     ) -> dict[str, Any] | None:
         """Patch the object's ownerReferences to ``change(refs)`` with a resourceVersion precondition;
         re-read and retry on conflicts. Returns the new object (None when it is gone)."""
-        md = meta(obj)
-        namespace = as_str(md.get("namespace")) if rt.namespaced else None
-        name, uid = as_str(md.get("name")), as_str(md.get("uid"))
-        for _ in range(_WRITE_RETRIES):
-            md = meta(obj)
+
+        def rewrite(md: Mapping[str, Any]) -> dict[str, Any] | None:
             raw = md.get("ownerReferences")
             refs = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
             new_refs = change(refs)
-            if new_refs == refs:
-                return obj
-            patch = {"metadata": {"ownerReferences": new_refs or None,
-                                  "resourceVersion": md.get("resourceVersion")}}
-            try:
-                new, _ = await self.storage.patch(rt, namespace, name, MERGE_PATCH, patch)
-                return new
-            except ApiError as e:
-                if e.code == 404:
-                    return None
-                if e.code != 409:
-                    raise
-            found = await self._get_same(rt, namespace, name, uid)
-            if found is None:
-                return None
-            obj = found
-        raise _Requeue()
+            return None if new_refs == refs else {"ownerReferences": new_refs or None}
+
+        done, written = await self.storage.edit_metadata(rt, obj, rewrite, attempts=_WRITE_RETRIES)
+        if not done:
+            raise _Requeue()
+        return written
 
     # ------------------------------------------------------------------ owners
     async def _remove_finalizer(self, rt: ResourceType, obj: dict[str, Any], finalizer: str) -> None:
