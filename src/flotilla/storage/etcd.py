@@ -70,7 +70,7 @@ from flotilla.storage.base import (  # noqa: E402
     Watcher,
     WatchEvent,
 )
-from flotilla.storage.etcdpb import kv_pb2, method, rpc_pb2  # noqa: E402
+from flotilla.storage.etcdpb import method, rpc_pb2  # noqa: E402
 from flotilla.storage.fanout import DEFAULT_MAX_BACKLOG  # noqa: E402
 
 __all__ = ["EtcdError", "EtcdStore", "EtcdTLS", "EtcdUnavailableError"]
@@ -98,7 +98,7 @@ _CREATE = rpc_pb2.Compare.CREATE
 _MOD = rpc_pb2.Compare.MOD
 _EQUAL = rpc_pb2.Compare.EQUAL
 _GREATER = rpc_pb2.Compare.GREATER
-_DELETE_EVENT = kv_pb2.Event.DELETE
+_DELETE_EVENT = rpc_pb2.Event.DELETE
 
 
 class EtcdError(StorageError):

@@ -1,6 +1,6 @@
 """Regenerate the Python modules of etcd's messages and services from the ``.proto`` files beside this file.
 
-``python -m flotilla.storage.etcdpb.generate [OUT_DIR]``: writes ``kv_pb2.py`` and ``rpc_pb2.py`` into
+``python -m flotilla.storage.etcdpb.generate [OUT_DIR]``: writes ``rpc_pb2.py`` into
 ``OUT_DIR/flotilla/storage/etcdpb`` (default: the source tree this module is in). Needs ``grpcio-tools`` (a test
 dependency), which runs ``protoc``.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parents[2]  # the directory that holds the ``flotilla`` package
-PROTOS = ("kv.proto", "rpc.proto")
-GENERATED = ("kv_pb2.py", "rpc_pb2.py")
+PROTOS = ("rpc.proto",)
+GENERATED = ("rpc_pb2.py",)
 
 
 def _proto_path(name: str) -> str:
