@@ -649,33 +649,54 @@ class ResourceStorage:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         precondition = md.get("resourceVersion") or ""
+        key = self._key(rt, namespace, name)
+        # the first attempt may start from the store's newest known value (no round trip): an attempt on it that
+        # does not end in a compare-and-swap is made again from a read (see Store.peek)
+        found = self.store.peek(key)
+        peeked = found is not None
         stored: tuple[storage.KeyValue, dict[str, Any], bool] | None = None
         if subresource is None:
-            found = await self.store.get(self._key(rt, namespace, name))
+            if found is None:
+                found = await self.store.get(key)
             if found is not None:
                 stored = (found, *self._old(found))
-            self._field_checks(rt, body, ctx, stored[1] if stored is not None else None)
+            try:
+                self._field_checks(rt, body, ctx, stored[1] if stored is not None else None)
+            except ApiError:
+                if not peeked:
+                    raise
+                peeked, found = False, await self.store.get(key)
+                stored = (found, *self._old(found)) if found is not None else None
+                self._field_checks(rt, body, ctx, stored[1] if stored is not None else None)
+        elif found is not None:
+            stored = (found, *self._old(found))
         pristine: bytes | None = None
         for attempt in range(_RETRIES):
+            from_peek = attempt == 0 and peeked
             if attempt == 0 and stored is not None:
-                kv, old, shared = stored  # read just above, nothing awaited since
+                kv, old, shared = stored  # read (or peeked) just above, nothing awaited since
             else:
                 kv = await self._get_kv(rt, namespace, name)
                 old, shared = self._old(kv)
-            if precondition and precondition != str(kv.mod_revision):
-                raise errors.conflict(rt, name)
             # an owned body is consumed by the first attempt; a retry (or a body not handed over) starts again
             # from a copy taken before (an orjson round trip: several times cheaper than a deep copy)
             if pristine is None:
                 pristine = orjson.dumps(body)
-            work = body if attempt == 0 and owned else orjson.loads(pristine)
-            new = self._merge_for_update(rt, work, old, subresource, kv, shared)
             try:
-                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared)
+                if precondition and precondition != str(kv.mod_revision):
+                    raise errors.conflict(rt, name)
+                work = body if attempt == 0 and owned else orjson.loads(pristine)
+                new = self._merge_for_update(rt, work, old, subresource, kv, shared)
+                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared,
+                                                peeked=from_peek)
             except _Retry:
-                if precondition:
+                if precondition and not from_peek:
                     raise errors.conflict(rt, name) from None
                 continue
+            except ApiError:
+                if from_peek:
+                    continue  # decided on a value that may be stale: decide again on a read
+                raise
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
 
     async def _write_update(
@@ -690,9 +711,12 @@ class ResourceStorage:
         subresource: str | None,
         old_shared: bool = False,
         skip: Any = _COMPUTE,
+        *,
+        peeked: bool = False,
     ) -> dict[str, Any]:
         """Store ``new`` (the caller's from now on) over ``old`` (read-only; shared with watchers if
-        ``old_shared``)."""
+        ``old_shared``). ``peeked``: ``kv`` is the store's newest known value, not read, so an outcome without a
+        compare-and-swap on it (a no-op, a dry run) raises _Retry to be decided again on a read."""
         om, nm = old["metadata"], meta(new)
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if key in om:
@@ -724,6 +748,8 @@ class ResourceStorage:
         self._validate(rt, new, old, "UPDATE", ctx, skip)
         self._bump_generation(rt, new, old)
         value = encode(new)
+        if peeked and (value == kv.value or ctx.dry_run):
+            raise _Retry()
         if value == kv.value:
             # no-op (encoding is canonical: sorted keys): nothing bumps, no event
             return decode_kv(kv) if old_shared else old
@@ -858,63 +884,81 @@ class ResourceStorage:
                                                       f"{MAX_JSON_PATCH_OPS} operations", "FieldValueTooMany")])
         elif not isinstance(patch, dict):
             raise errors.bad_request("patch body must be a JSON object")
-        for _ in range(_RETRIES):
-            kv = await self.store.get(self._key(rt, namespace, name))
+        key = self._key(rt, namespace, name)
+        for attempt in range(_RETRIES):
+            # the first attempt may start from the store's newest known value (no round trip); an attempt that
+            # does not end in a compare-and-swap on it is made again from a read (see _Unconfirmed)
+            kv = self.store.peek(key) if attempt == 0 else None
+            peeked = kv is not None
+            if kv is None:
+                kv = await self.store.get(key)
             if kv is None:
                 if patch_type == APPLY_PATCH and subresource is None:
                     body = copy.deepcopy(patch)
                     meta(body)["name"] = name
                     return await self.create(rt, namespace, body, ctx), True
                 raise errors.not_found(rt, name)
-            old, shared = self._old(kv)
             try:
-                patched = self._apply_patch(rt, old, kv, patch_type, patch)
-            except PatchError as e:
-                raise errors.patch_failed(rt, name, str(e)) from None
-            if not isinstance(patched, dict):
-                raise errors.bad_request("the patch result is not an object")
-            pmeta = patched.get("metadata")
-            if not isinstance(pmeta, dict):
-                raise errors.invalid(rt, name, [Cause("metadata", "Required value", "FieldValueRequired")])
-            precondition = pmeta.get("resourceVersion") or ""
-            if precondition and precondition != str(kv.mod_revision):
-                raise errors.conflict(rt, name)
-            if patched.get("kind") not in (None, rt.kind) or patched.get("apiVersion") not in (None, rt.api_version):
-                raise errors.bad_request("a patch may not change apiVersion or kind")
-            skip: Any = _COMPUTE
-            fields_skip: Any = _COMPUTE
-            if patch_type == MERGE_PATCH and isinstance(patched, dict):
-                # what the patch names is all that may have changed: no need to compare to find the rest
-                skip = self._patched_parts(rt, patch, patched, subresource, stored=True)
-                if skip is None:
-                    skip = _COMPUTE
-                elif subresource is None:
-                    fields_skip = self._patched_parts(rt, patch, patched, subresource, stored=False)
-            if subresource is None:
-                self._field_checks(rt, patched, ctx, old, fields_skip)
-                new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
-            elif subresource == "status" and patch_type == MERGE_PATCH:
-                # ``patched`` is a fresh copy of the stored object changed only where the patch says: the
-                # status write keeps its status and puts back what the patch changed elsewhere
-                new = patched
-                for k in patch:
-                    if k != "status":
-                        if k in old:
-                            new[k] = orjson.loads(orjson.dumps(old[k]))
-                        else:
-                            new.pop(k, None)
-            else:
-                new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
-            try:
-                return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared,
-                                                skip), False
+                return await self._patch_attempt(rt, namespace, name, kv, patch_type, patch, ctx, subresource,
+                                                 peeked), False
             except _Retry:
                 # another write landed first: apply the patch again to what it wrote (kube-apiserver's
                 # GuaranteedUpdate). A patch that carries a resourceVersion precondition then meets the check
-                # above and gets 409; one without always applies to the newest object (``precondition`` is read
+                # below and gets 409; one without always applies to the newest object (``precondition`` is read
                 # off the patched object, which otherwise carries the stored object's own resourceVersion)
                 continue
+            except ApiError:
+                if peeked:
+                    continue  # decided on a value that may be stale: decide again on a read
+                raise
         raise errors.conflict(rt, name, "too many concurrent writers; try again")
+
+    async def _patch_attempt(self, rt: ResourceType, namespace: str | None, name: str, kv: storage.KeyValue,
+                             patch_type: str, patch: Any, ctx: RequestContext, subresource: str | None,
+                             peeked: bool) -> dict[str, Any]:
+        """One attempt of :meth:`patch` on the stored ``kv`` (``peeked``: the store's newest known value, not
+        read); raises _Retry to be made again on a newer value."""
+        old, shared = self._old(kv)
+        try:
+            patched = self._apply_patch(rt, old, kv, patch_type, patch)
+        except PatchError as e:
+            raise errors.patch_failed(rt, name, str(e)) from None
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch result is not an object")
+        pmeta = patched.get("metadata")
+        if not isinstance(pmeta, dict):
+            raise errors.invalid(rt, name, [Cause("metadata", "Required value", "FieldValueRequired")])
+        precondition = pmeta.get("resourceVersion") or ""
+        if precondition and precondition != str(kv.mod_revision):
+            raise errors.conflict(rt, name)
+        if patched.get("kind") not in (None, rt.kind) or patched.get("apiVersion") not in (None, rt.api_version):
+            raise errors.bad_request("a patch may not change apiVersion or kind")
+        skip: Any = _COMPUTE
+        fields_skip: Any = _COMPUTE
+        if patch_type == MERGE_PATCH and isinstance(patched, dict):
+            # what the patch names is all that may have changed: no need to compare to find the rest
+            skip = self._patched_parts(rt, patch, patched, subresource, stored=True)
+            if skip is None:
+                skip = _COMPUTE
+            elif subresource is None:
+                fields_skip = self._patched_parts(rt, patch, patched, subresource, stored=False)
+        if subresource is None:
+            self._field_checks(rt, patched, ctx, old, fields_skip)
+            new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
+        elif subresource == "status" and patch_type == MERGE_PATCH:
+            # ``patched`` is a fresh copy of the stored object changed only where the patch says: the
+            # status write keeps its status and puts back what the patch changed elsewhere
+            new = patched
+            for k in patch:
+                if k != "status":
+                    if k in old:
+                        new[k] = orjson.loads(orjson.dumps(old[k]))
+                    else:
+                        new.pop(k, None)
+        else:
+            new = self._merge_for_update(rt, patched, old, subresource, kv, shared)
+        return await self._write_update(rt, namespace, name, kv, old, new, ctx, subresource, shared, skip,
+                                        peeked=peeked)
 
     def _apply_patch(self, rt: ResourceType, old: dict[str, Any], kv: storage.KeyValue, patch_type: str, patch: Any) -> Any:
         """The patched object, sharing nothing with ``old`` or ``patch``."""

@@ -165,6 +165,15 @@ class Store(ABC):
         FutureRevisionError for one newer than the current one.
         """
 
+    def peek(self, key: str) -> KeyValue | None:
+        """The newest value of ``key`` this store knows without a round trip, or None.
+
+        It may be stale (a write by another client not seen yet, even a deletion): use it only for a read whose
+        write is conditional on its ``mod_revision`` (a compare-and-swap that fails when it is stale), and confirm
+        with :meth:`get` any outcome that does not end in such a write. Stores whose reads are local return None.
+        """
+        return None
+
     @abstractmethod
     async def update(self, key: str, value: bytes, expected_revision: int) -> int:
         """Replace ``key``'s value if its mod_revision is ``expected_revision``; return the new revision.

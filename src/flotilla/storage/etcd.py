@@ -26,6 +26,10 @@ Notes and limits:
   performed and the compact revisions etcd reports to its watches; when that is stale (another
   client compacted) it finds the exact value by probing ranges at old revisions (a binary search,
   about log2(current revision) cheap requests, only when the remembered value is out of date).
+* ``peek``: the newest value of each key the store has seen (its own writes and reads, its watches' events; at
+  most :data:`PEEK_CACHE_SIZE` keys), so the API server starts a compare-and-swap write without a read first,
+  as kube-apiserver does from its watch cache. A stale value only costs a failed compare and a read; see
+  :meth:`flotilla.storage.base.Store.peek` for the rule that keeps it safe.
 * ``get``: the gets that tasks issue in one turn of the event loop are read by one transaction of ranges (at
   most :data:`MAX_BATCHED_GETS`): one round trip instead of one each, still linearizable.
 * A watch is one gRPC Watch stream on the current endpoint's connection, read by a task of its own into a
@@ -42,7 +46,7 @@ import asyncio
 import contextlib
 import os
 import ssl
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +86,8 @@ _NO_LEADER = "no leader"
 
 #: gets read in one transaction at most (etcd's --max-txn-ops is 128 by default)
 MAX_BATCHED_GETS = 64
+#: keys whose newest known value the store keeps for :meth:`EtcdStore.peek` (least recently written dropped first)
+PEEK_CACHE_SIZE = 20_000
 #: events a watch queues for a consumer that does not take them before it ends the watch (as the other stores do)
 MAX_BACKLOG = DEFAULT_MAX_BACKLOG
 #: seconds a request waits for a connection to come back when no endpoint is connected
@@ -265,6 +271,8 @@ class EtcdStore(Store):
         self._gets: list[tuple[Any, asyncio.Future[Any] | None]] | None = None  # the batch of gets of this turn
         self.get_batches = 0  # round trips that gets took
         self.batched_gets = 0  # gets answered by them
+        #: the newest value seen of each key (its own writes and reads, its watches' events), for peek
+        self._latest: OrderedDict[str, KeyValue] = OrderedDict()
 
     @classmethod
     async def open(
@@ -427,6 +435,28 @@ class EtcdStore(Store):
 
     # ------------------------------------------------------------------ Store API
 
+    def peek(self, key: str) -> KeyValue | None:
+        """The newest value of ``key`` this store has seen: written or read by it, or delivered to one of its
+        watches (so it is current for every prefix someone watches, as kube-apiserver's watch cache is). It may
+        be stale; see :meth:`Store.peek`."""
+        return self._latest.get(key)
+
+    def _saw(self, kv: KeyValue) -> None:
+        latest = self._latest
+        known = latest.get(kv.key)
+        if known is not None:
+            if known.mod_revision >= kv.mod_revision:
+                return
+            latest.move_to_end(kv.key)
+        latest[kv.key] = kv
+        if len(latest) > PEEK_CACHE_SIZE:
+            latest.popitem(last=False)
+
+    def _saw_deleted(self, key: str, revision: int) -> None:
+        known = self._latest.get(key)
+        if known is not None and known.mod_revision < revision:
+            del self._latest[key]
+
     async def create(self, key: str, value: bytes) -> int:
         k = self._pb + key.encode()
         resp = await self._call(_txn_of, rpc_pb2.TxnRequest(
@@ -435,7 +465,9 @@ class EtcdStore(Store):
         ), idempotent=False, what="create")
         if not resp.succeeded:
             raise KeyExistsError(key)
-        return resp.header.revision
+        revision = resp.header.revision
+        self._saw(KeyValue(key, value, revision, revision))
+        return revision
 
     async def get(self, key: str) -> KeyValue | None:
         """The key's value, read linearizably. Gets that tasks issue in the same turn of the event loop go out
@@ -459,7 +491,11 @@ class EtcdStore(Store):
             if self._gets is batch:
                 self._gets = None
             kvs = await self._get_batch(batch)
-        return self._kv(kvs[0]) if kvs else None
+        if not kvs:
+            return None
+        kv = self._kv(kvs[0])
+        self._saw(kv)
+        return kv
 
     async def _get_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> Any:
         """Read the ranges of ``batch``, all in one transaction; hand each waiter its ``kvs`` (or the error). An
@@ -521,10 +557,16 @@ class EtcdStore(Store):
             failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=k))],
         ), idempotent=False, what="update")
         if resp.succeeded:
-            return resp.header.revision
+            revision = resp.header.revision
+            known = self._latest.get(key)
+            if known is not None and known.mod_revision == expected_revision:
+                self._saw(KeyValue(key, value, known.create_revision, revision))
+            return revision
         current = self._failure_kv(resp)
         if current is None:
+            self._saw_deleted(key, resp.header.revision)
             raise KeyNotFoundError(key)
+        self._saw(current)
         raise ConflictError(key, expected_revision, current.mod_revision)
 
     async def delete(self, key: str, expected_revision: int = 0) -> tuple[int, KeyValue]:
@@ -541,6 +583,7 @@ class EtcdStore(Store):
             prev = resp.responses[0].response_delete_range.prev_kvs if resp.responses else ()
             if not prev:  # cannot happen: the compare proved the key existed in this very txn
                 raise EtcdError(f"etcd deleted {key} but returned no previous value")
+            self._saw_deleted(key, resp.header.revision)
             return resp.header.revision, self._kv(prev[0])
         current = self._failure_kv(resp)
         if current is None:
@@ -684,6 +727,7 @@ class _EtcdWatcher(PollableWatcher):
             revision = kv.mod_revision
             has_prev = ev.HasField("prev_kv")
             if ev.type == _DELETE_EVENT:
+                self._store._saw_deleted(key, revision)
                 if has_prev:
                     prev = ev.prev_kv
                     out.append(WatchEvent("DELETE", key, prev.value, revision, prev.create_revision, prev.value))
@@ -698,6 +742,7 @@ class _EtcdWatcher(PollableWatcher):
                 else:
                     prev_value = b""  # an update whose previous value was compacted away
                 out.append(WatchEvent("PUT", key, kv.value, revision, create_revision, prev_value))
+                self._store._saw(KeyValue(key, kv.value, create_revision, revision))
         return out
 
     async def _pump(self) -> None:
