@@ -19,7 +19,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile tests/unit tests/integration tests/compat
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile tests/e2e
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
