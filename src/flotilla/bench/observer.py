@@ -20,16 +20,13 @@ from flotilla.bench.stats import Timeline
 from flotilla.bench.workloads import NAMESPACE, KindSpec, expected_state
 from flotilla.client import Client, Informer
 from flotilla.failover.fencing import OUT_OF_SERVICE_TAINT_KEY
+from flotilla.kube.objects import meta_of
 
 __all__ = ["FailoverObserver", "InformerObserver", "wait_on"]
 
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
 EXECUTION_SPACE_PREFIX = "karmada-es-"
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
 
 
 def _clusters(binding: dict[str, Any]) -> list[str]:
@@ -161,7 +158,7 @@ class FailoverObserver(InformerObserver):
 
     # ------------------------------------------------------------------ handlers
     def _on_binding(self, obj: dict[str, Any]) -> None:
-        name = str(_meta(obj).get("name") or "")
+        name = str(meta_of(obj).get("name") or "")
         tl = self.timelines.get(name)
         if tl is None:
             return
@@ -213,7 +210,7 @@ class FailoverObserver(InformerObserver):
     def _on_work(self, obj: dict[str, Any]) -> None:
         if self.fault_at is None:
             return
-        meta = _meta(obj)
+        meta = meta_of(obj)
         ns = str(meta.get("namespace") or "")
         if not ns.startswith(EXECUTION_SPACE_PREFIX) or ns == EXECUTION_SPACE_PREFIX + self.failed:
             return
@@ -228,7 +225,7 @@ class FailoverObserver(InformerObserver):
     def _on_member_add(self, member: str, kind: str, obj: dict[str, Any]) -> None:
         if self.fault_at is None or member == self.failed:
             return
-        meta = _meta(obj)
+        meta = meta_of(obj)
         tl = self.by_kind_name.get((kind, str(meta.get("name") or "")))
         if tl is None:
             return
@@ -245,7 +242,7 @@ class FailoverObserver(InformerObserver):
         """After the fault: the old copy in the failed member stopping (a guard), a new copy running elsewhere."""
         if self.fault_at is None:
             return
-        tl = self.by_kind_name.get((kind, str(_meta(obj).get("name") or "")))
+        tl = self.by_kind_name.get((kind, str(meta_of(obj).get("name") or "")))
         if tl is None:
             return
         if member == self.failed:
@@ -259,7 +256,7 @@ class FailoverObserver(InformerObserver):
     def _on_member_delete(self, member: str, kind: str, obj: dict[str, Any]) -> None:
         if self.fault_at is None or member != self.failed:
             return
-        tl = self.by_kind_name.get((kind, str(_meta(obj).get("name") or "")))
+        tl = self.by_kind_name.get((kind, str(meta_of(obj).get("name") or "")))
         if tl is not None and tl.old_deleted is None:
             tl.old_deleted = time.time()
 

@@ -49,6 +49,7 @@ from flotilla.bench.observer import InformerObserver
 from flotilla.bench.processes import peak_rss_mb, rss_mb
 from flotilla.bench.report import fmt_ms, latency_cells, profile_lines, step_rows, text_table
 from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpec, workload
+from flotilla.kube.objects import meta_of
 
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
 
@@ -206,10 +207,6 @@ def step_summaries(timelines: list[TemplateTimeline]) -> dict[str, dict[str, flo
 # ============================================================================================ observer
 
 
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
 class PropagationObserver(InformerObserver):
     """Stamps each template's stages from watches: bindings and Works on the control plane, the templates' kinds
     in every member."""
@@ -250,7 +247,7 @@ class PropagationObserver(InformerObserver):
         return self.objects >= self.objects_expected
 
     def _on_binding(self, obj: dict[str, Any]) -> None:
-        tl = self.timelines.get(str(_meta(obj).get("name") or ""))
+        tl = self.timelines.get(str(meta_of(obj).get("name") or ""))
         if tl is None:
             return
         now = time.time()
@@ -268,7 +265,7 @@ class PropagationObserver(InformerObserver):
         self._changed.set()
 
     def _on_work(self, obj: dict[str, Any]) -> None:
-        meta = _meta(obj)
+        meta = meta_of(obj)
         ns = str(meta.get("namespace") or "")
         if not ns.startswith(EXECUTION_SPACE_PREFIX):
             return
@@ -284,7 +281,7 @@ class PropagationObserver(InformerObserver):
             self._changed.set()
 
     def _on_member(self, member: str, kind: str, obj: dict[str, Any]) -> None:
-        tl = self.by_kind_name.get((kind, str(_meta(obj).get("name") or "")))
+        tl = self.by_kind_name.get((kind, str(meta_of(obj).get("name") or "")))
         if tl is None or member in tl.member_seen:
             return
         now = time.time()
