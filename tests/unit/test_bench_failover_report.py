@@ -162,3 +162,13 @@ def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     with pytest.raises(SystemExit, match=r"needs matplotlib.*\.\[bench\]"):
         require_matplotlib()
+
+
+def test_report_shows_where_the_slowest_workloads_spent_their_time() -> None:
+    row = {"name": "wl-7", "kind": "FlinkDeployment", "new_cluster": "member2", "evicted": 120,
+           "rescheduled": 130, "work_created": 2100, "created": 2150, "healthy": None}
+    text = render_report(_result(slowest=[row]))
+    lines = text.splitlines()
+    at = lines.index("slowest workloads (ms since the fault)")
+    assert "wl-7" in lines[at + 2] and "FlinkDeployment" in lines[at + 2] and "2,150" in lines[at + 2]
+    assert lines[at + 2].rstrip().endswith("-")  # never Healthy

@@ -152,3 +152,14 @@ def test_parse_prometheus_skips_a_line_it_cannot_read_and_keeps_the_others() -> 
     assert stats.parse_prometheus(text) == {("workqueue_adds_total", (("name", "binding"),)): 7.0,
                                             ("h_count", (("name", "a"),)): 3.0}
     assert stats.parse_prometheus("") == {}
+
+
+def test_slowest_lists_the_last_healthy_first_and_the_never_healthy_before_them() -> None:
+    t0 = 1000.0
+    fast = _timeline("fast", evicted=t0 + 0.1, healthy=t0 + 1.0)
+    slow = _timeline("slow", evicted=t0 + 0.1, created=t0 + 2.0, healthy=t0 + 60.0)
+    stuck = _timeline("stuck", evicted=t0 + 0.2)
+    rows = stats.slowest([fast, slow, stuck], t0, count=2)
+    assert [r["name"] for r in rows] == ["stuck", "slow"]
+    assert rows[0]["healthy"] is None and rows[0]["evicted"] == 200
+    assert rows[1]["created"] == 2000 and rows[1]["healthy"] == 60000 and rows[1]["kind"] == "Deployment"

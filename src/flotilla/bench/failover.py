@@ -567,6 +567,7 @@ class Run:
                 [tl.healthy - t0 for tl in timelines if tl.healthy is not None]).items() if k != "count"},
             "stages_ms": stats.stage_summaries(timelines, t0),
             "steps_ms": stats.step_summaries(timelines),
+            "slowest": stats.slowest(timelines, t0),
             "store_ceiling_writes_per_s": ceiling["writes_per_s"],
             "store_ceiling": ceiling,
             "writes": {"until_last_healthy": int(writes_healthy.get("", 0.0)),

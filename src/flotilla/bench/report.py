@@ -91,7 +91,7 @@ def render_report(result: dict[str, Any]) -> str:
         else:
             lines.append("  the not-ready taint never appeared: not fenced")
     lines += partition_lines(r.get("partition") or {}, n)
-    lines += ["", *stage_table(r), ""]
+    lines += ["", *stage_table(r), *slowest_lines(r), ""]
     by_resource = ", ".join(f"{k} {v:,}" for k, v in list((writes.get("by_resource") or {}).items())[:6])
     lines += [
         "summary",
@@ -119,6 +119,26 @@ def render_report(result: dict[str, Any]) -> str:
     ]
     lines += profile_lines(r.get("profile") or {})
     return "\n".join(lines)
+
+
+def slowest_lines(result: dict[str, Any]) -> list[str]:
+    """The report's lines for the workloads that became Healthy last: where their time went."""
+    rows = result.get("slowest") or []
+    if not rows:
+        return []
+
+    def ms(value: Any) -> str:
+        return "-" if value is None else f"{value:,}"
+
+    lines = ["slowest workloads (ms since the fault)", "  " + "  ".join(
+        ["workload".ljust(28), "kind".ljust(16), "to".ljust(9), *(k.rjust(12) for k in (
+            "evicted", "rescheduled", "work_created", "created", "healthy"))])]
+    for row in rows:
+        lines.append("  " + "  ".join([str(row.get("name", ""))[:28].ljust(28), str(row.get("kind", ""))[:16].ljust(16),
+                                      str(row.get("new_cluster") or "-")[:9].ljust(9),
+                                      *(ms(row.get(k)).rjust(12) for k in (
+                                          "evicted", "rescheduled", "work_created", "created", "healthy"))]))
+    return lines
 
 
 def profile_lines(profile: dict[str, Any]) -> list[str]:

@@ -89,6 +89,17 @@ def latency_summary(seconds: Sequence[float]) -> dict[str, float | int]:
             "p99": ms(percentile(seconds, 99)), "max": ms(max(seconds, default=0.0))}
 
 
+def slowest(timelines: Iterable[Timeline], t0: float, count: int = 5) -> list[dict[str, Any]]:
+    """The ``count`` workloads that became Healthy last (or never), slowest first: name, kind, new cluster and the
+    ms from the fault at ``t0`` to each stage it reached (None for a stage not seen)."""
+    never = float("inf")
+    ranked = sorted(timelines, key=lambda tl: never if tl.healthy is None else tl.healthy, reverse=True)
+    return [{"name": tl.name, "kind": tl.kind, "new_cluster": tl.new_cluster,
+             **{key: None if tl.stage(key) is None else round(max(0.0, tl.stage(key) - t0) * 1000)  # type: ignore[operator]
+                for key, _ in STAGES}}
+            for tl in ranked[:count]]
+
+
 def stage_summaries(timelines: Iterable[Timeline], t0: float) -> dict[str, dict[str, float | int]]:
     """Per stage: the latency summary (ms from the fault at ``t0``) over the workloads that reached it."""
     items = list(timelines)
