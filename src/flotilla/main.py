@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
 
 def _apiserver(args: argparse.Namespace) -> int:
+    import asyncio
+
     from flotilla.apiserver.server import ApiServerConfig, serve_forever
     from flotilla.cli.etcd_flags import etcd_tls_from_args
     from flotilla.storage import StorageError

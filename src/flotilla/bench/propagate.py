@@ -52,7 +52,6 @@ from flotilla.bench.workloads import FLINK, KINDS, NAMESPACE, RUN_LABEL, KindSpe
 
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
 
-PLACEMENTS: Final = ("duplicated", "single")
 #: the PropagationPolicy of ``--placement duplicated`` (the floor's claims name it too)
 DUPLICATED_POLICY: Final = "bench-propagate"
 #: the numbers ``--repeat`` tabulates (run by run, and their median)
