@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
 
 def _apiserver(args: argparse.Namespace) -> int:
+    import asyncio
+
     from flotilla.apiserver.server import ApiServerConfig, serve_forever
     from flotilla.cli.etcd_flags import etcd_tls_from_args
     from flotilla.storage import StorageError
@@ -161,6 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_soak_parsers(sub)  # `flotilla soak crash` (what `make soak` runs)
 
+    from flotilla.cli.version_command import add_version_parser
+
+    add_version_parser(sub)  # `flotilla version`
+
+    from flotilla.cli.completion import add_completion_parser
+
+    add_completion_parser(sub, p)  # `flotilla completion bash|zsh`
+
     from flotilla.observability.logs import add_logging_arguments
 
     add_logging_arguments(p)  # --log-level, --log-format: before or after any command's name
@@ -173,7 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     from flotilla.observability.logs import setup_logging
 
     setup_logging(parser, args)
-    return int(args.fn(args) or 0)
+    try:
+        return int(args.fn(args) or 0)
+    except BrokenPipeError:  # `flotilla get ... | head`: the reader has gone; no traceback, as kubectl
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

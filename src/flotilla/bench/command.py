@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flotilla.bench.choices import FAULT_CHOICES, KIND_CHOICES, PLACEMENTS, STORAGE_CHOICES
 from flotilla.cli.argtypes import non_negative, positive_int
 from flotilla.cli.flags import add_command, add_fencing_flags, keep_parser
 
@@ -31,8 +32,6 @@ RUNNERS = {
 
 def _stack_flags(f: argparse.ArgumentParser, transport: str, member_processes: bool = True) -> None:
     """The control plane (and members) a benchmark starts."""
-    from flotilla.bench.failover import STORAGE_CHOICES
-
     f.add_argument("--storage", choices=STORAGE_CHOICES, default="sqlite",
                    help="the control plane's storage (etcd: started by the benchmark; default sqlite)")
     f.add_argument("--transport", choices=("http", "inprocess"), default=transport,
@@ -71,9 +70,6 @@ def _apiserver_flags(f: argparse.ArgumentParser) -> None:
 
 
 def _failover_flags(f: argparse.ArgumentParser) -> None:
-    from flotilla.bench.failover import FAULT_CHOICES
-    from flotilla.bench.workloads import KIND_CHOICES
-
     f.add_argument("--workloads", type=int, default=1000, help="N stateful workloads (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members, member1 fails (default 3)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="mix",
@@ -107,8 +103,6 @@ def _failover_flags(f: argparse.ArgumentParser) -> None:
 
 
 def _propagate_flags(f: argparse.ArgumentParser) -> None:
-    from flotilla.bench.propagate import PLACEMENTS
-
     f.add_argument("--templates", type=int, default=1000, help="N templates created at once (default 1000)")
     f.add_argument("--members", type=int, default=3, help="M simulated members (default 3)")
     f.add_argument("--placement", choices=PLACEMENTS, default="duplicated",
@@ -129,8 +123,6 @@ def _propagate_flags(f: argparse.ArgumentParser) -> None:
 
 
 def _scale_flags(f: argparse.ArgumentParser) -> None:
-    from flotilla.bench.workloads import KIND_CHOICES
-
     f.add_argument("--members", type=int, default=100, help="M simulated members (default 100)")
     f.add_argument("--workloads", type=int, default=10000, help="N workloads (default 10000)")
     f.add_argument("--kind", choices=KIND_CHOICES, default="deployment",

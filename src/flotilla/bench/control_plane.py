@@ -29,15 +29,16 @@ Once serving it prints one line on stdout::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from flotilla.apiserver.inprocess import in_process_client
 from flotilla.signals import run_until_stopped
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ FLOOR_CONTROLLERS: Final = ("cluster", "cluster-status")
 async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: int, transport: str,
                             flags: list[str], stop: asyncio.Event, floor: bool = False) -> int:
     from flotilla.apiserver.gctune import tune_gc
+    from flotilla.apiserver.inprocess import in_process_client
     from flotilla.apiserver.server import ApiServer, ApiServerConfig
     from flotilla.client import Client
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer

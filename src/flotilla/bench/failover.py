@@ -75,8 +75,6 @@ __all__ = ["FailoverParams", "run_failover_bench"]
 
 FAULT_TAINT = {"key": "bench.flotilla.io/fault", "effect": "NoExecute"}
 NOT_READY_TAINT = "cluster.karmada.io/not-ready"
-STORAGE_CHOICES = ("sqlite", "memory", "etcd")
-FAULT_CHOICES = ("taint", "down", "partition")
 #: Members' settings: capacity so large that it never decides, the Flink simulator's periodic writes rare
 MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
 FLINK_QUIET = ("flink_checkpoint_interval=60", "flink_progress_interval=60")

@@ -17,13 +17,15 @@ and ``flotilla bench link: cut`` / ``flotilla bench link: healed`` on each signa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from flotilla.signals import run_until_stopped
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["CUT_SIGNAL", "HEAL_SIGNAL", "READY_LINE", "add_link_parser", "parse_target", "run_link_command"]
 
@@ -60,6 +62,8 @@ def add_link_parser(sub: Any) -> None:
 
 
 async def serve_link(name: str, target: tuple[str, int], host: str, stop: asyncio.Event) -> int:
+    import asyncio
+
     from flotilla.local.links import Link
 
     link = await Link(name, target, host=host).start()

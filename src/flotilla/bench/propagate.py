@@ -53,7 +53,6 @@ from flotilla.kube.objects import meta_of
 
 __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_propagate_command"]
 
-PLACEMENTS: Final = ("duplicated", "single")
 #: the PropagationPolicy of ``--placement duplicated`` (the floor's claims name it too)
 DUPLICATED_POLICY: Final = "bench-propagate"
 #: the numbers ``--repeat`` tabulates (run by run, and their median)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import bind_address, duration
 from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS
 from flotilla.kube.durations import go_duration
 from flotilla.signals import run_until_stopped
+
+if TYPE_CHECKING:
+    import asyncio
 
 #: (flag, default, what it sets) of the agent's durations, in Karmada's names and defaults (AgentConfig's)
 _CLUSTER_TIMINGS = (

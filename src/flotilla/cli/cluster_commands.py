@@ -23,12 +23,10 @@ the Cluster's finalizers when the wait times out (the cleanup is then abandoned,
 from __future__ import annotations
 
 import argparse
-import asyncio
-import ssl
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import duration
 from flotilla.cli.control_plane import (
@@ -37,11 +35,6 @@ from flotilla.cli.control_plane import (
     create_unless_exists,
     run_client_command,
 )
-from flotilla.client import ApiException, Client, is_conflict, is_not_found
-from flotilla.client.errors import ConnectionFailed
-from flotilla.client.http import HttpTransport
-from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig
-from flotilla.cluster.health import Health
 from flotilla.cluster.join import (
     DEFAULT_CLUSTER_NAMESPACE,
     JoinSpec,
@@ -54,8 +47,13 @@ from flotilla.cluster.join import (
     validate_join,
 )
 from flotilla.kube.resources import NAMESPACES, SECRETS
-from flotilla.runtime.members import CLUSTERS
-from flotilla.runtime.patching import patch_with_retry
+
+if TYPE_CHECKING:
+    pass
+
+if TYPE_CHECKING:
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import ClusterCredentials
 
 __all__ = [
     "ClusterCommandError",
@@ -161,6 +159,10 @@ async def inspect_member(member: Client, name: str, *,
                          authenticated: bool = True) -> tuple[str | None, str | None, list[str]]:
     """Check the member answers and accepts the kubeconfig's credentials (``authenticated``: it has some); returns
     ``(kubernetes version, kube-system UID, warnings)``."""
+    from flotilla.client import ApiException, is_not_found
+    from flotilla.client.errors import ConnectionFailed
+    from flotilla.client.http import HttpTransport
+    from flotilla.cluster.health import Health
     from flotilla.controllers.cluster_status import fetch_version, probe_health
 
     warnings: list[str] = []
@@ -195,6 +197,9 @@ async def inspect_member(member: Client, name: str, *,
 
 async def join_cluster(control_plane: Client, spec: JoinSpec) -> JoinResult:
     """Write the namespace, Secret and Cluster of ``spec`` to the control plane (idempotent)."""
+    from flotilla.client import ApiException, is_conflict
+    from flotilla.runtime.members import CLUSTERS
+
     problems = validate_join(spec)
     if problems:
         raise ClusterCommandError("; ".join(problems))
@@ -248,6 +253,9 @@ async def join_cluster(control_plane: Client, spec: JoinSpec) -> JoinResult:
 
 
 async def _update_cluster(cp: Client, existing: dict[str, Any], spec: JoinSpec) -> tuple[dict[str, Any], bool]:
+    from flotilla.client import ApiException, is_conflict
+    from flotilla.runtime.members import CLUSTERS
+
     for _ in range(5):
         patch = cluster_spec_patch(existing, spec)
         if patch is None:
@@ -272,6 +280,9 @@ async def unjoin_cluster(control_plane: Client, name: str, *, wait: float = 60.0
                          cluster_namespace: str = DEFAULT_CLUSTER_NAMESPACE, poll: float = 0.25,
                          out: Out = print) -> None:
     """Delete the Cluster, wait until it is gone (``wait`` seconds; 0: do not wait), then delete its Secret."""
+    from flotilla.client import ApiException, is_not_found
+    from flotilla.runtime.members import CLUSTERS
+
     cluster = await _get_or_none(control_plane, CLUSTERS, name)
     if cluster is None:
         raise ClusterCommandError(f"cluster {name} not found")
@@ -312,6 +323,10 @@ async def unjoin_cluster(control_plane: Client, name: str, *, wait: float = 60.0
 
 async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[str, Any] | None:
     """None once the Cluster is gone; the Cluster as last seen if it is still there after ``within`` seconds."""
+    import asyncio
+
+    from flotilla.runtime.members import CLUSTERS
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
@@ -324,6 +339,9 @@ async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[
 
 
 async def _strip_finalizers(cp: Client, name: str) -> None:
+    from flotilla.runtime.members import CLUSTERS
+    from flotilla.runtime.patching import patch_with_retry
+
     def drop(obj: Mapping[str, Any]) -> dict[str, Any]:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         return {"metadata": {"finalizers": None, "resourceVersion": rv}}
@@ -339,6 +357,11 @@ def _control_plane(args: argparse.Namespace) -> Client:
 
 
 async def _join_main(args: argparse.Namespace) -> int:
+    import ssl
+
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError, load_kubeconfig
+
     try:
         creds = load_kubeconfig(args.cluster_kubeconfig, args.cluster_context)
     except KubeconfigError as e:

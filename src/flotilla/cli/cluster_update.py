@@ -7,10 +7,11 @@ is written guarded by the Cluster's ``resourceVersion`` and decided again on a c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flotilla.client import ApiException, Client, is_conflict, is_not_found
-from flotilla.runtime.members import CLUSTERS
+if TYPE_CHECKING:
+    from flotilla.client import Client
+
 
 __all__ = ["ATTEMPTS", "ClusterNotFound", "ClusterUpdateConflict", "update_cluster"]
 
@@ -28,6 +29,9 @@ class ClusterUpdateConflict(Exception):
 async def update_cluster(cp: Client, name: str, decide: Callable[[dict[str, Any]], dict[str, Any] | None], *,
                          dry_run: bool = False) -> bool:
     """Apply ``decide(cluster)`` to Cluster ``name``; True when it wrote (with ``dry_run``: when it would)."""
+    from flotilla.client import ApiException, is_conflict, is_not_found
+    from flotilla.runtime.members import CLUSTERS
+
     for _ in range(ATTEMPTS):
         try:
             cluster = await cp.get(CLUSTERS, name)

@@ -4,14 +4,14 @@ wrong as one ``error:`` line, and an exit code)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flotilla.client import ApiException, Client, is_already_exists
-from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.kube.resources import Resource
+if TYPE_CHECKING:
+    from flotilla.client import Client
+    from flotilla.kube.resources import Resource
+
 
 __all__ = ["add_control_plane_args", "control_plane_client", "create_unless_exists", "run_client_command"]
 
@@ -27,6 +27,9 @@ def add_control_plane_args(p: argparse.ArgumentParser) -> None:
 def control_plane_client(args: argparse.Namespace, error: type[Exception], timeout: float = 10.0) -> Client:
     """The client of the control plane that :func:`add_control_plane_args` names; ``error`` (a usage error) when
     its kubeconfig cannot be used."""
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError
+
     try:
         return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=timeout)
     except KubeconfigError as e:
@@ -36,6 +39,8 @@ def control_plane_client(args: argparse.Namespace, error: type[Exception], timeo
 async def create_unless_exists(client: Client, res: Resource, obj: dict[str, Any],
                                namespace: str | None = None) -> dict[str, Any] | None:
     """Create ``obj``; None when an object of that name is there already (left as it is)."""
+    from flotilla.client import ApiException, is_already_exists
+
     try:
         return await client.create(res, obj, namespace)
     except ApiException as e:
@@ -49,6 +54,10 @@ def run_client_command(main: Callable[[], Coroutine[Any, Any, int | None]],
     """Run ``main()`` and return its exit code (None: 0). An error of ``usage_errors`` (its message says what to
     change), the control plane's answer or a connection that failed is printed as one line and exits 1; Ctrl-C
     exits 130."""
+    import asyncio
+
+    from flotilla.client import ApiException
+
     try:
         return int(asyncio.run(main()) or 0)
     except usage_errors as e:

@@ -18,7 +18,6 @@ that cannot be bound (in use) is reported and the process runs on without metric
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -35,6 +34,9 @@ from flotilla.cli.flags import keep_parser, usage_error
 from flotilla.observability.logs import progress_line
 from flotilla.runtime.options import DEFAULT_FEATURE_GATES, ControllerOptions
 from flotilla.signals import run_until_stopped
+
+if TYPE_CHECKING:
+    import asyncio
 
 if TYPE_CHECKING:
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
@@ -275,11 +277,9 @@ def options_from_args(args: argparse.Namespace) -> ControllerOptions:
 
 def known_controllers() -> list[str]:
     """Every controller name the registry declares, in start order (whether or not it is written yet)."""
-    from flotilla.runtime import registry
+    from flotilla.runtime.controller_names import declared_controller_names
 
-    declared = getattr(registry, "_CONTROLLERS", ())
-    names = [entry[0] for entry in declared]
-    return names or list(registry.CONTROLLERS)
+    return declared_controller_names()
 
 
 def available_controllers() -> list[str]:
@@ -445,6 +445,8 @@ def _say(message: str) -> None:
 
 async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool:
     """Create ``name`` if missing, retrying while the API server cannot be reached; False if stopped first."""
+    import asyncio
+
     from flotilla.cli.control_plane import create_unless_exists
     from flotilla.client import ApiException, is_not_found
     from flotilla.cluster.join import namespace_object
@@ -473,6 +475,8 @@ async def _ensure_namespace(client: Any, name: str, stop: asyncio.Event) -> bool
 
 async def _run_controllers(client: Any, cfg: Config, metrics: ControllerMetrics | None = None) -> None:
     """Start the ControllerManager and run it until cancelled; it is always stopped on the way out."""
+    import asyncio
+
     from flotilla.runtime.manager import ControllerManager
 
     manager = ControllerManager(client, cfg.options, controllers=cfg.controllers, metrics=metrics)
@@ -509,6 +513,8 @@ async def run(cfg: Config, stop: asyncio.Event | None = None, metrics: Controlle
     ``metrics``: the :class:`~flotilla.observability.metrics.ControllerMetrics` to record into and serve (a new
     one by default), kept across leadership terms.
     """
+    import asyncio
+
     from flotilla.client import Client
     from flotilla.observability.metrics import ControllerMetrics
 
@@ -534,6 +540,8 @@ async def run(cfg: Config, stop: asyncio.Event | None = None, metrics: Controlle
 
 
 async def _run_until(coro: Any, stop: asyncio.Event) -> int:
+    import asyncio
+
     task = asyncio.ensure_future(coro)
     stopper = asyncio.ensure_future(stop.wait())
     try:
@@ -552,6 +560,8 @@ async def _run_until(coro: Any, stop: asyncio.Event) -> int:
 
 async def _run_elected(client: Any, cfg: Config, stop: asyncio.Event,
                        metrics: ControllerMetrics | None = None) -> int:
+    import asyncio
+
     from flotilla.client.leaderelection import LeaderElector
 
     lease = f"{cfg.lease_namespace}/{cfg.lease_name}"

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from flotilla.storage.etcd import EtcdTLS
+if TYPE_CHECKING:
+    from flotilla.storage.etcd import EtcdTLS
 
 __all__ = ["add_etcd_tls_arguments", "etcd_tls_from_args"]
 
@@ -24,6 +26,8 @@ def add_etcd_tls_arguments(parser: argparse.ArgumentParser) -> None:
 def etcd_tls_from_args(args: argparse.Namespace, storage_url: str) -> EtcdTLS | None:
     """The TLS settings for ``storage_url`` from the flags (None: not an ``etcds://`` URL and no flag given).
     ValueError saying what to change: a file missing, a certificate without its key, flags without etcds://."""
+    from flotilla.storage.etcd import EtcdTLS
+
     cafile, certfile, keyfile = args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile
     if not storage_url.startswith("etcds://"):
         if cafile or certfile or keyfile:

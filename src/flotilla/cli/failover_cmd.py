@@ -22,26 +22,24 @@ Decisions (argument parsing, kind resolution, cluster choice, exit status, messa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import json
 import re
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
-
-import yaml
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
-from flotilla.client import ApiException, Client, ConnectionFailed, Resource, is_not_found
-from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.failover.preview import PURGE_MODE_GRACEFULLY, PreviewReport, preview, render_preview
-from flotilla.failover.state import PURGE_MODE_DIRECTLY, STATEFUL_FAILOVER_INJECTION_GATE, reflected_status
+from flotilla.failover.purge import PURGE_MODE_GRACEFULLY
 from flotilla.kube.objects import as_map
-from flotilla.policy.naming import generate_binding_name
-from flotilla.runtime.options import ControllerOptions
+
+if TYPE_CHECKING:
+    from flotilla.failover.preview import PreviewReport
+
+if TYPE_CHECKING:
+    from flotilla.client import Client, Resource
 
 __all__ = [
     "EXIT_BLOCKED",
@@ -100,6 +98,8 @@ class PreviewCommandError(Exception):
 
 def feature_gates(spec: str) -> dict[str, bool]:
     """``--feature-gates`` as the controller-manager reads it (``Name=true,Other=false``)."""
+    from flotilla.runtime.options import ControllerOptions
+
     options = ControllerOptions()
     try:
         options.set_gates(spec)
@@ -110,6 +110,8 @@ def feature_gates(spec: str) -> dict[str, bool]:
 
 def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``failover`` command group (``preview``, ``move``) to the ``flotilla`` command's sub-parsers."""
+    from flotilla.failover.state import PURGE_MODE_DIRECTLY
+
     group: argparse.ArgumentParser = subparsers.add_parser(
         "failover", help="inspect how workloads would fail over; move a workload to another cluster",
         description="Inspect how workloads would fail over between member clusters, or move one (planned move).",
@@ -175,6 +177,8 @@ class ApiResource:
 
     @property
     def resource(self) -> Resource:
+        from flotilla.client import Resource
+
         return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
 
     @property
@@ -284,6 +288,10 @@ def resolve_kind(text: str, resources: Sequence[ApiResource]) -> ApiResource:
 
 async def discover(client: Client) -> list[ApiResource]:
     """Every collection the control plane serves (legacy discovery, all group-versions)."""
+    import asyncio
+
+    from flotilla.client import ApiException, is_not_found
+
     core = await client.transport.discovery("/api")
     apis = await client.transport.discovery("/apis")
     gvs = group_versions(core, apis)
@@ -431,6 +439,8 @@ class PreviewResult:
 
 
 async def _get(client: Client, res: Resource, name: str, namespace: str | None, missing: str) -> dict[str, Any]:
+    from flotilla.client import ApiException, is_not_found
+
     try:
         return await client.get(res, name, namespace)
     except ApiException as e:
@@ -443,6 +453,10 @@ async def load_preview(client: Client, target: str, namespace: str | None, *, fr
                        to_cluster: str | None = None, gate: bool = True,
                        no_execute_taint_eviction_purge_mode: str = PURGE_MODE_GRACEFULLY) -> PreviewResult:
     """Read the workload and its binding and compute the preview; lookup errors raise PreviewCommandError."""
+    from flotilla.failover.preview import preview
+    from flotilla.failover.state import reflected_status
+    from flotilla.policy.naming import generate_binding_name
+
     kind_text, name = parse_target(target)
     res = resolve_kind(kind_text, await discover(client))
     ns = (namespace or client.namespace or "default") if res.namespaced else None
@@ -476,6 +490,10 @@ async def load_preview(client: Client, target: str, namespace: str | None, *, fr
 
 def render(result: PreviewResult, output: str) -> str:
     """The result in the ``-o`` format."""
+    import yaml
+
+    from flotilla.failover.preview import render_preview
+
     if output == "json":
         return json.dumps(result.to_dict(), indent=2) + "\n"
     if output == "yaml":
@@ -487,6 +505,11 @@ def render(result: PreviewResult, output: str) -> str:
 
 
 async def _main(args: argparse.Namespace) -> PreviewResult:
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError
+    from flotilla.failover.state import STATEFUL_FAILOVER_INJECTION_GATE
+    from flotilla.runtime.options import ControllerOptions
+
     try:
         client = Client.from_kubeconfig(args.kubeconfig, args.context, request_timeout=10.0)
     except KubeconfigError as e:
@@ -500,6 +523,10 @@ async def _main(args: argparse.Namespace) -> PreviewResult:
 
 def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO) -> int | None:
     """Run ``main``; None when it returned, else the exit status of the usage or lookup error it printed."""
+    import asyncio
+
+    from flotilla.client import ApiException, ConnectionFailed
+
     try:
         asyncio.run(main())
     except PreviewCommandError as e:
@@ -606,6 +633,7 @@ class _Target:
 
 async def _policy(client: Client, binding: Mapping[str, Any]) -> dict[str, Any] | None:
     from flotilla.api.resources import CLUSTER_PROPAGATION_POLICIES, PROPAGATION_POLICIES
+    from flotilla.client import ApiException
 
     annotations = as_map(as_map(binding.get("metadata")).get("annotations"))
     try:
@@ -622,7 +650,7 @@ async def _policy(client: Client, binding: Mapping[str, Any]) -> dict[str, Any] 
 
 def _preserved_state(binding: Mapping[str, Any], source: str) -> dict[str, str] | None:
     """The state the binding's cluster-failover rules preserve from ``source`` now (None: none, or it fails)."""
-    from flotilla.failover.state import StateExtractionError, extract_state, rules_of
+    from flotilla.failover.state import StateExtractionError, extract_state, reflected_status, rules_of
 
     spec = as_map(binding.get("spec"))
     rules = rules_of(as_map(spec.get("failover")), "cluster")
@@ -638,8 +666,9 @@ def _preserved_state(binding: Mapping[str, Any], source: str) -> dict[str, str] 
 async def _request_move(client: Client, args: argparse.Namespace, out: TextIO) -> _Target:
     from datetime import UTC, datetime
 
-    from flotilla.client import is_conflict
+    from flotilla.client import ApiException, is_conflict
     from flotilla.failover.moves import MoveRequestError, plan_move_request
+    from flotilla.policy.naming import generate_binding_name
 
     kind_text, name = parse_target(args.target)
     res = resolve_kind(kind_text, await discover(client))
@@ -678,6 +707,7 @@ async def _request_move(client: Client, args: argparse.Namespace, out: TextIO) -
 
 
 async def _follow_move(client: Client, target: _Target, to: str, wait_for: float, out: TextIO) -> None:
+    import asyncio
     import time
 
     from flotilla.failover.moves import PHASE_DONE, PHASE_FAILED, PHASE_SAVEPOINTING, parse_move
@@ -724,6 +754,9 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
 
 
 async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError
+
     try:
         client = Client.from_kubeconfig(args.kubeconfig, args.context, request_timeout=10.0)
     except KubeconfigError as e:

@@ -17,17 +17,17 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from flotilla.api.labels import TAINT_CLUSTER_OUT_OF_SERVICE, TAINT_EFFECT_NO_EXECUTE
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
 from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
-from flotilla.client import Client
-from flotilla.failover.fencing import (
-    OUT_OF_SERVICE_TAINT_EFFECT,
-    OUT_OF_SERVICE_TAINT_KEY,
-    fence_patch,
-    unfence_patch,
-)
+
+if TYPE_CHECKING:
+    pass
+
+if TYPE_CHECKING:
+    from flotilla.client import Client
 
 __all__ = [
     "FenceCommandError",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 Out = Callable[[str], None]
-TAINT = f"{OUT_OF_SERVICE_TAINT_KEY}:{OUT_OF_SERVICE_TAINT_EFFECT}"
+TAINT = f"{TAINT_CLUSTER_OUT_OF_SERVICE}:{TAINT_EFFECT_NO_EXECUTE}"  # failover.fencing's taint
 
 
 class FenceCommandError(Exception):
@@ -78,6 +78,8 @@ def add_fence_parsers(subparsers: Any) -> None:
 async def fence_cluster(cp: Client, name: str, *, now: datetime | None = None, out: Out = print,
                         warn: Out | None = None) -> bool:
     """Add the out-of-service taint to Cluster ``name``; False when it was already fenced."""
+    from flotilla.failover.fencing import fence_patch
+
     warn = warn or (lambda m: print(m, file=sys.stderr))
     stamp = now or datetime.now(UTC)
     changed = await update_cluster(cp, name, lambda c: fence_patch(c, stamp))
@@ -93,6 +95,8 @@ async def fence_cluster(cp: Client, name: str, *, now: datetime | None = None, o
 
 async def unfence_cluster(cp: Client, name: str, *, out: Out = print) -> bool:
     """Remove the out-of-service taint from Cluster ``name``; False when it was not fenced."""
+    from flotilla.failover.fencing import unfence_patch
+
     changed = await update_cluster(cp, name, unfence_patch)
     if not changed:
         out(f"cluster({name}) is not fenced")

@@ -17,28 +17,17 @@ The rows are computed by pure functions (:func:`cluster_row`, :func:`binding_row
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from flotilla.api import resources as R
-from flotilla.apiserver.builtin_kinds import human_age
-from flotilla.client import ApiException, Client, Resource, is_not_found
-from flotilla.client.kubeconfig import KubeconfigError
-from flotilla.failover.auto_fence import fence_reason
-from flotilla.failover.history import (
-    HISTORY_ANNOTATION,
-    PHASE_IN_PROGRESS,
-    PHASE_SUPERSEDED,
-    entries_of,
-    history_unreadable,
-)
 from flotilla.kube.objects import as_map
+
+if TYPE_CHECKING:
+    from flotilla.client import Client, Resource
 
 __all__ = ["add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "render_table",
            "work_row"]
@@ -104,6 +93,9 @@ def _taint(t: Mapping[str, Any]) -> str:
 
 
 def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
+    from flotilla.apiserver.builtin_kinds import human_age
+    from flotilla.failover.auto_fence import fence_reason
+
     meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
     taints = [_taint(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)]
     row = [str(meta.get("name") or ""), str(status.get("kubernetesVersion") or ""),
@@ -131,6 +123,8 @@ def _task(t: Mapping[str, Any], wide: bool) -> str:
 
 def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False,
                 namespaced: bool = False) -> list[str]:
+    from flotilla.apiserver.builtin_kinds import human_age
+
     meta, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
     resource = as_map(spec.get("resource"))
     target = f"{resource.get('kind')}/{resource.get('name')}"
@@ -157,6 +151,8 @@ BINDING_WIDE = ["NAME", "RESOURCE", "CLUSTERS", "EVICTING", "SCHEDULED", "FULLYA
 
 
 def work_row(work: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
+    from flotilla.apiserver.builtin_kinds import human_age
+
     meta, spec = as_map(work.get("metadata")), as_map(work.get("spec"))
     namespace = str(meta.get("namespace") or "")
     cluster = namespace.removeprefix("karmada-es-")
@@ -185,6 +181,8 @@ def _secs(value: Any) -> str | None:
 
 
 def _state_gap(entry: Mapping[str, Any]) -> str:
+    from flotilla.failover.history import PHASE_IN_PROGRESS
+
     gap = as_map(entry.get("stateGap"))
     records = gap.get("recordsReprocessed")
     counted = isinstance(records, int) and not isinstance(records, bool)
@@ -203,6 +201,9 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
                  wide: bool = False) -> list[str]:
     """One history entry: NAMESPACE, WORKLOAD, FROM, TO, TRIGGER, STARTED, TIME-TO-RUNNING, STATE-GAP (wide:
     PURGE-MODE, RESTORED-PATH, PRESERVED-STATE before STATE-GAP's successor columns)."""
+    from flotilla.apiserver.builtin_kinds import human_age
+    from flotilla.failover.history import PHASE_IN_PROGRESS, PHASE_SUPERSEDED
+
     meta = as_map(binding.get("metadata"))
     phase = entry.get("phase")
     if phase == PHASE_IN_PROGRESS:
@@ -258,6 +259,8 @@ def _as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | None) -> list[dict[str, Any]]:
+    from flotilla.client import ApiException, is_not_found
+
     if name is not None:
         try:
             return [await cp.get(res, name, namespace)]
@@ -278,6 +281,10 @@ def _object_name(kind: str, obj: Mapping[str, Any]) -> str:
 
 async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | None,
                          out: Callable[[str], None]) -> int:
+    import yaml
+
+    from flotilla.failover.history import HISTORY_ANNOTATION, entries_of, history_unreadable
+
     bindings = await _fetch(cp, R.RESOURCE_BINDINGS, None, namespace)
     if args.all_namespaces:
         bindings += await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, None, None)
@@ -311,6 +318,11 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
 
 
 async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    import yaml
+
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError
+
     kind = KINDS.get(args.kind.lower())
     if kind is None:
         raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb), works or failovers')
@@ -370,6 +382,10 @@ async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
 
 
 def run_get_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from flotilla.client import ApiException
+
     try:
         return asyncio.run(_get(args, print))
     except GetError as e:

@@ -11,23 +11,27 @@ unreachable) changes nothing: its age keeps growing, so the child is stopped eve
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import positive_duration
-from flotilla.failover.run_permit import PERMIT_NAME, PERMIT_NAMESPACE, PermitWatch
 from flotilla.signals import run_until_stopped, wait_or_kill
+
+if TYPE_CHECKING:
+    import asyncio
+
 
 #: exit code when the guard stopped the command because the permit went stale
 EXIT_FENCED = 3
 
 
 def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    from flotilla.api.agents import PERMIT_NAMESPACE
+
     p = subparsers.add_parser(
         "guard", help="run a command, killing it when the member's run permit goes stale",
         description="Run COMMAND as a child and stop it (SIGTERM, then SIGKILL) once the run permit that "
@@ -59,6 +63,7 @@ def _say(message: str) -> None:
 async def _read(client: Any, namespace: str) -> tuple[bool, dict[str, Any] | None]:
     """(read, permit): ``read`` False when the API could not answer (nothing is observed then)."""
     from flotilla.client import ApiException
+    from flotilla.failover.run_permit import PERMIT_NAME
     from flotilla.kube.resources import LEASES
 
     try:
@@ -76,7 +81,10 @@ async def _stop_child(proc: asyncio.subprocess.Process, grace: float) -> None:
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    import asyncio
+
     from flotilla.client import Client
+    from flotilla.failover.run_permit import PERMIT_NAME, PermitWatch
 
     command = list(args.command)
     if command and command[0] == "--":

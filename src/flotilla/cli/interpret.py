@@ -22,24 +22,15 @@ import argparse
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
 from flotilla.cli import goyaml
 from flotilla.cli.flags import run_alone
-from flotilla.interpreter import (
-    GVK,
-    CustomizationRegistry,
-    InterpreterError,
-    Operation,
-    ResourceInterpreter,
-    Source,
-    check_script,
-    parse_customization,
-    restore_input,
-)
-from flotilla.interpreter.customization import RIC_KIND
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["add_interpret_parser", "run_interpret", "main"]
 
@@ -65,6 +56,8 @@ _Loader.yaml_implicit_resolvers = {
 
 def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``interpret`` sub-command to ``subparsers`` (sets ``fn`` to :func:`run_interpret`)."""
+    from flotilla.interpreter.operations import Operation
+
     p: argparse.ArgumentParser = subparsers.add_parser(
         "interpret", help="run ResourceInterpreterCustomization scripts locally (test, validate)",
         description="Validate and test ResourceInterpreterCustomization Lua scripts before applying them: "
@@ -146,6 +139,8 @@ def _documents(name: str, recursive: bool = False, stdin: TextIO | None = None) 
 
 
 def _one_object(option: str, name: str, stdin: TextIO | None) -> dict[str, Any]:
+    from flotilla.interpreter import GVK, InterpreterError
+
     docs = list(_documents(name, stdin=stdin))
     if len(docs) != 1:
         raise UsageError(f"{option} {name} holds {len(docs)} objects; give exactly one")
@@ -197,6 +192,8 @@ def _status_items(name: str, stdin: TextIO | None) -> list[dict[str, Any]]:
 
 def _restore(args: argparse.Namespace, stdin: TextIO | None) -> dict[str, Any]:
     """The checked restore input of RestoreState, from ``--restore`` or ``--restore-file``."""
+    from flotilla.interpreter import InterpreterError, restore_input
+
     if args.restore and args.restore_file:
         raise UsageError("give the restore input once: --restore or --restore-file, not both")
     if args.restore:
@@ -246,6 +243,9 @@ def print_results(results: Sequence[tuple[str, Any]], out: TextIO) -> None:
 
 
 def _check(customizations: list[tuple[str, dict[str, Any]]], out: TextIO) -> int:
+    from flotilla.interpreter import InterpreterError, check_script, parse_customization
+    from flotilla.interpreter.operations import Operation
+
     failed = False
     for label, doc in customizations:
         out.write("-----------------------------------\n")
@@ -278,6 +278,17 @@ def _check(customizations: list[tuple[str, dict[str, Any]]], out: TextIO) -> int
 
 def _execute(args: argparse.Namespace, customizations: list[tuple[str, dict[str, Any]]], out: TextIO,
              err: TextIO, stdin: TextIO | None) -> int:
+    from flotilla.interpreter import (
+        GVK,
+        CustomizationRegistry,
+        InterpreterError,
+        ResourceInterpreter,
+        Source,
+        parse_customization,
+    )
+    from flotilla.interpreter.customization import RIC_KIND
+    from flotilla.interpreter.operations import Operation
+
     if not args.operation:
         raise UsageError("--operation is not set; use one of: " + ", ".join(o.value for o in Operation))
     try:

@@ -28,13 +28,14 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
 from flotilla.cli.flags import run_alone
-from flotilla.failover.state import similar_keys
-from flotilla.jsonpath import JSONPathError, JSONPathMissingKeyError, JSONPathSyntaxError, parse
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["add_jsonpath_parser", "main", "run_jsonpath"]
 
@@ -120,6 +121,9 @@ def _objects(documents: Sequence[Any]) -> Iterator[Any]:
 def run_jsonpath(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None,
                  stdin: TextIO | None = None) -> int:
     """Run the sub-command; returns the exit status."""
+    from flotilla.failover.state import similar_keys
+    from flotilla.jsonpath import JSONPathError, JSONPathMissingKeyError, JSONPathSyntaxError, parse
+
     out = out or sys.stdout
     err = err or sys.stderr
     try:

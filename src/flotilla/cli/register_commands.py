@@ -27,15 +27,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flotilla.apiserver.agent_scope import LEASE_NAMESPACE
-from flotilla.apiserver.agent_tokens import (
-    AGENT_TOKEN_NAMESPACE,
-    AGENT_TOKEN_SECRET_TYPE,
-    agent_token_secret,
-    agent_token_secret_name,
-)
 from flotilla.cli.argtypes import duration
 from flotilla.cli.cluster_commands import (
     ClusterCommandError,
@@ -44,9 +37,6 @@ from flotilla.cli.cluster_commands import (
     add_removal_args,
 )
 from flotilla.cli.control_plane import run_client_command
-from flotilla.client import ApiException, Client, is_already_exists, is_not_found
-from flotilla.client.kubeconfig import ClusterCredentials, KubeconfigError, load_kubeconfig, write_kubeconfig
-from flotilla.cluster.join import namespace_object
 from flotilla.cluster.register import (
     AgentFiles,
     agent_argv,
@@ -57,8 +47,12 @@ from flotilla.cluster.register import (
     existing_cluster_problem,
     register_name_problems,
 )
-from flotilla.kube.resources import LEASES, NAMESPACES, SECRETS
-from flotilla.runtime.members import CLUSTERS
+
+if TYPE_CHECKING:
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import (
+        ClusterCredentials,
+    )
 
 __all__ = ["add_register_parsers", "register_cluster", "run_register_command", "run_unregister_command",
            "unregister_cluster"]
@@ -113,6 +107,8 @@ def _karmada_args(p: argparse.ArgumentParser) -> None:
 
 
 def _control_plane_credentials(args: argparse.Namespace) -> ClusterCredentials:
+    from flotilla.client.kubeconfig import KubeconfigError, load_kubeconfig
+
     try:
         return load_kubeconfig(args.karmada_kubeconfig, args.karmada_context)
     except KubeconfigError as e:
@@ -148,6 +144,17 @@ def _running_agent(files: AgentFiles, name: str) -> int | None:
 async def register_cluster(cp: Client, cp_creds: ClusterCredentials, name: str, files: AgentFiles,
                            out: Out = print) -> None:
     """Make the agent's token: its Secret in the control plane, then the agent kubeconfig (0600)."""
+    from flotilla.apiserver.agent_tokens import (
+        AGENT_TOKEN_NAMESPACE,
+        AGENT_TOKEN_SECRET_TYPE,
+        agent_token_secret,
+    )
+    from flotilla.client import ApiException, is_already_exists
+    from flotilla.client.kubeconfig import write_kubeconfig
+    from flotilla.cluster.join import namespace_object
+    from flotilla.kube.resources import NAMESPACES, SECRETS
+    from flotilla.runtime.members import CLUSTERS
+
     cluster = await cp.get_or_none(CLUSTERS, name)
     problem = existing_cluster_problem(cluster, name)
     if problem:
@@ -209,6 +216,9 @@ def start_agent(argv: list[str], files: AgentFiles, *, settle: float = 1.5) -> i
 
 
 async def _register_main(args: argparse.Namespace) -> int:
+    from flotilla.client import Client
+    from flotilla.client.kubeconfig import KubeconfigError, load_kubeconfig
+
     problems = register_name_problems(args.name)
     if problems:
         raise ClusterCommandError("; ".join(problems))
@@ -262,6 +272,16 @@ def stop_agent(files: AgentFiles, name: str, *, within: float = 10.0) -> int | N
 
 async def unregister_cluster(cp: Client, name: str, files: AgentFiles, *, wait: float = 60.0,
                              force: bool = False, poll: float = 0.25, out: Out = print) -> None:
+    from flotilla.apiserver.agent_scope import LEASE_NAMESPACE
+    from flotilla.apiserver.agent_tokens import (
+        AGENT_TOKEN_NAMESPACE,
+        AGENT_TOKEN_SECRET_TYPE,
+        agent_token_secret_name,
+    )
+    from flotilla.client import ApiException, is_not_found
+    from flotilla.kube.resources import LEASES, SECRETS
+    from flotilla.runtime.members import CLUSTERS
+
     cluster = await cp.get_or_none(CLUSTERS, name)
     problem = existing_cluster_problem(cluster, name, unregistering=True)
     if problem:
@@ -304,6 +324,8 @@ async def unregister_cluster(cp: Client, name: str, files: AgentFiles, *, wait: 
 
 
 async def _unregister_main(args: argparse.Namespace) -> int:
+    from flotilla.client import Client
+
     cp_creds = _control_plane_credentials(args)
     files = agent_files(args.name, args.agent_kubeconfig)
     async with Client.from_credentials(cp_creds, request_timeout=args.timeout) as cp:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
 from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
@@ -23,7 +23,9 @@ from flotilla.cli.taint_spec import (
     parse_taint_args,
     split_resources_and_taints,
 )
-from flotilla.client import Client
+
+if TYPE_CHECKING:
+    from flotilla.client import Client
 
 __all__ = ["add_taint_parsers", "cordon_cluster", "taint_clusters"]
 

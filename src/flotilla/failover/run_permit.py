@@ -27,6 +27,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from flotilla.api.agents import PERMIT_NAME, PERMIT_NAMESPACE
 from flotilla.api.labels import MANAGED_LABEL, MANAGED_LABEL_VALUE
 from flotilla.failover.eviction import resolve_cluster_purge_mode
 from flotilla.failover.fencing import ObjectIdentity, stale_objects_on_recovery, wanted_identities
@@ -80,9 +81,6 @@ __all__ = [
 GUARDED_LABEL: Final = "guard.flotilla.io/guarded"
 GUARDED_LABEL_VALUE: Final = "true"
 GUARDED_SELECTOR: Final = f"{GUARDED_LABEL}={GUARDED_LABEL_VALUE},{MANAGED_LABEL}={MANAGED_LABEL_VALUE}"
-#: the run permit, in the member cluster
-PERMIT_NAMESPACE: Final = "flotilla-system"
-PERMIT_NAME: Final = "flotilla-run-permit"
 #: the agent's announcement of its guard, on its Cluster (Go durations)
 ANNOTATION_FENCE_AFTER: Final = "guard.flotilla.io/fence-after"
 ANNOTATION_PERMIT_HOLD: Final = "guard.flotilla.io/permit-hold"

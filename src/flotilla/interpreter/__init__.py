@@ -17,59 +17,41 @@ the built-in third-party rules (:mod:`~flotilla.interpreter.thirdparty`), then t
                                             "jobId": "<jobId>", "checkpointId": 42, "existed": False, "nonce": 1})
 """
 
-from flotilla.interpreter.customization import (
-    Customization,
-    CustomizationFailure,
-    CustomizationRegistry,
-    CustomizationRules,
-    parse_customization,
-)
-from flotilla.interpreter.dispatch import ResourceInterpreter, interpret
-from flotilla.interpreter.lua import DEFAULT_LIMITS, LuaLimits, check_script
-from flotilla.interpreter.native import prune_irrelevant_fields
-from flotilla.interpreter.operations import (
-    GVK,
-    HOOK_FIELDS,
-    KARMADA_OPERATIONS,
-    LUA_FUNCTIONS,
-    RESTORE_KINDS,
-    RESULT_NAMES,
-    HookNotFoundError,
-    InterpreterError,
-    InterpretResult,
-    LuaScriptError,
-    Operation,
-    ReplicaResult,
-    ResourceHealth,
-    Source,
-    restore_input,
-)
+from __future__ import annotations
 
-__all__ = [
-    "GVK",
-    "HOOK_FIELDS",
-    "KARMADA_OPERATIONS",
-    "LUA_FUNCTIONS",
-    "RESTORE_KINDS",
-    "RESULT_NAMES",
-    "DEFAULT_LIMITS",
-    "Customization",
-    "CustomizationFailure",
-    "CustomizationRegistry",
-    "CustomizationRules",
-    "HookNotFoundError",
-    "InterpretResult",
-    "InterpreterError",
-    "LuaLimits",
-    "LuaScriptError",
-    "Operation",
-    "ReplicaResult",
-    "ResourceHealth",
-    "ResourceInterpreter",
-    "Source",
-    "check_script",
-    "interpret",
-    "parse_customization",
-    "prune_irrelevant_fields",
-    "restore_input",
-]
+from flotilla.kube.lazy_exports import lazy_exports
+
+#: name -> the module that defines it, imported on first use (PEP 562): a command's parser that needs only
+#: :class:`~flotilla.interpreter.operations.Operation` must not load the Lua runtime
+_EXPORTS = {
+    "Customization": "customization",
+    "CustomizationFailure": "customization",
+    "CustomizationRegistry": "customization",
+    "CustomizationRules": "customization",
+    "parse_customization": "customization",
+    "ResourceInterpreter": "dispatch",
+    "interpret": "dispatch",
+    "DEFAULT_LIMITS": "lua",
+    "LuaLimits": "lua",
+    "check_script": "lua",
+    "prune_irrelevant_fields": "native",
+    "GVK": "operations",
+    "HOOK_FIELDS": "operations",
+    "KARMADA_OPERATIONS": "operations",
+    "LUA_FUNCTIONS": "operations",
+    "RESTORE_KINDS": "operations",
+    "RESULT_NAMES": "operations",
+    "HookNotFoundError": "operations",
+    "InterpreterError": "operations",
+    "InterpretResult": "operations",
+    "LuaScriptError": "operations",
+    "Operation": "operations",
+    "ReplicaResult": "operations",
+    "ResourceHealth": "operations",
+    "Source": "operations",
+    "restore_input": "operations",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -35,27 +35,11 @@ from typing import Any, Final
 
 from flotilla.apiserver.inprocess import in_process_client
 from flotilla.local.layout import DataDirError, Layout, StackRecord
+from flotilla.local.timings import LAPTOP_TIMINGS, NOT_READY_TAINT
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_TAINT_POLICY", "LAPTOP_TIMINGS", "LocalStack", "PortInUseError", "StackConfig"]
-
-#: Controller-manager timings for a laptop (seconds): a dead member is noticed within a few seconds rather
-#: than Karmada's ~40 s; the graceful-eviction timeout is 2 minutes instead of 10.
-LAPTOP_TIMINGS: Final[dict[str, float]] = {
-    "cluster_status_update_frequency": 1.0,
-    "cluster_success_threshold": 2.0,
-    "cluster_failure_threshold": 3.0,
-    "graceful_eviction_timeout": 120.0,
-    "cluster_api_timeout": 10.0,  # the controller-manager's default: a frozen member is seen failing after it
-    # Pull clusters: checked every second; the grace periods stay Karmada's, which an agent's default Lease
-    # (40 s, renewed every 10 s) needs
-    "cluster_monitor_period": 1.0,
-    "cluster_monitor_grace_period": 40.0,
-    "cluster_startup_grace_period": 60.0,
-    # a guarded Pull member is fenced after its announced permit-hold + fence-after + this margin
-    "fence_margin": 15.0,
-}
 
 #: Flink simulator settings: checkpoints every 2 s, progress in status (the member-side savepoint rule:
 #: StackConfig.savepoint_rule).
@@ -66,7 +50,6 @@ MEMBER_SIM_OPTIONS: Final[dict[str, str]] = {
     "flink_status_progress_interval": "1",
 }
 
-NOT_READY_TAINT: Final = "cluster.karmada.io/not-ready"
 DEFAULT_TAINT_POLICY_NAME: Final = "not-ready"
 
 

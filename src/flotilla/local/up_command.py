@@ -8,7 +8,6 @@ Running ``up`` again on the same data directory resumes the same state.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
@@ -16,14 +15,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import duration, seconds
 from flotilla.cli.flags import add_fencing_flags, keep_parser, usage_error
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
 from flotilla.local.layout import DataDirError, Layout
-from flotilla.local.stack import LAPTOP_TIMINGS, NOT_READY_TAINT, LocalStack, StackConfig
+from flotilla.local.timings import LAPTOP_TIMINGS, NOT_READY_TAINT
 from flotilla.signals import run_until_stopped
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from flotilla.local.stack import StackConfig
 
 __all__ = ["add_up_parsers", "run_down_command", "run_up_command"]
 
@@ -138,6 +142,8 @@ def _err(message: str) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> StackConfig:
+    from flotilla.local.stack import StackConfig
+
     if args.members < 1:
         raise ValueError("--members must be at least 1")
     if not 0 <= args.pull_members <= args.members:
@@ -219,6 +225,8 @@ def run_up_command(args: argparse.Namespace) -> int:
 
 
 def _foreground(cfg: StackConfig, layout: Layout) -> int:
+    from flotilla.local.stack import LocalStack
+
     async def main(stop: asyncio.Event) -> int:
         stack = LocalStack(cfg, say=lambda m: print(f"flotilla up: {m}", flush=True))
         try:

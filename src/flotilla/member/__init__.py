@@ -10,20 +10,25 @@
 * :mod:`flotilla.member.history` - running-interval recorder and the ``overlaps`` check.
 """
 
-from flotilla.member.history import HistoryRecorder, Interval, overlaps, read_history
-from flotilla.member.runner import MemberGroup
-from flotilla.member.simulated import MemberCluster, MemberConfig
-from flotilla.member.simulator import ResourceSimulator, Simulator, register_simulator
+from __future__ import annotations
 
-__all__ = [
-    "HistoryRecorder",
-    "Interval",
-    "MemberCluster",
-    "MemberConfig",
-    "MemberGroup",
-    "ResourceSimulator",
-    "Simulator",
-    "overlaps",
-    "read_history",
-    "register_simulator",
-]
+from flotilla.kube.lazy_exports import lazy_exports
+
+#: name -> the module that defines it, imported on first use (PEP 562): ``flotilla member --help`` and the other
+#: commands whose parser lives in this package must not load the simulators
+_EXPORTS = {
+    "HistoryRecorder": "history",
+    "Interval": "history",
+    "overlaps": "history",
+    "read_history": "history",
+    "MemberGroup": "runner",
+    "MemberCluster": "simulated",
+    "MemberConfig": "simulated",
+    "ResourceSimulator": "simulator",
+    "Simulator": "simulator",
+    "register_simulator": "simulator",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
 
 DEFAULT_DATA_DIR = ".flotilla-members"
 
@@ -162,8 +165,8 @@ AGENT_MODES = ("kill", "freeze", "thaw", "start")
 
 def _admin_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
-                   help=f"the members' --data-dir, where D/<name>/admin.json is (default {DEFAULT_DATA_DIR}; "
-                        "for flotilla up: D/members)")
+                   help=f"the --data-dir given to `flotilla up` or to `flotilla member`: D/<name>/admin.json or "
+                        f"D/members/<name>/admin.json is read (default {DEFAULT_DATA_DIR})")
     p.add_argument("--admin-url", default=None, help="the member process's admin endpoint (instead of admin.json)")
 
 
@@ -180,6 +183,8 @@ def member_names(args: argparse.Namespace) -> list[str]:
 
 
 def run_member_command(args: argparse.Namespace) -> int:
+    import asyncio
+
     from flotilla.member.runner import run_members
     from flotilla.member.simulated import MemberConfig
 

@@ -62,17 +62,36 @@ class AgentControl(Protocol):
 ControlPlaneHook = Callable[[str], Awaitable[dict[str, Any]]]
 
 
+#: where ``flotilla up`` keeps its members under its own data directory (``D/members``, flotilla.local.layout)
+UP_MEMBERS_DIR = "members"
+
+
 def admin_file(data_dir: Path, name: str) -> Path:
     return Path(data_dir) / name / "admin.json"
 
 
+def members_dirs(data_dir: Path) -> list[Path]:
+    """Where members' files may be for ``--data-dir D``: ``D`` itself (``flotilla member --data-dir D``), then
+    ``D/members`` (``flotilla up --data-dir D``)."""
+    return [Path(data_dir), Path(data_dir) / UP_MEMBERS_DIR]
+
+
+def _not_found_hint(data_dir: Path) -> str:
+    return (f"pass the --data-dir given to `flotilla up` or to `flotilla member` (now {data_dir}), and check that "
+            "it is running")
+
+
 def read_admin_file(data_dir: Path, name: str) -> dict[str, Any]:
-    path = admin_file(data_dir, name)
+    """Member ``name``'s admin file, under ``data_dir`` or ``data_dir/members`` (:func:`members_dirs`)."""
+    tried = [admin_file(d, name) for d in members_dirs(data_dir)]
+    path = next((t for t in tried if t.exists()), None)
+    if path is None:
+        raise FileNotFoundError(f"no admin file for member {name!r}: tried {' and '.join(map(str, tried))}; "
+                                + _not_found_hint(data_dir))
     try:
         data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} not found: is `flotilla member` running member {name!r} with "
-                                f"--data-dir {data_dir}?") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict) or "admin_url" not in data:
         raise ValueError(f"{path} is not a member admin file")
     return data
@@ -303,15 +322,16 @@ def admin_urls(data_dir: Path) -> list[str]:
     """The admin endpoints of the processes running the members of ``data_dir`` (one per process, in the order of
     the members' names), from their ``D/<name>/admin.json``."""
     urls: list[str] = []
-    for path in sorted(Path(data_dir).glob("*/admin.json")):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            url = read_admin_file(Path(data_dir), path.parent.name)["admin_url"]
-            if isinstance(url, str) and url not in urls:
-                urls.append(url)
-    if not urls:
-        raise FileNotFoundError(f"no member admin file (D/<name>/admin.json) under {data_dir}: is `flotilla up` or "
-                                "`flotilla member` running with that data directory?")
-    return urls
+    for directory in members_dirs(data_dir):
+        for path in sorted(directory.glob("*/admin.json")):
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                url = read_admin_file(directory, path.parent.name)["admin_url"]
+                if isinstance(url, str) and url not in urls:
+                    urls.append(url)
+        if urls:
+            return urls
+    tried = " and ".join(str(d / "<name>" / "admin.json") for d in members_dirs(data_dir))
+    raise FileNotFoundError(f"no member admin file: tried {tried}; {_not_found_hint(data_dir)}")
 
 
 def send_admin(url: str, path: str, body: dict[str, Any], *, what: str, timeout: float = 15.0) -> dict[str, Any]:

@@ -6,8 +6,10 @@ import argparse
 import importlib
 from typing import Any
 
+from flotilla.bench.choices import KIND_CHOICES
 from flotilla.cli.argtypes import positive_int, seconds
 from flotilla.cli.flags import add_command, add_fencing_flags, keep_parser
+from flotilla.reliability.fault_names import FAULT_WHAT
 
 #: trial -> (module, function) that runs it
 RUNNERS = {
@@ -23,8 +25,6 @@ def _trial_arguments(p: argparse.ArgumentParser, seed_of: str) -> None:
 
 
 def _workload_arguments(p: argparse.ArgumentParser) -> None:
-    from flotilla.bench.workloads import KIND_CHOICES
-
     p.add_argument("--members", type=int, default=3, help="simulated members, member1 fails (default 3)")
     p.add_argument("--kind", choices=KIND_CHOICES, default="mix", help="workload kind (default mix)")
     p.add_argument("--setup-timeout", type=float, default=600.0,
@@ -97,9 +97,7 @@ def add_soak_parsers(sub: Any) -> None:
     h.add_argument("--timeout", type=float, default=300.0, help="seconds each step may take (default 300)")
     _output_arguments(h, "the trial", "the trial's")
 
-    from flotilla.reliability.partition import FAULTS
-
-    fault_list = "\n".join(f"  {f.name:22} {f.what}" for f in FAULTS.values())
+    fault_list = "\n".join(f"  {name:22} {what}" for name, what in FAULT_WHAT.items())
     pp = add_command(
         ssub, "partition", help="randomized partitions and agent, member faults against guarded Pull members",
         description="Start `flotilla up --guard` with every member in Pull mode (short fencing timings). Per trial: "

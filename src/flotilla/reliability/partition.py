@@ -36,6 +36,7 @@ from flotilla.api.agents import LEASE_NAMESPACE
 from flotilla.bench.workloads import JOB_LABEL
 from flotilla.failover.fencing import is_fenced
 from flotilla.member.flink_model import ANN_RESTORED_FROM
+from flotilla.reliability.fault_names import FAULT_WHAT
 from flotilla.reliability.trial_checks import (
     WorkloadOutcome,
     counts_by_member,
@@ -193,18 +194,18 @@ def _api_outage(rng: random.Random, t: Timings) -> float:
 
 #: The faults a trial draws from: name -> Fault. ``members`` members are chosen for it from the seed.
 FAULTS: Final[dict[str, Fault]] = {f.name: f for f in (
-    Fault("partition", "cut one member's link to the control plane both ways", 1, _partition, _recover,
+    Fault("partition", FAULT_WHAT["partition"], 1, _partition, _recover,
           _past_failover, weight=4),
-    Fault("partition-near-bound", "a partition healed around the moment the fence is due", 1, _partition,
+    Fault("partition-near-bound", FAULT_WHAT["partition-near-bound"], 1, _partition,
           _recover, _around_bound, weight=2, until_moved=False),
-    Fault("partition-two", "two members cut off at once", 2, _partition, _recover, _beyond_bound),
-    Fault("agent-kill", "kill -9 of the member's agent (flotilla up starts it again)", 1, _kill_agent, _nothing,
+    Fault("partition-two", FAULT_WHAT["partition-two"], 2, _partition, _recover, _beyond_bound),
+    Fault("agent-kill", FAULT_WHAT["agent-kill"], 1, _kill_agent, _nothing,
           _brief, until_moved=False),
-    Fault("agent-freeze", "the agent SIGSTOPped, then SIGCONTinued", 1, _freeze_agent, _thaw_agent,
+    Fault("agent-freeze", FAULT_WHAT["agent-freeze"], 1, _freeze_agent, _thaw_agent,
           _up_to_failover),
-    Fault("member-down", "the member's API refuses connections while its agent runs", 1, _down, _recover,
+    Fault("member-down", FAULT_WHAT["member-down"], 1, _down, _recover,
           _api_outage),
-    Fault("member-off", "the member powered off (API gone, workloads stopped)", 1, _off, _recover, _api_outage),
+    Fault("member-off", FAULT_WHAT["member-off"], 1, _off, _recover, _api_outage),
 )}
 
 
