@@ -21,37 +21,15 @@ from __future__ import annotations
 
 from flotilla.kube.lazy_exports import lazy_exports
 
-#: name -> the module that defines it, imported on first use (PEP 562): a command's parser that needs only
+#: sub-module -> the names it defines, imported on first use (PEP 562): a command's parser that needs only
 #: :class:`~flotilla.interpreter.operations.Operation` must not load the Lua runtime
-_EXPORTS = {
-    "Customization": "customization",
-    "CustomizationFailure": "customization",
-    "CustomizationRegistry": "customization",
-    "CustomizationRules": "customization",
-    "parse_customization": "customization",
-    "ResourceInterpreter": "dispatch",
-    "interpret": "dispatch",
-    "DEFAULT_LIMITS": "lua",
-    "LuaLimits": "lua",
-    "check_script": "lua",
-    "prune_irrelevant_fields": "native",
-    "GVK": "operations",
-    "HOOK_FIELDS": "operations",
-    "KARMADA_OPERATIONS": "operations",
-    "LUA_FUNCTIONS": "operations",
-    "RESTORE_KINDS": "operations",
-    "RESULT_NAMES": "operations",
-    "HookNotFoundError": "operations",
-    "InterpreterError": "operations",
-    "InterpretResult": "operations",
-    "LuaScriptError": "operations",
-    "Operation": "operations",
-    "ReplicaResult": "operations",
-    "ResourceHealth": "operations",
-    "Source": "operations",
-    "restore_input": "operations",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, {
+    "customization": ("Customization", "CustomizationFailure", "CustomizationRegistry", "CustomizationRules",
+                      "parse_customization"),
+    "dispatch": ("ResourceInterpreter", "interpret"),
+    "lua": ("DEFAULT_LIMITS", "LuaLimits", "check_script"),
+    "native": ("prune_irrelevant_fields",),
+    "operations": ("GVK", "HOOK_FIELDS", "KARMADA_OPERATIONS", "LUA_FUNCTIONS", "RESTORE_KINDS", "RESULT_NAMES",
+                   "HookNotFoundError", "InterpreterError", "InterpretResult", "LuaScriptError", "Operation",
+                   "ReplicaResult", "ResourceHealth", "Source", "restore_input"),
+})

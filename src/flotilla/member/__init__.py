@@ -14,21 +14,11 @@ from __future__ import annotations
 
 from flotilla.kube.lazy_exports import lazy_exports
 
-#: name -> the module that defines it, imported on first use (PEP 562): ``flotilla member --help`` and the other
+#: sub-module -> the names it defines, imported on first use (PEP 562): ``flotilla member --help`` and the other
 #: commands whose parser lives in this package must not load the simulators
-_EXPORTS = {
-    "HistoryRecorder": "history",
-    "Interval": "history",
-    "overlaps": "history",
-    "read_history": "history",
-    "MemberGroup": "runner",
-    "MemberCluster": "simulated",
-    "MemberConfig": "simulated",
-    "ResourceSimulator": "simulator",
-    "Simulator": "simulator",
-    "register_simulator": "simulator",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __all__ = lazy_exports(__name__, {
+    "history": ("HistoryRecorder", "Interval", "overlaps", "read_history"),
+    "runner": ("MemberGroup",),
+    "simulated": ("MemberCluster", "MemberConfig"),
+    "simulator": ("ResourceSimulator", "Simulator", "register_simulator"),
+})
