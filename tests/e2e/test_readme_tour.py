@@ -8,7 +8,7 @@ default port 6443, which another process may hold). Each step's assertion is abo
 1. ``flotilla up --detach``; ``kubectl get clusters`` lists member1..3 Ready;
 2. ``kubectl apply -f examples/tour/`` creates the PropagationPolicy and the Deployment without a warning;
    ``kubectl --context member1 get deploy`` shows ``web`` 2/2; ``flotilla get bindings`` places it on member1;
-3. ``flotilla sim fault member1 --mode off --data-dir .flotilla/members``: ``flotilla get clusters`` shows member1
+3. ``flotilla sim fault member1 --mode off --data-dir .flotilla``: ``flotilla get clusters`` shows member1
    not Ready with the ``cluster.karmada.io/not-ready:NoExecute`` taint; ``flotilla get bindings -o wide`` shows the
    eviction task from member1 (Directly) with the preserved replica count, and member2 as the new placement; no copy
    runs in member2 yet (Directly waits until member1 is known to be gone);
@@ -129,7 +129,7 @@ def tour(sh: Shell) -> None:
                "flotilla get bindings: web on member1")
 
     # 3. member1 loses power: not Ready, tainted, evicted with its state; Directly waits
-    r = sh.run("flotilla", "sim", "fault", "member1", "--mode", "off", "--data-dir", ".flotilla/members")
+    r = sh.run("flotilla", "sim", "fault", "member1", "--mode", "off", "--data-dir", ".flotilla")
     assert '"mode": "off"' in r.stdout, r.stdout
 
     def member1_tainted() -> None:
@@ -151,7 +151,7 @@ def tour(sh: Shell) -> None:
     binding({"CLUSTERS": "member2:2"})
 
     # 5. member1 comes back: Ready, no taint, and its stale copy is deleted
-    sh.run("flotilla", "sim", "fault", "member1", "--mode", "recover", "--data-dir", ".flotilla/members")
+    sh.run("flotilla", "sim", "fault", "member1", "--mode", "recover", "--data-dir", ".flotilla")
     r = sh.run("flotilla", "unfence", "member1")
     assert "cluster(member1) unfenced" in r.stdout, r.stdout
 
