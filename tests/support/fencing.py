@@ -161,7 +161,9 @@ class Stack:
     # ------------------------------------------------------------------ workloads
     def place_jobs(self, homes: dict[str, str]) -> None:
         """One guarded job (FlinkDeployment, purgeMode Directly, job id preserved) per entry, placed on its home
-        member; its only other choice is a Push member, so only a fence moves it (it tolerates not-ready)."""
+        member; its only other choice is a Push member, so only a fence moves it (it tolerates not-ready). Each is
+        running and has completed a checkpoint on return: a job lost before its first checkpoint has nothing to
+        resume from, and its new copy is held (D20) rather than started empty."""
         docs = []
         for job, home in homes.items():
             docs += [flink_deployment(job), job_policy(job, home, self.push)]
@@ -169,7 +171,16 @@ class Stack:
         for job, home in homes.items():
             self.eventually(lambda job=job, home=home: _equal(self.job_state(home, job), "RUNNING"),
                             f"{job} RUNNING in {home}", timeout=60)
+            self.eventually(lambda job=job, home=home: _checkpointed(self.job_annotations(home, job)),
+                            f"a checkpoint of {job} in {home}", timeout=60)
             self.jobs[job] = home
+
+    def job_annotations(self, member: str, job: str) -> dict[str, str]:
+        """The annotations of the job's copy in ``member`` ({} when it has none)."""
+        r = self.members[member].run("get", "flinkdeployments", job, "-n", NS, "-o", "json", check=False)
+        if r.returncode != 0:
+            return {}
+        return dict((json.loads(r.stdout).get("metadata") or {}).get("annotations") or {})
 
     def rehome(self, watch: Any) -> None:
         """The jobs a :class:`~tests.support.fencing_watch.Watch` saw move live in their new member from now on."""
@@ -282,6 +293,11 @@ def heal_and_unfence(stack: Stack, names: Iterable[str]) -> None:
             assert ready is not None and ready["status"] == "True", (name, ready)
             assert not (clusters[name]["spec"].get("taints") or []), (name, clusters[name]["spec"])
     stack.eventually(ready_untainted, f"{names} Ready and untainted after flotilla unfence", timeout=40)
+
+
+def _checkpointed(annotations: dict[str, str]) -> None:
+    last = annotations.get("sim.flotilla.io/last-checkpoint") or "none"
+    assert last != "none", "no checkpoint completed yet"
 
 
 def _equal(got: object, want: object) -> None:
