@@ -8,12 +8,20 @@ the command only reads them from the control plane (the same ``--kubeconfig``/``
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from flotilla.cli.get_command import _list, _taint, render_table
+from flotilla.cli.flags import add_command
+from flotilla.cli.get_command import (
+    GetError,
+    _list,
+    _taint,
+    add_control_plane_flags,
+    open_control_plane,
+    render_table,
+    run_control_plane_command,
+)
 from flotilla.kube.objects import as_map
 
 __all__ = ["add_describe_parser", "describe_binding", "describe_cluster", "render_events"]
@@ -27,25 +35,16 @@ KINDS: dict[str, str] = {
 #: the namespace of the Pull agents' Leases, each named after its cluster
 LEASE_NAMESPACE = "karmada-cluster"
 
-DESCRIBE_EPILOG = """\
-examples:
-  flotilla describe cluster member1                 # readiness, taints, fencing, agent lease, events
-  flotilla describe binding web-deployment -n default
-"""
-
-
 def add_describe_parser(sub: Any) -> None:
-    d = sub.add_parser("describe", help="show one cluster or binding in detail, with its events",
-                       description="Show one Cluster or ResourceBinding in detail, with the Events about it, as "
-                                   "kubectl describe does.",
-                       epilog=DESCRIBE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = add_command(sub, "describe", help="show one cluster or binding in detail, with its events",
+                    description="Show one Cluster or ResourceBinding in detail, with the Events about it, as "
+                                "kubectl describe does.",
+                    examples=["flotilla describe cluster member1    # readiness, taints, fencing, agent lease, events",
+                              "flotilla describe binding web-deployment -n default"])
     d.add_argument("kind", help="cluster or binding (rb)")
     d.add_argument("name", help="the object's name")
     d.add_argument("-n", "--namespace", default=None, help="namespace of a binding (default: the context's)")
-    d.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    d.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
+    add_control_plane_flags(d)
     d.set_defaults(fn=run_describe_command)
 
 
@@ -181,10 +180,6 @@ def describe_binding(binding: Mapping[str, Any], events: Sequence[Mapping[str, A
 # ============================================================================================ command
 
 
-class DescribeError(Exception):
-    pass
-
-
 async def _events(cp: Any, kind: str, name: str, namespace: str) -> list[dict[str, Any]]:
     from flotilla.kube.resources import EVENTS
 
@@ -194,22 +189,17 @@ async def _events(cp: Any, kind: str, name: str, namespace: str) -> list[dict[st
 
 async def _describe(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     from flotilla.api import resources as R
-    from flotilla.client import Client
-    from flotilla.client.kubeconfig import KubeconfigError
     from flotilla.kube.resources import LEASES
 
     kind = KINDS.get(args.kind.lower())
     if kind is None:
-        raise DescribeError(f'unknown kind "{args.kind}": use cluster or binding')
-    try:
-        cp = Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
-    except KubeconfigError as e:
-        raise DescribeError(f"control plane: {e} (pass --kubeconfig)") from None
+        raise GetError(f'unknown kind "{args.kind}": use cluster or binding')
+    cp = open_control_plane(args)
     async with cp:
         if kind == "cluster":
             cluster = await cp.get_or_none(R.CLUSTERS, args.name)
             if cluster is None:
-                raise DescribeError(f'Error from server (NotFound): clusters.cluster.karmada.io "{args.name}" '
+                raise GetError(f'Error from server (NotFound): clusters.cluster.karmada.io "{args.name}" '
                                     "not found")
             lease = None
             if as_map(cluster.get("spec")).get("syncMode") == "Pull":
@@ -220,33 +210,11 @@ async def _describe(args: argparse.Namespace, out: Callable[[str], None]) -> int
         namespace = args.namespace or cp.namespace or "default"
         binding = await cp.get_or_none(R.RESOURCE_BINDINGS, args.name, namespace)
         if binding is None:
-            raise DescribeError(f'Error from server (NotFound): resourcebindings.work.karmada.io "{args.name}" '
+            raise GetError(f'Error from server (NotFound): resourcebindings.work.karmada.io "{args.name}" '
                                 "not found")
         out(describe_binding(binding, await _events(cp, "ResourceBinding", args.name, namespace)))
         return 0
 
 
 def run_describe_command(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from flotilla.client import ApiException
-
-    try:
-        return asyncio.run(_describe(args, print))
-    except DescribeError as e:
-        text = str(e)
-        print(text if text.startswith("Error from server") else f"error: {text}", file=sys.stderr)
-    except ApiException as e:
-        if e.status == 0:  # no response: ConnectionFailed, Timeout
-            print(f"error: cannot reach the control plane: {e.message} (pass --kubeconfig of a running control "
-                  "plane, or --context)", file=sys.stderr)
-        else:
-            print(f"error: the control plane answered: {e}", file=sys.stderr)
-    except BrokenPipeError:
-        return 0
-    except OSError as e:
-        print(f"error: cannot reach the control plane: {e} (pass --kubeconfig of a running control plane, or "
-              "--context)", file=sys.stderr)
-    except KeyboardInterrupt:
-        return 130
-    return 1
+    return run_control_plane_command(_describe, args)
