@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_get_parser(sub)  # `flotilla get clusters|bindings|works`
 
+    from flotilla.cli.describe_command import add_describe_parser
+
+    add_describe_parser(sub)  # `flotilla describe cluster|binding NAME`
+
     from flotilla.local.demo_command import add_demo_parser
 
     add_demo_parser(sub)  # `flotilla demo` (what `make demo` runs)

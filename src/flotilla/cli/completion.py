@@ -1,6 +1,6 @@
 """``flotilla completion bash|zsh``: a shell completion script generated from the argparse parser itself: the
 sub-commands (and theirs), each one's flags, the choices of a positional argument, and the resource words of
-``get``."""
+``get`` and ``describe``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ __all__ = ["add_completion_parser", "command_words", "render_bash", "render_zsh"
 
 #: words completed after ``flotilla get`` (the kinds :mod:`flotilla.cli.get_command` shows)
 GET_RESOURCES = ("clusters", "bindings", "works", "failovers")
+#: words completed after ``flotilla describe`` (the kinds :mod:`flotilla.cli.describe_command` shows)
+DESCRIBE_RESOURCES = ("cluster", "binding")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -37,6 +39,8 @@ def command_words(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -
             words += [str(c) for c in action.choices]
     if path == ("get",):
         words = [*GET_RESOURCES, *words]
+    elif path == ("describe",):
+        words = [*DESCRIBE_RESOURCES, *words]
     yield " ".join(path), list(dict.fromkeys(words))
     for name, sub in subs.items():
         yield from command_words(sub, (*path, name))

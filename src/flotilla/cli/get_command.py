@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +29,8 @@ from flotilla.kube.objects import as_map
 if TYPE_CHECKING:
     from flotilla.client import Client, Resource
 
-__all__ = ["add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "render_table",
-           "work_row"]
+__all__ = ["GetError", "add_control_plane_flags", "add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "open_control_plane",
+           "render_table", "run_control_plane_command", "work_row"]
 
 KINDS: dict[str, str] = {
     "cluster": "clusters", "clusters": "clusters",
@@ -66,11 +66,16 @@ def add_get_parser(sub: Any) -> None:
                    help="bindings/works/failovers of every namespace")
     g.add_argument("-o", "--output", default="", choices=["", "wide", "yaml", "json", "name"],
                    help="wide, yaml, json or name")
-    g.add_argument("--kubeconfig", default=None,
-                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
-    g.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
-                   help="context in --kubeconfig (default: current)")
+    add_control_plane_flags(g)
     g.set_defaults(fn=run_get_command)
+
+
+def add_control_plane_flags(p: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context`` (``--karmada-context``): where :func:`open_control_plane` looks."""
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig of the control plane (default: $KUBECONFIG, else ~/.kube/config)")
+    p.add_argument("--karmada-context", "--context", dest="karmada_context", default=None,
+                   help="context in --kubeconfig (default: current)")
 
 
 # ============================================================================================ rows (pure)
@@ -317,19 +322,25 @@ async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | 
     return 0
 
 
-async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    import yaml
-
+def open_control_plane(args: argparse.Namespace) -> Client:
+    """The client of the control plane named by :func:`add_control_plane_flags`; :class:`GetError` when the
+    kubeconfig cannot be used."""
     from flotilla.client import Client
     from flotilla.client.kubeconfig import KubeconfigError
+
+    try:
+        return Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
+    except KubeconfigError as e:
+        raise GetError(f"control plane: {e} (use --kubeconfig)") from None
+
+
+async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    import yaml
 
     kind = KINDS.get(args.kind.lower())
     if kind is None:
         raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb), works or failovers')
-    try:
-        cp = Client.from_kubeconfig(args.kubeconfig, args.karmada_context, request_timeout=10.0)
-    except KubeconfigError as e:
-        raise GetError(f"control plane: {e} (use --kubeconfig)") from None
+    cp = open_control_plane(args)
     wide = args.output == "wide"
     namespace = None if args.all_namespaces else (args.namespace or cp.namespace or "default")
     async with cp:
@@ -382,20 +393,34 @@ async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
 
 
 def run_get_command(args: argparse.Namespace) -> int:
+    return run_control_plane_command(_get, args)
+
+
+def run_control_plane_command(command: Callable[[argparse.Namespace, Callable[[str], None]], Awaitable[int]],
+                              args: argparse.Namespace) -> int:
+    """Run ``command(args, print)`` and turn its errors into a message on stderr and exit status 1, as kubectl:
+    a :class:`GetError` (``Error from server ...`` as it is, others after ``error: ``), an error the control plane
+    answered, or no answer at all (then what to pass: ``--kubeconfig``)."""
     import asyncio
 
     from flotilla.client import ApiException
 
     try:
-        return asyncio.run(_get(args, print))
+        return asyncio.run(command(args, print))
     except GetError as e:
-        print(f"error: {e}", file=sys.stderr)
+        text = str(e)
+        print(text if text.startswith("Error from server") else f"error: {text}", file=sys.stderr)
     except ApiException as e:
-        print(f"error: the control plane answered: {e}", file=sys.stderr)
+        if e.status == 0:  # no response: ConnectionFailed, Timeout
+            print(f"error: cannot reach the control plane: {e.message} (pass --kubeconfig of a running control "
+                  "plane, or --context)", file=sys.stderr)
+        else:
+            print(f"error: the control plane answered: {e}", file=sys.stderr)
     except BrokenPipeError:  # the reader went away (`| head`)
         return 0
     except OSError as e:
-        print(f"error: cannot reach the control plane: {e}", file=sys.stderr)
+        print(f"error: cannot reach the control plane: {e} (pass --kubeconfig of a running control plane, or "
+              "--context)", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     return 1
