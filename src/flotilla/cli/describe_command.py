@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from flotilla.api.agents import LEASE_NAMESPACE
 from flotilla.cli.flags import add_command
 from flotilla.cli.get_command import (
     GetError,
@@ -32,8 +33,6 @@ KINDS: dict[str, str] = {
     "resourcebindings": "binding",
 }
 
-#: the namespace of the Pull agents' Leases, each named after its cluster
-LEASE_NAMESPACE = "karmada-cluster"
 
 def add_describe_parser(sub: Any) -> None:
     d = add_command(sub, "describe", help="show one cluster or binding in detail, with its events",
