@@ -887,7 +887,7 @@ class ResourceStorage:
         key = self._key(rt, namespace, name)
         for attempt in range(_RETRIES):
             # the first attempt may start from the store's newest known value (no round trip); an attempt that
-            # does not end in a compare-and-swap on it is made again from a read (see _Unconfirmed)
+            # does not end in a compare-and-swap on it is made again from a read (see Store.peek)
             kv = self.store.peek(key) if attempt == 0 else None
             peeked = kv is not None
             if kv is None:

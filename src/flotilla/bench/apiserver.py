@@ -8,7 +8,7 @@ For each backend (memory, sqlite, etcd):
    sequential updates (write-to-receipt latency of a lone writer).
 2. **http** - a ``flotilla apiserver`` on that backend in a separate process (a subprocess on a
    free port, so the load generator does not share its interpreter, GIL or CPU accounting) and
-   ``--concurrency`` clients, each its own aiohttp session with one connection: POST
+   ``--concurrency`` clients, each its own aiohttp client with one connection: POST
    ``--objects`` ConfigMaps of ~2 KB, GET each, PUT each (optimistic concurrency, with a watch
    opened before the PUTs that must receive every update), and LIST the namespace.
 
@@ -345,19 +345,19 @@ def _check(status: int, body: bytes, want: int, what: str) -> None:
 
 async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
                      pids: dict[str, int]) -> dict[str, Any]:
-    """POST, GET, PUT (watched) and LIST ``n`` ConfigMaps with ``concurrency`` client sessions."""
-    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=300),
-                                      timeout=aiohttp.ClientTimeout(total=120))
-                for _ in range(max(1, min(concurrency, n)))]
-    watch_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None))
+    """POST, GET, PUT (watched) and LIST ``n`` ConfigMaps with ``concurrency`` clients."""
+    clients = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1, keepalive_timeout=300),
+                                     timeout=aiohttp.ClientTimeout(total=120))
+               for _ in range(max(1, min(concurrency, n)))]
+    watch_client = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None))
     json_headers = {"Content-Type": "application/json", "Accept": "application/json"}
     base = f"{base_url}/api/v1/namespaces/{namespace}/configmaps"
     errors: list[str] = []
-    result: dict[str, Any] = {"namespace": namespace, "clients": len(sessions)}
+    result: dict[str, Any] = {"namespace": namespace, "clients": len(clients)}
     try:
-        async with sessions[0].post(f"{base_url}/api/v1/namespaces", headers=json_headers,
-                                    data=orjson.dumps({"apiVersion": "v1", "kind": "Namespace",
-                                                       "metadata": {"name": namespace}})) as resp:
+        async with clients[0].post(f"{base_url}/api/v1/namespaces", headers=json_headers,
+                                   data=orjson.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": namespace}})) as resp:
             _check(resp.status, await resp.read(), 201, f"create namespace {namespace}")
 
         async def phase(name: str, work: Callable[[aiohttp.ClientSession, int], Awaitable[None]],
@@ -365,11 +365,11 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
             lat: list[float] = []
             indices = iter(range(n))
 
-            async def worker(session: aiohttp.ClientSession) -> None:
+            async def worker(client: aiohttp.ClientSession) -> None:
                 for i in indices:
                     t0 = time.perf_counter()
                     try:
-                        await work(session, i)
+                        await work(client, i)
                     except Exception as exc:
                         errors.append(f"{name} {i}: {exc}")
                         continue
@@ -377,7 +377,7 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
 
             cpu = CpuWindow(pids)
             t0 = time.perf_counter()
-            await asyncio.gather(*(worker(s) for s in sessions))  # one session per worker
+            await asyncio.gather(*(worker(s) for s in clients))  # one client per worker
             wall = time.perf_counter() - t0
             result[name] = {"count": n, "seconds": round(wall, 3), "per_second": _rate(len(lat), wall),
                             **_latency(lat), "errors": n - len(lat), "cpu_cores": cpu.stop().cores, **(extra or {})}
@@ -387,8 +387,8 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
         result["object_bytes"] = len(bodies[0])
         rvs = [0] * n
 
-        async def post(session: aiohttp.ClientSession, i: int) -> None:
-            async with session.post(base, data=bodies[i], headers=json_headers) as resp:
+        async def post(client: aiohttp.ClientSession, i: int) -> None:
+            async with client.post(base, data=bodies[i], headers=json_headers) as resp:
                 body = await resp.read()
                 _check(resp.status, body, 201, "POST")
             rvs[i] = int(orjson.loads(body)["metadata"]["resourceVersion"])
@@ -397,8 +397,8 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
 
         objects: list[dict[str, Any]] = [{} for _ in range(n)]
 
-        async def get(session: aiohttp.ClientSession, i: int) -> None:
-            async with session.get(f"{base}/cm-{i:06d}", headers=json_headers) as resp:
+        async def get(client: aiohttp.ClientSession, i: int) -> None:
+            async with client.get(f"{base}/cm-{i:06d}", headers=json_headers) as resp:
                 body = await resp.read()
                 _check(resp.status, body, 200, "GET")
             objects[i] = orjson.loads(body)
@@ -409,7 +409,7 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
         issued: dict[str, float] = {}
         tally = WatchTally(n)
         start_rv = max(rvs, default=0)
-        watch_resp = await watch_session.get(f"{base}?watch=1&resourceVersion={start_rv}&timeoutSeconds=600")
+        watch_resp = await watch_client.get(f"{base}?watch=1&resourceVersion={start_rv}&timeoutSeconds=600")
         _check(watch_resp.status, b"", 200, "WATCH")
         kinds: dict[str, int] = {}
 
@@ -430,12 +430,12 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
 
         reader = asyncio.create_task(read_watch())
 
-        async def put(session: aiohttp.ClientSession, i: int) -> None:
+        async def put(client: aiohttp.ClientSession, i: int) -> None:
             obj = objects[i]
             obj["data"]["key0"] = f"updated-{i}"
             data = orjson.dumps(obj)
             issued[obj["metadata"]["name"]] = time.perf_counter()
-            async with session.put(f"{base}/cm-{i:06d}", data=data, headers=json_headers) as resp:
+            async with client.put(f"{base}/cm-{i:06d}", data=data, headers=json_headers) as resp:
                 body = await resp.read()
                 _check(resp.status, body, 200, "PUT")
 
@@ -460,7 +460,7 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
         cpu = CpuWindow(pids)
         for _ in range(LIST_RUNS):
             t0 = time.perf_counter()
-            async with sessions[0].get(base, headers=json_headers) as resp:
+            async with clients[0].get(base, headers=json_headers) as resp:
                 body = await resp.read()
                 _check(resp.status, body, 200, "LIST")
             runs.append(time.perf_counter() - t0)
@@ -469,8 +469,8 @@ async def http_phase(base_url: str, n: int, concurrency: int, namespace: str,
                           "median_ms": _ms(sorted(runs)[len(runs) // 2]), "runs": LIST_RUNS,
                           "cpu_cores": cpu.stop().cores}
     finally:
-        await watch_session.close()
-        for s in sessions:
+        await watch_client.close()
+        for s in clients:
             await s.close()
     result["errors"] = errors[:5]
     return result

@@ -3,10 +3,8 @@ one etcd, and the one whose known value is stale still writes what a read-modify
 
 from __future__ import annotations
 
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,27 +15,16 @@ from flotilla.apiserver.rest import MERGE_PATCH, RequestContext, ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
 from flotilla.storage.etcd import EtcdStore
 
-if str(Path(__file__).resolve().parents[3]) not in sys.path:  # ``tests.support`` however pytest was started
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-from tests.support.etcd_server import EtcdServer, start_etcd
-
 pytestmark = pytest.mark.etcd
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
-    server = start_etcd(tmp_path_factory.mktemp("etcd"))
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-async def servers(etcd: EtcdServer) -> AsyncIterator[tuple[ResourceStorage, ResourceStorage]]:
-    """Two API servers' storage layers on one etcd (same prefix), with no watch: each knows only its own writes."""
+async def servers(etcd_endpoint: str) -> AsyncIterator[tuple[ResourceStorage, ResourceStorage]]:
+    """Two API servers' storage layers on the session's etcd (same prefix), with no watch: each knows only its own
+    writes."""
     prefix = f"/t-{uuid.uuid4().hex[:10]}"
-    a = await EtcdStore.open([etcd.endpoint], prefix=prefix)
-    b = await EtcdStore.open([etcd.endpoint], prefix=prefix)
+    a = await EtcdStore.open([etcd_endpoint], prefix=prefix)
+    b = await EtcdStore.open([etcd_endpoint], prefix=prefix)
     ra, rb = ResourceStorage(a, TypeRegistry(BUILTIN_TYPES)), ResourceStorage(b, TypeRegistry(BUILTIN_TYPES))
     await ra.create(_rt(ra, "namespaces"), None, {"metadata": {"name": "default"}})
     yield ra, rb
