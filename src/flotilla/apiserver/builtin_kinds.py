@@ -15,15 +15,14 @@ Cell functions take ``(obj, now=None)`` and return one cell per column, in colum
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
 from flotilla.apiserver.schemas import schema_for
-from flotilla.kube.times import format_time, parse_time
+from flotilla.kube.times import format_time, human_age, human_duration, parse_time
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -278,43 +277,6 @@ def builtin_type(group: str, kind: str) -> ResourceType | None:
 
 # --------------------------------------------------------------------------------------------------
 # Time formatting (same rules as kubectl / apimachinery's HumanDuration)
-
-
-_MINUTE, _HOUR, _DAY, _YEAR = 60, 3600, 86400, 365 * 86400
-#: (unit, its seconds, the next smaller unit, its seconds, shown as both below, shown alone below) in seconds
-_AGE_STEPS = (
-    ("m", _MINUTE, "s", 1, 10 * _MINUTE, 3 * _HOUR),
-    ("h", _HOUR, "m", _MINUTE, 8 * _HOUR, 2 * _DAY),
-    ("d", _DAY, "h", _HOUR, 8 * _DAY, 2 * _YEAR),
-    ("y", _YEAR, "d", _DAY, 8 * _YEAR, math.inf),
-)
-
-
-def human_duration(delta: timedelta) -> str:
-    """A short duration with 2-3 significant figures: 45s, 119s, 4m30s, 15m, 3h20m, 9h, 2d5h, 30d, 2y100d."""
-    micros = delta // timedelta(microseconds=1)
-    seconds = -((-micros) // 1_000_000) if micros < 0 else micros // 1_000_000  # truncate towards zero
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 2 * _MINUTE:
-        return f"{seconds}s"
-    for unit, length, small_unit, small_length, both_below, alone_below in _AGE_STEPS:
-        whole, rest = divmod(seconds, length)
-        if seconds < both_below and rest >= small_length:
-            return f"{whole}{unit}{rest // small_length}{small_unit}"
-        if seconds < alone_below:
-            return f"{whole}{unit}"
-    raise AssertionError("the last step takes every duration")
-
-
-def human_age(timestamp: Any, now: datetime | None = None) -> str:
-    """Age of ``timestamp`` (RFC 3339 string or datetime) at ``now``, formatted like kubectl ("<unknown>" if unset)."""
-    then = parse_time(timestamp)
-    if then is None:
-        return "<unknown>"
-    return human_duration((now or datetime.now(UTC)) - then)
 
 
 # --------------------------------------------------------------------------------------------------

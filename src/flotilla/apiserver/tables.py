@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flotilla.apiserver.builtin_kinds import human_age
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
+from flotilla.kube.times import human_age
 
 TABLE_ACCEPT_MARK = "as=Table"
 

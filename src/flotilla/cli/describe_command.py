@@ -24,6 +24,7 @@ from flotilla.cli.get_command import (
     run_control_plane_command,
 )
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import human_age
 
 __all__ = ["add_describe_parser", "describe_binding", "describe_cluster", "render_events"]
 
@@ -74,8 +75,6 @@ def _event_time(event: Mapping[str, Any]) -> str:
 
 def render_events(events: Sequence[Mapping[str, Any]], now: datetime | None = None) -> list[str]:
     """``Events:`` and a table Type, Reason, Age, From, Message, newest last (``Events:  <none>`` without)."""
-    from flotilla.apiserver.builtin_kinds import human_age
-
     if not events:
         return ["Events:  <none>"]
     rows = []
@@ -93,8 +92,6 @@ def render_events(events: Sequence[Mapping[str, Any]], now: datetime | None = No
 
 
 def _condition_text(c: Mapping[str, Any], now: datetime | None) -> str:
-    from flotilla.apiserver.builtin_kinds import human_age
-
     parts = [str(c.get("status") or "Unknown")]
     if c.get("reason"):
         parts.append(f"reason {c['reason']}")
@@ -118,7 +115,6 @@ def _summary(status: Mapping[str, Any]) -> str:
 def describe_cluster(cluster: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (),
                      lease: Mapping[str, Any] | None = None, now: datetime | None = None) -> str:
     """The text of ``flotilla describe cluster``: ``lease`` is the Pull agent's Lease (None: none found)."""
-    from flotilla.apiserver.builtin_kinds import human_age
     from flotilla.failover.auto_fence import fence_reason
     from flotilla.kube.conditions import find_condition
 

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.api import resources as R
 from flotilla.kube.objects import as_map
+from flotilla.kube.times import human_age
 
 if TYPE_CHECKING:
     from flotilla.client import Client, Resource
 
-__all__ = ["GetError", "add_control_plane_flags", "add_get_parser", "binding_row", "cluster_row", "failover_item", "failover_row", "open_control_plane",
-           "render_table", "run_control_plane_command", "work_row"]
+__all__ = ["GetError", "add_control_plane_flags", "add_get_parser", "binding_row", "cluster_row", "failover_item",
+           "failover_row", "open_control_plane", "render_table", "run_control_plane_command", "work_row"]
 
 KINDS: dict[str, str] = {
     "cluster": "clusters", "clusters": "clusters",
@@ -98,7 +99,6 @@ def _taint(t: Mapping[str, Any]) -> str:
 
 
 def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
-    from flotilla.apiserver.builtin_kinds import human_age
     from flotilla.failover.auto_fence import fence_reason
 
     meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
@@ -128,8 +128,6 @@ def _task(t: Mapping[str, Any], wide: bool) -> str:
 
 def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False,
                 namespaced: bool = False) -> list[str]:
-    from flotilla.apiserver.builtin_kinds import human_age
-
     meta, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
     resource = as_map(spec.get("resource"))
     target = f"{resource.get('kind')}/{resource.get('name')}"
@@ -156,8 +154,6 @@ BINDING_WIDE = ["NAME", "RESOURCE", "CLUSTERS", "EVICTING", "SCHEDULED", "FULLYA
 
 
 def work_row(work: Mapping[str, Any], now: datetime | None = None, *, wide: bool = False) -> list[str]:
-    from flotilla.apiserver.builtin_kinds import human_age
-
     meta, spec = as_map(work.get("metadata")), as_map(work.get("spec"))
     namespace = str(meta.get("namespace") or "")
     cluster = namespace.removeprefix("karmada-es-")
@@ -206,7 +202,6 @@ def failover_row(binding: Mapping[str, Any], entry: Mapping[str, Any], now: date
                  wide: bool = False) -> list[str]:
     """One history entry: NAMESPACE, WORKLOAD, FROM, TO, TRIGGER, STARTED, TIME-TO-RUNNING, STATE-GAP (wide:
     PURGE-MODE, RESTORED-PATH, PRESERVED-STATE before STATE-GAP's successor columns)."""
-    from flotilla.apiserver.builtin_kinds import human_age
     from flotilla.failover.history import PHASE_IN_PROGRESS, PHASE_SUPERSEDED
 
     meta = as_map(binding.get("metadata"))
