@@ -140,6 +140,8 @@ def tour(sh: Shell) -> None:
     eventually(member1_tainted, "flotilla get clusters: member1 not Ready and tainted")
     eventually(lambda: binding({"CLUSTERS": "member2:2", "EVICTING": f"member1(Directly){{{LABEL}=2}}"}, "-o", "wide"),
                "flotilla get bindings -o wide: the eviction task from member1 with the preserved state")
+    r = sh.run("flotilla", "describe", "cluster", "member1")
+    assert "cluster.karmada.io/not-ready:NoExecute" in r.stdout and "Events:" in r.stdout, r.stdout
     r = sh.run("kubectl", "--context", "member2", "get", "deploy")
     assert r.stdout == "" and "No resources found" in r.stderr, (r.stdout, r.stderr)
 
