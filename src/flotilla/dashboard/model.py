@@ -550,7 +550,8 @@ def workload_row(key: str, b: Mapping[str, Any], now: datetime) -> WorkloadRow:
     last = None
     if history and isinstance(history[0], Mapping):
         e = history[0]
-        last = (f"{e.get('from') or '?'} → {e.get('to') or '…'} ({e.get('trigger') or '?'}, "
+        phase = ", in progress" if e.get("phase") == PHASE_IN_PROGRESS else ""
+        last = (f"{e.get('from') or '?'} → {e.get('to') or '…'} ({e.get('trigger') or '?'}{phase}, "
                 f"{human_age(e.get('at'), now)} ago)")
     placed = {str(as_map(c).get("name")) for c in as_list(spec.get("clusters"))}
     healthy = bool(placed) and all(health.get(c, "").startswith("Healthy") for c in placed)

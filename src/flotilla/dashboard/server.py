@@ -42,7 +42,7 @@ from flotilla.dashboard.model import (
     workload_topic,
 )
 from flotilla.dashboard.sessions import SESSION_COOKIE, Sessions
-from flotilla.dashboard.timeline import STEP_KINDS, WINDOWS, parse_window, timeline
+from flotilla.dashboard.timeline import STEP_KINDS, WINDOWS, axis_start_of, parse_window, timeline
 from flotilla.kube.objects import as_map
 
 __all__ = ["COALESCE", "KEEPALIVE", "PREFIX", "Dashboard"]
@@ -258,7 +258,8 @@ class Dashboard:
                    if isinstance(e, dict)]
         steps = timeline(self.model.bindings, self.model.all_events(), now, WINDOWS["24h"], only=key)
         return self._page(request, "workload", workload_topic(key), row=row, works=work_views(self.model, binding, now),
-                          events=event_views(events, now), history=history, steps=steps)
+                          events=event_views(events, now), history=history, steps=steps,
+                          axis_start=_clock(axis_start_of(steps, now, WINDOWS["24h"])))
 
     async def timeline(self, request: web.Request) -> web.Response:
         denied = self._check(request, {"window", "cluster"})
@@ -272,9 +273,10 @@ class Dashboard:
         cluster = request.query.get("cluster", "")
         if cluster and cluster not in self.model.clusters:
             return self._error(400, f"cluster: no cluster named {cluster[:60]!r}")
-        steps = timeline(self.model.bindings, self.model.all_events(), _now(), window, cluster=cluster)
+        now = _now()
+        steps = timeline(self.model.bindings, self.model.all_events(), now, window, cluster=cluster)
         return self._page(request, "timeline", "timeline", steps=steps, window=window_name, cluster=cluster,
-                          clusters=sorted(self.model.clusters))
+                          clusters=sorted(self.model.clusters), axis_start=_clock(axis_start_of(steps, now, window)))
 
     # ------------------------------------------------------------------ live
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -347,6 +349,10 @@ class Dashboard:
         response = web.HTTPSeeOther(target, headers=_HEADERS)
         self._cookie(response, session, request)
         return response
+
+
+def _clock(t: datetime) -> str:
+    return t.strftime("%H:%M:%S")
 
 
 def _clean_path(request: web.Request) -> str:

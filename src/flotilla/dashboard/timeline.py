@@ -18,7 +18,7 @@ from flotilla.failover.history import PHASE_COMPLETED, PHASE_SUPERSEDED, parse_h
 from flotilla.kube.objects import as_map
 from flotilla.kube.times import human_age, parse_time
 
-__all__ = ["STEP_KINDS", "WINDOWS", "TimelineStep", "event_step_kind", "history_steps", "parse_window",
+__all__ = ["STEP_KINDS", "WINDOWS", "TimelineStep", "axis_start_of", "event_step_kind", "history_steps", "parse_window",
            "timeline"]
 
 #: the windows the timeline page offers, in seconds
@@ -39,6 +39,8 @@ _EVENT_KINDS: Final[dict[str, str]] = {
     "FailoverCompleted": "running", "PlannedMoveCompleted": "running",
 }
 MAX_STEPS: Final = 300
+#: the shortest time axis, in seconds
+MIN_AXIS: Final = 60.0
 
 
 def event_step_kind(event: Mapping[str, Any]) -> str:
@@ -147,7 +149,18 @@ def timeline(bindings: Mapping[str, Mapping[str, Any]], events: Iterable[Mapping
     steps = [s for s in steps if s.at >= start]
     steps.sort(key=lambda s: s.at, reverse=True)
     steps = steps[:MAX_STEPS]
+    axis_start = axis_start_of(steps, now, window)
+    span = max((now - axis_start).total_seconds(), 1.0)
     for s in steps:
         s.age = human_age(s.at, now)
-        s.position = max(0.0, min(100.0, (s.at - start).total_seconds() / window * 100))
+        s.position = max(0.0, min(100.0, (s.at - axis_start).total_seconds() / span * 100))
     return steps
+
+
+def axis_start_of(steps: Iterable[TimelineStep], now: datetime, window: int) -> datetime:
+    """Where the time axis starts: a little before the earliest step (a failover of a few seconds fills the axis
+    instead of being a dot at its end), at least :data:`MIN_AXIS` seconds before ``now``, never before the
+    window."""
+    earliest = min((s.at for s in steps), default=now)
+    span = max((now - earliest).total_seconds() * 1.1, MIN_AXIS)
+    return max(now - timedelta(seconds=span), now - timedelta(seconds=window))
