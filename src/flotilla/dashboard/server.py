@@ -186,11 +186,11 @@ class Dashboard:
         target = _clean_path(request)
         if redeemed is None:
             if not self.secure or self.session_user(request) is not None:
-                raise web.HTTPSeeOther(target, headers=_HEADERS)  # nothing to exchange: just the clean URL
+                return _see_other(target)  # nothing to exchange: just the clean URL
             return self.unauthorized(request, "This link was used already or has expired. Log in with a token, "
                                               "or start the dashboard from a new link.")
         session, _user = redeemed
-        response = web.HTTPSeeOther(target, headers=_HEADERS)
+        response = _see_other(target)
         self._cookie(response, session, request)
         return response
 
@@ -346,9 +346,13 @@ class Dashboard:
             if user is not None and not self.may_view(user):
                 return self._error(403, f'user "{getattr(user, "name", user)}" may not see the dashboard')
             session = self.sessions.open(user, now)
-        response = web.HTTPSeeOther(target, headers=_HEADERS)
+        response = _see_other(target)
         self._cookie(response, session, request)
         return response
+
+
+def _see_other(target: str) -> web.Response:
+    return web.Response(status=303, headers={**_HEADERS, "Location": target})
 
 
 def _clock(t: datetime) -> str:
