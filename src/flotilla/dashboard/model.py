@@ -284,6 +284,40 @@ class EventView:
     subject: str
 
 
+@dataclass(frozen=True)
+class BindingFacts:
+    """What the filters ask of a binding, worked out once when it changes (a search over 10,000 bindings then
+    compares strings, it does not walk objects)."""
+
+    namespace: str
+    haystack: str  # "namespace/name kind/name", lower case
+    clusters: frozenset[str]  # where it is placed, and where its eviction tasks come from
+    placed: tuple[str, ...]
+    moving: bool
+    unhealthy: bool
+    has_history: bool
+
+    @classmethod
+    def of(cls, key: str, b: Mapping[str, Any]) -> BindingFacts:
+        meta, spec = as_map(b.get("metadata")), as_map(b.get("spec"))
+        resource = as_map(spec.get("resource"))
+        placed = tuple(str(as_map(c).get("name")) for c in as_list(spec.get("clusters")))
+        tasks = as_list(spec.get("gracefulEvictionTasks"))
+        sources = {str(as_map(t).get("fromCluster")) for t in tasks}
+        annotations = as_map(meta.get("annotations"))
+        in_progress = False
+        if HISTORY_ANNOTATION in annotations:
+            in_progress = any(isinstance(e, Mapping) and e.get("phase") == PHASE_IN_PROGRESS
+                              for e in parse_history(annotations))
+        health = {as_map(i).get("clusterName"): as_map(i).get("health")
+                  for i in as_list(as_map(b.get("status")).get("aggregatedStatus"))}
+        return cls(namespace=str(meta.get("namespace") or ""),
+                   haystack=f"{key} {resource.get('kind')}/{resource.get('name')}".lower(),
+                   clusters=frozenset(placed) | sources, placed=placed, moving=bool(tasks) or in_progress,
+                   unhealthy=not placed or any(health.get(c) != "Healthy" for c in placed),
+                   has_history=HISTORY_ANNOTATION in annotations)
+
+
 @dataclass
 class Versions:
     """A counter per topic, bumped on every change the topic's pages show."""
@@ -320,6 +354,10 @@ class DashboardModel:
         self._works_by_binding: dict[str, set[str]] = {}  # binding permanent id -> Work keys
         self._events_by_subject: dict[tuple[str, str, str], set[str]] = {}  # (kind, ns, name) -> Event uids
         self._sorted: list[str] | None = None
+        self.facts: dict[str, BindingFacts] = {}
+        self.placed: dict[str, int] = {}  # cluster -> bindings placed there
+        self.moving: set[str] = set()  # binding keys with an eviction task or a failover in progress
+        self.with_history: set[str] = set()  # binding keys with a failover history
 
     # ------------------------------------------------------------------ changes
     def put_cluster(self, obj: dict[str, Any]) -> None:
@@ -349,6 +387,14 @@ class DashboardModel:
         pid = _permanent_id(obj)
         if pid is not None:
             self._by_permanent_id[pid] = key
+        facts = BindingFacts.of(key, obj)
+        self.facts[key] = facts
+        for c in facts.placed:
+            self.placed[c] = self.placed.get(c, 0) + 1
+        if facts.moving:
+            self.moving.add(key)
+        if facts.has_history:
+            self.with_history.add(key)
         topics = ["fleet", "workloads", workload_topic(key)]
         if old is None or _history(old) != _history(obj) or _tasks(old) != _tasks(obj):
             topics.append("timeline")
@@ -363,9 +409,20 @@ class DashboardModel:
         self.versions.bump("fleet", "workloads", "timeline", workload_topic(key))
 
     def _unindex_binding(self, old: Mapping[str, Any]) -> None:
+        key = binding_key(old)
         pid = _permanent_id(old)
-        if pid is not None and self._by_permanent_id.get(pid) == binding_key(old):
+        if pid is not None and self._by_permanent_id.get(pid) == key:
             del self._by_permanent_id[pid]
+        facts = self.facts.pop(key, None)
+        if facts is not None:
+            for c in facts.placed:
+                left = self.placed.get(c, 0) - 1
+                if left > 0:
+                    self.placed[c] = left
+                else:
+                    self.placed.pop(c, None)
+        self.moving.discard(key)
+        self.with_history.discard(key)
 
     def put_work(self, obj: dict[str, Any]) -> None:
         md = as_map(obj.get("metadata"))
@@ -488,12 +545,7 @@ def cluster_views(model: DashboardModel, now: datetime) -> list[ClusterView]:
     from flotilla.failover.auto_fence import fence_reason
     from flotilla.kube.conditions import find_condition
 
-    placed: dict[str, int] = {}
-    for b in model.bindings.values():
-        for c in as_list(as_map(b.get("spec")).get("clusters")):
-            name = as_map(c).get("name")
-            if isinstance(name, str):
-                placed[name] = placed.get(name, 0) + 1
+    placed = model.placed
     out = []
     for name in sorted(model.clusters):
         c = model.clusters[name]
@@ -566,29 +618,16 @@ def workload_row(key: str, b: Mapping[str, Any], now: datetime) -> WorkloadRow:
         last_failover=last, age=human_age(meta.get("creationTimestamp"), now))
 
 
-def _matches(key: str, b: Mapping[str, Any], q: WorkloadQuery, needle: str) -> bool:
-    meta, spec = as_map(b.get("metadata")), as_map(b.get("spec"))
-    if q.namespace and meta.get("namespace", "") != q.namespace:
+def _matches(f: BindingFacts, q: WorkloadQuery, needle: str) -> bool:
+    if q.namespace and f.namespace != q.namespace:
         return False
-    clusters = [as_map(c).get("name") for c in as_list(spec.get("clusters"))]
-    tasks = as_list(spec.get("gracefulEvictionTasks"))
-    if q.cluster and q.cluster not in clusters and not any(as_map(t).get("fromCluster") == q.cluster for t in tasks):
+    if q.cluster and q.cluster not in f.clusters:
         return False
-    if needle:
-        resource = as_map(spec.get("resource"))
-        hay = f"{key} {resource.get('kind')}/{resource.get('name')}".lower()
-        if needle not in hay:
-            return False
-    if q.state == "moving":
-        history = parse_history(as_map(meta.get("annotations")))
-        if not tasks and not any(isinstance(e, Mapping) and e.get("phase") == PHASE_IN_PROGRESS for e in history):
-            return False
-    elif q.state == "unhealthy":
-        health = {as_map(i).get("clusterName"): as_map(i).get("health")
-                  for i in as_list(as_map(b.get("status")).get("aggregatedStatus"))}
-        if clusters and all(health.get(c) == "Healthy" for c in clusters):
-            return False
-    return True
+    if needle and needle not in f.haystack:
+        return False
+    if q.state == "moving" and not f.moving:
+        return False
+    return not (q.state == "unhealthy" and not f.unhealthy)
 
 
 def workload_page(model: DashboardModel, q: WorkloadQuery, now: datetime) -> Page:
@@ -596,7 +635,8 @@ def workload_page(model: DashboardModel, q: WorkloadQuery, now: datetime) -> Pag
     needle = q.search.lower()
     keys = model.sorted_binding_keys()
     plain = not (needle or q.namespace or q.cluster or q.state != "all")
-    matching = keys if plain else [k for k in keys if _matches(k, model.bindings[k], q, needle)]
+    facts = model.facts
+    matching = keys if plain else [k for k in keys if _matches(facts[k], q, needle)]
     pages = max(1, -(-len(matching) // q.size))
     page = min(q.page, pages)
     chosen = matching[(page - 1) * q.size: page * q.size]

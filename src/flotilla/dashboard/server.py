@@ -6,9 +6,9 @@ asks :meth:`Dashboard.session_user`, :meth:`Dashboard.is_public` and :meth:`Dash
 * ``GET /dashboard/`` fleet, ``/dashboard/workloads`` (paged, filtered, searched on the server),
   ``/dashboard/workloads/<namespace>/<name>`` one workload (``-`` for a ClusterResourceBinding's namespace),
   ``/dashboard/timeline``: a whole page, or with ``HX-Request`` only its live fragment;
-* ``GET /dashboard/events?topic=...&since=N``: a ``text/event-stream`` that sends ``changed`` when what the
-  topic's page shows changed (coalesced, at most every :data:`COALESCE` seconds), and a comment every
-  :data:`KEEPALIVE` seconds;
+* ``GET /dashboard/events?topic=...&since=N``: a ``text/event-stream`` that sends ``changed`` as soon as what the
+  topic's page shows changed, then at most every :data:`COALESCE` seconds while changes go on (a burst of changes
+  makes a few notifications, not one per change), and a comment every :data:`KEEPALIVE` seconds;
 * ``?token=<one-time token>`` on any page: spent for a session cookie, then a redirect to the same URL without it;
 * ``POST /dashboard/login``: a login form for a bearer token (or a one-time token), for a browser that has neither
   the printed URL nor a session.
@@ -217,8 +217,7 @@ class Dashboard:
         now = _now()
         clusters = cluster_views(self.model, now)
         return self._page(request, "fleet", "fleet", clusters=clusters, workloads=len(self.model.bindings),
-                          moving=sum(1 for b in self.model.bindings.values()
-                                     if as_map(b.get("spec")).get("gracefulEvictionTasks")))
+                          moving=len(self.model.moving))
 
     async def workloads(self, request: web.Request) -> web.Response:
         denied = self._check(request, {"q", "namespace", "cluster", "state", "page", "size"})
@@ -274,7 +273,8 @@ class Dashboard:
         if cluster and cluster not in self.model.clusters:
             return self._error(400, f"cluster: no cluster named {cluster[:60]!r}")
         now = _now()
-        steps = timeline(self.model.bindings, self.model.all_events(), now, window, cluster=cluster)
+        steps = timeline(self.model.bindings, self.model.all_events(), now, window, cluster=cluster,
+                         with_history=self.model.with_history)
         return self._page(request, "timeline", "timeline", steps=steps, window=window_name, cluster=cluster,
                           clusters=sorted(self.model.clusters), axis_start=_clock(axis_start_of(steps, now, window)))
 
@@ -308,8 +308,6 @@ class Dashboard:
                     continue
                 if not await self.feed.wait_change(KEEPALIVE):
                     await response.write(b": keep-alive\n\n")
-                    continue
-                await asyncio.sleep(COALESCE)
         except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             pass
         finally:

@@ -126,15 +126,17 @@ def _event_step(event: Mapping[str, Any], bindings: Mapping[str, Any]) -> Timeli
 
 
 def timeline(bindings: Mapping[str, Mapping[str, Any]], events: Iterable[Mapping[str, Any]], now: datetime,
-             window: int, *, cluster: str = "", only: str | None = None) -> list[TimelineStep]:
+             window: int, *, cluster: str = "", only: str | None = None,
+             with_history: Iterable[str] | None = None) -> list[TimelineStep]:
     """The steps of the last ``window`` seconds, newest first (at most :data:`MAX_STEPS`).
 
     ``cluster``: only steps about that cluster or whose text names it; ``only``: only the steps of that binding
-    key (its history, its Events and its template's).
+    key (its history, its Events and its template's); ``with_history``: the keys of the bindings that have a
+    failover history, when the caller knows them (the others are not looked at).
     """
     start = now - timedelta(seconds=window)
     steps: list[TimelineStep] = []
-    keys = [only] if only is not None else list(bindings)
+    keys = [only] if only is not None else list(with_history if with_history is not None else bindings)
     for key in keys:
         b = bindings.get(key)
         if b is not None:
