@@ -170,9 +170,11 @@ class Dashboard:
             return self._redeem(request)
         if self.secure:
             user = request.get("user")
-            if user is None or getattr(user, "is_anonymous", False):
+            if user is None:
                 return self.unauthorized(request)
             if not self.may_view(user):
+                if getattr(user, "is_anonymous", False):  # anonymous reads allowed, but not these: log in
+                    return self.unauthorized(request)
                 return self._error(403, f'user "{getattr(user, "name", user)}" may not list Clusters, bindings and '
                                         "Events, which the dashboard shows")
         unknown = sorted(set(request.query) - allowed)
