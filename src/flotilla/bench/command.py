@@ -146,9 +146,11 @@ def _scale_flags(f: argparse.ArgumentParser) -> None:
 
 
 def _dashboard_flags(f: argparse.ArgumentParser) -> None:
-    from flotilla.bench.dashboard import add_dashboard_flags
-
-    add_dashboard_flags(f)
+    f.add_argument("--bindings", type=int, default=10_000, help="ResourceBindings (default 10000)")
+    f.add_argument("--clusters", type=int, default=100, help="Clusters (default 100)")
+    f.add_argument("--requests", type=int, default=50, help="fetches of each page (default 50)")
+    f.add_argument("--changes", type=int, default=20, help="changes timed to the event stream (default 20)")
+    f.add_argument("--json", default="", metavar="FILE", help="write the results as JSON")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ all, each page is fetched ``--requests`` times in a row by one HTTP client, as a
 the live fragment a change makes the browser fetch): the fleet, the first workloads page, a page in the middle, a
 search, a filter by cluster, the timeline and one workload. Then the time from a binding's change to the event
 stream's ``changed`` (``--changes`` times), and the model's memory per binding: the model built again from the same
-slim bindings under ``tracemalloc``.
+slim bindings under ``tracemalloc``. Its flags are declared in :mod:`flotilla.bench.command`.
 """
 
 from __future__ import annotations
@@ -15,21 +15,14 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_dashboard_flags", "run_dashboard_command"]
-
-
-def add_dashboard_flags(f: argparse.ArgumentParser) -> None:
-    f.add_argument("--bindings", type=int, default=10_000, help="ResourceBindings (default 10000)")
-    f.add_argument("--clusters", type=int, default=100, help="Clusters (default 100)")
-    f.add_argument("--requests", type=int, default=50, help="fetches of each page (default 50)")
-    f.add_argument("--changes", type=int, default=20, help="changes timed to the event stream (default 20)")
-    f.add_argument("--json", default="", metavar="FILE", help="write the results as JSON")
+__all__ = ["run_dashboard_command"]
 
 
 def _binding(i: int, clusters: int) -> dict[str, Any]:
@@ -139,7 +132,8 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_dashboard_command(args: argparse.Namespace) -> int:
     if args.bindings < 1 or args.clusters < 1 or args.requests < 1 or args.changes < 1:
-        print("flotilla bench dashboard: --bindings, --clusters, --requests and --changes must be at least 1")
+        print("flotilla bench dashboard: --bindings, --clusters, --requests and --changes must be at least 1",
+              file=sys.stderr)
         return 2
     result = asyncio.run(_bench(args))
     print(f"{result['bindings']} bindings on {result['clusters']} clusters (set up in {result['setup_s']} s); "
