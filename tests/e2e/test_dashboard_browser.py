@@ -79,7 +79,7 @@ def browser() -> Iterator[Any]:
         options.binary_location = str(CHROMIUM)
         for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", "--ignore-certificate-errors", "--window-size=1400,900",
+                     "--disable-dev-shm-usage", "--ignore-certificate-errors", "--window-size=1400,1000",
                      f"--user-data-dir={profile}"):
             options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
@@ -125,6 +125,7 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
     browser.get(url)
     assert "token=" not in browser.current_url  # the one-time token was exchanged and left the address bar
     eventually(lambda: _assert(text_of(browser, "#cluster-member3").startswith("member3")), "the fleet page")
+    eventually(lambda: _assert(text_of(browser, "#live-status") == "live"), "the event stream open")
     browser.execute_script("window.notReloaded = true")
 
     def all_ready() -> None:

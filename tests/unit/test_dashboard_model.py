@@ -207,6 +207,12 @@ def test_the_timeline_puts_history_and_failover_events_on_one_axis() -> None:
     only = timeline(m.bindings, m.all_events(), NOW, 3600, only="default/web-deployment")
     assert [s.kind for s in only] == ["running", "placed", "eviction"]
     assert [s.kind for s in timeline(m.bindings, m.all_events(), NOW, 3600, cluster="member9")] == []
+    for uid, kind, name in (("t1", "Deployment", "web"), ("t2", "ResourceBinding", "web-deployment")):
+        m.put_event(slim_event({"metadata": {"name": uid, "uid": uid}, "reason": "EvictionPerformed", "type": "Normal",
+                                "message": "evicted from member1", "lastTimestamp": ts(35),
+                                "involvedObject": {"kind": kind, "name": name, "namespace": "default"}}))
+    evictions = [s for s in timeline(m.bindings, m.all_events(), NOW, 3600) if s.title == "EvictionPerformed"]
+    assert len(evictions) == 1  # written on the binding and on its template: one step
     assert event_step_kind({"reason": "Unknown", "type": "Normal"}) == "info"
     assert axis_start_of([], NOW, 3600) == NOW - timedelta(seconds=60)
     with pytest.raises(ValueError, match="window"):

@@ -141,10 +141,16 @@ def timeline(bindings: Mapping[str, Mapping[str, Any]], events: Iterable[Mapping
         b = bindings.get(key)
         if b is not None:
             steps += history_steps(key, b)
+    seen: set[tuple[Any, ...]] = set()
     for e in events:
         step = _event_step(e, bindings)
         if step is None or (only is not None and step.link != only):
             continue
+        if step.link is not None:  # the same Event on a binding and on its template: shown once
+            same = (step.at, step.kind, step.title, step.detail, step.link)
+            if same in seen:
+                continue
+            seen.add(same)
         steps.append(step)
     if cluster:
         steps = [s for s in steps if s.subject == f"Cluster/{cluster}" or cluster in s.title or cluster in s.detail]
