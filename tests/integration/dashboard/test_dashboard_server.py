@@ -285,3 +285,37 @@ async def test_the_event_stream_says_changed_when_the_fleet_changes(open_server:
                 lines = [await r.content.readline() for _ in range(3)]
         assert lines[2] == b"event: changed\n", lines
     await c.close()
+
+
+async def test_a_pull_clusters_agent_lease_and_a_cluster_scoped_workload_have_their_places(
+        open_server: ApiServer) -> None:
+    from datetime import UTC, datetime
+
+    from flotilla.kube.resources import LEASES
+
+    c = client_of(open_server)
+    pull = cluster("member3")
+    pull["spec"]["syncMode"] = "Pull"
+    await c.create(R.CLUSTERS, pull)
+    await c.create(NAMESPACES, {"metadata": {"name": "karmada-cluster"}})
+    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    await c.create(LEASES, {"metadata": {"name": "member3"},
+                            "spec": {"holderIdentity": "member3", "renewTime": renewed}}, "karmada-cluster")
+    crb = binding("ns-admin", "", ["member3"])
+    crb["kind"] = "ClusterResourceBinding"
+    crb["metadata"] = {"name": "ns-admin-clusterrole"}
+    crb["spec"]["resource"] = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                               "name": "ns-admin"}
+    await c.create(R.CLUSTER_RESOURCE_BINDINGS, crb)
+    base = open_server.url + "/dashboard"
+    async with browser() as s:
+        fleet = await eventually_text(s, base + "/", "renewed ")
+        row = fleet[fleet.index('id="cluster-member3"'):]
+        assert "<td>Pull</td>" in row[:600] and re.search(r"renewed \d+s ago", row[:1500])
+        page = await eventually_text(s, base + "/workloads", "wl---ns-admin-clusterrole")
+        assert "ClusterRole/ns-admin" in page and "(cluster-scoped)" in page
+        async with s.get(base + "/workloads/-/ns-admin-clusterrole") as r:
+            assert r.status == 200 and "ClusterRole/ns-admin" in await r.text()
+        async with s.head(base + "/workloads") as r:
+            assert r.status == 200
+    await c.close()
