@@ -151,7 +151,7 @@ class Dashboard:
             return web.Response(status=401, text="Unauthorized: log in again\n", headers=_HEADERS)
         return self._html("login.html", status=401, message=message, next=_clean_path(request))
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ responses
     def _html(self, template: str, status: int = 200, **context: Any) -> web.Response:
         body = self.env.get_template(template).render(**context)
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8",
