@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
+from flotilla.cli.flags import add_command
 from flotilla.failover.purge import PURGE_MODE_GRACEFULLY
 from flotilla.kube.objects import as_map
 
@@ -112,10 +113,10 @@ def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``failover`` command group (``preview``, ``move``) to the ``flotilla`` command's sub-parsers."""
     from flotilla.failover.state import PURGE_MODE_DIRECTLY
 
-    group: argparse.ArgumentParser = subparsers.add_parser(
-        "failover", help="inspect how workloads would fail over; move a workload to another cluster",
+    group = add_command(
+        subparsers, "failover", help="inspect how workloads would fail over; move a workload to another cluster",
         description="Inspect how workloads would fail over between member clusters, or move one (planned move).",
-        epilog="example:\n  flotilla failover preview flinkdeployment/wordcount -n default", formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla failover preview flinkdeployment/wordcount -n default"])
     sub = group.add_subparsers(dest="failover_command", required=True)
     p: argparse.ArgumentParser = sub.add_parser(
         "preview", help="show the state a failover of a workload would preserve and inject now",
