@@ -304,18 +304,28 @@ def _document(doc: Any, output: str) -> str:
 
 class TablePrinter:
     """Rows printed as they come, as ``kubectl get --watch`` does: the header with the first row, the columns as wide
-    as the first batch needed (later rows widen them), and a row again only when what it shows changed."""
+    as the first batch needed (later rows widen them), and a row again only when what it shows changed (ages, which
+    change with the clock alone, do not count)."""
+
+    #: columns whose text changes with time alone
+    CLOCK_COLUMNS = frozenset({"AGE", "STARTED"})
 
     def __init__(self, headers: Sequence[str], out: Callable[[str], None]) -> None:
         self.headers = list(headers)
         self.out = out
         self.widths: list[int] | None = None
-        self.shown: dict[Any, list[str]] = {}
+        self._compared = [i for i, h in enumerate(self.headers) if h not in self.CLOCK_COLUMNS]
+        self.shown: dict[Any, list[str]] = {}  # per key, the compared columns of the row printed last
+
+    def seen(self, key: Any, row: Sequence[str]) -> None:
+        """Take ``row`` as printed (``--watch-only``: what exists when the watch starts)."""
+        self.shown[key] = [row[i] for i in self._compared]
 
     def print_rows(self, rows: Sequence[tuple[Any, Sequence[str]]], *, deleted: bool = False) -> None:
         """Print each ``(key, row)`` whose row differs from the last one printed for its key (``deleted``: always,
         and forget the key)."""
-        fresh = [(key, list(row)) for key, row in rows if deleted or self.shown.get(key) != list(row)]
+        fresh = [(key, list(row)) for key, row in rows
+                 if deleted or self.shown.get(key) != [row[i] for i in self._compared]]
         if not fresh:
             return
         lines: list[list[str]] = []
@@ -326,7 +336,7 @@ class TablePrinter:
             if deleted:
                 self.shown.pop(key, None)
             else:
-                self.shown[key] = row
+                self.seen(key, row)
             lines.append(row)
         self.widths = [max(w, *(len(line[i]) for line in lines)) for i, w in enumerate(self.widths)]
         for line in lines:
@@ -520,9 +530,9 @@ async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
                 if kind == "failovers":
                     for b, e in view.failovers([obj]):
                         view.shown[(_key(b), e.get("from"), e.get("at"))] = e
-                        view.table.shown[(_key(b), e.get("from"), e.get("at"))] = failover_row(b, e, wide=view.wide)
+                        view.table.seen((_key(b), e.get("from"), e.get("at")), failover_row(b, e, wide=view.wide))
                 else:
-                    view.table.shown[_key(obj)] = view.row(obj)
+                    view.table.seen(_key(obj), view.row(obj))
         await _follow(cp, args, name, list(zip(sources, versions, strict=True)), view)
     return 0
 
