@@ -326,17 +326,21 @@ async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[
     """None once the Cluster is gone; the Cluster as last seen if it is still there after ``within`` seconds."""
     import asyncio
 
+    from flotilla.cli.progress import Progress
     from flotilla.runtime.members import CLUSTERS
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while True:
-        current = await _get_or_none(cp, CLUSTERS, name)
-        if current is None:
-            return None
-        if loop.time() >= deadline:
-            return current
-        await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))
+    with Progress(f"waiting for cluster {name} to be cleaned up and deleted") as line:
+        while True:
+            current = await _get_or_none(cp, CLUSTERS, name)
+            if current is None:
+                return None
+            if loop.time() >= deadline:
+                return current
+            finalizers = (current.get("metadata") or {}).get("finalizers") or []
+            line.update(status=f" (finalizers: {', '.join(finalizers)})" if finalizers else None)
+            await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))
 
 
 async def _strip_finalizers(cp: Client, name: str) -> None:

@@ -711,6 +711,8 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
     import asyncio
     import time
 
+    from flotilla.cli.progress import Progress
+    from flotilla.cli.progress import say as say_above
     from flotilla.failover.moves import PHASE_DONE, PHASE_FAILED, PHASE_SAVEPOINTING, parse_move
 
     deadline = time.monotonic() + wait_for
@@ -719,39 +721,40 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
     def say(key: str, text: str) -> None:
         if key not in said:
             said.add(key)
-            out.write(f"  {text}\n")
-            out.flush()
+            say_above(f"  {text}", out)
 
-    while True:
-        binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
-                             f"{target.binding_res.kind} {target.binding_ref} is gone")
-        move = parse_move(binding)
-        items = {str(as_map(i).get("clusterName")): as_map(i)
-                 for i in as_map(binding.get("status")).get("aggregatedStatus") or []}
-        if move is not None and move.to_cluster == to:
-            if move.phase == PHASE_SAVEPOINTING:
-                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
-            elif move.phase == PHASE_DONE:
-                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
-                say("done", f"savepoint taken: {move.path}")
-            elif move.phase == PHASE_FAILED:
-                raise MoveFailed(f"the planned move failed: {move.reason}. The workload goes on moving to {to} as "
-                                 "an unplanned failover, from its newest checkpoint; follow it with `kubectl get "
-                                 f"{target.binding_res.plural} {target.binding_name}"
+    with Progress(f"  moving to {to}", file=out) as line:
+        while True:
+            line.update()
+            binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
+                                 f"{target.binding_res.kind} {target.binding_ref} is gone")
+            move = parse_move(binding)
+            items = {str(as_map(i).get("clusterName")): as_map(i)
+                     for i in as_map(binding.get("status")).get("aggregatedStatus") or []}
+            if move is not None and move.to_cluster == to:
+                if move.phase == PHASE_SAVEPOINTING:
+                    say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+                elif move.phase == PHASE_DONE:
+                    say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+                    say("done", f"savepoint taken: {move.path}")
+                elif move.phase == PHASE_FAILED:
+                    raise MoveFailed(f"the planned move failed: {move.reason}. The workload goes on moving to {to} as "
+                                     "an unplanned failover, from its newest checkpoint; follow it with `kubectl get "
+                                     f"{target.binding_res.plural} {target.binding_name}"
+                                     f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
+                if move.from_cluster not in items and "done" in said:
+                    say("old-gone", f"old copy removed from {move.from_cluster}")
+            item = items.get(to)
+            if item is not None and item.get("applied") is True:
+                say("applied", f"new copy applied in {to}")
+            if item is not None and item.get("applied") is True and item.get("health") == "Healthy":
+                say("healthy", f"new copy Healthy in {to}")
+                return
+            if time.monotonic() >= deadline:
+                raise MoveFailed(f"the new copy is not Healthy in {to} after {wait_for:g}s (--timeout); the move goes on: "
+                                 f"follow it with `kubectl get {target.binding_res.plural} {target.binding_name}"
                                  f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
-            if move.from_cluster not in items and "done" in said:
-                say("old-gone", f"old copy removed from {move.from_cluster}")
-        item = items.get(to)
-        if item is not None and item.get("applied") is True:
-            say("applied", f"new copy applied in {to}")
-        if item is not None and item.get("applied") is True and item.get("health") == "Healthy":
-            say("healthy", f"new copy Healthy in {to}")
-            return
-        if time.monotonic() >= deadline:
-            raise MoveFailed(f"the new copy is not Healthy in {to} after {wait_for:g}s (--timeout); the move goes on: "
-                             f"follow it with `kubectl get {target.binding_res.plural} {target.binding_name}"
-                             f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
-        await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)
 
 
 async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
