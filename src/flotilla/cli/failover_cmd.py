@@ -91,7 +91,8 @@ exit status:
 
 
 class PreviewCommandError(Exception):
-    """A usage or lookup error (exit status 2); the message says what to fix."""
+    """A usage or lookup error (``preview``: exit status 2, as kubectl diff's errors; ``move``: 1); the message says
+    what to fix."""
 
 
 # ============================================================================================ parser
@@ -522,23 +523,25 @@ async def _main(args: argparse.Namespace) -> PreviewResult:
                                   no_execute_taint_eviction_purge_mode=args.no_execute_taint_eviction_purge_mode)
 
 
-def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO) -> int | None:
-    """Run ``main``; None when it returned, else the exit status of the usage or lookup error it printed."""
+def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO, error_status: int) -> int | None:
+    """Run ``main``; None when it returned, else ``error_status`` after printing the usage or lookup error, the
+    control plane's answer or why it could not be reached."""
     import asyncio
 
-    from flotilla.client import ApiException, ConnectionFailed
+    from flotilla.cli.control_plane import unreachable_hint
+    from flotilla.client import ApiException
 
     try:
         asyncio.run(main())
     except PreviewCommandError as e:
         err.write(f"error: {e}\n")
-        return EXIT_USAGE
-    except ConnectionFailed as e:
-        err.write(f"error: cannot reach the control plane: {e.message} (check --kubeconfig / --context)\n")
-        return EXIT_USAGE
+        return error_status
     except ApiException as e:
-        err.write(f"error: the control plane answered: {e}\n")
-        return EXIT_USAGE
+        if e.status == 0:  # no response: the connection failed or timed out
+            err.write(f"error: cannot reach the control plane: {e.message} ({unreachable_hint()})\n")
+        else:
+            err.write(f"error: the control plane answered: {e}\n")
+        return error_status
     except KeyboardInterrupt:
         return 130
     return None
@@ -553,7 +556,7 @@ def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None,
     async def main() -> None:
         results.append(await _main(args))
 
-    code = _run_command(main, err)
+    code = _run_command(main, err, EXIT_USAGE)  # as kubectl diff: 1 is an answer, an error is above it
     if code is not None:
         return code
     result = results[0]
@@ -575,9 +578,9 @@ A FlinkDeployment whose cluster is Ready first stops with a savepoint there; the
 exit status:
   0  the move is requested (with --wait: the new copy runs, Healthy, in the target cluster)
   1  the move cannot be done (the message says why), or with --wait: the savepoint failed (the workload goes on
-     moving as an unplanned failover, from its newest checkpoint) or --timeout passed
-  2  usage or lookup error: unknown kind, workload or binding not found, unusable kubeconfig, control plane
-     unreachable
+     moving as an unplanned failover, from its newest checkpoint) or --timeout passed; or any other error, as
+     kubectl: unknown kind, workload or binding not found, unusable kubeconfig, control plane unreachable
+  2  usage error (a missing --to, a bad duration)
 """
 
 
@@ -773,11 +776,11 @@ async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def run_failover_move(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``flotilla failover move``; returns the exit status (0 done, 1 failed, 2 usage or lookup error)."""
+    """Run ``flotilla failover move``; returns the exit status (0 done, 1 an error or a failed move, as kubectl's)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        code = _run_command(lambda: _move_main(args, out), err)
+        code = _run_command(lambda: _move_main(args, out), err, EXIT_BLOCKED)
     except MoveFailed as e:
         err.write(f"error: {e}\n")
         return EXIT_BLOCKED

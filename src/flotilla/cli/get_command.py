@@ -588,29 +588,8 @@ def run_get_command(args: argparse.Namespace) -> int:
 
 def run_control_plane_command(command: Callable[[argparse.Namespace, Callable[[str], None]], Awaitable[int]],
                               args: argparse.Namespace) -> int:
-    """Run ``command(args, print)`` and turn its errors into a message on stderr and exit status 1, as kubectl:
-    a :class:`GetError` (``Error from server ...`` as it is, others after ``error: ``), an error the control plane
-    answered, or no answer at all (then what to pass: ``--kubeconfig``)."""
-    import asyncio
+    """Run ``command(args, print)``; its errors become one line on stderr and exit status 1, as kubectl's
+    (:func:`flotilla.cli.control_plane.run_client_command`; a :class:`GetError` says what to change)."""
+    from flotilla.cli.control_plane import run_client_command
 
-    from flotilla.client import ApiException
-
-    try:
-        return asyncio.run(command(args, print))
-    except GetError as e:
-        text = str(e)
-        print(text if text.startswith("Error from server") else f"error: {text}", file=sys.stderr)
-    except ApiException as e:
-        if e.status == 0:  # no response: ConnectionFailed, Timeout
-            print(f"error: cannot reach the control plane: {e.message} (pass --kubeconfig of a running control "
-                  "plane, or --context)", file=sys.stderr)
-        else:
-            print(f"error: the control plane answered: {e}", file=sys.stderr)
-    except BrokenPipeError:  # the reader went away (`| head`)
-        return 0
-    except OSError as e:
-        print(f"error: cannot reach the control plane: {e} (pass --kubeconfig of a running control plane, or "
-              "--context)", file=sys.stderr)
-    except KeyboardInterrupt:
-        return 130
-    return 1
+    return run_client_command(lambda: command(args, print), (GetError,))

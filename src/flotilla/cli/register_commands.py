@@ -333,8 +333,8 @@ async def _unregister_main(args: argparse.Namespace) -> int:
 
 
 def run_register_command(args: argparse.Namespace) -> int:
-    return run_client_command(lambda: _register_main(args), (ClusterCommandError,))
+    return run_client_command(lambda: _register_main(args), (ClusterCommandError,), "--karmada-kubeconfig")
 
 
 def run_unregister_command(args: argparse.Namespace) -> int:
-    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,))
+    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,), "--karmada-kubeconfig")
