@@ -70,12 +70,13 @@ def test_big_yaml_body_does_not_block_a_concurrent_small_get(server: ServerThrea
     code, post_seconds, latencies = asyncio.run(scenario())
     assert code == 201
     # the GETs kept being answered while the body was decoded, most of them at once: decoded on the loop, one GET
-    # waited for nearly the whole POST (0.99 of it). The create itself (validation, the store, the answer) still
-    # runs on the loop after the decode, so on a loaded machine one GET may wait for that part (0.36 of the POST
-    # measured with three test workers on two cores)
+    # waited for nearly the whole POST (0.99 of it) and the others queued behind it. The create itself (validation,
+    # the store, the answer) still runs on the loop after the decode, so on a loaded machine one GET may wait for
+    # that part (0.36 of the POST measured with three test workers on two cores, more with other work beside them):
+    # the median and the number of answers tell the two apart, the slowest GET only roughly
     assert len(latencies) >= 4, (post_seconds, latencies)
     assert statistics.median(latencies) < post_seconds / 5, (post_seconds, latencies)
-    assert max(latencies) < post_seconds * 0.6, (post_seconds, max(latencies))
+    assert max(latencies) < post_seconds * 0.85, (post_seconds, max(latencies))
 
 
 def test_body_over_the_limit_is_413_with_or_without_content_length(server: ServerThread) -> None:

@@ -34,7 +34,7 @@ def test_d21_bad_move_options_are_usage_errors(argv: list[str], expected: str,
     assert info.value.code == EXIT_USAGE and expected in capsys.readouterr().err
 
 
-def test_d21_failover_move_against_an_unreachable_control_plane_is_a_lookup_error(tmp_path: Path) -> None:
+def test_d21_failover_move_against_an_unreachable_control_plane_exits_1_as_kubectl(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -46,5 +46,6 @@ def test_d21_failover_move_against_an_unreachable_control_plane_is_a_lookup_erro
         "contexts": [{"name": "cp", "context": {"cluster": "cp", "user": "cp"}}]}))
     args = build_parser().parse_args(["failover", "move", "fdep/orders", "--to", "m2", "--kubeconfig", str(kubeconfig)])
     out, err = io.StringIO(), io.StringIO()
-    assert run_failover_move(args, out=out, err=err) == EXIT_USAGE
-    assert "cannot reach the control plane" in err.getvalue() and out.getvalue() == ""
+    assert run_failover_move(args, out=out, err=err) == 1
+    assert "cannot reach the control plane" in err.getvalue() and "--kubeconfig" in err.getvalue()
+    assert out.getvalue() == ""

@@ -31,3 +31,18 @@ def test_get_clusters_says_who_is_fenced_and_why() -> None:
     # unfenced by a person after an automatic fence: the stale condition does not make it look fenced
     unfenced = cluster([], [{"type": "Fenced", "status": "True", "reason": "LeaseExpired"}])
     assert fenced_column(unfenced) == "<none>"
+
+
+def test_watch_table_prints_a_row_again_only_when_more_than_its_age_changed() -> None:
+    from flotilla.cli.get_command import TablePrinter
+
+    out: list[str] = []
+    t = TablePrinter(["NAME", "READY", "AGE"], out.append)
+    t.print_rows([("a", ["a", "True", "5s"]), ("bb", ["bb", "True", "6s"])])
+    assert out == ["NAME   READY   AGE", "a      True    5s", "bb     True    6s"]
+    t.print_rows([("a", ["a", "True", "9s"])])
+    assert len(out) == 3
+    t.print_rows([("a", ["a", "False", "10s"])])
+    assert out[-1] == "a      False   10s"
+    t.print_rows([("a", ["a", "False", "11s"])], deleted=True)
+    assert out[-1] == "a      False   11s" and len(out) == 5

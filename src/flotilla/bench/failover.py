@@ -273,8 +273,8 @@ class Run:
         await asyncio.gather(*(creator() for _ in range(max(1, min(p.create_concurrency, p.workloads)))))
         created_s = time.monotonic() - t0
         ok = await self.observer.wait_for(self.observer.all_placed, p.setup_timeout,
-                                          lambda: say(f"  placed and Healthy on {self.failed}: "
-                                                       f"{len(self.observer.placed)}/{p.workloads}"))
+                                          lambda: f"{len(self.observer.placed)}/{p.workloads}",
+                                          what=f"placed and Healthy on {self.failed}:")
         if not ok:
             raise RuntimeError(f"only {len(self.observer.placed)} of {p.workloads} workloads were Healthy on "
                                f"{self.failed} after {p.setup_timeout:.0f}s")
@@ -452,7 +452,8 @@ class Run:
                 "not_ready_taint_s": round(obs.cluster_events[key] - obs.fault_at, 3),
                 "fenced_s": round(time.time() - obs.fault_at, 3)}
 
-    def progress(self) -> None:
+    def progress(self) -> str:
+        """The progress line's text while the failover runs."""
         obs = self.observer
         tls = list(obs.timelines.values())
         counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in stats.STAGES)
@@ -460,7 +461,7 @@ class Run:
             counts = (f"guard-stopped {sum(1 for tl in tls if tl.old_stopped is not None)} "
                       f"fenced {'yes' if obs.fenced_at() is not None else 'no'} {counts} "
                       f"running {sum(1 for tl in tls if tl.running is not None)}")
-        say(f"  T+{time.time() - obs.fault_at:6.1f}s  {counts}  (of {len(tls)})")
+        return f"T+{time.time() - obs.fault_at:5.1f}s  {counts}  (of {len(tls)})"
 
     async def settle(self, background: float) -> tuple[float, stats.Samples]:
         """Wait (at most SETTLE_MAX_SECONDS) until writes fall back to the background rate; (when, metrics)."""
@@ -508,7 +509,7 @@ class Run:
         fence_task = asyncio.create_task(self.fence_when_tainted()) \
             if p.fault == "down" and p.purge_mode == "Directly" else None
         done = (lambda: obs.all_recovered() and obs.all_running()) if p.partition else obs.all_recovered
-        recovered = await obs.wait_for(done, p.timeout, self.progress)
+        recovered = await obs.wait_for(done, p.timeout, self.progress, what="failover:")
         t_wait_end = time.time()
         cpu1 = {k: proc_cpu_seconds(pid) for k, pid in pids.items()}
         machine1 = machine_cpu_seconds()

@@ -46,7 +46,10 @@ MEMBERS_PER_PROCESS = 50
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A message on stderr, above the progress line if one is showing."""
+    from flotilla.cli.progress import say as say_above_progress
+
+    say_above_progress(message)
 
 
 def machine_cpu_seconds() -> tuple[float, float]:

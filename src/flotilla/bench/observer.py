@@ -46,22 +46,26 @@ def _healthy_on(binding: dict[str, Any], cluster: str) -> bool:
 
 
 async def wait_on(changed: asyncio.Event, done: Callable[[], bool], within: float,
-                  progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
-    """True once ``done()`` holds (checked each time ``changed`` is set), False after ``within`` seconds; calls
-    ``progress()`` every ``every`` seconds meanwhile. What the benchmarks' observers wait with."""
+                  progress: Callable[[], str] | None = None, what: str = "waiting") -> bool:
+    """True once ``done()`` holds (checked each time ``changed`` is set), False after ``within`` seconds. What the
+    benchmarks' observers wait with. On a terminal, a progress line says ``what`` and ``progress()``'s text,
+    redrawn twice a second; piped, nothing is printed (:mod:`flotilla.cli.progress`)."""
+    from flotilla.cli.progress import Progress
+
     deadline = time.monotonic() + within
-    next_report = time.monotonic() + every
-    while not done():
-        now = time.monotonic()
-        if now >= deadline:
-            return False
-        if progress is not None and now >= next_report:
-            progress()
-            next_report = now + every
-        changed.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(deadline, next_report) - now):
-                await changed.wait()
+    with Progress(what) as line:
+        next_report = time.monotonic()
+        while not done():
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if line.enabled and now >= next_report:
+                line.update(status=progress() if progress is not None else None)
+                next_report = now + 0.5
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(deadline, next_report) - now if line.enabled else deadline - now):
+                    await changed.wait()
     return True
 
 
@@ -78,9 +82,10 @@ class InformerObserver:
         self._informers = []
 
     async def wait_for(self, done: Callable[[], bool], within: float,
-                       progress: Callable[[], None] | None = None, every: float = 5.0) -> bool:
-        """True once ``done()`` holds (checked after every event), False after ``within`` seconds."""
-        return await wait_on(self._changed, done, within, progress, every)
+                       progress: Callable[[], str] | None = None, what: str = "waiting") -> bool:
+        """True once ``done()`` holds (checked after every event), False after ``within`` seconds; ``progress``:
+        the text of the progress line (:func:`wait_on`)."""
+        return await wait_on(self._changed, done, within, progress, what)
 
 
 class FailoverObserver(InformerObserver):

@@ -361,13 +361,14 @@ class Run:
             self.result["create_errors"] = errors[:10]
         return time.monotonic() - t0
 
-    def progress(self, t0: float) -> None:
+    def progress(self, t0: float) -> str:
+        """The progress line's text while the templates propagate."""
         obs = self.observer
         assert obs is not None
         tls = self.timelines
         counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in STAGES)
-        say(f"  T+{time.time() - t0:6.1f}s  created {sum(1 for tl in tls if tl.created)}  {counts}  "
-            f"(of {len(tls)}; member objects {obs.objects}/{obs.objects_expected})")
+        return (f"T+{time.time() - t0:5.1f}s  created {sum(1 for tl in tls if tl.created)}  {counts}  "
+                f"(of {len(tls)}; member objects {obs.objects}/{obs.objects_expected})")
 
     async def execute(self) -> dict[str, Any]:
         p, stack = self.p, self.stack
@@ -386,9 +387,9 @@ class Run:
         cpu = stack.cpu_window()
         t0 = time.time()
         create_s = await self.apply()
-        propagated = await obs.wait_for(obs.all_propagated, p.timeout, lambda: self.progress(t0))
+        propagated = await obs.wait_for(obs.all_propagated, p.timeout, lambda: self.progress(t0), "propagating:")
         healthy = False if p.floor else await obs.wait_for(obs.all_healthy, max(1.0, p.timeout - (time.time() - t0)),
-                                                           lambda: self.progress(t0))
+                                                           lambda: self.progress(t0), "propagating:")
         cpu.stop()
         after = await stack.scrape()
         profile = await self.profiler.stop() if self.profiler is not None else {}

@@ -142,8 +142,8 @@ class PlacementObserver(InformerObserver):
         self.last_change = time.monotonic()
         self._changed.set()
 
-    async def wait_all(self, within: float, progress: Any, every: float = 10.0) -> bool:
-        return await self.wait_for(lambda: len(self.placed) >= len(self.targets), within, progress, every)
+    async def wait_all(self, within: float, progress: Any, what: str) -> bool:
+        return await self.wait_for(lambda: len(self.placed) >= len(self.targets), within, progress, what)
 
 
 # ============================================================================================ the run
@@ -215,11 +215,10 @@ class Run:
         created = time.monotonic() - t1
         obs = self.observer
 
-        def progress() -> None:
-            say(f"  {time.monotonic() - t1:6.0f}s  Healthy on their member: {len(obs.placed)}/{p.workloads}  "
-                f"control plane RSS {rss_mb(stack.cp_pid):,.0f} MB")
+        def progress() -> str:
+            return f"{len(obs.placed)}/{p.workloads}  control plane RSS {rss_mb(stack.cp_pid):,.0f} MB"
 
-        ok = await obs.wait_all(p.setup_timeout, progress)
+        ok = await obs.wait_all(p.setup_timeout, progress, "Healthy on their member:")
         self.result["setup"] = {"start_seconds": round(started, 1), "join_seconds": round(joined, 1),
                                 "create_seconds": round(created, 1), "placed_seconds": round(time.monotonic() - t1, 1),
                                 "placed": len(obs.placed), "create_errors": errors[:10]}
@@ -311,12 +310,12 @@ class Run:
                     raise
         say(f"fault: NoExecute taint {FAULT_TAINT['key']} on {failed}")
 
-        def progress() -> None:
+        def progress() -> str:
             tls = list(obs.timelines.values())
             counts = " ".join(f"{key} {sum(1 for tl in tls if tl.stage(key) is not None)}" for key, _ in stats.STAGES)
-            say(f"  T+{time.time() - t0:6.1f}s  {counts}  (of {len(tls)})")
+            return f"T+{time.time() - t0:5.1f}s  {counts}  (of {len(tls)})"
 
-        recovered = await obs.wait_for(obs.all_recovered, p.timeout, progress)
+        recovered = await obs.wait_for(obs.all_recovered, p.timeout, progress, "failover:")
         cpu.stop()
         after = await stack.scrape()
         timelines = list(obs.timelines.values())

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import bind_address, duration
 from flotilla.cli.controller_manager import DEFAULT_METRICS_BIND_ADDRESS
+from flotilla.cli.flags import add_command
 from flotilla.kube.durations import go_duration
 from flotilla.signals import run_until_stopped
 
@@ -50,14 +51,13 @@ def _fraction(text: str) -> float:
 
 
 def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "agent", help="run the Pull-mode agent of one member cluster",
+    p = add_command(
+        subparsers, "agent", help="run the Pull-mode agent of one member cluster",
         description="Register this member as a Pull cluster on the control plane, renew its Lease and run the "
                     "cluster-status, execution and work-status controllers for it: the agent reads the Works of "
                     "karmada-es-<cluster> from the control plane and applies them to the member.",
-        epilog="example:\n  flotilla agent --karmada-kubeconfig cp.kubeconfig --cluster-name member1 \\\n"
-               "      --kubeconfig member1.kubeconfig",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla agent --karmada-kubeconfig cp.kubeconfig --cluster-name member1 \\\n"
+                  "      --kubeconfig member1.kubeconfig"])
     p.add_argument("--karmada-kubeconfig", required=True,
                    help="kubeconfig of the control plane (several servers: an HA control plane)")
     p.add_argument("--karmada-context", default=None, help="context of --karmada-kubeconfig (default: current)")

@@ -35,6 +35,7 @@ from flotilla.cli.control_plane import (
     create_unless_exists,
     run_client_command,
 )
+from flotilla.cli.flags import add_command
 from flotilla.cluster.join import (
     DEFAULT_CLUSTER_NAMESPACE,
     JoinSpec,
@@ -78,12 +79,12 @@ class ClusterCommandError(Exception):
 
 def add_cluster_parsers(subparsers: Any) -> None:
     """Add ``join`` and ``unjoin`` to the ``flotilla`` command's sub-parsers."""
-    j = subparsers.add_parser(
-        "join", help="register a member cluster in Push mode (as karmadactl join)",
+    j = add_command(
+        subparsers, "join", help="register a member cluster in Push mode (as karmadactl join)",
         description="Register a member cluster in Push mode: Secret with its credentials and a Cluster object in "
                     "the control plane. Joining again updates the endpoint and credentials.",
-        epilog="example:\n  flotilla join member1 --cluster-kubeconfig ./members/member1/kubeconfig "
-               "--kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla join member1 --cluster-kubeconfig ./members/member1/kubeconfig "
+                  "--kubeconfig ./cp/kubeconfig"])
     j.add_argument("name", help="the member cluster's name in the control plane")
     j.add_argument("--cluster-kubeconfig", required=True, help="kubeconfig of the member cluster")
     j.add_argument("--cluster-context", default=None, help="context in --cluster-kubeconfig (default: current)")
@@ -95,11 +96,11 @@ def add_cluster_parsers(subparsers: Any) -> None:
                    help="timeout of each request to the member and the control plane (default 10s)")
     j.set_defaults(fn=run_join_command)
 
-    u = subparsers.add_parser(
-        "unjoin", help="remove a Push-mode member cluster (as karmadactl unjoin)",
+    u = add_command(
+        subparsers, "unjoin", help="remove a Push-mode member cluster (as karmadactl unjoin)",
         description="Delete the Cluster, wait until the controllers have cleaned up (Works, execution namespace), "
                     "then delete its Secret.",
-        epilog="example:\n  flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s"])
     u.add_argument("name", help="the member cluster's name in the control plane")
     _control_plane_args(u)
     add_removal_args(u, "the Secret then goes with the Cluster")
@@ -325,17 +326,21 @@ async def _wait_gone(cp: Client, name: str, within: float, poll: float) -> dict[
     """None once the Cluster is gone; the Cluster as last seen if it is still there after ``within`` seconds."""
     import asyncio
 
+    from flotilla.cli.progress import Progress
     from flotilla.runtime.members import CLUSTERS
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while True:
-        current = await _get_or_none(cp, CLUSTERS, name)
-        if current is None:
-            return None
-        if loop.time() >= deadline:
-            return current
-        await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))
+    with Progress(f"waiting for cluster {name} to be cleaned up and deleted") as line:
+        while True:
+            current = await _get_or_none(cp, CLUSTERS, name)
+            if current is None:
+                return None
+            if loop.time() >= deadline:
+                return current
+            finalizers = (current.get("metadata") or {}).get("finalizers") or []
+            line.update(status=f" (finalizers: {', '.join(finalizers)})" if finalizers else None)
+            await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))
 
 
 async def _strip_finalizers(cp: Client, name: str) -> None:

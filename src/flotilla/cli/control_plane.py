@@ -50,10 +50,11 @@ async def create_unless_exists(client: Client, res: Resource, obj: dict[str, Any
 
 
 def run_client_command(main: Callable[[], Coroutine[Any, Any, int | None]],
-                       usage_errors: tuple[type[Exception], ...]) -> int:
-    """Run ``main()`` and return its exit code (None: 0). An error of ``usage_errors`` (its message says what to
-    change), the control plane's answer or a connection that failed is printed as one line and exits 1; Ctrl-C
-    exits 130."""
+                       usage_errors: tuple[type[Exception], ...], kubeconfig_flag: str = "--kubeconfig") -> int:
+    """Run ``main()`` and return its exit code (None: 0), as kubectl ends: an error of ``usage_errors`` (its message
+    says what to change; ``Error from server ...`` printed as it is, others after ``error: ``), the control plane's
+    answer, or no answer at all (then what to pass: ``kubeconfig_flag``) is printed as one line on stderr and exits 1;
+    Ctrl-C exits 130. A closed stdout (``| head``) is left to ``flotilla``'s main, which ends quietly."""
     import asyncio
 
     from flotilla.client import ApiException
@@ -61,14 +62,25 @@ def run_client_command(main: Callable[[], Coroutine[Any, Any, int | None]],
     try:
         return int(asyncio.run(main()) or 0)
     except usage_errors as e:
-        _err(str(e))
+        text = str(e)
+        print(text if text.startswith("Error from server") else f"error: {text}", file=sys.stderr)
     except ApiException as e:
-        _err(f"the control plane answered: {e}")
+        if e.status == 0:  # no response: the connection failed or timed out
+            _err(f"cannot reach the control plane: {e.message} ({unreachable_hint(kubeconfig_flag)})")
+        else:
+            _err(f"the control plane answered: {e}")
+    except BrokenPipeError:
+        raise
     except OSError as e:
-        _err(f"cannot reach the control plane: {e}")
+        _err(f"cannot reach the control plane: {e} ({unreachable_hint(kubeconfig_flag)})")
     except KeyboardInterrupt:
         return 130
     return 1
+
+
+def unreachable_hint(kubeconfig_flag: str = "--kubeconfig") -> str:
+    """What to check when the control plane does not answer."""
+    return f"is it running? pass {kubeconfig_flag} of a running control plane, or --context"
 
 
 def _err(message: str) -> None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from flotilla.api import labels as L
 from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE_BINDINGS
+from flotilla.cli.flags import add_command
 from flotilla.failover.purge import PURGE_MODE_GRACEFULLY
 from flotilla.kube.objects import as_map
 
@@ -90,7 +91,8 @@ exit status:
 
 
 class PreviewCommandError(Exception):
-    """A usage or lookup error (exit status 2); the message says what to fix."""
+    """A usage or lookup error (``preview``: exit status 2, as kubectl diff's errors; ``move``: 1); the message says
+    what to fix."""
 
 
 # ============================================================================================ parser
@@ -112,10 +114,10 @@ def add_failover_parsers(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``failover`` command group (``preview``, ``move``) to the ``flotilla`` command's sub-parsers."""
     from flotilla.failover.state import PURGE_MODE_DIRECTLY
 
-    group: argparse.ArgumentParser = subparsers.add_parser(
-        "failover", help="inspect how workloads would fail over; move a workload to another cluster",
+    group = add_command(
+        subparsers, "failover", help="inspect how workloads would fail over; move a workload to another cluster",
         description="Inspect how workloads would fail over between member clusters, or move one (planned move).",
-        epilog="example:\n  flotilla failover preview flinkdeployment/wordcount -n default", formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla failover preview flinkdeployment/wordcount -n default"])
     sub = group.add_subparsers(dest="failover_command", required=True)
     p: argparse.ArgumentParser = sub.add_parser(
         "preview", help="show the state a failover of a workload would preserve and inject now",
@@ -521,23 +523,25 @@ async def _main(args: argparse.Namespace) -> PreviewResult:
                                   no_execute_taint_eviction_purge_mode=args.no_execute_taint_eviction_purge_mode)
 
 
-def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO) -> int | None:
-    """Run ``main``; None when it returned, else the exit status of the usage or lookup error it printed."""
+def _run_command(main: Callable[[], Coroutine[Any, Any, None]], err: TextIO, error_status: int) -> int | None:
+    """Run ``main``; None when it returned, else ``error_status`` after printing the usage or lookup error, the
+    control plane's answer or why it could not be reached."""
     import asyncio
 
-    from flotilla.client import ApiException, ConnectionFailed
+    from flotilla.cli.control_plane import unreachable_hint
+    from flotilla.client import ApiException
 
     try:
         asyncio.run(main())
     except PreviewCommandError as e:
         err.write(f"error: {e}\n")
-        return EXIT_USAGE
-    except ConnectionFailed as e:
-        err.write(f"error: cannot reach the control plane: {e.message} (check --kubeconfig / --context)\n")
-        return EXIT_USAGE
+        return error_status
     except ApiException as e:
-        err.write(f"error: the control plane answered: {e}\n")
-        return EXIT_USAGE
+        if e.status == 0:  # no response: the connection failed or timed out
+            err.write(f"error: cannot reach the control plane: {e.message} ({unreachable_hint()})\n")
+        else:
+            err.write(f"error: the control plane answered: {e}\n")
+        return error_status
     except KeyboardInterrupt:
         return 130
     return None
@@ -552,7 +556,7 @@ def run_failover_preview(args: argparse.Namespace, *, out: TextIO | None = None,
     async def main() -> None:
         results.append(await _main(args))
 
-    code = _run_command(main, err)
+    code = _run_command(main, err, EXIT_USAGE)  # as kubectl diff: 1 is an answer, an error is above it
     if code is not None:
         return code
     result = results[0]
@@ -574,9 +578,9 @@ A FlinkDeployment whose cluster is Ready first stops with a savepoint there; the
 exit status:
   0  the move is requested (with --wait: the new copy runs, Healthy, in the target cluster)
   1  the move cannot be done (the message says why), or with --wait: the savepoint failed (the workload goes on
-     moving as an unplanned failover, from its newest checkpoint) or --timeout passed
-  2  usage or lookup error: unknown kind, workload or binding not found, unusable kubeconfig, control plane
-     unreachable
+     moving as an unplanned failover, from its newest checkpoint) or --timeout passed; or any other error, as
+     kubectl: unknown kind, workload or binding not found, unusable kubeconfig, control plane unreachable
+  2  usage error (a missing --to, a bad duration)
 """
 
 
@@ -710,6 +714,8 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
     import asyncio
     import time
 
+    from flotilla.cli.progress import Progress
+    from flotilla.cli.progress import say as say_above
     from flotilla.failover.moves import PHASE_DONE, PHASE_FAILED, PHASE_SAVEPOINTING, parse_move
 
     deadline = time.monotonic() + wait_for
@@ -718,39 +724,40 @@ async def _follow_move(client: Client, target: _Target, to: str, wait_for: float
     def say(key: str, text: str) -> None:
         if key not in said:
             said.add(key)
-            out.write(f"  {text}\n")
-            out.flush()
+            say_above(f"  {text}", out)
 
-    while True:
-        binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
-                             f"{target.binding_res.kind} {target.binding_ref} is gone")
-        move = parse_move(binding)
-        items = {str(as_map(i).get("clusterName")): as_map(i)
-                 for i in as_map(binding.get("status")).get("aggregatedStatus") or []}
-        if move is not None and move.to_cluster == to:
-            if move.phase == PHASE_SAVEPOINTING:
-                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
-            elif move.phase == PHASE_DONE:
-                say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
-                say("done", f"savepoint taken: {move.path}")
-            elif move.phase == PHASE_FAILED:
-                raise MoveFailed(f"the planned move failed: {move.reason}. The workload goes on moving to {to} as "
-                                 "an unplanned failover, from its newest checkpoint; follow it with `kubectl get "
-                                 f"{target.binding_res.plural} {target.binding_name}"
+    with Progress(f"  moving to {to}", file=out) as line:
+        while True:
+            line.update()
+            binding = await _get(client, target.binding_res, target.binding_name, target.namespace,
+                                 f"{target.binding_res.kind} {target.binding_ref} is gone")
+            move = parse_move(binding)
+            items = {str(as_map(i).get("clusterName")): as_map(i)
+                     for i in as_map(binding.get("status")).get("aggregatedStatus") or []}
+            if move is not None and move.to_cluster == to:
+                if move.phase == PHASE_SAVEPOINTING:
+                    say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+                elif move.phase == PHASE_DONE:
+                    say("savepointing", f"stopping the job in {move.from_cluster} with a savepoint")
+                    say("done", f"savepoint taken: {move.path}")
+                elif move.phase == PHASE_FAILED:
+                    raise MoveFailed(f"the planned move failed: {move.reason}. The workload goes on moving to {to} as "
+                                     "an unplanned failover, from its newest checkpoint; follow it with `kubectl get "
+                                     f"{target.binding_res.plural} {target.binding_name}"
+                                     f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
+                if move.from_cluster not in items and "done" in said:
+                    say("old-gone", f"old copy removed from {move.from_cluster}")
+            item = items.get(to)
+            if item is not None and item.get("applied") is True:
+                say("applied", f"new copy applied in {to}")
+            if item is not None and item.get("applied") is True and item.get("health") == "Healthy":
+                say("healthy", f"new copy Healthy in {to}")
+                return
+            if time.monotonic() >= deadline:
+                raise MoveFailed(f"the new copy is not Healthy in {to} after {wait_for:g}s (--timeout); the move goes on: "
+                                 f"follow it with `kubectl get {target.binding_res.plural} {target.binding_name}"
                                  f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
-            if move.from_cluster not in items and "done" in said:
-                say("old-gone", f"old copy removed from {move.from_cluster}")
-        item = items.get(to)
-        if item is not None and item.get("applied") is True:
-            say("applied", f"new copy applied in {to}")
-        if item is not None and item.get("applied") is True and item.get("health") == "Healthy":
-            say("healthy", f"new copy Healthy in {to}")
-            return
-        if time.monotonic() >= deadline:
-            raise MoveFailed(f"the new copy is not Healthy in {to} after {wait_for:g}s (--timeout); the move goes on: "
-                             f"follow it with `kubectl get {target.binding_res.plural} {target.binding_name}"
-                             f"{f' -n {target.namespace}' if target.namespace else ''} -o yaml`")
-        await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)
 
 
 async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
@@ -769,11 +776,11 @@ async def _move_main(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def run_failover_move(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``flotilla failover move``; returns the exit status (0 done, 1 failed, 2 usage or lookup error)."""
+    """Run ``flotilla failover move``; returns the exit status (0 done, 1 an error or a failed move, as kubectl's)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        code = _run_command(lambda: _move_main(args, out), err)
+        code = _run_command(lambda: _move_main(args, out), err, EXIT_BLOCKED)
     except MoveFailed as e:
         err.write(f"error: {e}\n")
         return EXIT_BLOCKED

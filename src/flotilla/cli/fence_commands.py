@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.api.labels import TAINT_CLUSTER_OUT_OF_SERVICE, TAINT_EFFECT_NO_EXECUTE
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
 from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
+from flotilla.cli.flags import add_command
 
 if TYPE_CHECKING:
     pass
@@ -51,22 +52,23 @@ _USAGE_ERRORS = (FenceCommandError, ClusterNotFound, ClusterUpdateConflict)
 
 def add_fence_parsers(subparsers: Any) -> None:
     """Add ``fence`` and ``unfence`` to the ``flotilla`` command's sub-parsers."""
-    f = subparsers.add_parser(
-        "fence", help=f"mark a member cluster as known down (taint {TAINT})",
+    f = add_command(
+        subparsers, "fence", help=f"mark a member cluster as known down (taint {TAINT})",
         description=f"Add the taint {TAINT} to the Cluster: its workloads are treated as gone, Works deleted "
                     "there complete without contacting it, and workloads that do not tolerate the taint are "
                     "evicted. Only for a cluster that is really down (powered off or isolated).",
-        epilog="example (member1 lost power; the Directly move of its stateful workloads may go on):\n"
-               "  flotilla fence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
+        notes="For a cluster known to be down: once member1 is fenced, the Directly move of its stateful "
+              "workloads goes on without waiting for it.",
+        examples=["flotilla fence member1 --kubeconfig ./cp/kubeconfig"])
     f.add_argument("name", help="the member cluster's name in the control plane")
     add_control_plane_args(f)
     f.set_defaults(fn=run_fence_command)
 
-    u = subparsers.add_parser(
-        "unfence", help=f"remove the taint {TAINT} from a member cluster",
+    u = add_command(
+        subparsers, "unfence", help=f"remove the taint {TAINT} from a member cluster",
         description=f"Remove the taint {TAINT} from the Cluster. Once it is Ready, the objects Flotilla left "
                     "there that no Work wants any more are deleted before anything is applied to it.",
-        epilog="example:\n  flotilla unfence member1 --kubeconfig ./cp/kubeconfig", formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla unfence member1 --kubeconfig ./cp/kubeconfig"])
     u.add_argument("name", help="the member cluster's name in the control plane")
     add_control_plane_args(u)
     u.set_defaults(fn=run_unfence_command)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flotilla.api import resources as R
@@ -65,6 +66,8 @@ examples:
   flotilla get works -A -o wide               # one row per Work, with its cluster and applied state
   flotilla get failovers -A                   # every recorded failover: from, to, trigger, time to running
   flotilla get failovers -n streaming -o json | jq '.items[] | {from, to, stateGap}'
+  flotilla get clusters -l region=eu -w        # follow the readiness and taints of the clusters in eu
+  flotilla get failovers -A --watch-only      # print each failover as it starts, moves on and ends
 """
 
 
@@ -82,6 +85,11 @@ def add_get_parser(sub: Any) -> None:
                    help="bindings/works/failovers of every namespace")
     g.add_argument("-o", "--output", default="", choices=["", "wide", "yaml", "json", "name"],
                    help="wide, yaml, json or name")
+    g.add_argument("-l", "--selector", default="",
+                   help="label selector, as kubectl's (e.g. -l env=prod,tier!=cache); for failovers, of the bindings")
+    g.add_argument("-w", "--watch", action="store_true",
+                   help="after listing, print each change as it happens (until interrupted)")
+    g.add_argument("--watch-only", action="store_true", help="print only the changes, not the list first")
     add_control_plane_flags(g)
     g.set_defaults(fn=run_get_command)
 
@@ -106,17 +114,21 @@ def _as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
 
 
-async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | None) -> list[dict[str, Any]]:
+async def _fetch(cp: Client, res: Resource, name: str | None, namespace: str | None,
+                 selector: str = "") -> tuple[list[dict[str, Any]], str]:
+    """The objects (one when ``name`` is given; none when it does not exist) and the resourceVersion to watch from."""
     from flotilla.client import ApiException, is_not_found
 
     if name is not None:
         try:
-            return [await cp.get(res, name, namespace)]
+            obj = await cp.get(res, name, namespace)
         except ApiException as e:
             if is_not_found(e):
-                return []
+                return [], ""
             raise
-    return list((await cp.list(res, namespace)).get("items") or [])
+        return [obj], str(as_map(obj.get("metadata")).get("resourceVersion") or "")
+    listed = await cp.list(res, namespace, label_selector=selector)
+    return list(listed.get("items") or []), str(as_map(listed.get("metadata")).get("resourceVersion") or "")
 
 
 def _object_name(kind: str, obj: Mapping[str, Any]) -> str:
@@ -127,42 +139,179 @@ def _object_name(kind: str, obj: Mapping[str, Any]) -> str:
     return f"{prefix}/{as_map(obj.get('metadata')).get('name')}"
 
 
-async def _get_failovers(cp: Client, args: argparse.Namespace, namespace: str | None,
-                         out: Callable[[str], None]) -> int:
+def _failover_name(binding: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
+    return f"failover/{as_map(binding.get('metadata')).get('name')}/{entry.get('from')}@{entry.get('at')}"
+
+
+def _document(doc: Any, output: str) -> str:
     import yaml
 
-    from flotilla.failover.history import HISTORY_ANNOTATION, entries_of, history_unreadable
+    return (json.dumps(doc, indent=4) if output == "json"
+            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip())
 
-    bindings = await _fetch(cp, R.RESOURCE_BINDINGS, None, namespace)
-    if args.all_namespaces:
-        bindings += await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, None, None)
-    if args.name is not None:
-        bindings = [b for b in bindings if args.name in (
-            as_map(b.get("metadata")).get("name"), as_map(as_map(b.get("spec")).get("resource")).get("name"))]
+
+class TablePrinter:
+    """Rows printed as they come, as ``kubectl get --watch`` does: the header with the first row, the columns as wide
+    as the first batch needed (later rows widen them), and a row again only when what it shows changed (ages, which
+    change with the clock alone, do not count)."""
+
+    #: columns whose text changes with time alone
+    CLOCK_COLUMNS = frozenset({"AGE", "STARTED"})
+
+    def __init__(self, headers: Sequence[str], out: Callable[[str], None]) -> None:
+        self.headers = list(headers)
+        self.out = out
+        self.widths: list[int] | None = None
+        self._compared = [i for i, h in enumerate(self.headers) if h not in self.CLOCK_COLUMNS]
+        self.shown: dict[Any, list[str]] = {}  # per key, the compared columns of the row printed last
+
+    def seen(self, key: Any, row: Sequence[str]) -> None:
+        """Take ``row`` as printed (``--watch-only``: what exists when the watch starts)."""
+        self.shown[key] = [row[i] for i in self._compared]
+
+    def print_rows(self, rows: Sequence[tuple[Any, Sequence[str]]], *, deleted: bool = False) -> None:
+        """Print each ``(key, row)`` whose row differs from the last one printed for its key (``deleted``: always,
+        and forget the key)."""
+        fresh = [(key, list(row)) for key, row in rows
+                 if deleted or self.shown.get(key) != [row[i] for i in self._compared]]
+        if not fresh:
+            return
+        lines: list[list[str]] = []
+        if self.widths is None:
+            self.widths = [len(h) for h in self.headers]
+            lines.append(self.headers)
+        for key, row in fresh:
+            if deleted:
+                self.shown.pop(key, None)
+            else:
+                self.seen(key, row)
+            lines.append(row)
+        self.widths = [max(w, *(len(line[i]) for line in lines)) for i, w in enumerate(self.widths)]
+        for line in lines:
+            self.out("   ".join(c.ljust(w) for c, w in zip(line, self.widths, strict=True)).rstrip())
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One collection a ``get`` reads (and follows with ``--watch``)."""
+
+    res: Resource
+    namespace: str | None
+
+
+def _sources(kind: str, args: argparse.Namespace, namespace: str | None) -> list[_Source]:
+    if kind == "clusters":
+        return [_Source(R.CLUSTERS, None)]
+    if kind == "works":
+        return [_Source(R.WORKS, None if args.all_namespaces else args.namespace)]
+    crb_only = args.kind.lower().startswith(("crb", "cluster"))
+    rbs = [] if crb_only else [_Source(R.RESOURCE_BINDINGS, namespace)]
+    if crb_only or args.all_namespaces:
+        return [*rbs, _Source(R.CLUSTER_RESOURCE_BINDINGS, None)]
+    return rbs
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """An object's identity among what one ``get`` shows (list items carry no kind; a ClusterResourceBinding has no
+    namespace, a ResourceBinding always one)."""
+    meta = as_map(obj.get("metadata"))
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class _View:
+    """What ``flotilla get KIND`` shows of a set of objects, in each output format."""
+
+    def __init__(self, kind: str, args: argparse.Namespace, namespace: str | None, out: Callable[[str], None]) -> None:
+        self.kind, self.args, self.namespace, self.out = kind, args, namespace, out
+        self.wide = args.output == "wide"
+        if kind == "clusters":
+            headers = CLUSTER_WIDE if self.wide else CLUSTER_HEADERS
+        elif kind == "bindings":
+            headers = BINDING_WIDE if self.wide else BINDING_HEADERS
+            headers = ["NAMESPACE", *headers] if args.all_namespaces else headers
+        elif kind == "works":
+            headers = WORK_WIDE if self.wide else WORK_HEADERS
+        else:
+            headers = FAILOVER_WIDE if self.wide else FAILOVER_HEADERS
+        self.table = TablePrinter(headers, out)
+        self.shown: dict[Any, Any] = {}  # failovers in the machine-readable outputs: the last one printed per key
+
+    def row(self, obj: Mapping[str, Any]) -> list[str]:
+        if self.kind == "clusters":
+            return cluster_row(obj, wide=self.wide)
+        if self.kind == "bindings":
+            return binding_row(obj, wide=self.wide, namespaced=self.args.all_namespaces)
+        return work_row(obj, wide=self.wide)
+
+    def failovers(self, bindings: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+        from flotilla.failover.history import entries_of
+
+        name = self.args.name
+        if name is not None:
+            bindings = [b for b in bindings if name in (
+                as_map(b.get("metadata")).get("name"), as_map(as_map(b.get("spec")).get("resource")).get("name"))]
+        return entries_of(bindings)
+
+    def show(self, objs: Sequence[Mapping[str, Any]], *, deleted: bool = False, stream: bool = False) -> None:
+        """Print ``objs`` (``stream``: one document each, as ``--watch`` prints them; else a list or a table)."""
+        output = self.args.output
+        if self.kind == "failovers":
+            if deleted:
+                return  # a binding that goes takes no failover with it: what was printed stays true
+            pairs = self.failovers(objs)
+            if output in ("yaml", "json", "name"):
+                fresh = [(b, e) for b, e in pairs if self.shown.get((_key(b), e.get("from"), e.get("at"))) != e]
+                for b, e in fresh:
+                    self.shown[(_key(b), e.get("from"), e.get("at"))] = e
+                if output == "name":
+                    for b, e in fresh:
+                        self.out(_failover_name(b, e))
+                elif stream:
+                    for b, e in fresh:
+                        self.out(("---\n" if output == "yaml" else "") + _document(failover_item(b, e), output))
+                else:
+                    self.out(_document(_as_list([failover_item(b, e) for b, e in pairs]), output))
+                return
+            self.table.print_rows([((_key(b), e.get("from"), e.get("at")), failover_row(b, e, wide=self.wide))
+                                   for b, e in pairs])
+            return
+        if output == "name":
+            for obj in objs:
+                self.out(_object_name(self.kind, obj))
+        elif output in ("yaml", "json"):
+            if stream:
+                for obj in objs:
+                    self.out(("---\n" if output == "yaml" else "") + _document(obj, output))
+            else:
+                self.out(_document(objs[0] if self.args.name is not None else _as_list(list(objs)), output))
+        else:
+            self.table.print_rows([(_key(o), self.row(o)) for o in objs], deleted=deleted)
+
+    def nothing_found(self) -> str:
+        if self.kind == "failovers":
+            where = f" in {self.namespace} namespace" if self.namespace else ""
+            what = f" for {self.args.name}" if self.args.name is not None else ""
+            return f"No failovers recorded{what}{where}."
+        return "No resources found" + (f" in {self.namespace} namespace." if self.kind == "bindings" and self.namespace
+                                       else ".")
+
+    def missing(self) -> str:
+        name = self.args.name
+        if self.kind == "clusters":
+            return f'clusters.cluster.karmada.io "{name}" not found'
+        if self.kind == "bindings":
+            return f'bindings "{name}" not found in namespace {self.namespace}'
+        return f'works.work.karmada.io "{name}" not found'
+
+
+def _warn_unreadable_history(bindings: Sequence[Mapping[str, Any]]) -> None:
+    from flotilla.failover.history import HISTORY_ANNOTATION, history_unreadable
+
     for b in bindings:
         md = as_map(b.get("metadata"))
         if history_unreadable(as_map(md.get("annotations"))):
             print(f"warning: {md.get('namespace') or ''}/{md.get('name')}: the annotation {HISTORY_ANNOTATION} is "
                   "not a JSON list; its failovers are not shown", file=sys.stderr)
-    pairs = entries_of(bindings)
-    if args.output in ("yaml", "json"):
-        doc = _as_list([failover_item(b, e) for b, e in pairs])
-        out(json.dumps(doc, indent=4) if args.output == "json"
-            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip())
-        return 0
-    if args.output == "name":
-        for b, e in pairs:
-            out(f"failover/{as_map(b.get('metadata')).get('name')}/{e.get('from')}@{e.get('at')}")
-        return 0
-    if not pairs:
-        where = f" in {namespace} namespace" if namespace else ""
-        what = f" for {args.name}" if args.name is not None else ""
-        print(f"No failovers recorded{what}{where}.", file=sys.stderr)
-        return 0
-    wide = args.output == "wide"
-    rows = [failover_row(b, e, wide=wide) for b, e in pairs]
-    out(render_table(FAILOVER_WIDE if wide else FAILOVER_HEADERS, rows))
-    return 0
 
 
 def open_control_plane(args: argparse.Namespace) -> Client:
@@ -177,62 +326,108 @@ def open_control_plane(args: argparse.Namespace) -> Client:
         raise GetError(f"control plane: {e} (use --kubeconfig)") from None
 
 
-async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    import yaml
-
+def _check_flags(args: argparse.Namespace) -> str:
+    """The kind the arguments ask for; :class:`GetError` for a combination kubectl refuses too."""
     kind = KINDS.get(args.kind.lower())
     if kind is None:
         raise GetError(f'unknown kind "{args.kind}": use clusters, bindings (rb, crb), works or failovers')
+    if args.selector and args.name is not None and kind != "failovers":
+        raise GetError("name cannot be provided when a selector is specified")
+    if kind == "works" and args.name is not None and not args.namespace:
+        # Works live in the execution spaces karmada-es-<cluster>
+        raise GetError(f"a Work is named within its execution space: add -n karmada-es-<cluster> to get work "
+                       f"{args.name}")
+    return kind
+
+
+async def _get(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    kind = _check_flags(args)
     cp = open_control_plane(args)
-    wide = args.output == "wide"
     namespace = None if args.all_namespaces else (args.namespace or cp.namespace or "default")
+    view = _View(kind, args, namespace, out)
+    sources = _sources(kind, args, namespace)
+    watching = args.watch or args.watch_only
     async with cp:
+        name = None if kind == "failovers" else args.name
+        items: list[dict[str, Any]] = []
+        versions: list[str] = []
+        for src in sources:
+            found, version = await _fetch(cp, src.res, name, src.namespace, args.selector)
+            items += found
+            versions.append(version)
+        if kind == "bindings" and not items and not args.all_namespaces and len(sources) == 1 and \
+                sources[0].res is R.RESOURCE_BINDINGS:
+            # no ResourceBinding: a ClusterResourceBinding of that name (or any, without one) is shown instead
+            found, version = await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, name, None, args.selector)
+            items += found
+            sources, versions = [*sources, _Source(R.CLUSTER_RESOURCE_BINDINGS, None)], [*versions, version]
         if kind == "failovers":
-            return await _get_failovers(cp, args, namespace, out)
-        if kind == "clusters":
-            items = await _fetch(cp, R.CLUSTERS, args.name, None)
-            headers = CLUSTER_WIDE if wide else CLUSTER_HEADERS
-            rows = [cluster_row(c, wide=wide) for c in items]
-            missing = f'clusters.cluster.karmada.io "{args.name}" not found'
-        elif kind == "bindings":
-            items = await _fetch(cp, R.RESOURCE_BINDINGS, args.name, namespace)
-            if args.all_namespaces or args.kind.lower() in ("crb", "clusterresourcebinding",
-                                                            "clusterresourcebindings") or not items:
-                crbs = await _fetch(cp, R.CLUSTER_RESOURCE_BINDINGS, args.name, None)
-                if args.kind.lower().startswith(("crb", "cluster")):
-                    items = crbs
+            _warn_unreadable_history(items)
+        if name is not None and not items and not watching:
+            raise GetError(view.missing())
+        if not args.watch_only:
+            if (view.failovers(items) if kind == "failovers" else items):
+                view.show(items)
+            elif not watching:
+                print(view.nothing_found(), file=sys.stderr)
+                return 0
+        if not watching:
+            return 0
+        if args.watch_only:  # what exists now is known, not printed: only its changes are
+            for obj in items:
+                if kind == "failovers":
+                    for b, e in view.failovers([obj]):
+                        view.shown[(_key(b), e.get("from"), e.get("at"))] = e
+                        view.table.seen((_key(b), e.get("from"), e.get("at")), failover_row(b, e, wide=view.wide))
                 else:
-                    items += crbs
-            headers = BINDING_WIDE if wide else BINDING_HEADERS
-            headers = ["NAMESPACE", *headers] if args.all_namespaces else headers
-            rows = [binding_row(b, wide=wide, namespaced=args.all_namespaces) for b in items]
-            missing = f'bindings "{args.name}" not found in namespace {namespace}'
-        else:
-            # Works live in the execution spaces karmada-es-<cluster>: every one unless -n names one
-            if args.name is not None and not args.namespace:
-                raise GetError(f"a Work is named within its execution space: add -n karmada-es-<cluster> to "
-                               f"get work {args.name}")
-            items = await _fetch(cp, R.WORKS, args.name, None if args.all_namespaces else args.namespace)
-            headers = WORK_WIDE if wide else WORK_HEADERS
-            rows = [work_row(w, wide=wide) for w in items]
-            missing = f'works.work.karmada.io "{args.name}" not found'
-    if args.name is not None and not items:
-        raise GetError(missing)
-    if args.output == "name":
-        for obj in items:
-            out(_object_name(kind, obj))
-        return 0
-    if args.output in ("yaml", "json"):
-        doc: Any = items[0] if args.name is not None else _as_list(items)
-        out(json.dumps(doc, indent=4) if args.output == "json"
-            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip())
-        return 0
-    if not items:
-        print("No resources found" + (f" in {namespace} namespace." if kind == "bindings" and namespace else "."),
-              file=sys.stderr)
-        return 0
-    out(render_table(headers, rows))
+                    view.table.seen(_key(obj), view.row(obj))
+        await _follow(cp, args, name, list(zip(sources, versions, strict=True)), view)
     return 0
+
+
+async def _follow(cp: Client, args: argparse.Namespace, name: str | None,
+                  sources: list[tuple[_Source, str]], view: _View) -> None:
+    """Print the changes of ``sources`` from their resourceVersions on, until interrupted. A watch the server ends
+    is opened again where it stopped; one whose history is gone starts over from a fresh list (rows that did not
+    change are not printed again)."""
+    import asyncio
+
+    from flotilla.client import ApiException, is_gone
+
+    field_selector = f"metadata.name={name}" if name is not None else ""
+    queue: asyncio.Queue[tuple[str, dict[str, Any]] | BaseException] = asyncio.Queue()
+
+    async def pump(src: _Source, version: str) -> None:
+        try:
+            while True:
+                try:
+                    async with cp.watch(src.res, src.namespace, resource_version=version or "0",
+                                        label_selector=args.selector, field_selector=field_selector) as w:
+                        async for event in w:
+                            version = str(as_map(event.object.get("metadata")).get("resourceVersion") or version)
+                            if event.type != "BOOKMARK":
+                                queue.put_nowait((event.type, event.object))
+                except ApiException as e:
+                    if not is_gone(e):
+                        raise
+                    items, version = await _fetch(cp, src.res, name, src.namespace, args.selector)
+                    for obj in items:
+                        queue.put_nowait(("MODIFIED", obj))
+        except BaseException as e:  # noqa: BLE001 - handed to the printing loop, which raises it
+            queue.put_nowait(e)
+
+    tasks = [asyncio.create_task(pump(src, version)) for src, version in sources]
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            type_, obj = item
+            view.show([obj], deleted=type_ == "DELETED", stream=True)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def run_get_command(args: argparse.Namespace) -> int:
@@ -241,29 +436,8 @@ def run_get_command(args: argparse.Namespace) -> int:
 
 def run_control_plane_command(command: Callable[[argparse.Namespace, Callable[[str], None]], Awaitable[int]],
                               args: argparse.Namespace) -> int:
-    """Run ``command(args, print)`` and turn its errors into a message on stderr and exit status 1, as kubectl:
-    a :class:`GetError` (``Error from server ...`` as it is, others after ``error: ``), an error the control plane
-    answered, or no answer at all (then what to pass: ``--kubeconfig``)."""
-    import asyncio
+    """Run ``command(args, print)``; its errors become one line on stderr and exit status 1, as kubectl's
+    (:func:`flotilla.cli.control_plane.run_client_command`; a :class:`GetError` says what to change)."""
+    from flotilla.cli.control_plane import run_client_command
 
-    from flotilla.client import ApiException
-
-    try:
-        return asyncio.run(command(args, print))
-    except GetError as e:
-        text = str(e)
-        print(text if text.startswith("Error from server") else f"error: {text}", file=sys.stderr)
-    except ApiException as e:
-        if e.status == 0:  # no response: ConnectionFailed, Timeout
-            print(f"error: cannot reach the control plane: {e.message} (pass --kubeconfig of a running control "
-                  "plane, or --context)", file=sys.stderr)
-        else:
-            print(f"error: the control plane answered: {e}", file=sys.stderr)
-    except BrokenPipeError:  # the reader went away (`| head`)
-        return 0
-    except OSError as e:
-        print(f"error: cannot reach the control plane: {e} (pass --kubeconfig of a running control plane, or "
-              "--context)", file=sys.stderr)
-    except KeyboardInterrupt:
-        return 130
-    return 1
+    return run_client_command(lambda: command(args, print), (GetError,))

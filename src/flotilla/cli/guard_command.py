@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import positive_duration
+from flotilla.cli.flags import add_command
 from flotilla.signals import run_until_stopped, wait_or_kill
 
 if TYPE_CHECKING:
@@ -32,15 +33,14 @@ EXIT_FENCED = 3
 def add_guard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     from flotilla.api.agents import PERMIT_NAMESPACE
 
-    p = subparsers.add_parser(
-        "guard", help="run a command, killing it when the member's run permit goes stale",
+    p = add_command(
+        subparsers, "guard", help="run a command, killing it when the member's run permit goes stale",
         description="Run COMMAND as a child and stop it (SIGTERM, then SIGKILL) once the run permit that "
                     "'flotilla agent --guard' keeps in this member (Lease flotilla-system/flotilla-run-permit) has "
                     "not changed for --fence-after, measured on this process's monotonic clock from when it saw "
                     "the last change. Exits 3 when it stopped COMMAND for that reason, else with COMMAND's code.",
-        epilog="example:\n  flotilla guard --kubeconfig member.kubeconfig --fence-after 15s -- \\\n"
-               "      /opt/flink/bin/jobmanager.sh start-foreground",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla guard --kubeconfig member.kubeconfig --fence-after 15s -- \\\n"
+                  "      /opt/flink/bin/jobmanager.sh start-foreground"])
     p.add_argument("--kubeconfig", default=None, help="kubeconfig of the member (default: $KUBECONFIG)")
     p.add_argument("--context", default=None, help="context of --kubeconfig (default: current)")
     p.add_argument("--fence-after", type=positive_duration, required=True, metavar="DURATION",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import yaml
 
 from flotilla.cli import goyaml
-from flotilla.cli.flags import run_alone
+from flotilla.cli.flags import add_command, run_alone
 
 if TYPE_CHECKING:
     pass
@@ -58,15 +58,13 @@ def add_interpret_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``interpret`` sub-command to ``subparsers`` (sets ``fn`` to :func:`run_interpret`)."""
     from flotilla.interpreter.operations import Operation
 
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "interpret", help="run ResourceInterpreterCustomization scripts locally (test, validate)",
+    p = add_command(
+        subparsers, "interpret", help="run ResourceInterpreterCustomization scripts locally (test, validate)",
         description="Validate and test ResourceInterpreterCustomization Lua scripts before applying them: "
                     "run one operation on local objects and print the results as YAML.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="operations: " + ", ".join(o.value for o in Operation) + " (case does not matter)\n\n"
-               "examples:\n"
-               "  flotilla interpret -f customization.yaml --check\n"
-               "  flotilla interpret -f customization.yaml --operation InterpretHealth --observed-file obs.yaml")
+        notes="operations: " + ", ".join(o.value for o in Operation) + " (case does not matter)",
+        examples=["flotilla interpret -f customization.yaml --check",
+                  "flotilla interpret -f customization.yaml --operation InterpretHealth --observed-file obs.yaml"])
     p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
                    help="file or directory with the customizations (YAML or JSON; repeatable; - for stdin)")
     p.add_argument("-R", "--recursive", action="store_true", help="read directories given with -f recursively")

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
-from flotilla.cli.flags import run_alone
+from flotilla.cli.flags import add_command, run_alone
 
 if TYPE_CHECKING:
     pass
@@ -61,12 +61,11 @@ _Loader.add_implicit_resolver(
 
 def add_jsonpath_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``jsonpath`` sub-command to ``subparsers`` (sets ``fn`` to :func:`run_jsonpath`)."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "jsonpath", help="evaluate a kubectl JSONPath template on local YAML/JSON objects",
+    p = add_command(
+        subparsers, "jsonpath", help="evaluate a kubectl JSONPath template on local YAML/JSON objects",
         description="Print what `kubectl get -o jsonpath=TEMPLATE` prints for local objects, offline. "
                     "Useful to test state-preservation rules (run them on the reflected status).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="example: flotilla jsonpath '{.jobStatus.jobId}' -f status.yaml")
+        examples=["flotilla jsonpath '{.jobStatus.jobId}' -f status.yaml"])
     p.add_argument("template", metavar="TEMPLATE", help="a kubectl JSONPath template, e.g. '{.metadata.name}'")
     p.add_argument("-f", "--filename", default="-", metavar="FILE",
                    help="YAML or JSON file with the object(s); - (the default) reads stdin")

@@ -37,6 +37,7 @@ from flotilla.cli.cluster_commands import (
     add_removal_args,
 )
 from flotilla.cli.control_plane import run_client_command
+from flotilla.cli.flags import add_command
 from flotilla.cluster.register import (
     AgentFiles,
     agent_argv,
@@ -62,14 +63,13 @@ Out = Callable[[str], None]
 
 def add_register_parsers(subparsers: Any) -> None:
     """Add ``register`` and ``unregister`` to the ``flotilla`` command's sub-parsers."""
-    r = subparsers.add_parser(
-        "register", help="register a member cluster in Pull mode: credentials for its agent",
+    r = add_command(
+        subparsers, "register", help="register a member cluster in Pull mode: credentials for its agent",
         description="Give a Pull-mode cluster's agent a token (kept by the control plane as a hash only) and a "
                     "kubeconfig for the control plane, then print the `flotilla agent` command or start it. The "
                     "agent creates the Cluster (syncMode Pull) and keeps its status and Lease.",
-        epilog="example:\n  flotilla register member3 --kubeconfig ./member3.kubeconfig "
-               "--karmada-kubeconfig ./cp/kubeconfig --start",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla register member3 --kubeconfig ./member3.kubeconfig "
+                  "--karmada-kubeconfig ./cp/kubeconfig --start"])
     r.add_argument("name", help="the member cluster's name in the control plane")
     r.add_argument("--kubeconfig", required=True, help="kubeconfig of the member cluster (the agent's)")
     r.add_argument("--context", default=None, help="context in --kubeconfig (default: current)")
@@ -83,12 +83,11 @@ def add_register_parsers(subparsers: Any) -> None:
                      help="print the `flotilla agent` command to run (the default)")
     r.set_defaults(fn=run_register_command)
 
-    u = subparsers.add_parser(
-        "unregister", help="remove a Pull-mode member cluster and revoke its agent's token",
+    u = add_command(
+        subparsers, "unregister", help="remove a Pull-mode member cluster and revoke its agent's token",
         description="Stop the agent `register --start` started, delete the Cluster (waiting for its cleanup), its "
                     "Lease and the agent's token.",
-        epilog="example:\n  flotilla unregister member3 --karmada-kubeconfig ./cp/kubeconfig --wait 60s",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["flotilla unregister member3 --karmada-kubeconfig ./cp/kubeconfig --wait 60s"])
     u.add_argument("name", help="the member cluster's name in the control plane")
     _karmada_args(u)
     u.add_argument("--agent-kubeconfig", default=None,
@@ -334,8 +333,8 @@ async def _unregister_main(args: argparse.Namespace) -> int:
 
 
 def run_register_command(args: argparse.Namespace) -> int:
-    return run_client_command(lambda: _register_main(args), (ClusterCommandError,))
+    return run_client_command(lambda: _register_main(args), (ClusterCommandError,), "--karmada-kubeconfig")
 
 
 def run_unregister_command(args: argparse.Namespace) -> int:
-    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,))
+    return run_client_command(lambda: _unregister_main(args), (ClusterCommandError,), "--karmada-kubeconfig")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.cluster_update import ClusterNotFound, ClusterUpdateConflict, update_cluster
 from flotilla.cli.control_plane import add_control_plane_args, control_plane_client, run_client_command
+from flotilla.cli.flags import add_command
 from flotilla.cli.taint_spec import (
     UNSCHEDULABLE_TAINT_KEY,
     TaintSpecError,
@@ -75,9 +76,8 @@ def add_taint_parsers(sub: Any) -> None:
                                    f"{UNSCHEDULABLE_TAINT_KEY}:NoSchedule); nothing is evicted"),
                         ("uncordon", f"mark a cluster schedulable again (remove {UNSCHEDULABLE_TAINT_KEY}:"
                                      "NoSchedule)")):
-        c = sub.add_parser(verb, help=doing, description=doing[0].upper() + doing[1:] + ".",
-                           epilog=f"example:\n  flotilla {verb} member1",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        c = add_command(sub, verb, help=doing, description=doing[0].upper() + doing[1:] + ".",
+                        examples=[f"flotilla {verb} member1"])
         c.add_argument("name", help="the cluster's name")
         c.add_argument("--dry-run", action="store_true", help="only print what would change")
         add_control_plane_args(c)

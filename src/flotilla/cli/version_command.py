@@ -55,7 +55,7 @@ def run_version_command(args: argparse.Namespace) -> int:
         server = asyncio.run(_server_version(args))
     except Exception as e:  # a kubeconfig that cannot be read, a refused connection, an error answer
         print(render_version(client, None, args.output))
-        print(f"flotilla version: error: cannot reach the control plane for its version: {e}; pass --kubeconfig "
+        print(f"error: cannot reach the control plane for its version: {e}; pass --kubeconfig "
               "(and --context) of a running control plane, or --client for the client's version only",
               file=sys.stderr)
         return 1

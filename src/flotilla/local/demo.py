@@ -143,30 +143,22 @@ class Narrator:
         self.out.flush()
 
     async def wait(self, check: Callable[[], Awaitable[T | None]], what: str, limit: float = 60.0) -> T:
-        began = time.monotonic()
-        spinner = "|/-\\"
-        i = 0
+        from flotilla.cli.progress import Progress
+
         last_error = ""
-        while True:
-            try:
-                result = await check()
-            except (ApiException, OSError) as e:
-                result, last_error = None, str(e)
-            if result is not None:
-                if self.live:
-                    self.out.write("\r\033[K")
-                return result
-            waited = time.monotonic() - began
-            if waited > limit:
-                if self.live:
-                    self.out.write("\r\033[K")
-                raise DemoError(f"timed out after {limit:.0f}s waiting for {what}"
-                                + (f" (last error: {last_error})" if last_error else ""))
-            if self.live:
-                self.out.write(f"\r\033[K    {spinner[i % 4]} waiting for {what} ({waited:4.1f}s)")
-                self.out.flush()
-                i += 1
-            await asyncio.sleep(0.25)
+        with Progress(f"    waiting for {what}", file=self.out, force=self.live) as line:
+            while True:
+                try:
+                    result = await check()
+                except (ApiException, OSError) as e:
+                    result, last_error = None, str(e)
+                if result is not None:
+                    return result
+                if line.elapsed > limit:
+                    raise DemoError(f"timed out after {limit:.0f}s waiting for {what}"
+                                    + (f" (last error: {last_error})" if last_error else ""))
+                line.update()
+                await asyncio.sleep(0.25)
 
 
 async def _get(client: Client, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from flotilla.bench import stats
 from flotilla.bench.harness import Ending, finish_command, say, workdir_for
+from flotilla.cli.progress import Progress
 from flotilla.reliability.invariants import WorkloadEnd, converged_problems, timed_out_tasks
 
 __all__ = ["CrashParams", "converged_now", "kill_moments", "run_crash_command", "run_crash_trials"]
@@ -199,11 +200,13 @@ async def run_crash_trials(p: CrashParams) -> dict[str, Any]:
     root, cleanup = workdir_for(p.data_dir, "flotilla-soak-crash-")
     trials: list[dict[str, Any]] = []
     try:
-        for index, delay in enumerate(moments, start=1):
-            say(f"trial {index}/{p.trials}: {p.workloads} workloads, SIGKILL {delay:.2f}s after the fault ...")
-            trial = await run_trial(p, index, delay, root / f"trial-{index}")
-            trials.append(trial)
-            say(_trial_line(trial))
+        with Progress("soak crash: trials", total=p.trials) as line:
+            for index, delay in enumerate(moments, start=1):
+                say(f"trial {index}/{p.trials}: {p.workloads} workloads, SIGKILL {delay:.2f}s after the fault ...")
+                trial = await run_trial(p, index, delay, root / f"trial-{index}")
+                trials.append(trial)
+                say(_trial_line(trial))
+                line.update(index)
     finally:
         if cleanup is not None:
             cleanup.cleanup()

@@ -699,6 +699,7 @@ class Trial:
 
 async def run_partition_trials(p: PartitionParams) -> dict[str, Any]:
     from flotilla.bench.harness import say, workdir_for
+    from flotilla.cli.progress import Progress
 
     timings = p.timings()
     plans = plan_trials(p.seed, p.trials, p.member_names(), {n: FAULTS[n] for n in p.faults}, timings)
@@ -708,11 +709,13 @@ async def run_partition_trials(p: PartitionParams) -> dict[str, Any]:
     try:
         say(f"starting flotilla up --guard with {p.members} Pull members in {root / 'stack'} ...")
         await stack.start()
-        for plan in plans:
-            say(f"trial {plan.index}/{p.trials}: {plan.describe()} ...")
-            trial = await Trial(stack, plan, p).run()
-            trials.append(trial)
-            say(trial_line(trial))
+        with Progress("soak partition: trials", total=p.trials) as line:
+            for plan in plans:
+                say(f"trial {plan.index}/{p.trials}: {plan.describe()} ...")
+                trial = await Trial(stack, plan, p).run()
+                trials.append(trial)
+                say(trial_line(trial))
+                line.update(plan.index)
     finally:
         await stack.stop()
         if cleanup is not None:
