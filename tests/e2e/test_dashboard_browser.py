@@ -143,6 +143,13 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
                "web-deployment on member1 on the workloads page")
     eventually(lambda: _assert("Healthy" in text_of(browser, "#wl-default-web-deployment")), "web healthy")
     assert browser.execute_script("return window.notReloaded") is True
+    # search on the server: typing asks for the fragment of the matching rows and puts the query in the URL
+    browser.find_element(By.CSS_SELECTOR, "#search").send_keys("no-such-thing")
+    eventually(lambda: _assert("No workload matches." in text_of(browser, "#workloads")), "the search's empty page")
+    assert "q=no-such-thing" in browser.current_url
+    browser.back()  # the browser's history brings back a whole page, not a fragment
+    eventually(lambda: _assert("member1" in text_of(browser, "#wl-default-web-deployment .placement")), "back")
+    assert browser.find_elements(By.CSS_SELECTOR, "header nav") != []
 
     # the fleet page, open while member1 loses power
     browser.get(base)

@@ -153,7 +153,8 @@ def test_workload_query_parse_refuses_what_it_cannot_use() -> None:
     assert q.params(page=3) == {"q": "web", "cluster": "member1", "state": "moving", "page": "3", "size": "25"}
     for params, said in [({"page": "0"}, "page"), ({"page": "-1"}, "page"), ({"page": "1e9"}, "page"),
                          ({"size": "13"}, "size"), ({"state": "x"}, "state"), ({"q": "x" * 201}, "q"),
-                         ({"order": "name"}, "unknown query parameter 'order'"), ({"page": "9" * 12}, "page")]:
+                         ({"order": "name"}, "unknown query parameter 'order'"), ({"page": "9" * 12}, "page"),
+                         ({"page": "\u00b2"}, "page"), ({"size": "\u0665\u0660"}, "size")]:
         with pytest.raises(QueryError, match=said):
             WorkloadQuery.parse(params)
 

@@ -200,7 +200,7 @@ class WorkloadQuery:
 
 
 def _positive(text: str, name: str) -> int:
-    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
         raise QueryError(f"{name}: a whole number from 1, not {text[:20]!r}")
     return int(text)
 

@@ -198,11 +198,12 @@ class Dashboard:
         return response
 
     def _page(self, request: web.Request, page: str, topic: str, **context: Any) -> web.Response:
-        """The whole page, or with ``HX-Request`` only its live fragment."""
+        """The whole page, or with ``HX-Request`` only its live fragment (a page the browser restores from its
+        history is whole again)."""
         version = self.model.versions.of(topic)
         context.update(topic=topic, since=version, self_url=str(request.rel_url), page=page,
                        secure=self.secure)
-        if request.headers.get("HX-Request"):
+        if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
             response = self._html(f"{page}_live.html", **context)
         else:
             response = self._html(f"{page}.html", **context)
@@ -291,7 +292,7 @@ class Dashboard:
             return web.Response(status=400, text="topic: fleet, workloads, timeline or workload:<namespace>/<name>\n",
                                 headers=_HEADERS)
         since_text = request.query.get("since", "")
-        if since_text and not since_text.isdigit():
+        if since_text and not (since_text.isascii() and since_text.isdigit() and len(since_text) <= 18):
             return web.Response(status=400, text="since: a whole number\n", headers=_HEADERS)
         sent = int(since_text) if since_text else self.model.versions.of(topic)
         response = web.StreamResponse(headers={**_HEADERS, "Content-Type": "text/event-stream",

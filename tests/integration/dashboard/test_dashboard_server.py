@@ -105,6 +105,8 @@ async def test_without_secure_the_pages_are_open_and_bad_input_is_a_clear_error(
         async with s.get(base + "/workloads", headers={"HX-Request": "true"}) as r:  # the live fragment only
             fragment = await r.text()
         assert fragment.lstrip().startswith('<div id="live"') and "<html" not in fragment
+        async with s.get(base + "/workloads", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}) as r:
+            assert "<html" in await r.text()  # back in the browser's history: the whole page
         async with s.get(base + "/workloads/default/web-deployment") as r:
             assert r.status == 200 and "Eviction tasks in progress" in await r.text()
         async with s.get(base + "/timeline?window=15m") as r:
@@ -119,6 +121,8 @@ async def test_without_secure_the_pages_are_open_and_bad_input_is_a_clear_error(
             ("/timeline?cluster=nope", 400, "no cluster named"),
             ("/workloads/default/nope", 404, "no workload default/nope"),
             ("/events?topic=secrets", 400, "topic: fleet, workloads, timeline"),
+            ("/events?topic=fleet&since=%C2%B2", 400, "since: a whole number"),
+            ("/workloads?page=%C2%B2", 400, "page: a whole number"),
             ("/static/../../etc/passwd", 404, ""),
         ]:
             async with s.get(base + path) as r:
@@ -318,4 +322,29 @@ async def test_a_pull_clusters_agent_lease_and_a_cluster_scoped_workload_have_th
             assert r.status == 200 and "ClusterRole/ns-admin" in await r.text()
         async with s.head(base + "/workloads") as r:
             assert r.status == 200
+    await c.close()
+
+
+async def test_odd_input_on_every_route_is_answered_never_with_a_server_error(open_server: ApiServer) -> None:
+    c = client_of(open_server)
+    await c.create(R.CLUSTERS, cluster("member1"))
+    await c.create(R.RESOURCE_BINDINGS, binding("web", "default", ["member1"]), "default")
+    base = open_server.url + "/dashboard"
+    odd = ["", "?", "?page=", "?size=", "?q=%00%ff", "?q=<script>alert(1)</script>", "?state=%C2%B2",
+           "?page=1&page=2", "?cluster=%2F..%2F", "?window=", "?window=%00", "?topic=workload:", "?since=-1",
+           "?token=", "?token=%00", "?namespace=" + "n" * 5000]
+    paths = ["/", "/workloads", "/timeline", "/workloads/default/web-deployment", "/workloads/%2e%2e/x",
+             "/workloads/-/nope", "/static/htmx.min.js", "/static/", "/nope"]
+    async with browser() as s:
+        await eventually_text(s, base + "/workloads", "wl-default-web-deployment")
+        for path in paths:
+            for query in odd:
+                async with s.get(base + path + query, allow_redirects=False) as r:
+                    body = await r.text()
+                    assert r.status < 500, (path, query, r.status, body[:300])
+                    assert "<script>alert(1)</script>" not in body, (path, query)
+        for topic in ("workload:default/web-deployment", "workload:x", "fleet"):
+            async with s.get(base + f"/events?topic={topic}") as r:
+                assert r.status == 200
+                assert await r.content.readline() == b"retry: 2000\n"
     await c.close()
