@@ -151,6 +151,16 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
     eventually(lambda: _assert("member1" in text_of(browser, "#wl-default-web-deployment .placement")), "back")
     assert browser.find_elements(By.CSS_SELECTOR, "header nav") != []
 
+    # a second tab keeps the timeline open from before the fault to the end
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    timeline_tab = browser.current_window_handle
+    browser.get(base + "timeline")
+    eventually(lambda: _assert(text_of(browser, "#live-status") == "live"), "the timeline's event stream open")
+    browser.execute_script("window.notReloaded = true")
+    assert "fault" not in {e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, ".step-row")}
+    browser.switch_to.window(first)
+
     # the fleet page, open while member1 loses power
     browser.get(base)
     browser.execute_script("window.notReloaded = true")
@@ -185,7 +195,7 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
     assert text_of(browser, "#clusters-notready") == "1" and text_of(browser, "#clusters-fenced") == "1"
     shot(browser, "fleet")
 
-    browser.get(base + "timeline")
+    browser.switch_to.window(timeline_tab)  # open since before the fault, never reloaded
 
     def steps() -> set[str]:
         return {str(e.get_attribute("data-kind")) for e in browser.find_elements(By.CSS_SELECTOR, ".step-row")}
@@ -193,6 +203,7 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
     eventually(lambda: _assert({"fault", "taint", "eviction", "fence", "placed", "running"} <= steps()),
                "the failover's steps on the timeline")
     assert "running on member2" in text_of(browser, "#steps") and "state gap" in text_of(browser, "#steps")
+    assert browser.execute_script("return window.notReloaded") is True
     shot(browser, "timeline")
 
     browser.get(base + "workloads/default/web-deployment")
