@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 
 import jinja2
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from flotilla.dashboard.model import (
     DashboardModel,
@@ -176,8 +177,8 @@ class Dashboard:
             if not self.may_view(user):
                 if getattr(user, "is_anonymous", False):  # anonymous reads allowed, but not these: log in
                     return self.unauthorized(request)
-                return self._error(403, f'user "{getattr(user, "name", user)}" may not list Clusters, bindings and '
-                                        "Events, which the dashboard shows")
+                return self._error(403, f'user "{getattr(user, "name", user)}" may not list Clusters, bindings, '
+                                        "Works and Events, which the dashboard shows")
         unknown = sorted(set(request.query) - allowed)
         if unknown:
             return self._error(400, f"unknown query parameter {unknown[0]!r}"
@@ -295,6 +296,8 @@ class Dashboard:
         if since_text and not (since_text.isascii() and since_text.isdigit() and len(since_text) <= 18):
             return web.Response(status=400, text="since: a whole number\n", headers=_HEADERS)
         sent = int(since_text) if since_text else self.model.versions.of(topic)
+        if request.method == "HEAD":  # the headers of a stream, without holding one open
+            return web.Response(headers={**_HEADERS, "Content-Type": "text/event-stream"})
         response = web.StreamResponse(headers={**_HEADERS, "Content-Type": "text/event-stream",
                                                "X-Accel-Buffering": "no"})
         await response.prepare(request)
@@ -332,7 +335,10 @@ class Dashboard:
         origin = request.headers.get("Origin")
         if origin is not None and origin != f"{request.scheme}://{request.host}":
             return web.Response(status=403, text="cross-origin login refused\n", headers=_HEADERS)
-        form = await request.post()
+        try:
+            form = await request.post()
+        except (ValueError, UnicodeDecodeError, HttpProcessingError):
+            return web.Response(status=400, text="the login form could not be read\n", headers=_HEADERS)
         token = str(form.get("token") or "").strip()
         target = str(form.get("next") or PREFIX + "/")
         if not target.startswith(PREFIX + "/") or "//" in target or "\\" in target:

@@ -207,6 +207,9 @@ async def test_the_login_form_takes_a_bearer_token_refuses_other_origins_and_use
         async with s.post(login, data={"token": VIEWER_TOKEN}, headers={"Origin": "https://evil.example"},
                           allow_redirects=False) as r:
             assert r.status == 403
+        async with s.post(login, data=b"--x\r\nbroken", headers={"Content-Type": "multipart/form-data; boundary=x"},
+                          allow_redirects=False) as r:
+            assert r.status == 400 and "could not be read" in await r.text()
         async with s.post(login, data={"token": "wrong"}, allow_redirects=False) as r:
             assert r.status == 401 and "That token is not valid." in await r.text()
         async with s.post(login, data={"token": VIEWER_TOKEN, "next": "https://evil.example/"},
@@ -343,6 +346,9 @@ async def test_odd_input_on_every_route_is_answered_never_with_a_server_error(op
                     body = await r.text()
                     assert r.status < 500, (path, query, r.status, body[:300])
                     assert "<script>alert(1)</script>" not in body, (path, query)
+        async with asyncio.timeout(5):
+            async with s.head(base + "/events?topic=fleet") as r:  # answered, not held open
+                assert r.status == 200 and r.headers["Content-Type"] == "text/event-stream"
         for topic in ("workload:default/web-deployment", "workload:x", "fleet"):
             async with s.get(base + f"/events?topic={topic}") as r:
                 assert r.status == 200
