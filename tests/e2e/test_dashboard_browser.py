@@ -158,7 +158,7 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
     browser.get(base + "timeline")
     eventually(lambda: _assert(text_of(browser, "#live-status") == "live"), "the timeline's event stream open")
     browser.execute_script("window.notReloaded = true")
-    assert "fault" not in {e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, ".step-row")}
+    assert "fence" not in {e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, ".step-row")}
     browser.switch_to.window(first)
 
     # the fleet page, open while member1 loses power

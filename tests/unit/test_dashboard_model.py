@@ -215,6 +215,7 @@ def test_the_timeline_puts_history_and_failover_events_on_one_axis() -> None:
     evictions = [s for s in timeline(m.bindings, m.all_events(), NOW, 3600) if s.title == "EvictionPerformed"]
     assert len(evictions) == 1  # written on the binding and on its template: one step
     assert event_step_kind({"reason": "Unknown", "type": "Normal"}) == "info"
+    assert [s.lane for s in steps] == [6, 4, 3, 2, 1, 0]  # one row of the axis per kind, in a failover's order
     assert axis_start_of([], NOW, 3600) == NOW - timedelta(seconds=60)
     with pytest.raises(ValueError, match="window"):
         parse_window("1y")

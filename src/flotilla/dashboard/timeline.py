@@ -66,6 +66,11 @@ class TimelineStep:
     def at_text(self) -> str:
         return self.at.strftime("%H:%M:%S")
 
+    @property
+    def lane(self) -> int:
+        """The axis' row of this step's kind, so steps of different kinds at one time do not hide each other."""
+        return STEP_KINDS.index(self.kind) if self.kind in STEP_KINDS else len(STEP_KINDS) - 1
+
 
 def parse_window(text: str) -> int:
     """Seconds of a window named in :data:`WINDOWS`; ValueError otherwise."""
