@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench soak lint clean venv protos
+.PHONY: demo test bench soak lint clean venv protos browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,17 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/flotilla demo
 
-test: $(STAMP)
+# the dashboard's browser tests need Debian's chromium and chromedriver: installed when missing and we are root with
+# apt-get; a failed install does not fail the tests (they skip, saying how to install them)
+browser:
+	@if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; } && [ "$$(id -u)" = 0 ] \
+	    && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium and chromium-driver for the dashboard's browser tests"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+	    >/dev/null 2>&1 || echo "could not install chromium; the browser tests will skip"; \
+	fi
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile tests/unit tests/integration tests/compat
 	$(PY) -m pytest -q -p no:cacheprovider -n 4 --dist loadfile tests/e2e

@@ -5,7 +5,8 @@ run in a fresh working directory with the virtualenv's ``flotilla`` and ``kubect
 ``KUBECONFIG=.flotilla/kubeconfig``, the only change being ``flotilla up --detach --port 0`` (the README uses the
 default port 6443, which another process may hold). Each step's assertion is about what the command prints:
 
-1. ``flotilla up --detach``; ``kubectl get clusters`` lists member1..3 Ready;
+1. ``flotilla up --detach`` prints the dashboard's URL with its one-time token; ``kubectl get clusters`` lists
+   member1..3 Ready (what the dashboard shows meanwhile is tests/e2e/test_dashboard_browser.py's);
 2. ``kubectl apply -f examples/tour/`` creates the PropagationPolicy and the Deployment without a warning;
    ``kubectl --context member1 get deploy`` shows ``web`` 2/2; ``flotilla get bindings`` places it on member1;
 3. ``flotilla sim fault member1 --mode off --data-dir .flotilla``: ``flotilla get clusters`` shows member1
@@ -88,6 +89,7 @@ def test_the_readme_tour(tmp_path: Path) -> None:
     r = sh.run("flotilla", "up", "--detach", "--port", "0", timeout=120)
     try:
         assert "running in the background" in r.stdout and "flotilla down" in r.stdout, r.stdout
+        assert "flotilla up: dashboard http://127.0.0.1:" in r.stdout and "/dashboard/?token=" in r.stdout, r.stdout
         assert (tmp_path / ".flotilla" / "kubeconfig").is_file()
         tour(sh)
     finally:

@@ -14,8 +14,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "flotilla"
 
 _BASE = {"kube", "files", "signals"}
 _LIBS = _BASE | {"jsonpath", "api", "observability", "storage", "checkpoints", "interpreter"}
-_DECISIONS = ["cluster", "scheduler", "policy", "failover", "propagation"]
-_CORE = _LIBS | set(_DECISIONS) | {"client", "apiserver", "runtime", "controllers", "agent"}
+_DECISIONS = ["cluster", "scheduler", "policy", "failover", "propagation", "display"]
+_CORE = _LIBS | set(_DECISIONS) | {"client", "dashboard", "apiserver", "runtime", "controllers", "agent"}
 
 #: package -> the packages it may import (besides itself); the order of this table is the order of the layers
 ALLOWED: dict[str, set[str]] = {
@@ -37,9 +37,12 @@ ALLOWED: dict[str, set[str]] = {
     "failover": {"kube", "api", "jsonpath", "interpreter", "checkpoints", "cluster", "scheduler", "policy"},
     "propagation": {"kube", "api", "jsonpath", "interpreter", "checkpoints", "cluster", "scheduler", "policy",
                     "failover"},
+    "display": {"kube", "api", "jsonpath", "interpreter", "checkpoints", "cluster", "scheduler", "policy",
+                "failover", "propagation"},
     # the machinery that talks the API
     "client": {"kube", "api", "files", "observability"},
-    "apiserver": _LIBS | set(_DECISIONS) | {"client"},
+    "dashboard": _LIBS | set(_DECISIONS) | {"client"},
+    "apiserver": _LIBS | set(_DECISIONS) | {"client", "dashboard"},
     "runtime": _LIBS | set(_DECISIONS) | {"client"},
     "controllers": _LIBS | set(_DECISIONS) | {"client", "runtime"},
     "agent": _LIBS | set(_DECISIONS) | {"client", "runtime"},

@@ -691,10 +691,14 @@ _WATCH_BATCH = 256
 _COALESCE = 0.002  # seconds: the shortest time between two chunks of a busy watch
 
 
-def build_app(handler: ApiHandler, middlewares: list[Any] | None = None) -> web.Application:
+def build_app(handler: ApiHandler, middlewares: list[Any] | None = None, dashboard: Any = None) -> web.Application:
+    """The API server's application; ``dashboard`` (a :class:`flotilla.dashboard.server.Dashboard`) adds its
+    pages under ``/dashboard/`` before the API's routes."""
     # kube-apiserver accepts long request lines (big selectors); aiohttp's default is 8190 bytes
     app = web.Application(client_max_size=MAX_BODY_BYTES + 1024, middlewares=middlewares or [],
                           handler_args={"max_line_size": 1024 * 1024, "max_field_size": 1024 * 1024})
+    if dashboard is not None:
+        dashboard.add_routes(app.router)
     app.router.add_route("*", "/{tail:.*}", handler.handle)
     return app
 

@@ -711,27 +711,42 @@ def auth_middleware(
     *,
     anonymous: bool,
     request_attrs: Callable[[web.Request], RequestAttributes] = request_attributes_of,
+    dashboard: Any = None,
 ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """aiohttp middleware: authenticate, authorise, then call the handler.
 
     Sets ``request["user"]`` (a :class:`UserInfo`) and ``request["request_attributes"]``. Invalid credentials
     give 401 everywhere; missing credentials give the anonymous user when ``anonymous`` is true (the authorizer
     decides what it may do) and 401 otherwise, except on the always-allowed health/version paths.
+
+    ``dashboard`` (a :class:`flotilla.dashboard.server.Dashboard`): on its paths only, a request without
+    credentials may be authenticated by its session cookie (reads only: :meth:`session_user` answers GET and
+    HEAD alone), the few paths it says are public (static files, the login form, a one-time token's exchange)
+    reach it without credentials, and a 401 is its login page.
     """
 
     @web.middleware
     async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
         peercert = transport.get_extra_info("peercert") if transport is not None else None
+        on_dashboard = dashboard is not None and dashboard.owns(request.path)
         try:
             user = authenticator.authenticate(
                 request.headers, peercert if isinstance(peercert, dict) else None
             )
         except AuthenticationError:
+            if on_dashboard:
+                return dashboard.unauthorized(request, "That token is not valid.")
             return _status_response(unauthorized_status())
+        if user is None and on_dashboard:
+            user = dashboard.session_user(request)
+            if user is None and dashboard.is_public(request):
+                return await handler(request)
         attrs = request_attrs(request)
         if user is None:
             if not anonymous and not is_always_allowed_path(attrs.path):
+                if on_dashboard:
+                    return dashboard.unauthorized(request)
                 return _status_response(unauthorized_status())
             user = ANONYMOUS
         request["user"] = user

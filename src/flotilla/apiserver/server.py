@@ -53,6 +53,8 @@ class ApiServerConfig:
     policy_finalizers: bool = False
     # how heavy request bodies are decoded: threads, per-client concurrency and queues (None: the defaults)
     body_fairness: FairnessLimits | None = None
+    # the live web dashboard under /dashboard/ (flotilla.dashboard; docs/dashboard.md): the control plane's
+    dashboard: bool = True
 
 
 class ApiServer:
@@ -79,6 +81,9 @@ class ApiServer:
         self._agent_tokens: Any = None
         self._namespaces: NamespaceLifecycle | None = None
         self._owns_store = store is None
+        self.dashboard: Any = None  # a flotilla.dashboard.server.Dashboard with ``config.dashboard``
+        self._authn: Any = None  # with --secure: the TokenAuthenticator and the Authorizer
+        self._authz: Any = None
 
     async def start(self) -> ApiServer:
         cfg = self.config
@@ -116,6 +121,8 @@ class ApiServer:
         await self._gc.start()
         self._compactor = Compactor(self.store, cfg.compaction_interval)
         self._compactor.start()
+        if cfg.dashboard:
+            await self._start_dashboard(storage)
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -142,7 +149,7 @@ class ApiServer:
         elif cfg.anonymous is False:
             raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
         self.handler = handler
-        app = build_app(handler, middlewares)
+        app = build_app(handler, middlewares, dashboard=self.dashboard)
         # on shutdown, requests still in flight (a watch a client re-opened while we were closing) get a
         # few seconds, not aiohttp's default minute
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
@@ -176,10 +183,55 @@ class ApiServer:
         authn = TokenAuthenticator.from_file(
             token_path, dynamic=self._agent_tokens.user_of if self._agent_tokens is not None else None)
         authz = Authorizer(anonymous=bool(cfg.anonymous))
-        mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of)
+        self._authn, self._authz = authn, authz
+        mw = auth_middleware(authn, authz, anonymous=bool(cfg.anonymous), request_attrs=request_attributes_of,
+                             dashboard=self.dashboard)
         return ssl_ctx, paths.ca_pem(), [mw]
 
+    async def _start_dashboard(self, storage: ResourceStorage) -> None:
+        from flotilla.apiserver.inprocess import in_process_client
+        from flotilla.dashboard.server import Dashboard
+
+        def authenticate_token(token: str) -> Any:
+            return self._authn.authenticate_token(token) if self._authn is not None else None
+
+        self.dashboard = Dashboard(in_process_client(storage, bookmark_interval=self.config.bookmark_interval),
+                                   secure=self.config.secure, authenticate_token=authenticate_token,
+                                   may_view=self._may_view_dashboard)
+        await self.dashboard.start()
+
+    def _may_view_dashboard(self, user: Any) -> bool:
+        """Whether ``user`` may list what the dashboard shows: Clusters, bindings, Works and Events."""
+        from flotilla.apiserver.auth import RequestAttributes
+
+        if self._authz is None:
+            return True
+        for group, version, resource in (("cluster.karmada.io", "v1alpha1", "clusters"),
+                                         ("work.karmada.io", "v1alpha2", "resourcebindings"),
+                                         ("work.karmada.io", "v1alpha1", "works"), ("", "v1", "events")):
+            attrs = RequestAttributes(verb="list", path="", resource_request=True, api_group=group,
+                                      api_version=version, resource=resource)
+            if not self._authz.authorize(user, "list", attrs)[0]:
+                return False
+        return True
+
+    def dashboard_url(self, token: str | None = None) -> str | None:
+        """The dashboard's URL with a one-time token that logs its opener in as the user of ``token`` (a bearer
+        token this server accepts; without --secure any user). None without a dashboard, or when ``token`` is
+        not valid on a secure server."""
+        if self.dashboard is None:
+            return None
+        user = None
+        if self.config.secure:
+            user = self._authn.authenticate_token(token) if token and self._authn is not None else None
+            if user is None:
+                return None
+        return f"{self.url}/dashboard/?token={self.dashboard.issue_login(user)}"
+
     async def stop(self) -> None:
+        if self.dashboard is not None:
+            await self.dashboard.stop()
+            self.dashboard = None
         if self.runner is not None:
             if self.handler is not None:
                 await self.handler.close()

@@ -25,6 +25,7 @@ RUNNERS = {
     "failover": ("flotilla.bench.failover", "run_failover_command"),
     "propagate": ("flotilla.bench.propagate", "run_propagate_command"),
     "scale": ("flotilla.bench.scale", "run_scale_command"),
+    "dashboard": ("flotilla.bench.dashboard", "run_dashboard_command"),
     "link": ("flotilla.bench.link", "run_link_command"),
     "control-plane": ("flotilla.bench.control_plane", "run_control_plane_command"),
 }
@@ -144,6 +145,14 @@ def _scale_flags(f: argparse.ArgumentParser) -> None:
     _result_flags(f, "during the idle window")
 
 
+def _dashboard_flags(f: argparse.ArgumentParser) -> None:
+    f.add_argument("--bindings", type=int, default=10_000, help="ResourceBindings (default 10000)")
+    f.add_argument("--clusters", type=int, default=100, help="Clusters (default 100)")
+    f.add_argument("--requests", type=int, default=50, help="fetches of each page (default 50)")
+    f.add_argument("--changes", type=int, default=20, help="changes timed to the event stream (default 20)")
+    f.add_argument("--json", default="", metavar="FILE", help="write the results as JSON")
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """A ``flotilla bench`` sub-command: its help, and what declares its flags."""
@@ -201,6 +210,14 @@ BENCHMARKS: Final = {
                   "flotilla bench scale --members 100 --workloads 10000 --failover --failed-workloads 1000 "
                   "--profile idle.txt"),
         flags=_scale_flags),
+    "dashboard": Benchmark(
+        help="the dashboard's pages over many clusters and workloads: latency and memory",
+        description=("One API server in this process with --clusters Clusters and --bindings ResourceBindings; "
+                     "each dashboard page (whole, and the live fragment) fetched --requests times over HTTP, the "
+                     "time from a binding's change to the event stream's notification, and the dashboard model's "
+                     "memory per binding (tracemalloc)."),
+        examples=("flotilla bench dashboard --bindings 10000 --clusters 100 --json dashboard.json",),
+        flags=_dashboard_flags),
 }
 
 

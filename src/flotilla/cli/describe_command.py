@@ -16,12 +16,17 @@ from flotilla.api.agents import LEASE_NAMESPACE
 from flotilla.cli.flags import add_command
 from flotilla.cli.get_command import (
     GetError,
-    _list,
-    _taint,
     add_control_plane_flags,
     open_control_plane,
-    render_table,
     run_control_plane_command,
+)
+from flotilla.display.rows import (
+    condition_text,
+    event_time,
+    list_of,
+    render_table,
+    resource_summary,
+    taint_text,
 )
 from flotilla.kube.objects import as_map
 from flotilla.kube.times import human_age
@@ -68,18 +73,13 @@ def _labels(meta: Mapping[str, Any]) -> str:
     return "\n".join(f"{k}={labels[k]}" for k in sorted(labels)) or "<none>"
 
 
-def _event_time(event: Mapping[str, Any]) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-               or as_map(event.get("metadata")).get("creationTimestamp") or "")
-
-
 def render_events(events: Sequence[Mapping[str, Any]], now: datetime | None = None) -> list[str]:
     """``Events:`` and a table Type, Reason, Age, From, Message, newest last (``Events:  <none>`` without)."""
     if not events:
         return ["Events:  <none>"]
     rows = []
-    for e in sorted(events, key=_event_time):
-        age = human_age(_event_time(e), now)
+    for e in sorted(events, key=event_time):
+        age = human_age(event_time(e), now)
         count = e.get("count")
         if isinstance(count, int) and count > 1:
             age += f" (x{count} over {human_age(e.get('firstTimestamp'), now)})"
@@ -91,27 +91,6 @@ def render_events(events: Sequence[Mapping[str, Any]], now: datetime | None = No
     return ["Events:", *("  " + line for line in table.splitlines())]
 
 
-def _condition_text(c: Mapping[str, Any], now: datetime | None) -> str:
-    parts = [str(c.get("status") or "Unknown")]
-    if c.get("reason"):
-        parts.append(f"reason {c['reason']}")
-    if c.get("message"):
-        parts.append(str(c["message"]))
-    if c.get("lastTransitionTime"):
-        parts.append(f"since {c['lastTransitionTime']} ({human_age(c['lastTransitionTime'], now)} ago)")
-    return ", ".join(parts)
-
-
-def _summary(status: Mapping[str, Any]) -> str:
-    summary = as_map(status.get("resourceSummary"))
-    lines = []
-    for what in ("allocatable", "allocating", "allocated"):
-        amounts = as_map(summary.get(what))
-        if amounts:
-            lines.append(f"{what}: " + ", ".join(f"{k}={amounts[k]}" for k in sorted(amounts)))
-    return "\n".join(lines) or "<none>"
-
-
 def describe_cluster(cluster: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (),
                      lease: Mapping[str, Any] | None = None, now: datetime | None = None) -> str:
     """The text of ``flotilla describe cluster``: ``lease`` is the Pull agent's Lease (None: none found)."""
@@ -121,7 +100,7 @@ def describe_cluster(cluster: Mapping[str, Any], events: Sequence[Mapping[str, A
     meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
     mode = str(spec.get("syncMode") or "Push")
     ready = find_condition(status.get("conditions"), "Ready")
-    taints = [_taint(t) for t in _list(spec.get("taints")) if isinstance(t, Mapping)]
+    taints = [taint_text(t) for t in list_of(spec.get("taints")) if isinstance(t, Mapping)]
     fenced = fence_reason(cluster)
     fenced_text = "no" if fenced is None else f"yes ({fenced})"
     fence_condition = find_condition(status.get("conditions"), "Fenced")
@@ -131,9 +110,9 @@ def describe_cluster(cluster: Mapping[str, Any], events: Sequence[Mapping[str, A
             f", {detail}" if detail else "")
     pairs = [("Name", str(meta.get("name") or "")), ("Labels", _labels(meta)), ("Mode", mode),
              ("API Endpoint", str(spec.get("apiEndpoint") or "<none>")),
-             ("Ready", _condition_text(ready, now) if ready is not None else "Unknown"),
+             ("Ready", condition_text(ready, now) if ready is not None else "Unknown"),
              ("Taints", "\n".join(taints) or "<none>"), ("Fenced", fenced_text),
-             ("Resource Summary", _summary(status))]
+             ("Resource Summary", resource_summary(status))]
     if mode == "Pull":
         renew = as_map(as_map(lease).get("spec")).get("renewTime")
         pairs.append(("Agent Lease", f"renewed {human_age(renew, now)} ago ({LEASE_NAMESPACE}/{meta.get('name')})"
@@ -148,10 +127,10 @@ def describe_binding(binding: Mapping[str, Any], events: Sequence[Mapping[str, A
 
     meta, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
     resource = as_map(spec.get("resource"))
-    clusters = [f"{c.get('name')}:{c.get('replicas') or 0}" for c in _list(spec.get("clusters"))
+    clusters = [f"{c.get('name')}:{c.get('replicas') or 0}" for c in list_of(spec.get("clusters"))
                 if isinstance(c, Mapping)]
     tasks = []
-    for t in _list(spec.get("gracefulEvictionTasks")):
+    for t in list_of(spec.get("gracefulEvictionTasks")):
         if isinstance(t, Mapping):
             state = as_map(t.get("preservedLabelState"))
             tasks.append(f"from {t.get('fromCluster')}, producer {t.get('producer') or '<none>'}, reason "
@@ -166,8 +145,8 @@ def describe_binding(binding: Mapping[str, Any], events: Sequence[Mapping[str, A
         pairs.append(("Failover History", "\n".join(
             f"{e.get('phase') or '<unknown>'}: {e.get('from') or '<unknown>'} -> {e.get('to') or '<pending>'}, "
             f"trigger {e.get('trigger') or '<unknown>'}" for e in history if isinstance(e, Mapping))))
-    conditions = [f"{c.get('type')}: {_condition_text(c, now)}"
-                  for c in _list(as_map(binding.get("status")).get("conditions")) if isinstance(c, Mapping)]
+    conditions = [f"{c.get('type')}: {condition_text(c, now)}"
+                  for c in list_of(as_map(binding.get("status")).get("conditions")) if isinstance(c, Mapping)]
     pairs.append(("Conditions", "\n".join(conditions) or "<none>"))
     return "\n".join([*_fields(pairs), *render_events(events, now)])
 

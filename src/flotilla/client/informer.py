@@ -230,6 +230,9 @@ class Informer:
     """A list+watch cache of ``res`` (in ``namespace``, or all) with handlers and indexes.
 
     ``resync`` > 0: every that many seconds each cached object is re-delivered as ``on_update(obj, obj)``.
+    ``transform``: applied to every listed or watched object before it is cached and handed to the handlers
+    (as client-go's ``SetTransform``), so a cache can keep only the fields its reader needs; what it returns
+    must keep ``metadata.name``, ``namespace``, ``uid`` and ``resourceVersion``.
     ``watch_timeout``: the ``timeoutSeconds`` of each watch request (default: random 5-10 minutes, as
     client-go), after which the server ends the stream and the informer resumes it. ``backoff`` is the
     (initial, maximum) delay in seconds between attempts after failures.
@@ -248,8 +251,10 @@ class Informer:
         backoff: tuple[float, float] = (0.2, 30.0),
         watch_timeout: float | None = None,
         page_size: int = 500,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.client = client
+        self.transform = transform
         self.res = res
         self.namespace = namespace if res.namespaced else None
         self.label_selector = label_selector
@@ -411,7 +416,7 @@ class Informer:
             for obj in page.get("items") or []:
                 obj.setdefault("apiVersion", self.res.api_version)
                 obj.setdefault("kind", self.res.kind)
-                items[object_key(obj)] = obj
+                items[object_key(obj)] = obj if self.transform is None else self.transform(obj)
             cont = md.get("continue") or ""
             if not cont:
                 break
@@ -498,6 +503,8 @@ class Informer:
             return
         self.stats.events += 1
         key = object_key(obj)
+        if self.transform is not None:
+            obj = self.transform(obj)
         if ev.type in ("ADDED", "MODIFIED"):
             old = self.store._put(key, obj)
             if rv:

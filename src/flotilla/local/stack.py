@@ -167,6 +167,12 @@ class LocalStack:
     def url(self) -> str:
         return self.api.url if self.api is not None else ""
 
+    def dashboard_url(self) -> str | None:
+        """The dashboard's URL with a new one-time token (with ``secure``, for the read-only viewer)."""
+        if self.api is None:
+            return None
+        return self.api.dashboard_url(self.viewer_token if self.config.secure else None)
+
     @property
     def members_dir(self) -> Path:
         return self.layout.members

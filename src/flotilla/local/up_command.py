@@ -69,6 +69,9 @@ plane fences such a member by itself once it has seen no Lease renewal for permi
 --fence-margin. --fence-after and --permit-hold (seconds, default 15 each) are the agents' flags of the same
 names. A data directory keeps its --guard setting: resuming it with the other one is refused.
 
+dashboard: the control plane serves a live web dashboard (docs/dashboard.md); `up` prints its URL with a
+one-time token that logs the browser in (with --secure as the read-only viewer).
+
 files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
 D/members/ (the members' data, checkpoints/, history.jsonl), D/agents/ (the Pull members' agents).
 
@@ -237,6 +240,11 @@ def _foreground(cfg: StackConfig, layout: Layout) -> int:
         except OSError as e:
             _err(f"cannot start: {e}")
             return 1
+        url = stack.dashboard_url()
+        if url is not None:
+            # a one-time token: printed on the terminal (with --detach into D/up.log, the owner's only), before
+            # the pid file says it is ready, so `up --detach` finds it there
+            print(f"flotilla up: dashboard {url}  (opens it logged in, once; the token is spent then)", flush=True)
         layout.write_pid(os.getpid())
         try:
             print(f"flotilla up: ready. export KUBECONFIG={layout.kubeconfig.resolve()}  "
@@ -286,6 +294,16 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
+def _dashboard_line(log_file: Path) -> str | None:
+    """The dashboard line the background process wrote to its log (owner-only), for the terminal."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [line for line in lines if line.startswith("flotilla up: dashboard ")]
+    return found[-1] if found else None
+
+
 def _detach(args: argparse.Namespace, layout: Layout) -> int:
     private_dir(layout.root)
     fd = os.open(layout.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
@@ -304,6 +322,9 @@ def _detach(args: argparse.Namespace, layout: Layout) -> int:
             print(f"flotilla up: running in the background (pid {proc.pid}, log {layout.log_file})")
             print(f"flotilla up: export KUBECONFIG={layout.kubeconfig.resolve()}; stop with "
                   f"`flotilla down --data-dir {args.data_dir}`")
+            dashboard = _dashboard_line(layout.log_file)
+            if dashboard:
+                print(dashboard)
             return 0
         time.sleep(0.2)
     proc.terminate()

@@ -246,7 +246,8 @@ class MemberCluster:
             factories.insert(0, lambda: PermitGuard(fence_after, poll))
         api = ApiServerConfig(storage_url=cfg.storage_url, etcd_tls=cfg.etcd_tls, data_dir=cfg.member_dir, host=cfg.host, port=cfg.port,
                               context_name=cfg.name, bookmark_interval=cfg.bookmark_interval,
-                              middlewares=[self.faults.middleware()], karmada_admission=False, secure=cfg.secure)
+                              middlewares=[self.faults.middleware()], karmada_admission=False, secure=cfg.secure,
+                              dashboard=False)
         self.server = ApiServer(api)
         try:
             await self.server.start()

@@ -381,3 +381,27 @@ async def test_gone_relists_and_reports_the_difference(mode: str) -> None:
                 await inf.stop()
     finally:
         await fake.stop()
+
+
+async def test_transform_keeps_only_what_it_returns_in_the_cache_and_in_the_handlers(env: Env) -> None:
+    c = env.client
+    ns = await make_namespace(c)
+    await c.create(CONFIGMAPS, cm("listed", data={"big": "x" * 1000}), ns)
+
+    def slim(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": obj["metadata"], "size": len((obj.get("data") or {}).get("big", ""))}
+
+    inf = Informer(c, CONFIGMAPS, ns, transform=slim, **FAST)
+    rec = Recorder().register(inf)
+    inf.start()
+    try:
+        assert await inf.wait_synced(5)
+        assert inf.store.get(f"{ns}/listed") == {"metadata": inf.store.get(f"{ns}/listed")["metadata"], "size": 1000}
+        await c.create(CONFIGMAPS, cm("watched", data={"big": "y" * 10}), ns)
+        await eventually(lambda: f"{ns}/watched" in inf.store, what="the watched ConfigMap")
+        assert inf.store.get(f"{ns}/watched")["size"] == 10 and "data" not in inf.store.get(f"{ns}/watched")
+        await c.patch(CONFIGMAPS, "watched", {"data": {"big": "z"}}, namespace=ns)
+        await eventually(lambda: inf.store.get(f"{ns}/watched")["size"] == 1, what="the update")
+        assert rec.updates[-1][1] == inf.store.get(f"{ns}/watched")
+    finally:
+        await inf.stop()
