@@ -96,10 +96,18 @@ class Dashboard:
         self.env.filters["q"] = lambda params: ("?" + urlencode(params)) if params else ""
         self._streams: set[asyncio.Task[Any]] = set()
         self.closing = False
+        self._following: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        await self.feed.start()
+        """Nothing is followed yet: the informers start with the first request a user may see (:meth:`follow`),
+        so that a control plane whose dashboard nobody opens pays nothing for it."""
+
+    async def follow(self) -> None:
+        """Start following the API (once; later calls wait for the same start) and return once the lists arrived."""
+        if self._following is None:
+            self._following = asyncio.get_running_loop().create_task(self.feed.start())
+        await asyncio.shield(self._following)
 
     async def stop(self) -> None:
         self.closing = True
@@ -107,6 +115,9 @@ class Dashboard:
             task.cancel()
         if self._streams:
             await asyncio.wait(list(self._streams), timeout=2.0)
+        if self._following is not None and not self._following.done():
+            self._following.cancel()
+            await asyncio.wait([self._following], timeout=2.0)
         await self.feed.stop()
         await self.client.close()
 
@@ -165,6 +176,13 @@ class Dashboard:
         response.set_cookie(SESSION_COOKIE, session, path=PREFIX, httponly=True, samesite="Strict",
                             secure=request.secure, max_age=int(self.sessions.session_ttl))
 
+    async def _admit(self, request: web.Request, allowed: set[str]) -> web.Response | None:
+        """:meth:`_check`, and once the request may have its page, the model is followed (:meth:`follow`)."""
+        denied = self._check(request, allowed)
+        if denied is None:
+            await self.follow()
+        return denied
+
     def _check(self, request: web.Request, allowed: set[str]) -> web.Response | None:
         """The answer for a request that cannot have its page: the one-time token's exchange, a user who may not
         see the dashboard, an unknown query parameter. None: serve it."""
@@ -216,7 +234,7 @@ class Dashboard:
         raise web.HTTPFound(PREFIX + "/" + (f"?{request.query_string}" if request.query_string else ""))
 
     async def fleet(self, request: web.Request) -> web.Response:
-        denied = self._check(request, set())
+        denied = await self._admit(request, set())
         if denied is not None:
             return denied
         now = _now()
@@ -225,7 +243,7 @@ class Dashboard:
                           moving=len(self.model.moving))
 
     async def workloads(self, request: web.Request) -> web.Response:
-        denied = self._check(request, {"q", "namespace", "cluster", "state", "page", "size"})
+        denied = await self._admit(request, {"q", "namespace", "cluster", "state", "page", "size"})
         if denied is not None:
             return denied
         try:
@@ -239,7 +257,7 @@ class Dashboard:
                           states=STATES, sizes=PAGE_SIZES)
 
     async def workload(self, request: web.Request) -> web.Response:
-        denied = self._check(request, set())
+        denied = await self._admit(request, set())
         if denied is not None:
             return denied
         namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -266,7 +284,7 @@ class Dashboard:
                           axis_start=_clock(axis_start_of(steps, now, WINDOWS["24h"])))
 
     async def timeline(self, request: web.Request) -> web.Response:
-        denied = self._check(request, {"window", "cluster"})
+        denied = await self._admit(request, {"window", "cluster"})
         if denied is not None:
             return denied
         window_name = request.query.get("window", "1h") or "1h"
@@ -285,7 +303,7 @@ class Dashboard:
 
     # ------------------------------------------------------------------ live
     async def events(self, request: web.Request) -> web.StreamResponse:
-        denied = self._check(request, {"topic", "since"})
+        denied = await self._admit(request, {"topic", "since"})
         if denied is not None:
             return denied
         topic = request.query.get("topic", "")

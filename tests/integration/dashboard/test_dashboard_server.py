@@ -354,3 +354,18 @@ async def test_odd_input_on_every_route_is_answered_never_with_a_server_error(op
                 assert r.status == 200
                 assert await r.content.readline() == b"retry: 2000\n"
     await c.close()
+
+
+async def test_the_dashboard_follows_the_api_only_once_a_page_is_opened(open_server: ApiServer) -> None:
+    dashboard = open_server.dashboard
+    assert dashboard is not None
+    assert dashboard.feed.informers == [], "nobody opened the dashboard: nothing is watched for it"
+    client = in_process_client(open_server.storage)
+    await client.create(R.CLUSTERS, cluster("member9"))
+    async with browser() as session, session.get(open_server.url + "/dashboard/") as r:
+        assert r.status == 200 and 'id="cluster-member9"' in await r.text()
+    assert dashboard.feed.informers, "the first page started the informers"
+    started = list(dashboard.feed.informers)
+    async with browser() as session, session.get(open_server.url + "/dashboard/workloads") as r:
+        assert r.status == 200
+    assert dashboard.feed.informers == started, "later pages reuse them"
