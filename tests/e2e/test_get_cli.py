@@ -137,13 +137,23 @@ def test_get_watch_prints_a_row_when_a_cluster_changes_and_when_it_goes(env: Env
 def test_get_failovers_watch_only_prints_each_new_failover_once(env: Env) -> None:
     w = Lines(env, "get", "failovers", "-A", "--watch-only")
     try:
-        time.sleep(1.0)  # the watch is open: what exists now is not printed
-        entries = [entry("2026-01-01T12:30:00Z", "prod2", "dev1"), entry("2026-01-01T12:00:00Z", "prod1", "prod2")]
-        env.kubectl.run("annotate", "--overwrite", "rb", "orders-flinkdeployment", "-n", "default",
-                        f"{HISTORY}={json.dumps(entries)}")
-        printed = w.until("dev1")
+        # a failover is added until one is printed: one added before the watch opened is listed, not printed
+        entries = [entry("2026-01-01T12:00:00Z", "prod1", "prod2")]
+        printed: list[str] = []
+        for i in range(20):
+            entries.insert(0, entry(f"2026-01-01T13:{i:02d}:00Z", "prod2", f"dev{i}"))
+            env.kubectl.run("annotate", "--overwrite", "rb", "orders-flinkdeployment", "-n", "default",
+                            f"{HISTORY}={json.dumps(entries)}")
+            try:
+                printed = w.until(f"dev{i}", timeout=1.5)
+                break
+            except AssertionError:
+                continue
+        assert printed, "no failover was printed"
         assert printed[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "FROM"]
-        assert [line.split()[2:4] for line in printed[1:]] == [["prod2", "dev1"]]
+        rows = [line.split()[2:4] for line in printed[1:]]
+        assert rows and all(source == "prod2" and to.startswith("dev") for source, to in rows), printed
+        assert ["prod1", "prod2"] not in rows, "what existed when the watch opened is not printed"
         env.kubectl.run("label", "rb", "orders-flinkdeployment", "-n", "default", "touched=yes")
         time.sleep(1.0)
         assert w.lines.empty(), "a change that leaves the failovers as they were prints nothing"
