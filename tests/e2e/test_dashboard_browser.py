@@ -4,7 +4,8 @@
 logged in. The pages stay open while the README tour's failover happens (``examples/tour/``: the Deployment ``web``
 with purgeMode Directly and its replica count preserved, member1 powered off, then fenced): without any reload the
 fleet page shows member1 not Ready, the workloads page shows ``web`` placed on member2 with the eviction task and its
-preserved state, and the timeline gains the failover's steps. Screenshots go to ``docs/img/dashboard-*.png``.
+preserved state, and the timeline gains the failover's steps. Screenshots go to a temporary directory, or with
+``FLOTILLA_SCREENSHOTS=docs/img`` to where docs/dashboard.md shows them (``dashboard-*.png``).
 
 With ``flotilla up --secure`` (HTTPS, tokens) a browser without the token gets 401 and the login page, with no
 cluster in it; the printed URL opens the fleet, and the same URL a second time no longer logs anyone in.
@@ -14,6 +15,7 @@ Needs /usr/bin/chromium and /usr/bin/chromedriver (Debian's ``chromium`` and ``c
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,7 +29,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOUR = REPO / "examples" / "tour"
-IMG = REPO / "docs" / "img"
+#: where the screenshots go: docs/img (FLOTILLA_SCREENSHOTS=docs/img) to refresh those docs/dashboard.md shows,
+#: else a directory of their own that a test run leaves behind without touching the checkout
+IMG = Path(os.environ.get("FLOTILLA_SCREENSHOTS") or tempfile.mkdtemp(prefix="flotilla-dashboard-shots-"))
+if not IMG.is_absolute():
+    IMG = REPO / IMG
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 T = TypeVar("T")
