@@ -85,3 +85,25 @@ def test_the_kubeconfig_and_every_credential_are_the_owners_only(default_up: tup
     for path in (d / "viewer.kubeconfig", d / "controlplane" / "tokens.csv", d / "controlplane" / "pki" / "ca.key",
                  d / "members" / "member1" / "tokens.csv"):
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{path} is readable by others"
+
+
+def test_insecure_serves_plain_http_and_its_data_dir_resumes_only_insecure(tmp_path: Path) -> None:
+    d = tmp_path / "plain"
+    common = ("--detach", "--data-dir", str(d), "--members", "1", "--port", "0", "--metrics-bind-address", "0")
+    try:
+        started = flotilla("up", "--insecure", *common)
+        assert started.returncode == 0, started.stderr
+        server = _cluster_of(d / "kubeconfig")["server"]
+        assert server.startswith("http://"), server
+        with urllib.request.urlopen(server + "/api/v1/namespaces", timeout=10) as resp:  # no credentials needed
+            assert json.loads(resp.read())["kind"] == "NamespaceList"
+        assert not (d / "viewer.kubeconfig").exists()
+        assert flotilla("down", "--data-dir", str(d)).returncode == 0
+
+        refused = flotilla("up", *common)  # the default is secure: this data directory is not switched silently
+        assert refused.returncode == 1
+        assert "pass --insecure to resume it as it is" in refused.stderr, refused.stderr
+        resumed = flotilla("up", "--insecure", *common)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        flotilla("down", "--data-dir", str(d))
