@@ -19,13 +19,19 @@ def _apiserver(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"flotilla apiserver: error: {e}", file=sys.stderr)
         return 2
+    from flotilla.cli.flags import secure
+
+    if args.anonymous and args.insecure:
+        print("flotilla apiserver: error: --anonymous only applies to the secure default (--insecure lets "
+              "everyone in already): drop one of them", file=sys.stderr)
+        return 2
     cfg = ApiServerConfig(
         storage_url=args.storage,
         etcd_tls=etcd_tls,
         data_dir=Path(args.data_dir),
         host=args.host,
         port=args.port,
-        secure=args.secure,
+        secure=secure(args),
         anonymous=True if args.anonymous else None,
         compaction_interval=args.compaction_interval,
         allow_no_execute_taint_policy=args.allow_no_execute_taint_policy,
@@ -63,11 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("apiserver", help="run the Kubernetes-compatible API server",
                        description="Run Flotilla's Kubernetes-compatible API server (kubectl and the kubernetes "
-                                   "Python client work against it); it writes a kubeconfig into --data-dir.",
+                                   "Python client work against it); it writes a kubeconfig into --data-dir. By "
+                                   "default it serves https with certificates of its own CA (--data-dir/pki) and "
+                                   "requires a token or a client certificate; the kubeconfig (mode 0600) holds the "
+                                   "CA and the admin token (--data-dir/tokens.csv, mode 0600).",
                        epilog="examples:\n"
                               "  flotilla apiserver --data-dir ./cp --port 6443        # SQLite in ./cp\n"
                               "  KUBECONFIG=./cp/kubeconfig kubectl get namespaces\n"
-                              "  flotilla apiserver --storage etcd://127.0.0.1:2379 --secure\n"
+                              "  flotilla apiserver --storage etcd://127.0.0.1:2379\n"
+                              "  flotilla apiserver --data-dir ./cp --insecure         # plain http, no authentication\n"
                               "  flotilla apiserver --storage etcds://127.0.0.1:2379 --etcd-cafile ca.crt \\\n"
                               "      --etcd-certfile client.crt --etcd-keyfile client.key",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,8 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--data-dir", default=".flotilla", help="where the database, certificates and kubeconfig go")
     a.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     a.add_argument("--port", type=int, default=6443, help="port to listen on (0 = any free port)")
-    a.add_argument("--secure", action="store_true", help="serve TLS and require bearer tokens or client certificates")
-    a.add_argument("--anonymous", action="store_true", help="with --secure, still allow anonymous requests")
+    from flotilla.cli.flags import add_security_flags
+
+    add_security_flags(a, secure="serve TLS and require bearer tokens or client certificates",
+                       insecure="for tests and tools that speak raw HTTP; anyone who can reach the port may do "
+                                "anything")
+    a.add_argument("--anonymous", action="store_true",
+                   help="still allow anonymous requests (not with --insecure, which lets everyone in)")
     a.add_argument("--compaction-interval", type=float, default=300.0,
                    help="seconds between store compactions (history older than one interval is dropped; 0 = never)")
     a.add_argument("--allow-no-execute-taint-policy", type=_bool, default=True, metavar="true|false",

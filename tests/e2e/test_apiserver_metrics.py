@@ -45,7 +45,7 @@ def sample(samples: dict[str, float], name: str, **labels: str) -> float:
 
 
 def test_metrics_count_and_time_kubectls_requests_by_verb_resource_and_code(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path / "cp", "sqlite://").start()
+    server = ServerProcess(tmp_path / "cp", "sqlite://", extra=["--insecure"]).start()
     try:
         k = Kubectl(server.kubeconfig, tmp_path)
         k.run("apply", "-f", "-", input=json.dumps(CM))

@@ -137,7 +137,7 @@ def test_apiserver_on_etcd_over_tls_with_a_client_certificate(tmp_path: Path) ->
 
 def test_secure_server_requires_a_valid_token(tmp_path: Path) -> None:
     data = tmp_path / "secure"
-    server = ServerProcess(data, "sqlite://", extra=["--secure"]).start()
+    server = ServerProcess(data, "sqlite://").start()
     try:
         kubectl = Kubectl(server.kubeconfig, tmp_path)
         kubectl.run("apply", "-f", "-", input=CM.format(name="tls", value="ok"))

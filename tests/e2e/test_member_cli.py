@@ -1,5 +1,6 @@
 """`flotilla member` and `flotilla sim fault` as real processes: several members per process with their
-kubeconfigs, fault injection from another process, SIGSTOP/SIGCONT, the shared history file."""
+kubeconfigs, fault injection from another process, SIGSTOP/SIGCONT, the shared history file. The fault tests
+speak raw HTTP to the members (--insecure); a member started without it serves TLS and requires its token."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -87,7 +89,7 @@ def sim_fault(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def three(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, int]]:
     base = free_port_run(3)
     data = tmp_path / "d"
-    proc = start_members(data, "--count", "3", "--port", str(base), "--progress-deadline", "1",
+    proc = start_members(data, "--insecure", "--count", "3", "--port", str(base), "--progress-deadline", "1",
                          names=["member1", "member2", "member3"])
     yield proc, data, base
     stop(proc)
@@ -154,7 +156,7 @@ spec:
 
 def test_sigstop_freezes_a_member_process(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    proc = start_members(data, "--name", "solo", names=["solo"])
+    proc = start_members(data, "--insecure", "--name", "solo", names=["solo"])
     try:
         url = json.loads((data / "solo" / "admin.json").read_text())["url"]
         assert http_get(url + "/version")[0] == 200
@@ -174,3 +176,20 @@ def test_sigstop_freezes_a_member_process(tmp_path: Path) -> None:
 def test_member_help_documents_sigstop() -> None:
     out = subprocess.run([FLOTILLA, "member", "--help"], capture_output=True, text=True, timeout=30).stdout
     assert "kill -STOP" in out and "--broken-image-pattern" in out and "--checkpoint-dir" in out
+
+
+def test_a_member_is_secure_by_default(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    proc = start_members(data, "--name", "solo", names=["solo"])
+    try:
+        url = json.loads((data / "solo" / "admin.json").read_text())["url"]
+        assert url.startswith("https://"), url
+        kubeconfig = data / "solo" / "kubeconfig"
+        assert kubeconfig.stat().st_mode & 0o777 == 0o600
+        assert "namespace/default" in Kubectl(kubeconfig, tmp_path / "home").run("get", "ns", "-o", "name").stdout
+        context = ssl.create_default_context(cafile=str(data / "solo" / "pki" / "ca.crt"))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url + "/api/v1/namespaces", context=context, timeout=5)
+        assert refused.value.code == 401
+    finally:
+        stop(proc)

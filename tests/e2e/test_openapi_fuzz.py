@@ -221,7 +221,7 @@ def drain(proc: ServerProcess) -> list[str]:
 
 @pytest.fixture
 def process(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", storage_url="sqlite://")
+    proc = ServerProcess(tmp_path / "data", storage_url="sqlite://", extra=["--insecure"])
     (tmp_path / "data").mkdir()
     proc.start()
     yield proc

@@ -296,9 +296,10 @@ class Env(Pipeline):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with contextlib.ExitStack() as stack:
-        p = start_control_plane(stack, tmp_path_factory.mktemp("partitions"), MEMBERS, Env)
-        p.start_members("members", "--count", "2")
-        p.start_members(FROZEN, "--name", FROZEN)
+        # plain http: the recorder and the checks read the control plane and the members with raw HTTP
+        p = start_control_plane(stack, tmp_path_factory.mktemp("partitions"), MEMBERS, Env, insecure=True)
+        p.start_members("members", "--count", "2", extra=["--insecure"])
+        p.start_members(FROZEN, "--name", FROZEN, extra=["--insecure"])
         p.wait_members_up()
         p.member_servers = {m: server_of(p.members_dir / m / "kubeconfig") for m in MEMBERS}
         p.join_members()

@@ -1,4 +1,4 @@
-"""``flotilla register`` / ``unregister`` against a ``flotilla apiserver --secure`` process, with the real kubectl.
+"""``flotilla register`` / ``unregister`` against a ``flotilla apiserver`` process (secure by default), with the real kubectl.
 
 The agent kubeconfig register writes works, over TLS with the control plane's CA, for every request of the agent's
 scope (its Cluster and status, its Lease, the Works of ``karmada-es-<cluster>``, Events) and is 403 outside it;
@@ -82,7 +82,7 @@ class ControlPlane:
 
 @pytest.fixture
 def cp(tmp_path: Path) -> Iterator[ControlPlane]:
-    server = ServerProcess(tmp_path / "cp", "sqlite://", extra=["--secure"]).start()
+    server = ServerProcess(tmp_path / "cp", "sqlite://").start()
     try:
         home = tmp_path / "home"
         home.mkdir()

@@ -88,8 +88,9 @@ class ApiServer:
 
     def __init__(self, name: str, storage: str, data_dir: Path, port: int, *extra: str) -> None:
         self.name = name
-        self.argv = [FLOTILLA, "apiserver", "--storage", storage, "--data-dir", str(data_dir), "--port", str(port),
-                     *extra]
+        # plain http: the kubeconfigs here are written by hand, with fallback servers and links in between
+        self.argv = [FLOTILLA, "apiserver", "--insecure", "--storage", storage, "--data-dir", str(data_dir),
+                     "--port", str(port), *extra]
         self.data_dir = data_dir
         self.url = f"http://127.0.0.1:{port}"
         self.proc: LoggedProcess | None = None

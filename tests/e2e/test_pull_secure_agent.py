@@ -1,5 +1,5 @@
-"""A Pull member registered with ``flotilla register --start`` on a ``flotilla up --secure`` control plane, as a user
-runs it: the agent, holding only its scoped token, registers its Cluster, keeps it Ready, applies a propagated
+"""A Pull member registered with ``flotilla register --start`` on a ``flotilla up`` control plane (secure by
+default), as a user runs it: the agent, holding only its scoped token, registers its Cluster, keeps it Ready, applies a propagated
 Deployment in its member and reports it back, without a single request refused by the authorizer, and its token
 appears in no log."""
 
@@ -32,7 +32,7 @@ POLICY = {
 @pytest.fixture
 def secure_up_and_edge(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
     d = tmp_path / "flotilla"
-    started = flotilla("up", "--secure", "--detach", "--data-dir", str(d), "--members", "1", "--port",
+    started = flotilla("up", "--detach", "--data-dir", str(d), "--members", "1", "--port",
                        str(free_port()), "--metrics-bind-address", "0")
     assert started.returncode == 0, started.stderr
     members = tmp_path / "edge"
@@ -105,7 +105,7 @@ def test_registered_agent_serves_its_pull_member_within_its_scope_on_a_secure_co
 
 def test_secure_up_gives_each_pull_agent_a_scoped_token_of_its_own(tmp_path: Path) -> None:
     d = tmp_path / "flotilla"
-    started = flotilla("up", "--secure", "--detach", "--data-dir", str(d), "--members", "2", "--pull-members", "1",
+    started = flotilla("up", "--detach", "--data-dir", str(d), "--members", "2", "--pull-members", "1",
                        "--port", str(free_port()), "--metrics-bind-address", "0")
     assert started.returncode == 0, started.stderr
     try:

@@ -1,4 +1,4 @@
-"""``flotilla up --secure`` end to end, as a user runs it: TLS with generated CAs, tokens, an admin and a read-only
+"""``flotilla up`` (secure by default) end to end, as a user runs it: TLS with generated CAs, tokens, an admin and a read-only
 kubeconfig, members joined over TLS with their tokens. After a failover has run, no credential (the members'
 tokens, the control plane's admin and viewer tokens, raw or base64) appears in a log, an Event, the CLI's output or
 any object's status: only in the Secrets that hold them (and the kubeconfig/token files that are credentials)."""
@@ -46,7 +46,7 @@ def _forms(secret: str) -> list[str]:
 @pytest.fixture
 def secure_up(tmp_path: Path) -> Iterator[Path]:
     d = tmp_path / "flotilla"
-    started = flotilla("up", "--secure", "--detach", "--data-dir", str(d), "--members", "2", "--port",
+    started = flotilla("up", "--detach", "--data-dir", str(d), "--members", "2", "--port",
                        str(free_port()), "--metrics-bind-address", "0")
     assert started.returncode == 0, started.stderr
     yield d

@@ -1,6 +1,7 @@
-"""What the read-only group may read on a ``flotilla apiserver --secure`` process, asked with the real kubectl.
+"""What the read-only group may read on a ``flotilla apiserver`` process (secure by default), asked with the
+real kubectl.
 
-The tokens are made as ``flotilla up --secure`` makes them (an admin and a ``viewer`` in ``flotilla:viewers``); the
+The tokens are made as ``flotilla up`` makes them (an admin and a ``viewer`` in ``flotilla:viewers``); the
 admin stores a member's credentials in a ``karmada-cluster`` Secret, as ``flotilla join`` does. The viewer then reads
 every kind it needs (``get all -A``, Clusters) but no Secret, by get, list or watch, in one namespace or all, and
 ``kubectl auth can-i`` (a protobuf SelfSubjectAccessReview) says so too. ``/metrics`` is the admin's only.
@@ -49,7 +50,7 @@ class Secure:
 def secure(tmp_path: Path) -> Iterator[Secure]:
     data = tmp_path / "cp"
     _, viewer_token = ensure_tokens(data)
-    server = ServerProcess(data, "sqlite://", extra=["--secure"]).start()
+    server = ServerProcess(data, "sqlite://").start()
     try:
         home = tmp_path / "home"
         home.mkdir()

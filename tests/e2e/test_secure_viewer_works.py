@@ -1,6 +1,6 @@
-"""A viewer reads Works (and bindings) on a ``flotilla apiserver --secure`` process, but never a Secret's content
-through them; the admin reads them whole. Asked with the real kubectl (get -o yaml / -o json, the Table of
-``kubectl get works``, ``kubectl get -w``) and with plain HTTPS for a Table carrying whole objects.
+"""A viewer reads Works (and bindings) on a ``flotilla apiserver`` process (secure by default), but never a
+Secret's content through them; the admin reads them whole. Asked with the real kubectl (get -o yaml / -o json, the
+Table of ``kubectl get works``, ``kubectl get -w``) and with plain HTTPS for a Table carrying whole objects.
 
 The admin creates a Work holding a Secret the way the binding controller writes one (the template's
 last-applied-configuration annotation included) with ``kubectl apply`` (so the Work's own last-applied annotation
@@ -72,7 +72,7 @@ class Secure:
 def secure(tmp_path: Path) -> Iterator[Secure]:
     data = tmp_path / "cp"
     _, viewer_token = ensure_tokens(data)
-    server = ServerProcess(data, "sqlite://", extra=["--secure"]).start()
+    server = ServerProcess(data, "sqlite://").start()
     try:
         home = tmp_path / "home"
         home.mkdir()

@@ -208,8 +208,8 @@ def test_down_on_an_idle_data_dir_exits_1_saying_nothing_was_running(tmp_path: P
     assert r.returncode == 1 and "nothing is running" in r.stderr
 
 
-def test_up_secure_keeps_every_data_file_0600_in_0700_directories_and_narrows_older_ones(data_dir: Path,
-                                                                                          tmp_path: Path) -> None:
+def test_up_with_the_older_secure_flag_keeps_every_data_file_0600_in_0700_dirs_and_narrows_older_ones(
+        data_dir: Path, tmp_path: Path) -> None:
     # a data directory as an older version (or a copy with the usual umask) left it: world-readable
     (data_dir / "members").mkdir(parents=True)
     for d in (data_dir, data_dir / "members"):

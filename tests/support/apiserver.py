@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -82,7 +83,8 @@ class Kubectl:
 
 
 class ServerProcess:
-    """``flotilla apiserver`` as a real child process."""
+    """``flotilla apiserver`` as a real child process: secure (https, tokens; reach it through ``kubeconfig``)
+    unless ``extra`` holds ``--insecure`` (plain http at ``url``, for a test that speaks raw HTTP)."""
 
     def __init__(
         self, data_dir: Path, storage_url: str = "sqlite://", extra: list[str] | None = None
@@ -117,20 +119,22 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        scheme = "https" if "--secure" in self.extra else "http"
+        scheme = "http" if "--insecure" in self.extra else "https"  # secure unless told otherwise, as the command
         self.url = f"{scheme}://127.0.0.1:{port}"
+        unverified = ssl.create_default_context()  # only asks whether it answers: /readyz needs no credentials
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"apiserver exited: {self.proc.stdout.read() if self.proc.stdout else ''}")
-            if (self.data_dir / "kubeconfig").exists() and scheme == "http":
+            if (self.data_dir / "kubeconfig").exists():
                 try:
-                    urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
+                    urllib.request.urlopen(self.url + "/readyz", timeout=1,
+                                           context=unverified if scheme == "https" else None).read()
                     return self
                 except OSError:
                     pass
-            elif (self.data_dir / "kubeconfig").exists():
-                return self
             time.sleep(0.1)
         raise RuntimeError("apiserver did not become ready in 30s")
 

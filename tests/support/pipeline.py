@@ -389,13 +389,15 @@ def cluster_ready(p: Pipeline, name: str) -> None:
     assert not taints, f"{name}: still tainted {taints}"
 
 
-def start_control_plane(stack: contextlib.ExitStack, root: Path, members: Sequence[str], cls: type[P]) -> P:
+def start_control_plane(stack: contextlib.ExitStack, root: Path, members: Sequence[str], cls: type[P], *,
+                        insecure: bool = False) -> P:
     """``flotilla apiserver`` (memory storage) under ``root/cp`` and a ``cls`` for it and the members (their
-    kubeconfigs under ``root/members``); the server and every process the pipeline spawns stop with ``stack``."""
+    kubeconfigs under ``root/members``); the server and every process the pipeline spawns stop with ``stack``.
+    Secure (reached through its kubeconfig) unless ``insecure``: plain http, for a test that speaks raw HTTP."""
     (root / "logs").mkdir()
     home = root / "home"
     home.mkdir()
-    server = ServerProcess(root / "cp", storage_url="memory://")
+    server = ServerProcess(root / "cp", storage_url="memory://", extra=["--insecure"] if insecure else [])
     stack.callback(server.stop)
     server.start()
     p = cls(root, Kubectl(server.kubeconfig, home),

@@ -213,7 +213,7 @@ class ApiHandler:
             attrs = RequestAttributes(verb=verb, path=str(non.get("path") or ""))
         user, authorizer = request.get("user"), request.get("authorizer")
         if user is None or authorizer is None:
-            allowed, reason = True, "this API server authorizes every request (it was not started with --secure)"
+            allowed, reason = True, "this API server authorizes every request (it was started with --insecure)"
         else:
             allowed, reason = authorizer.authorize(user, verb, attrs)
         body.setdefault("metadata", {})
@@ -676,7 +676,7 @@ def _redactor(request: web.Request, rt: ResourceType) -> Redactor | None:
     if redact is None:
         return None
     user, authorizer = request.get("user"), request.get("authorizer")
-    if user is None or authorizer is None:  # no --secure: every request may do anything
+    if user is None or authorizer is None:  # --insecure: every request may do anything
         return None
     return None if may_read_secrets(authorizer, user) else redact
 

@@ -73,7 +73,7 @@ class ApiServer:
         self.url = ""
         self.kubeconfig_path: Path | None = None
         self.admin_token: str | None = None
-        self.metrics: ApiServerMetrics | None = None  # served on GET /metrics (admins only with --secure)
+        self.metrics: ApiServerMetrics | None = None  # served on GET /metrics (admins only when secure)
         self._crds: CRDManager | None = None
         self._gc: GarbageCollector | None = None
         self._compactor: Compactor | None = None
@@ -147,7 +147,7 @@ class ApiServer:
             ssl_ctx, ca_pem, auth_middlewares = self._secure_setup()
             middlewares += auth_middlewares
         elif cfg.anonymous is False:
-            raise ValueError("anonymous access can only be disabled together with --secure (TLS)")
+            raise ValueError("anonymous access can only be disabled on a secure server (TLS), not with --insecure")
         self.handler = handler
         app = build_app(handler, middlewares, dashboard=self.dashboard)
         # on shutdown, requests still in flight (a watch a client re-opened while we were closing) get a

@@ -278,12 +278,13 @@ def _db_stats(store: Store, into: dict[str, Any]) -> None:
 
 
 class ServerProcess:
-    """``flotilla apiserver`` in a subprocess on a free port."""
+    """``flotilla apiserver --insecure`` in a subprocess on a free port: the benchmark's HTTP phase measures the
+    storage backends through plain HTTP clients, the same for each backend."""
 
     def __init__(self, storage_url: str, data_dir: Path) -> None:
         self.storage_url = storage_url
         self.data_dir = data_dir
-        self.command = [sys.executable, "-m", "flotilla.main", "apiserver", "--storage", storage_url,
+        self.command = [sys.executable, "-m", "flotilla.main", "apiserver", "--insecure", "--storage", storage_url,
                         "--data-dir", str(data_dir), "--port", "0"]
         self.proc: asyncio.subprocess.Process | None = None
         self.url = ""

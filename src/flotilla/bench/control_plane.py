@@ -160,8 +160,9 @@ async def run_control_plane(data_dir: Path, storage_url: str, host: str, port: i
     from flotilla.observability.metrics import ControllerMetrics, MetricsServer
     from flotilla.runtime.manager import ControllerManager
 
+    # plain http, as the benchmarks' members (bench.harness.MEMBER_ARGS): Flotilla's work is measured, not TLS
     api = ApiServer(ApiServerConfig(storage_url=storage_url, data_dir=data_dir, host=host, port=port,
-                                    context_name="flotilla"))
+                                    context_name="flotilla", secure=False))
     await api.start()
     client = None
     manager = None

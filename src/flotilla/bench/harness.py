@@ -38,7 +38,10 @@ __all__ = ["CONTROL_PLANE_READY", "BenchStack", "CpuWindow", "Ending", "StackOpt
            "run_in_workdir", "say", "start_storage", "workdir_for"]
 
 #: Members' settings: capacity so large that it never decides (as ``flotilla bench failover``)
-MEMBER_ARGS = ("--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods", "1000000")
+#: plain http (``--insecure``), as the control plane here: the benchmarks measure Flotilla's work, not TLS and token
+#: checks, and stay comparable with the numbers recorded in docs/benchmarks.md
+MEMBER_ARGS = ("--insecure", "--nodes", "3", "--node-cpu", "100000", "--node-memory", "100000Gi", "--node-pods",
+               "1000000")
 #: The Flink simulator's periodic writes (progress, checkpoints) rare, so that a steady state is quiet
 FLINK_QUIET = ("flink_checkpoint_interval=3600", "flink_progress_interval=3600")
 #: Members per ``flotilla member`` process by default (50 idle members take ~70 MB and no CPU)

@@ -9,7 +9,10 @@ from typing import Any, Final
 
 from flotilla.cli.argtypes import seconds
 
-__all__ = ["FENCING_TIMINGS", "add_command", "add_fencing_flags", "keep_parser", "run_alone", "usage_error"]
+__all__ = [
+    "FENCING_TIMINGS", "add_command", "add_fencing_flags", "add_security_flags", "keep_parser", "run_alone", "secure",
+    "usage_error",
+]
 
 #: the automatic fencing timings (docs/fencing.md) a tool passes on to the agents, member guards and
 #: controller-manager it starts, in seconds: flag -> (the product's default, what it sets)
@@ -34,6 +37,22 @@ def add_fencing_flags(parser: Any, names: tuple[str, ...], defaults: Mapping[str
         default = (defaults or {}).get(name)
         parser.add_argument(f"--{name}", type=seconds, default=default, metavar="SECONDS",
                             help=f"{what} (default {product if default is None else default:g})")
+
+
+def add_security_flags(parser: argparse.ArgumentParser, *, secure: str, insecure: str) -> None:
+    """``--secure`` (the default, accepted so that older command lines keep working) and ``--insecure``, which
+    exclude each other (argparse's usage error, exit 2). ``secure`` says what the default mode serves, ``insecure``
+    what plain mode gives up; :func:`secure` reads the result."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--secure", action="store_true",
+                       help=f"the default: {secure}; accepted for command lines written when it had to be asked for")
+    group.add_argument("--insecure", action="store_true",
+                       help=f"plain http and no authentication: {insecure}")
+
+
+def secure(args: argparse.Namespace) -> bool:
+    """False when the command was given ``--insecure`` (:func:`add_security_flags`), True otherwise."""
+    return not getattr(args, "insecure", False)
 
 
 def add_command(sub: Any, name: str, *, help: str, description: str, examples: Sequence[str],

@@ -235,7 +235,7 @@ async def _register_main(args: argparse.Namespace) -> int:
         await register_cluster(cp, cp_creds, args.name, files)
     if not cp_creds.is_https:
         print(f"warning: the control plane at {cp_creds.server} does not check credentials (plain http); run it "
-              "with --secure so that the agent's token limits what the agent may do", file=sys.stderr)
+              "without --insecure so that the agent's token limits what the agent may do", file=sys.stderr)
     argv = agent_argv(flotilla_executable(), args.name, files, args.kubeconfig, args.context)
     print(f"cluster({args.name}) is registered: the agent's kubeconfig is {files.kubeconfig} (mode 0600, it holds "
           "the agent's token)")

@@ -35,7 +35,8 @@ def run_demo(data_dir: Path, examples: Path) -> int:
 
 
 async def _run(data_dir: Path, examples: Path, kubectl: str) -> int:
-    server = ApiServer(ApiServerConfig(storage_url="sqlite://", data_dir=data_dir, port=0))
+    # as `flotilla apiserver` by default: TLS with its own CA and a token, both in the kubeconfig kubectl is given
+    server = ApiServer(ApiServerConfig(storage_url="sqlite://", data_dir=data_dir, port=0, secure=True))
     await server.start()
     print(f"Flotilla API server on {server.url}, SQLite store in {data_dir}/flotilla.db")
     env = dict(os.environ, KUBECONFIG=str(server.kubeconfig_path), HOME=str(data_dir))

@@ -2,13 +2,13 @@
 
 ``D`` is ``--data-dir`` (default ``.flotilla``)::
 
-    D/flotilla-up.json     format, Flotilla version, ports, member names, --secure, --guard (updated on change)
+    D/flotilla-up.json     format, Flotilla version, ports, member names, secure or --insecure, --guard
     D/kubeconfig           contexts ``flotilla`` (control plane) and ``member1``... (one per member)
     D/controlplane/        the control plane API server's SQLite database and its own kubeconfig
     D/members/             the members' databases, kubeconfigs, admin.json, checkpoints/, history.jsonl
     D/up.pid               the pid of a running ``flotilla up`` (removed when it stops)
     D/up.log               the log of a detached ``flotilla up``
-    D/viewer.kubeconfig    with ``--secure``: a read-only kubeconfig (the viewer token)
+    D/viewer.kubeconfig    unless ``--insecure``: a read-only kubeconfig (the viewer token)
     D/agents/<member>/     with ``--pull-members``: the agent's control-plane kubeconfig, agent.log, agent.pid
 
 Everything here is pure: reading, checking and writing the record; the stack itself is in
@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from flotilla.files import atomic_write, private_dir
 
-__all__ = ["DATA_FORMAT", "DataDirError", "Layout", "StackRecord", "pid_alive"]
+__all__ = ["DATA_FORMAT", "DataDirError", "Layout", "StackRecord", "pid_alive", "resume_conflict"]
 
 #: Bumped whenever the layout of the data directory changes incompatibly.
 DATA_FORMAT: Final = 1
@@ -53,7 +53,9 @@ class StackRecord:
     version: str = field(default_factory=_version)
     api_port: int = 0
     member_ports: dict[str, int] = field(default_factory=dict)
-    secure: bool = False  # created by ``flotilla up --secure``: TLS and tokens everywhere
+    # TLS and tokens everywhere (the default); False: created with ``--insecure``, or by a version that served
+    # plain http unless given ``--secure`` (a record without the key reads as False)
+    secure: bool = True
     link_ports: dict[str, int] = field(default_factory=dict)  # each member's control-plane link (local.links)
     guard: bool = False  # created by ``flotilla up --guard``: the Pull members keep a run permit and a guard
 
@@ -88,6 +90,25 @@ class StackRecord:
                    api_port=api_port if isinstance(api_port, int) and not isinstance(api_port, bool) else 0,
                    member_ports=ports, secure=doc.get("secure") is True, link_ports=link_ports,
                    guard=doc.get("guard") is True)
+
+
+def resume_conflict(root: Path, record: StackRecord | None, *, secure: bool, guard: bool) -> str | None:
+    """Why ``flotilla up`` cannot resume ``root`` (whose record is ``record``, None: a new data directory) in the mode
+    asked for, said with what to pass instead; None when it can."""
+    if record is None or not record.api_port:
+        return None
+    if record.secure and not secure:
+        return (f"{root} was created secure (TLS and tokens) and cannot be resumed with --insecure: drop "
+                f"--insecure, or pass another --data-dir")
+    if secure and not record.secure:
+        return (f"{root} was created without TLS and authentication (with --insecure, or by an older Flotilla "
+                f"whose default that was) and cannot be resumed secure: pass --insecure to resume it as it is, or "
+                f"another --data-dir (or remove {root}) to start a secure one")
+    if record.guard != guard:
+        was, now = ("with", "without") if record.guard else ("without", "with")
+        return (f"{root} was created {was} --guard and cannot be resumed {now} it: "
+                f"pass {'--guard' if record.guard else 'no --guard'}, or another --data-dir")
+    return None
 
 
 def pid_alive(pid: int) -> bool:
@@ -127,7 +148,7 @@ class Layout:
 
     record_path = _Under(RECORD_FILE)
     kubeconfig = _Under("kubeconfig")
-    #: with ``--secure``: the read-only kubeconfig (the viewer's token)
+    #: unless ``--insecure``: the read-only kubeconfig (the viewer's token)
     viewer_kubeconfig = _Under("viewer.kubeconfig")
     controlplane = _Under("controlplane")
     members = _Under("members")

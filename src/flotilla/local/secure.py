@@ -1,7 +1,8 @@
-"""``flotilla up --secure``: the control plane's tokens (an admin and a read-only viewer) and the kubeconfigs.
+"""``flotilla up`` (secure unless ``--insecure``): the control plane's tokens (an admin and a read-only viewer)
+and the kubeconfigs.
 
 The API server reads ``tokens.csv`` when it starts (Kubernetes' ``--token-auth-file`` format); its first start
-writes the admin token. ``flotilla up --secure`` adds a read-only user before that start: ``viewer`` in the group
+writes the admin token. ``flotilla up`` adds a read-only user before that start: ``viewer`` in the group
 ``flotilla:viewers``, which may get, list and watch everything but Secrets (which hold the members' admin tokens)
 and nothing else (403 for any write). Both tokens
 live only in that file (mode 0600) and in the kubeconfigs written for them (mode 0600): ``D/kubeconfig`` (admin,

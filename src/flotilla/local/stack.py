@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flotilla.apiserver.inprocess import in_process_client
-from flotilla.local.layout import DataDirError, Layout, StackRecord
+from flotilla.local.layout import DataDirError, Layout, StackRecord, resume_conflict
 from flotilla.local.timings import LAPTOP_TIMINGS, NOT_READY_TAINT
 
 log = logging.getLogger(__name__)
@@ -103,8 +103,8 @@ class StackConfig:
     # the garbage collector's settings for a long-running server (process-wide; tests embedding a stack may not)
     tune_gc: bool = True
     # TLS and tokens: the control plane (an admin and a read-only viewer token) and every member (its own CA and
-    # admin token, which the join puts into the cluster's Secret)
-    secure: bool = False
+    # admin token, which the join puts into the cluster's Secret); `flotilla up`'s default, off with --insecure
+    secure: bool = True
     # the last N members join in Pull mode, each with its own agent process
     pull_members: int = 0
     # automatic fencing (docs/fencing.md): the Pull members' agents run with --guard (--fence-after,
@@ -150,7 +150,7 @@ class LocalStack:
         self.manager: Any = None
         self.metrics_server: Any = None
         self.record: StackRecord | None = None
-        self.admin_token: str | None = None  # with ``secure``: the control plane's tokens
+        self.admin_token: str | None = None  # when ``secure``: the control plane's tokens
         self.viewer_token: str | None = None
         self.links: dict[str, Any] = {}  # member -> its control-plane Link
         self.agent_links: dict[str, Any] = {}  # guarded Push member -> the Link its lease-only agent reaches us by
@@ -188,14 +188,9 @@ class LocalStack:
         if not 0 <= cfg.pull_members <= cfg.members:
             raise ValueError(f"--pull-members must be between 0 and --members ({cfg.members})")
         record = self.layout.load_record()
-        if record is not None and record.api_port and record.secure != cfg.secure:
-            was, now = ("with", "without") if record.secure else ("without", "with")
-            raise DataDirError(f"{self.layout.root} was created {was} --secure and cannot be resumed {now} it: "
-                               f"pass {'--secure' if record.secure else 'no --secure'}, or another --data-dir")
-        if record is not None and record.api_port and record.guard != cfg.guard:
-            was, now = ("with", "without") if record.guard else ("without", "with")
-            raise DataDirError(f"{self.layout.root} was created {was} --guard and cannot be resumed {now} it: "
-                               f"pass {'--guard' if record.guard else 'no --guard'}, or another --data-dir")
+        conflict = resume_conflict(self.layout.root, record, secure=cfg.secure, guard=cfg.guard)
+        if conflict is not None:
+            raise DataDirError(conflict)
         record = record or StackRecord()
         record.secure = cfg.secure
         record.guard = cfg.guard
@@ -441,8 +436,8 @@ class LocalStack:
             else:  # the Push member's own link leads to its API; its agent reaches the control plane through another
                 to_cp = await Link(f"{name}-agent", (cfg.host, self.api.port), host=cfg.host).start()
                 self.agent_links[name] = to_cp
-            # with --secure each agent holds a token of its own, scoped to its cluster (as `flotilla register`
-            # gives one), never the admin's; without it the API server checks no token
+            # secure, each agent holds a token of its own, scoped to its cluster (as `flotilla register` gives
+            # one), never the admin's; with --insecure the API server checks no token
             token = await self._agent_token(name) if cfg.secure else cp.token
             write_kubeconfig(karmada, server=self._link_url(self.api.url, to_cp), context="karmada",
                              token=token, ca_pem=cp.ca_pem)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flotilla.cli.argtypes import duration, seconds
-from flotilla.cli.flags import add_fencing_flags, keep_parser, usage_error
+from flotilla.cli.flags import add_fencing_flags, add_security_flags, keep_parser, secure, usage_error
 from flotilla.files import PRIVATE_FILE, make_private, private_dir
-from flotilla.local.layout import DataDirError, Layout
+from flotilla.local.layout import DataDirError, Layout, resume_conflict
 from flotilla.local.timings import LAPTOP_TIMINGS, NOT_READY_TAINT
 from flotilla.signals import run_until_stopped
 
@@ -70,16 +70,25 @@ plane fences such a member by itself once it has seen no Lease renewal for permi
 names. A data directory keeps its --guard setting: resuming it with the other one is refused.
 
 dashboard: the control plane serves a live web dashboard (docs/dashboard.md); `up` prints its URL with a
-one-time token that logs the browser in (with --secure as the read-only viewer).
+one-time token that logs the browser in (as the read-only viewer; without --insecure the browser asks once to
+accept the certificate of D/controlplane/pki/ca.crt).
 
-files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/up.log (with --detach),
-D/members/ (the members' data, checkpoints/, history.jsonl), D/agents/ (the Pull members' agents).
+Security: by default everything serves https with certificates of its own CA and requires a token: an
+unauthenticated request is refused (401). D/kubeconfig holds the admin token and the CA, D/viewer.kubeconfig a
+read-only token; both are written 0600 (the data directory 0700). --insecure serves plain http without
+authentication, for tests and tools that need raw HTTP; a data directory keeps the mode it was created in (one
+created by an older Flotilla without --secure resumes only with --insecure).
+
+files: D/kubeconfig (contexts: flotilla = the control plane, current; member1..N), D/viewer.kubeconfig,
+D/controlplane/ (its store, pki/ with the CA, tokens.csv), D/up.log (with --detach), D/members/ (the members'
+data, checkpoints/, history.jsonl), D/agents/ (the Pull members' agents).
 
 examples:
   flotilla up                      # foreground; Ctrl-C stops it
   flotilla up --detach --members 2 # background; `flotilla down` stops it
   flotilla up --detach --pull-members 1  # member3 in Pull mode, with its agent
   flotilla up --detach --pull-members 1 --guard  # ... fenced automatically when cut off
+  flotilla up --detach --insecure  # plain http, no authentication (raw HTTP tools)
   KUBECONFIG=.flotilla/kubeconfig kubectl get clusters
   KUBECONFIG=.flotilla/kubeconfig kubectl --context member1 get deployments -A
 """
@@ -104,10 +113,13 @@ def add_up_parsers(sub: Any) -> None:
     u.add_argument("--no-default-taint-policy", action="store_true",
                    help=f"do not install the ClusterTaintPolicy turning Ready False/Unknown into {NOT_READY_TAINT}")
     u.add_argument("--detach", action="store_true", help="run in the background; stop with `flotilla down`")
-    u.add_argument("--secure", action="store_true",
-                   help="TLS and tokens everywhere: the control plane serves https with its own CA and requires a "
-                        "token (D/kubeconfig: admin; D/viewer.kubeconfig: read-only), every member too (joined "
-                        "with its token, kept in the cluster's Secret)")
+    add_security_flags(u, secure="the control plane serves https with its own CA (D/controlplane/pki) and requires "
+                                  "a token (D/kubeconfig: admin; D/viewer.kubeconfig: read-only), every member "
+                                  "too (joined with its token, kept in the cluster's Secret), every agent holds a "
+                                  "token scoped to its cluster",
+                       insecure="for tests and tools that speak raw HTTP; anyone who can reach the ports may do "
+                                "anything. A data directory keeps its mode: one created insecure (also by an "
+                                "older Flotilla) resumes only with --insecure")
     u.add_argument("--feature-gates", default="", help="Name=true|false,... as the controller-manager's flag")
     u.add_argument("--metrics-bind-address", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="serve the controllers' Prometheus metrics on http://HOST:PORT/metrics (default "
@@ -164,7 +176,7 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
     metrics = parse_bind_address(args.metrics_bind_address)  # ValueError says what is wrong
     return StackConfig(data_dir=Path(args.data_dir), members=args.members, host=args.host, port=args.port,
                        default_taint_policy=not args.no_default_taint_policy, timings=timings,
-                       feature_gates=args.feature_gates, metrics_address=metrics, secure=args.secure,
+                       feature_gates=args.feature_gates, metrics_address=metrics, secure=secure(args),
                        pull_members=args.pull_members, guard=args.guard, fence_after=fence_after,
                        permit_hold=permit_hold, savepoint_rule=args.savepoint_rule,
                        restore_missing=args.restore_missing, restore_hold_timeout=args.restore_hold_timeout)
@@ -218,9 +230,13 @@ def run_up_command(args: argparse.Namespace) -> int:
              f"`flotilla down --data-dir {cfg.data_dir}` or use another --data-dir")
         return 1
     try:
-        layout.load_record()  # refuses another version's data directory before anything starts
+        record = layout.load_record()  # refuses another version's data directory before anything starts
     except DataDirError as e:
         _err(str(e))
+        return 1
+    conflict = resume_conflict(cfg.data_dir, record, secure=cfg.secure, guard=cfg.guard)
+    if conflict is not None:  # said here, not in the log of a detached process that then exits
+        _err(conflict)
         return 1
     if args.detach:
         return _detach(args, layout)
@@ -270,8 +286,8 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
             "--host", args.host, "--metrics-bind-address", args.metrics_bind_address]
     if args.no_default_taint_policy:
         argv.append("--no-default-taint-policy")
-    if args.secure:
-        argv.append("--secure")
+    if not secure(args):
+        argv.append("--insecure")
     if args.guard:
         argv.append("--guard")
     for flag, value in (("--fence-after", args.fence_after), ("--permit-hold", args.permit_hold)):

@@ -61,9 +61,11 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     from flotilla.cli.etcd_flags import add_etcd_tls_arguments
 
     add_etcd_tls_arguments(m)
-    m.add_argument("--secure", action="store_true",
-                   help="each member serves TLS with its own CA and requires its admin token (both in its "
-                        "kubeconfig, which `flotilla join` turns into the cluster's Secret)")
+    from flotilla.cli.flags import add_security_flags
+
+    add_security_flags(m, secure="each member serves TLS with its own CA and requires its admin token (both in its "
+                                 "kubeconfig, mode 0600, which `flotilla join` turns into the cluster's Secret)",
+                       insecure="each member serves plain http to anyone, for tests and tools that speak raw HTTP")
     m.add_argument("--ready-delay", type=float, default=1.0,
                    help="seconds until a simulated pod is ready / a Job completes (default 1)")
     m.add_argument("--broken-image-pattern", default=r"^fake/",
@@ -185,6 +187,7 @@ def member_names(args: argparse.Namespace) -> list[str]:
 def run_member_command(args: argparse.Namespace) -> int:
     import asyncio
 
+    from flotilla.cli.flags import secure
     from flotilla.member.runner import run_members
     from flotilla.member.simulated import MemberConfig
 
@@ -218,7 +221,7 @@ def run_member_command(args: argparse.Namespace) -> int:
                          nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
                          node_pods=args.node_pods, daemonset_nodes=args.daemonset_nodes, slow_latency=args.latency,
                          checkpoint_dir=checkpoint_dir, simulators=sims, options=dict(options),
-                         secure=args.secure)
+                         secure=secure(args))
             for i, name in enumerate(names)
         ]
     except ValueError as e:  # --nodes or a node quantity out of range

@@ -86,8 +86,10 @@ class HaRun(Run):
         self.etcds = await asyncio.to_thread(start_etcd_cluster, self.workdir / "etcd", 3)
         storage = "etcd://" + ",".join(e.endpoint for e in self.etcds)
         for name, port in zip(("a", "b"), free_ports(2), strict=True):
+            # plain http: one kubeconfig names both servers (the second a fallback), and each secure server would
+            # have a CA and tokens of its own
             self.apiservers.append(ChildProcess(f"apiserver-{name}", [
-                "apiserver", "--storage", storage, "--data-dir", str(self.workdir / f"apiserver-{name}"),
+                "apiserver", "--insecure", "--storage", storage, "--data-dir", str(self.workdir / f"apiserver-{name}"),
                 "--port", str(port)], self.workdir / f"apiserver-{name}.log"))
         lines = await asyncio.gather(*(a.start(r"flotilla apiserver: serving") for a in self.apiservers),
                                      self.start_members())

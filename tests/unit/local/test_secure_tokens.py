@@ -1,4 +1,4 @@
-"""``flotilla up --secure``: the control plane's admin and read-only tokens, made once and kept."""
+"""``flotilla up`` (secure by default): the control plane's admin and read-only tokens, made once and kept."""
 
 from __future__ import annotations
 
@@ -28,16 +28,26 @@ def test_a_token_file_without_an_admin_is_refused_with_what_to_do(tmp_path: Path
         ensure_tokens(tmp_path)
 
 
-def test_the_up_record_remembers_secure_mode() -> None:
-    record = StackRecord(api_port=6443, secure=True)
-    again = StackRecord.from_json(record.to_json(), Path("/d/flotilla-up.json"))
-    assert again.secure is True
-    assert StackRecord.from_json(StackRecord(api_port=1).to_json(), Path("/d/x")).secure is False
+@pytest.mark.parametrize("secure", [True, False])
+def test_the_up_record_remembers_its_mode(secure: bool) -> None:
+    again = StackRecord.from_json(StackRecord(api_port=6443, secure=secure).to_json(), Path("/d/flotilla-up.json"))
+    assert again.secure is secure
 
 
-async def test_a_data_dir_made_without_secure_is_not_resumed_with_it(tmp_path: Path) -> None:
-    Layout(tmp_path).root.mkdir(parents=True, exist_ok=True)
+def test_a_record_of_a_version_without_the_mode_reads_as_insecure() -> None:
+    assert StackRecord.from_json(b'{"format": 1, "apiPort": 1}', Path("/d/x")).secure is False
+    assert StackRecord().secure is True  # a new data directory is secure
+
+
+async def test_a_data_dir_made_insecure_is_not_resumed_secure(tmp_path: Path) -> None:
     Layout(tmp_path).save_record(StackRecord(api_port=6443, secure=False))
-    stack = LocalStack(StackConfig(data_dir=tmp_path, secure=True, tune_gc=False, metrics_address=None))
-    with pytest.raises(DataDirError, match="was created without --secure and cannot be resumed with it"):
+    stack = LocalStack(StackConfig(data_dir=tmp_path, tune_gc=False, metrics_address=None))
+    with pytest.raises(DataDirError, match="cannot be resumed secure: pass --insecure to resume it as it is"):
+        await stack.start()
+
+
+async def test_a_secure_data_dir_is_not_resumed_insecure(tmp_path: Path) -> None:
+    Layout(tmp_path).save_record(StackRecord(api_port=6443, secure=True))
+    stack = LocalStack(StackConfig(data_dir=tmp_path, secure=False, tune_gc=False, metrics_address=None))
+    with pytest.raises(DataDirError, match="was created secure .* cannot be resumed with --insecure: drop --insecure"):
         await stack.start()
