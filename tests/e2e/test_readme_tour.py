@@ -89,7 +89,7 @@ def test_the_readme_tour(tmp_path: Path) -> None:
     r = sh.run("flotilla", "up", "--detach", "--port", "0", timeout=120)
     try:
         assert "running in the background" in r.stdout and "flotilla down" in r.stdout, r.stdout
-        assert "flotilla up: dashboard http://127.0.0.1:" in r.stdout and "/dashboard/?token=" in r.stdout, r.stdout
+        assert "flotilla up: dashboard https://127.0.0.1:" in r.stdout and "/dashboard/?token=" in r.stdout, r.stdout
         assert (tmp_path / ".flotilla" / "kubeconfig").is_file()
         tour(sh)
     finally:
