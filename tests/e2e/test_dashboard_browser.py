@@ -7,7 +7,7 @@ fleet page shows member1 not Ready, the workloads page shows ``web`` placed on m
 preserved state, and the timeline gains the failover's steps. Screenshots go to a temporary directory, or with
 ``FLOTILLA_SCREENSHOTS=docs/img`` to where docs/dashboard.md shows them (``dashboard-*.png``).
 
-With ``flotilla up --secure`` (HTTPS, tokens) a browser without the token gets 401 and the login page, with no
+By default (HTTPS, tokens) a browser without the token gets 401 and the login page, with no
 cluster in it; the printed URL opens the fleet, and the same URL a second time no longer logs anyone in.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (Debian's ``chromium`` and ``chromium-driver``).
@@ -221,8 +221,8 @@ def test_the_dashboard_follows_a_failover_live_without_a_reload(up: Callable[...
 
 
 @pytest.mark.timeout(120)
-def test_with_secure_the_dashboard_shows_no_data_without_the_token(up: Callable[..., Any], browser: Any) -> None:
-    r = up("--members", "1", "--secure")
+def test_the_dashboard_shows_no_data_without_the_token(up: Callable[..., Any], browser: Any) -> None:
+    r = up("--members", "1")
     url = dashboard_url(r.stdout)
     assert url.startswith("https://")
     clean = url.split("?")[0]
