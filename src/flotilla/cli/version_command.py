@@ -45,12 +45,12 @@ async def _server_version(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_version_command(args: argparse.Namespace) -> int:
     """Print the versions; 0, or 1 when the server was asked for (no ``--client``) and did not answer."""
-    import asyncio
-
     client = client_version()
     if args.client:
         print(render_version(client, None, args.output))
         return 0
+    import asyncio
+
     try:
         server = asyncio.run(_server_version(args))
     except Exception as e:  # a kubeconfig that cannot be read, a refused connection, an error answer
