@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from flotilla.cli.flags import add_command
+
 
 def _apiserver(args: argparse.Namespace) -> int:
     import asyncio
@@ -67,20 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True)
 
-    a = sub.add_parser("apiserver", help="run the Kubernetes-compatible API server",
+    a = add_command(sub, "apiserver", help="run the Kubernetes-compatible API server",
                        description="Run Flotilla's Kubernetes-compatible API server (kubectl and the kubernetes "
                                    "Python client work against it); it writes a kubeconfig into --data-dir. By "
                                    "default it serves https with certificates of its own CA (--data-dir/pki) and "
                                    "requires a token or a client certificate; the kubeconfig (mode 0600) holds the "
                                    "CA and the admin token (--data-dir/tokens.csv, mode 0600).",
-                       epilog="examples:\n"
-                              "  flotilla apiserver --data-dir ./cp --port 6443        # SQLite in ./cp\n"
-                              "  KUBECONFIG=./cp/kubeconfig kubectl get namespaces\n"
-                              "  flotilla apiserver --storage etcd://127.0.0.1:2379\n"
-                              "  flotilla apiserver --data-dir ./cp --insecure         # plain http, no authentication\n"
-                              "  flotilla apiserver --storage etcds://127.0.0.1:2379 --etcd-cafile ca.crt \\\n"
-                              "      --etcd-certfile client.crt --etcd-keyfile client.key",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       examples=["flotilla apiserver --data-dir ./cp --port 6443        # SQLite in ./cp",
+                                 "KUBECONFIG=./cp/kubeconfig kubectl get namespaces",
+                                 "flotilla apiserver --storage etcd://127.0.0.1:2379",
+                                 "flotilla apiserver --data-dir ./cp --insecure         # plain http, no authentication",
+                                 "flotilla apiserver --storage etcds://127.0.0.1:2379 --etcd-cafile ca.crt \\\n"
+                                 "      --etcd-certfile client.crt --etcd-keyfile client.key"])
     a.add_argument("--storage", default="sqlite://",
                    help="memory://, sqlite:// (file in --data-dir), sqlite:///path.db, etcd://host:port[,host:port] "
                         "or etcds://host:port[,host:port] (etcd over TLS: --etcd-cafile, --etcd-certfile, "
@@ -105,10 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_etcd_tls_arguments(a)
     a.set_defaults(fn=_apiserver)
 
-    d = sub.add_parser("demo-api", help="start an embedded API server, apply examples/ with kubectl, show them",
-                       description="Start an embedded API server on SQLite, apply examples/apiserver with the real "
-                                   "kubectl and show the objects.",
-                       epilog="example:\n  flotilla demo-api --data-dir /tmp/demo-api", formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = add_command(sub, "demo-api", help="start an embedded API server, apply examples/ with kubectl, show them",
+                    description="Start an embedded API server on SQLite, apply examples/apiserver with the real "
+                                "kubectl and show the objects.",
+                    examples=["flotilla demo-api --data-dir /tmp/demo-api"])
     d.add_argument("--data-dir", default=".flotilla-demo")
     d.add_argument("--examples", default="examples/apiserver")
     d.set_defaults(fn=_demo_api)

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 PREFIX: Final = "/dashboard"
 COALESCE: Final = 0.3  # seconds: changes within this long make one notification
 KEEPALIVE: Final = 15.0  # seconds between comments on a quiet event stream
-_STATIC: Final = {"htmx.min.js": "text/javascript", "sse.js": "text/javascript",
+_STATIC: Final = {"htmx.min.js": "text/javascript", "sse.min.js": "text/javascript",
                   "dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 _HEADERS: Final = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "

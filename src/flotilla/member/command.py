@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flotilla.cli.flags import add_command
+
 if TYPE_CHECKING:
     pass
 
@@ -90,11 +92,10 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                    help="a setting for plug-in simulators (MemberConfig.options[KEY] = VALUE); repeatable")
     m.set_defaults(fn=run_member_command)
 
-    s = sub.add_parser("sim", help="control simulated members", description="Control simulated member clusters.",
-                       epilog="example:\n  flotilla sim fault member1 --mode down --data-dir ./members",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = add_command(sub, "sim", help="control simulated members", description="Control simulated member clusters.",
+                    examples=["flotilla sim fault member1 --mode down --data-dir ./members"])
     ssub = s.add_subparsers(dest="sim", required=True)
-    f = ssub.add_parser("fault", help="inject or clear a fault in a simulated member",
+    f = add_command(ssub, "fault", help="inject or clear a fault in a simulated member",
                         description="down: connections refused (same port on recover), workloads keep running; "
                                     "off: power off, connections refused and workloads stopped; "
                                     "unready: /readyz 500; slow: every request delayed by --latency; "
@@ -110,14 +111,12 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
                                     "recover: back to normal (after off: the API at once, the workloads "
                                     "--boot-delay seconds later). --all-members applies the fault to every "
                                     "member at once (partition: the control plane's network cut from all).",
-                        epilog="examples:\n"
-                               "  flotilla sim fault member1 --mode off --data-dir ./members\n"
-                               "  flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members\n"
-                               "  flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members\n"
-                               "  flotilla sim fault member3 --mode partition --data-dir .flotilla/members\n"
-                               "  flotilla sim fault member3 --mode partition-to-member --data-dir .flotilla/members\n"
-                               "  flotilla sim fault --all-members --mode partition --data-dir .flotilla/members",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        examples=["flotilla sim fault member1 --mode off --data-dir ./members",
+                                  "flotilla sim fault member1 --mode recover --boot-delay 6 --data-dir ./members",
+                                  "flotilla sim fault member2 --mode slow --latency 3 --data-dir ./members",
+                                  "flotilla sim fault member3 --mode partition --data-dir .flotilla/members",
+                                  "flotilla sim fault member3 --mode partition-to-member --data-dir .flotilla/members",
+                                  "flotilla sim fault --all-members --mode partition --data-dir .flotilla/members"])
     f.add_argument("member", nargs="*", default=[],
                    help="the member's name; several names apply the fault to all of them at once "
                         "(or --all-members)")
@@ -131,30 +130,27 @@ def add_member_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     _admin_arguments(f)
     f.set_defaults(fn=run_fault_command, parser=f)
 
-    a = ssub.add_parser("agent", help="kill, freeze, thaw or start a Pull member's agent (flotilla up)",
+    a = add_command(ssub, "agent", help="kill, freeze, thaw or start a Pull member's agent (flotilla up)",
                         description="Control the agent process of a Pull member of flotilla up, through the same "
                                     "admin endpoint as `sim fault`. kill: kill -9, and the agent is NOT started "
                                     "again (flotilla up otherwise restarts a dead agent after 1 s) until --mode "
                                     "start; freeze: SIGSTOP, the process holds its connections and does nothing "
                                     "until --mode thaw (SIGCONT); start: a killed agent started again (a frozen one "
                                     "thawed). Prints the agent's state, pid and how many times it was started.",
-                        epilog="examples:\n"
-                               "  flotilla sim agent member3 --mode kill --data-dir .flotilla/members\n"
-                               "  flotilla sim agent member3 --mode start --data-dir .flotilla/members\n"
-                               "  flotilla sim agent member3 --mode freeze --data-dir .flotilla/members",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        examples=["flotilla sim agent member3 --mode kill --data-dir .flotilla/members",
+                                  "flotilla sim agent member3 --mode start --data-dir .flotilla/members",
+                                  "flotilla sim agent member3 --mode freeze --data-dir .flotilla/members"])
     a.add_argument("member", help="the Pull member whose agent to control")
     a.add_argument("--mode", required=True, choices=list(AGENT_MODES))
     _admin_arguments(a)
     a.set_defaults(fn=run_agent_command)
 
-    c = ssub.add_parser("controlplane", help="restart the controller-manager of flotilla up",
+    c = add_command(ssub, "controlplane", help="restart the controller-manager of flotilla up",
                         description="restart: the controller-manager of flotilla up stops and starts again, as when "
                                     "its process restarts (what it held in memory is lost: a Lease it saw change "
                                     "counts from its first sight again). The API server, the members, the links "
                                     "and the agents keep running.",
-                        epilog="example:\n  flotilla sim controlplane --mode restart --data-dir .flotilla/members",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        examples=["flotilla sim controlplane --mode restart --data-dir .flotilla/members"])
     c.add_argument("--mode", required=True, choices=["restart"])
     _admin_arguments(c)
     c.set_defaults(fn=run_controlplane_command)
