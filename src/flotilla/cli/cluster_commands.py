@@ -96,15 +96,24 @@ def add_cluster_parsers(subparsers: Any) -> None:
                    help="timeout of each request to the member and the control plane (default 10s)")
     j.set_defaults(fn=run_join_command)
 
-    u = add_command(
+    u = add_removal_command(
         subparsers, "unjoin", help="remove a Push-mode member cluster (as karmadactl unjoin)",
         description="Delete the Cluster, wait until the controllers have cleaned up (Works, execution namespace), "
                     "then delete its Secret.",
-        examples=["flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s"])
-    u.add_argument("name", help="the member cluster's name in the control plane")
-    _control_plane_args(u)
-    add_removal_args(u, "the Secret then goes with the Cluster")
+        example="flotilla unjoin member1 --kubeconfig ./cp/kubeconfig --wait 60s", flags=_control_plane_args,
+        unwaited="the Secret then goes with the Cluster")
     u.set_defaults(fn=run_unjoin_command)
+
+
+def add_removal_command(subparsers: Any, name: str, *, help: str, description: str, example: str,
+                        flags: Callable[[argparse.ArgumentParser], None], unwaited: str = "") -> argparse.ArgumentParser:
+    """A command that deletes a member's Cluster and waits for its cleanup (``unjoin``, ``unregister``): the
+    cluster's NAME, the control plane's flags (``flags``), ``--wait`` and ``--force``."""
+    p = add_command(subparsers, name, help=help, description=description, examples=[example])
+    p.add_argument("name", help="the member cluster's name in the control plane")
+    flags(p)
+    add_removal_args(p, unwaited)
+    return p
 
 
 def add_removal_args(p: argparse.ArgumentParser, unwaited: str = "") -> None:

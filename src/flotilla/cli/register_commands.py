@@ -34,7 +34,7 @@ from flotilla.cli.cluster_commands import (
     ClusterCommandError,
     _strip_finalizers,
     _wait_gone,
-    add_removal_args,
+    add_removal_command,
 )
 from flotilla.cli.control_plane import run_client_command
 from flotilla.cli.flags import add_command
@@ -83,17 +83,14 @@ def add_register_parsers(subparsers: Any) -> None:
                      help="print the `flotilla agent` command to run (the default)")
     r.set_defaults(fn=run_register_command)
 
-    u = add_command(
+    u = add_removal_command(
         subparsers, "unregister", help="remove a Pull-mode member cluster and revoke its agent's token",
         description="Stop the agent `register --start` started, delete the Cluster (waiting for its cleanup), its "
                     "Lease and the agent's token.",
-        examples=["flotilla unregister member3 --karmada-kubeconfig ./cp/kubeconfig --wait 60s"])
-    u.add_argument("name", help="the member cluster's name in the control plane")
-    _karmada_args(u)
+        example="flotilla unregister member3 --karmada-kubeconfig ./cp/kubeconfig --wait 60s", flags=_karmada_args)
     u.add_argument("--agent-kubeconfig", default=None,
                    help="the agent kubeconfig register wrote (default NAME-agent.kubeconfig): its pid file names "
                         "the agent to stop")
-    add_removal_args(u)
     u.set_defaults(fn=run_unregister_command)
 
 

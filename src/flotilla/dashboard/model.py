@@ -165,11 +165,17 @@ class QueryError(ValueError):
 class WorkloadQuery:
     """What the workloads page shows: a page of the workloads matching a search, a namespace, a cluster, a state."""
 
+    #: ``q``: text that ``namespace/binding Kind/name`` must contain (any case); "" for all
     search: str = ""
+    #: only this namespace ("" for all)
     namespace: str = ""
+    #: only workloads placed in this cluster or being evicted from it ("" for all)
     cluster: str = ""
+    #: one of :data:`STATES`: ``moving`` (an eviction task or a failover in progress), ``unhealthy``, ``all``
     state: str = "all"
+    #: which page, from 1 (past the last one: the last)
     page: int = 1
+    #: rows a page, one of :data:`PAGE_SIZES`
     size: int = 50
 
     @classmethod
