@@ -139,3 +139,17 @@ async def test_a_cut_after_a_one_way_loss_resets_and_an_unknown_direction_is_ref
     reader, writer = await connect(lk)
     assert await ask(reader, writer, b"x") == b"ok:x"
     writer.close()
+
+
+async def test_stopping_a_link_with_open_connections_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    target = await Target().start()
+    lk = await Link("m", ("127.0.0.1", target.port)).start()
+    reader, writer = await connect(lk)
+    assert await ask(reader, writer, b"one") == b"ok:one"
+    with caplog.at_level("ERROR", logger="asyncio"):
+        await lk.stop()
+        await asyncio.sleep(0.1)  # asyncio's server reports a handler that ended with an error from a callback
+    await target.stop()
+    writer.close()
+    assert lk.connections == 0
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []

@@ -157,6 +157,10 @@ class Link:
         try:
             await asyncio.gather(self._pipe(conn, reader, up_writer, UPSTREAM),
                                  self._pipe(conn, up_reader, writer, DOWNSTREAM))
+        except asyncio.CancelledError:
+            # the link stops (flotilla up is stopping): end this connection's handler quietly; asyncio's server
+            # would otherwise log the cancelled handler as an error
+            conn.damaged = True
         finally:
             self._pipes.discard(task)
             self._conns.discard(conn)
