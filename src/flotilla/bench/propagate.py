@@ -55,6 +55,8 @@ __all__ = ["PropagateParams", "result_problems", "run_propagate_bench", "run_pro
 
 #: the PropagationPolicy of ``--placement duplicated`` (the floor's claims name it too)
 DUPLICATED_POLICY: Final = "bench-propagate"
+#: How long a --floor run waits, once every member object is there, for the floor to count its last templates
+FLOOR_COUNT_WAIT: Final = 10.0
 #: the numbers ``--repeat`` tabulates (run by run, and their median)
 SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
                   "cpu_seconds", "peak_rss_mb", "cpu_cores.other")
@@ -361,6 +363,17 @@ class Run:
             self.result["create_errors"] = errors[:10]
         return time.monotonic() - t0
 
+    async def _floor_counted(self, before: Any, deadline: float) -> None:
+        """Wait until the floor has counted every template (carried or failed), or until ``deadline``: its counter
+        goes up once its own create in the last member returns, which can be after the driver saw the object
+        there through its watch."""
+        while time.monotonic() < deadline:
+            counted = stats.counter_delta(before, await self.stack.scrape(), "flotilla_bench_floor_templates_total",
+                                          by="outcome")
+            if sum(counted.values()) >= self.p.templates:
+                return
+            await asyncio.sleep(0.1)
+
     def progress(self, t0: float) -> str:
         """The progress line's text while the templates propagate."""
         obs = self.observer
@@ -390,6 +403,8 @@ class Run:
         propagated = await obs.wait_for(obs.all_propagated, p.timeout, lambda: self.progress(t0), "propagating:")
         healthy = False if p.floor else await obs.wait_for(obs.all_healthy, max(1.0, p.timeout - (time.time() - t0)),
                                                            lambda: self.progress(t0), "propagating:")
+        if p.floor:
+            await self._floor_counted(before, deadline=time.monotonic() + FLOOR_COUNT_WAIT)
         cpu.stop()
         after = await stack.scrape()
         profile = await self.profiler.stop() if self.profiler is not None else {}
