@@ -67,7 +67,7 @@ class PermitKeeper:
                  caches: Callable[[], tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None],
                  monotonic: Callable[[], float], now: Callable[[], datetime], write_timeout: float = 10.0,
                  quorum: Callable[[], Quorum | None] = lambda: None, metrics: AgentMetrics | None = None,
-                 recorder: EventRecorder | None = None) -> None:
+                 recorder: EventRecorder | None = None, renew_now: Callable[[], None] = lambda: None) -> None:
         self.cp, self.member, self.cluster = cp, member, cluster
         self.fence_after, self.permit_hold, self.renew_interval = fence_after, permit_hold, renew_interval
         self.last_renewal_started = last_renewal_started
@@ -75,6 +75,8 @@ class PermitKeeper:
         self.monotonic, self.now = monotonic, now
         self.write_timeout = write_timeout
         self.quorum = quorum
+        #: asks the agent to renew its control-plane Lease at once, without waiting for its retry backoff
+        self.renew_now = renew_now
         self.last_quorum: Quorum | None = None
         self.peer_renewals = 0
         self.permit: dict[str, Any] | None = None
@@ -118,6 +120,11 @@ class PermitKeeper:
             await self.renew(self._deadline())
         elif decision.step is PermitStep.WITHHOLD:
             self.purged = False
+            # neither the agent's own hold nor the peers' quorum keeps the permit: the quickest way back is the
+            # agent's own Lease renewal. When the peers' quorum dissolves because the other agents reach the
+            # control plane again, this agent's renewal may be waiting for its retry backoff; retrying now gets
+            # the permit renewed before the guard's fence-after runs out, instead of stopping the jobs needlessly
+            self.renew_now()
         self._tell(permit_route(decision.step, through_peers=self.last_quorum is not None), decision.reason)
         return decision.step
 

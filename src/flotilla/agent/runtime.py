@@ -526,7 +526,8 @@ class Agent:
                             permit_hold=cfg.permit_hold, renew_interval=cfg.permit_renew_interval,
                             last_renewal_started=lambda: self.last_renewal_started, caches=self._caches,
                             monotonic=self.monotonic, now=self.now, write_timeout=cfg.cluster_api_timeout,
-                            quorum=self.quorum, metrics=self.metrics, recorder=self.recorder)
+                            quorum=self.quorum, metrics=self.metrics, recorder=self.recorder,
+                            renew_now=self._renew_now.set)
 
     def _caches(self) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]] | None:
         """The controllers' cached Cluster and Works (None before they run)."""
