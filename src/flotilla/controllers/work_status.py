@@ -55,11 +55,13 @@ from flotilla.interpreter import (
     Operation,
 )
 from flotilla.kube.jsondiff import with_precondition
+from flotilla.kube.resources import object_key
 from flotilla.propagation import status as st
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.applied_handoff import LeftConditions, applied_handoff
 from flotilla.runtime.base import Controller, ControllerContext
 from flotilla.runtime.interpreters import shared_interpreter
+from flotilla.runtime.keyed_locks import KeyedLocks
 from flotilla.runtime.member_informers import member_informers
 from flotilla.runtime.members import MemberClientError
 
@@ -142,6 +144,8 @@ class WorkStatusController(Controller):
         self._handoff = applied_handoff(ctx.extras)
         #: the member informers this controller shares with the execution controller
         self._member_informers = member_informers(ctx.extras)
+        #: one report of a Work at a time (its own key and its objects' keys are queued separately)
+        self._reporting = KeyedLocks()
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -440,7 +444,25 @@ class WorkStatusController(Controller):
 
     async def _report(self, work: _Obj, objects: list[tuple[Informer, _Obj]], left: LeftConditions | None) -> None:
         """Record the status of these member objects in their Work, in one status patch with the conditions the
-        execution controller ``left`` (if any; then also when no object is given)."""
+        execution controller ``left`` (if any; then also when no object is given).
+
+        The passes that report one Work (its own key and its objects' keys) take turns, and each reflects the objects
+        as the cache holds them once its turn has come: a pass that read an object before a newer report went out
+        never writes the older status over it."""
+        md = work.get("metadata") or {}
+        ns, name = str(md.get("namespace")), str(md.get("name"))
+        key = f"{ns}/{name}"
+        async with self._reporting.hold(key):
+            work = self._written.fresh(key, self.works.store.get(key)) or work
+            if left is not None:
+                left = self._handoff.left_for(key, work)  # (None: a pass before this one wrote them)
+                if left is None and not objects:
+                    return
+            objects = [(inf, inf.store.get(object_key(obj)) or obj) for inf, obj in objects]
+            await self._report_turn(key, work, objects, left)
+
+    async def _report_turn(self, key: str, work: _Obj, objects: list[tuple[Informer, _Obj]],
+                           left: LeftConditions | None) -> None:
         reflected: list[tuple[_Obj, str, Any, str]] = []
         failed: InterpreterError | None = None
         for inf, obj in objects:
@@ -448,9 +470,7 @@ class WorkStatusController(Controller):
                 reflected.append(await self._reflect(work, inf, obj))
             except InterpreterError as e:
                 failed = e  # the others (and the conditions left) are written; this pass is retried after
-        md = work.get("metadata") or {}
-        ns, name = str(md.get("namespace")), str(md.get("name"))
-        key = f"{ns}/{name}"
+        ns, _, name = key.partition("/")
         for _ in range(STATUS_RETRIES):
             status = st.work_report_patch(work, reflected, left.conditions if left else (), left.now if left else "")
             if status is None:

@@ -158,3 +158,35 @@ async def test_one_member_informer_per_kind_serves_both_drift_and_status(tmp_pat
         else:
             raise AssertionError(f"drift not corrected or status not reflected: {obj['metadata']}, {reported}")
         assert [res.kind for res in shared.watched("member1")] == ["Deployment"]
+
+
+async def test_a_report_made_from_an_older_copy_of_an_object_never_undoes_a_newer_one(tmp_path: Path) -> None:
+    """Two passes report one Work (its own key and its object's key are queued separately). The one that read the
+    object before the newer report went out reflects the object as the cache holds it when its turn comes, so the
+    Work never goes back to the older status."""
+    from flotilla.controllers.work_status import WorkStatusController
+
+    async with plane(tmp_path, ["binding", "execution", "work-status"], busy=False) as (cp, manager):
+        await work_versions_until_reported(cp)
+        ctrl = next(c for c in manager.controllers if isinstance(c, WorkStatusController))
+        cluster = await cp.get(CLUSTERS, "member1")
+        member = await manager.ctx.members.client_for(cluster) if manager.ctx else None
+        assert member is not None
+        for _ in range(300):  # the member's copy is Ready and the Work says Healthy
+            work = (await cp.list(WORKS, "karmada-es-member1"))["items"][0]
+            health = [m.get("health") for m in (work.get("status") or {}).get("manifestStatuses") or []]
+            if health == ["Healthy"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the Work never reported the copy Healthy: {health}")
+        inf = next(iter(ctrl._watches["member1"].informers.values()))
+        current = inf.store.get("default/nginx")
+        assert current is not None
+        older = {**current, "status": {"replicas": 2, "observedGeneration": 1}}  # as it was before it was Ready
+        assert ctrl.interpreters.get().health(older) != ctrl.interpreters.get().health(current)
+
+        await asyncio.gather(ctrl._report(work, [(inf, older)], None), ctrl._report(work, [(inf, current)], None))
+
+        work = (await cp.list(WORKS, "karmada-es-member1"))["items"][0]
+        assert [m.get("health") for m in work["status"]["manifestStatuses"]] == ["Healthy"]
