@@ -7,7 +7,7 @@ and does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +16,9 @@ from flotilla.kube.times import human_age
 
 __all__ = ["BINDING_HEADERS", "BINDING_WIDE", "CLUSTER_HEADERS", "CLUSTER_WIDE", "FAILOVER_HEADERS",
            "FAILOVER_WIDE", "WORK_HEADERS", "WORK_WIDE", "binding_row", "cluster_row", "condition_status",
-           "condition_text", "event_time", "eviction_task_text", "failover_item", "failover_row", "render_table",
-           "resource_summary", "secs", "state_gap", "taint_text", "workload_of", "work_row"]
+           "condition_text", "event_time", "eviction_task_text", "failover_item", "failover_row", "fit_widths",
+           "render_table", "resource_summary", "secs", "state_gap", "table_line", "taint_text", "workload_of",
+           "work_row"]
 
 
 def condition_status(obj: Mapping[str, Any], type_: str) -> str:
@@ -171,15 +172,24 @@ FAILOVER_HEADERS = ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED",
 FAILOVER_WIDE = [*FAILOVER_HEADERS, "PURGE-MODE", "RESTORED-PATH", "PRESERVED-STATE"]
 
 
+def fit_widths(widths: Sequence[int], lines: Iterable[Sequence[str]]) -> list[int]:
+    """The column widths ``widths``, widened where a cell of ``lines`` (one cell per column) is longer."""
+    fitted = list(widths)
+    for line in lines:
+        fitted = [max(w, len(c)) for w, c in zip(fitted, line, strict=True)]
+    return fitted
+
+
+def table_line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    """One line of a table as kubectl prints it: each cell padded to its column's width, three spaces between
+    columns, no trailing blanks."""
+    return "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns separated by three spaces, as kubectl prints them."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-             for line in [list(headers), *rows]]
-    return "\n".join(lines)
-
+    widths = fit_widths([len(h) for h in headers], rows)
+    return "\n".join(table_line(line, widths) for line in [headers, *rows])
 
 
 def event_time(event: Mapping[str, Any]) -> str:
