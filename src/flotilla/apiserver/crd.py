@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from flotilla.apiserver.errors import ApiError
 from flotilla.apiserver.objects import meta, now_rfc3339
 from flotilla.apiserver.resource_types import PrinterColumn, ResourceType
-from flotilla.apiserver.tasks import cancel_and_wait
+from flotilla.apiserver.tasks import TasksByName, cancel_and_wait
 from flotilla.kube.validation import Cause, dns1123_label_errors, dns1123_subdomain_errors
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class CRDManager:
         self.types = storage.types
         self.crd_rt = self.types.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         self._task: asyncio.Task[None] | None = None
-        self._cleanups: dict[str, asyncio.Task[None]] = {}
+        self._cleanups = TasksByName(log, "cleanup of CRD %s failed")
         self._registered: dict[str, tuple[str, str]] = {}
 
     def strategy(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -299,8 +299,8 @@ class CRDManager:
         for rt in resource_types_from_crd(crd):
             self.types.add(rt)
         self._registered[name] = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
-        if meta(crd).get("deletionTimestamp") and name not in self._cleanups:
-            self._cleanups[name] = asyncio.get_running_loop().create_task(self._cleanup(crd))
+        if meta(crd).get("deletionTimestamp"):
+            self._cleanups.start(name, lambda: self._cleanup(crd))
 
     def on_write(self, rt: ResourceType, event: str, obj: dict[str, Any]) -> None:
         if rt is self.crd_rt:
@@ -341,43 +341,23 @@ class CRDManager:
 
     async def _cleanup(self, crd: dict[str, Any]) -> None:
         """Delete every custom resource of a CRD being deleted, then release its finalizer."""
-        name = meta(crd).get("name", "")
-        try:
-            spec = crd.get("spec") or {}
-            rts = resource_types_from_crd(crd)
-            while rts:
-                rt = rts[0]
-                listed = await self.storage.list(rt, None)
-                if not listed["items"]:
-                    break
-                for obj in listed["items"]:
-                    md = meta(obj)
-                    try:
-                        await self.storage.delete(rt, md.get("namespace"), md["name"])
-                    except ApiError:
-                        pass
-                await asyncio.sleep(0.2)
-            assert self.crd_rt is not None
-            for _ in range(100):
+        spec = crd.get("spec") or {}
+        rts = resource_types_from_crd(crd)
+        while rts:
+            rt = rts[0]
+            listed = await self.storage.list(rt, None)
+            if not listed["items"]:
+                break
+            for obj in listed["items"]:
+                md = meta(obj)
                 try:
-                    cur = await self.storage.get(self.crd_rt, None, name)
+                    await self.storage.delete(rt, md.get("namespace"), md["name"])
                 except ApiError:
-                    break
-                fins = [f for f in meta(cur).get("finalizers") or [] if f != CLEANUP_FINALIZER]
-                meta(cur)["finalizers"] = fins
-                try:
-                    await self.storage.update(self.crd_rt, None, name, cur)
-                    break
-                except ApiError as e:
-                    if e.code != 409:
-                        raise
-            self.types.remove_group_resource(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("cleanup of CRD %s failed", name)
-        finally:
-            self._cleanups.pop(name, None)
+                    pass
+            await asyncio.sleep(0.2)
+        assert self.crd_rt is not None
+        await self.storage.remove_finalizer(self.crd_rt, crd, CLEANUP_FINALIZER, attempts=100)
+        self.types.remove_group_resource(spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
 
     async def stop(self) -> None:
-        await cancel_and_wait([self._task, *self._cleanups.values()])
+        await cancel_and_wait([self._task, *self._cleanups.running()])

@@ -6,6 +6,7 @@ from typing import Any
 
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.type_registry import TypeRegistry
+from flotilla.kube.resources import group_version
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 SUBRESOURCE_VERBS = ["get", "patch", "update"]
@@ -82,7 +83,7 @@ def api_resource_list(types: TypeRegistry, group: str, version: str) -> dict[str
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
-        "groupVersion": f"{group}/{version}" if group else version,
+        "groupVersion": group_version(group, version),
         "resources": resources,
     }
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flotilla.kube.resources import api_path, group_version
+
 # Groups whose objects kube-apiserver stores under /registry/<resource>/... (no group in the key).
 _LEGACY_KEY_GROUPS = frozenset({"", "apps", "batch", "coordination.k8s.io", "apiextensions.k8s.io"})
 
@@ -66,7 +68,7 @@ class ResourceType:
 
     @property
     def group_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return group_version(self.group, self.version)
 
     @property
     def api_version(self) -> str:
@@ -79,7 +81,7 @@ class ResourceType:
 
     @property
     def url_prefix(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return api_path(self.group, self.version)
 
     def key_prefix(self, namespace: str | None = None) -> str:
         """The storage key prefix of this resource (kube-apiserver's etcd layout), ending in '/'."""

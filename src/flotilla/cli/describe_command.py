@@ -23,12 +23,11 @@ from flotilla.cli.get_command import (
 from flotilla.display.rows import (
     condition_text,
     event_time,
-    list_of,
     render_table,
     resource_summary,
     taint_text,
 )
-from flotilla.kube.objects import as_map
+from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.times import human_age
 
 __all__ = ["add_describe_parser", "describe_binding", "describe_cluster", "render_events"]
@@ -100,7 +99,7 @@ def describe_cluster(cluster: Mapping[str, Any], events: Sequence[Mapping[str, A
     meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
     mode = str(spec.get("syncMode") or "Push")
     ready = find_condition(status.get("conditions"), "Ready")
-    taints = [taint_text(t) for t in list_of(spec.get("taints")) if isinstance(t, Mapping)]
+    taints = [taint_text(t) for t in as_list(spec.get("taints")) if isinstance(t, Mapping)]
     fenced = fence_reason(cluster)
     fenced_text = "no" if fenced is None else f"yes ({fenced})"
     fence_condition = find_condition(status.get("conditions"), "Fenced")
@@ -127,10 +126,10 @@ def describe_binding(binding: Mapping[str, Any], events: Sequence[Mapping[str, A
 
     meta, spec = as_map(binding.get("metadata")), as_map(binding.get("spec"))
     resource = as_map(spec.get("resource"))
-    clusters = [f"{c.get('name')}:{c.get('replicas') or 0}" for c in list_of(spec.get("clusters"))
+    clusters = [f"{c.get('name')}:{c.get('replicas') or 0}" for c in as_list(spec.get("clusters"))
                 if isinstance(c, Mapping)]
     tasks = []
-    for t in list_of(spec.get("gracefulEvictionTasks")):
+    for t in as_list(spec.get("gracefulEvictionTasks")):
         if isinstance(t, Mapping):
             state = as_map(t.get("preservedLabelState"))
             tasks.append(f"from {t.get('fromCluster')}, producer {t.get('producer') or '<none>'}, reason "
@@ -146,7 +145,7 @@ def describe_binding(binding: Mapping[str, Any], events: Sequence[Mapping[str, A
             f"{e.get('phase') or '<unknown>'}: {e.get('from') or '<unknown>'} -> {e.get('to') or '<pending>'}, "
             f"trigger {e.get('trigger') or '<unknown>'}" for e in history if isinstance(e, Mapping))))
     conditions = [f"{c.get('type')}: {condition_text(c, now)}"
-                  for c in list_of(as_map(binding.get("status")).get("conditions")) if isinstance(c, Mapping)]
+                  for c in as_list(as_map(binding.get("status")).get("conditions")) if isinstance(c, Mapping)]
     pairs.append(("Conditions", "\n".join(conditions) or "<none>"))
     return "\n".join([*_fields(pairs), *render_events(events, now)])
 

@@ -35,6 +35,7 @@ from flotilla.api.resources import CLUSTER_RESOURCE_BINDINGS, CLUSTERS, RESOURCE
 from flotilla.cli.flags import add_command
 from flotilla.failover.purge import PURGE_MODE_GRACEFULLY
 from flotilla.kube.objects import as_map
+from flotilla.kube.resources import api_path, group_version
 
 if TYPE_CHECKING:
     from flotilla.failover.preview import PreviewReport
@@ -185,7 +186,7 @@ class ApiResource:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return group_version(self.group, self.version)
 
 
 def parse_target(text: str) -> tuple[str, str]:
@@ -299,9 +300,8 @@ async def discover(client: Client) -> list[ApiResource]:
     gvs = group_versions(core, apis)
 
     async def fetch(group: str, version: str) -> dict[str, Any]:
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         try:
-            return await client.transport.discovery(path)
+            return await client.transport.discovery(api_path(group, version))
         except ApiException as e:
             if is_not_found(e):
                 return {}

@@ -37,7 +37,9 @@ from flotilla.display.rows import (
     cluster_row,
     failover_item,
     failover_row,
+    fit_widths,
     render_table,
+    table_line,
     work_row,
 )
 from flotilla.kube.objects import as_map
@@ -186,9 +188,9 @@ class TablePrinter:
             else:
                 self.seen(key, row)
             lines.append(row)
-        self.widths = [max(w, *(len(line[i]) for line in lines)) for i, w in enumerate(self.widths)]
+        self.widths = fit_widths(self.widths, lines)
         for line in lines:
-            self.out("   ".join(c.ljust(w) for c, w in zip(line, self.widths, strict=True)).rstrip())
+            self.out(table_line(line, self.widths))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from flotilla.client.errors import ApiException, is_not_found
 from flotilla.client.transport import Transport
-from flotilla.kube.resources import Resource
+from flotilla.kube.resources import Resource, api_path, group_version
 
 __all__ = ["RESTMapper"]
 
@@ -35,7 +35,7 @@ class RESTMapper:
         self._groups = None
 
     async def _fetch(self, group: str, version: str) -> None:
-        gv = f"{group}/{version}" if group else version
+        gv = group_version(group, version)
         pending = self._inflight.get(gv)
         if pending is not None:  # one request for concurrent misses
             await asyncio.wait((pending,))
@@ -48,9 +48,8 @@ class RESTMapper:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._inflight[gv] = fut
         try:
-            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
             try:
-                doc = await self._t.discovery(path)
+                doc = await self._t.discovery(api_path(group, version))
             except ApiException as e:
                 if not is_not_found(e):
                     raise
@@ -71,7 +70,7 @@ class RESTMapper:
     async def _lookup(self, group: str, version: str, name: str, *, plural: bool) -> Resource | None:
         """The group version's resource of kind (or, with ``plural``, of plural) ``name``; the group version is
         fetched again once when it does not know the name (yet)."""
-        gv = f"{group}/{version}" if group else version
+        gv = group_version(group, version)
         for attempt in range(2):
             entry = self._gv.get(gv)
             by_name = entry[1 if plural else 0] if entry is not None else {}
@@ -92,7 +91,7 @@ class RESTMapper:
     async def resource(self, group: str, version: str, plural: str) -> Resource:
         found = await self._lookup(group, version, plural, plural=True)
         if found is None:
-            gv = f"{group}/{version}" if group else version
+            gv = group_version(group, version)
             raise ApiException(404, "NotFound", f'the server does not serve resource "{plural}" in "{gv}"')
         return found
 

@@ -360,8 +360,7 @@ def _served(enablements: list[dict[str, Any]] | None, res: Resource) -> bool:
     """Does the member serve ``res`` (by its last discovered APIs; unknown: assume it does)?"""
     if not enablements:
         return True
-    gv = f"{res.group}/{res.version}" if res.group else res.version
-    return any(e.get("groupVersion") == gv and any(r.get("name") == res.plural for r in e.get("resources") or [])
+    return any(e.get("groupVersion") == res.api_version and any(r.get("name") == res.plural for r in e.get("resources") or [])
                for e in enablements)
 
 

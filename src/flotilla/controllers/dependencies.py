@@ -17,14 +17,13 @@ dependency type, started on demand).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from flotilla.api import labels as L
 from flotilla.api.resources import RESOURCE_BINDINGS
-from flotilla.client import ApiException, Informer, Resource, is_already_exists, is_conflict, is_not_found
+from flotilla.client import ApiException, Informer, is_already_exists, is_conflict, is_not_found
 from flotilla.client.events import NORMAL, WARNING
 from flotilla.interpreter import Operation
 from flotilla.interpreter.operations import GVK, InterpreterError
@@ -44,10 +43,10 @@ from flotilla.propagation.attached_bindings import (
     is_orphan,
     parse_dependencies_annotation,
 )
-from flotilla.propagation.binding_spec import OwnerConflict
 from flotilla.runtime.base import Controller, ControllerContext, settle_deleted, split_key
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
+from flotilla.runtime.typed_informers import TypedInformers, warn_on_failure
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +78,8 @@ class DependenciesDistributor(Controller):
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)
-        self._informers: dict[tuple[str, str], Informer] = {}
-        self._resources: dict[tuple[str, str], Resource] = {}
+        self._typed = TypedInformers(self, "dependencies distributor", sync_timeout=_SYNC_TIMEOUT)
         self._watched: set[tuple[str, str]] = set()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._deleted: dict[str, dict[str, Any]] = {}
         # the dependencies last computed per binding (the annotation in the cache may lag behind)
         self._dependencies: dict[str, list[dict[str, Any]]] = {}
@@ -144,23 +141,9 @@ class DependenciesDistributor(Controller):
 
     async def _informer(self, api_version: str, kind: str, *, watch_dependents: bool) -> Informer | None:
         tkey = (api_version, kind)
-        inf = self._informers.get(tkey)
+        inf = await self._typed.informer(api_version, kind)
         if inf is None:
-            async with self._locks.setdefault(tkey, asyncio.Lock()):
-                inf = self._informers.get(tkey)
-                if inf is None:
-                    try:
-                        res = await self.client.resource_for(api_version, kind)
-                    except ApiException as e:
-                        if is_not_found(e):
-                            return None
-                        raise
-                    inf = self.ctx.informers.informer(res)
-                    inf.start()
-                    if not await inf.wait_synced(_SYNC_TIMEOUT):
-                        log.warning("dependencies distributor: %s not listed within %.0fs", res, _SYNC_TIMEOUT)
-                    self._resources[tkey] = res
-                    self._informers[tkey] = inf
+            return None
         if watch_dependents and tkey not in self._watched:
             self._watched.add(tkey)
             inf.add_handler(on_add=self._on_dependency_event, on_update=self._on_dependency_update,
@@ -169,13 +152,9 @@ class DependenciesDistributor(Controller):
 
     async def _get(self, api_version: str, kind: str, namespace: str | None, name: str,
                    *, watch_dependents: bool = False) -> dict[str, Any] | None:
-        inf = await self._informer(api_version, kind, watch_dependents=watch_dependents)
-        if inf is None:
+        if await self._informer(api_version, kind, watch_dependents=watch_dependents) is None:
             return None
-        res = self._resources[(api_version, kind)]
-        obj = inf.store.get(_key(namespace if res.namespaced else None, name))
-        if obj is None and not inf.has_synced:
-            obj = await self.client.get_or_none(res, name, namespace if res.namespaced else None)
+        _, obj = await self._typed.get(api_version, kind, namespace, name)
         return obj
 
     # ------------------------------------------------------------------ reconcile
@@ -191,13 +170,8 @@ class DependenciesDistributor(Controller):
             await self._detach_all(binding)
             await self._remove_finalizer(binding)
             return None
-        try:
+        with warn_on_failure(self, lambda: binding, SYNC_FAILED, "Syncing the schedule result to the dependencies"):
             changed = await self._sync(binding)
-        except (ApiException, InterpreterError, OwnerConflict) as e:
-            if not (isinstance(e, ApiException) and is_conflict(e)):
-                self.ctx.recorder.event(binding, WARNING, SYNC_FAILED,
-                                        f"Syncing the schedule result to the dependencies failed: {e}")
-            raise
         if changed:
             self.ctx.recorder.event(binding, NORMAL, SYNC_SUCCEED,
                                     "Schedule result synced to the dependencies.")
@@ -254,7 +228,7 @@ class DependenciesDistributor(Controller):
         return wrote
 
     def _lookup_cached(self, api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        inf = self._informers.get((api_version, kind))
+        inf = self._typed.started(api_version, kind)
         return None if inf is None else inf.store.get(_key(namespace or None, name))
 
     async def _dependency_objects(self, dep: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -17,7 +17,6 @@ Queue keys: ``t|<apiVersion>|<kind>|<namespace>|<name>`` (a template), ``pp|<nam
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -59,7 +58,6 @@ from flotilla.policy.matching import (
     skips_binding_refresh,
 )
 from flotilla.propagation.binding_spec import (
-    OwnerConflict,
     binding_kind_for,
     binding_name_for,
     binding_update_patch,
@@ -84,6 +82,7 @@ from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.base import Controller, ControllerContext, settle_deleted
 from flotilla.runtime.interpreters import shared_interpreter
 from flotilla.runtime.patching import patch_with_retry
+from flotilla.runtime.typed_informers import TypedInformers, warn_on_failure
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -141,9 +140,8 @@ class DetectorController(Controller):
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx)
-        self._template_informers: dict[tuple[str, str], Informer] = {}
-        self._template_resources: dict[tuple[str, str], Resource] = {}
-        self._type_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._templates = TypedInformers(self, "detector", sync_timeout=_SYNC_TIMEOUT,
+                                         prepare=self._prepare_template_informer)
         self._karmada_change: dict[str, bool] = {}
         self._deleted_policies: dict[str, dict[str, Any]] = {}
         self._warned_preemption: set[str] = set()
@@ -197,7 +195,7 @@ class DetectorController(Controller):
         if claim_of(binding) is None:
             return
         key = template_key_of_binding(binding)
-        if key is not None and (key.api_version, key.kind) not in self._template_informers:
+        if key is not None and self._templates.started(key.api_version, key.kind) is None:
             self.enqueue(f"type|{key.api_version}|{key.kind}")
 
     def _on_binding_delete(self, binding: Mapping[str, Any]) -> None:
@@ -246,39 +244,22 @@ class DetectorController(Controller):
     async def _template_informer(self, api_version: str, kind: str) -> Informer | None:
         """The informer of templates of this type, started on first use; None when the type is not
         served (or not a template type)."""
-        tkey = (api_version, kind)
-        inf = self._template_informers.get(tkey)
-        if inf is not None:
-            return inf
         if not detector_watches(api_version, kind):
             return None
-        lock = self._type_locks.setdefault(tkey, asyncio.Lock())
-        async with lock:
-            inf = self._template_informers.get(tkey)
-            if inf is not None:
-                return inf
-            try:
-                res = await self.client.resource_for(api_version, kind)
-            except ApiException as e:
-                if is_not_found(e):
-                    log.info("detector: %s %s is not served; templates of it are not watched yet", api_version, kind)
-                    return None
-                raise
-            inf = self.ctx.informers.informer(res)
-            _add_indexer(inf, _PP_ID_INDEX, label_indexer(L.PROPAGATION_POLICY_PERMANENT_ID_LABEL))
-            _add_indexer(inf, _CPP_ID_INDEX, label_indexer(L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
-            inf.add_handler(on_add=self._on_template_add, on_update=self._on_template_update,
-                            on_delete=self._on_template_delete)
-            inf.start()  # no-op when the factory started it already
-            if not await inf.wait_synced(_SYNC_TIMEOUT):
-                log.warning("detector: %s templates not listed within %.0fs", res, _SYNC_TIMEOUT)
-            self._template_resources[tkey] = res
-            self._template_informers[tkey] = inf
-            log.info("detector: watching %s templates", res)
+        inf = await self._templates.informer(api_version, kind)
+        if inf is None:
+            log.info("detector: %s %s is not served; templates of it are not watched yet", api_version, kind)
         return inf
 
+    def _prepare_template_informer(self, inf: Informer, res: Resource) -> None:
+        _add_indexer(inf, _PP_ID_INDEX, label_indexer(L.PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+        _add_indexer(inf, _CPP_ID_INDEX, label_indexer(L.CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+        inf.add_handler(on_add=self._on_template_add, on_update=self._on_template_update,
+                        on_delete=self._on_template_delete)
+        log.info("detector: watching %s templates", res)
+
     def _cached_template(self, key: TemplateKey) -> Mapping[str, Any] | None:
-        inf = self._template_informers.get((key.api_version, key.kind))
+        inf = self._templates.started(key.api_version, key.kind)
         if inf is None:
             return None
         return inf.store.get(_obj_key(key.namespace or None, key.name))
@@ -306,14 +287,9 @@ class DetectorController(Controller):
     # ------------------------------------------------------------------ templates
 
     async def _get_template(self, key: TemplateKey) -> tuple[Resource | None, Mapping[str, Any] | None]:
-        inf = await self._template_informer(key.api_version, key.kind)
-        if inf is None:
+        if await self._template_informer(key.api_version, key.kind) is None:
             return None, None
-        res = self._template_resources[(key.api_version, key.kind)]
-        obj = inf.store.get(_obj_key(key.namespace or None, key.name) if res.namespaced else key.name)
-        if obj is None and not inf.has_synced:
-            obj = await self.client.get_or_none(res, key.name, key.namespace or None)
-        return res, obj
+        return await self._templates.get(key.api_version, key.kind, key.namespace, key.name)
 
     async def _reconcile_template(self, key: TemplateKey, karmada_change: bool) -> float | None:
         res, template = await self._get_template(key)
@@ -379,7 +355,7 @@ class DetectorController(Controller):
         policy_name = _obj_key(None if is_cluster_policy(policy) else str(pmeta.get("namespace")),
                                str(pmeta.get("name")))
         kind = "ClusterPropagationPolicy" if is_cluster_policy(policy) else "PropagationPolicy"
-        try:
+        with warn_on_failure(self, lambda: template, APPLY_POLICY_FAILED, f"Applying {kind} {policy_name}"):
             claimed = await patch_with_retry(
                 self.client, res, template, str(meta.get("name")), meta.get("namespace") or None,
                 lambda t: self._with_rv(claim_patch(t, policy), t))
@@ -398,11 +374,6 @@ class DetectorController(Controller):
                 # a status write since the template's last specification change does not move the binding
                 resource["resourceVersion"] = self._spec_versions.version_for(template_key(template), template)
             outcome = await self._create_or_update_binding(desired)
-        except (ApiException, OwnerConflict, InterpreterError) as e:
-            if not (isinstance(e, ApiException) and is_conflict(e)):
-                self.ctx.recorder.event(template, WARNING, APPLY_POLICY_FAILED,
-                                        f"Applying {kind} {policy_name} failed: {e}")
-            raise
         if outcome != "unchanged":
             self.ctx.recorder.event(template, NORMAL, APPLY_POLICY_SUCCEED,
                                     f"{kind} {policy_name} applied: {binding_kind_for(template)} "
@@ -548,7 +519,7 @@ class DetectorController(Controller):
         return out
 
     def _templates_in_scope(self, api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
-        inf = self._template_informers.get((api_version, kind))
+        inf = self._templates.started(api_version, kind)
         if inf is None:
             return []
         return inf.store.by_index("namespace", namespace) if namespace else inf.store.list()
@@ -559,7 +530,7 @@ class DetectorController(Controller):
         # 1. templates the policy no longer selects are released (template first, then binding)
         for binding, template in unmatched_bindings(policy, bindings, self._cached_template):
             tkey = template_key(template)
-            res = self._template_resources.get((tkey.api_version, tkey.kind))
+            res = self._templates.resource(tkey.api_version, tkey.kind)
             if res is None:
                 continue
             bmeta = meta_of(binding)
@@ -600,7 +571,8 @@ class DetectorController(Controller):
             claim = claim_of(template)
             before = "" if claim is None else _obj_key(claim.namespace or None, claim.name)
             tkey = template_key(template)
-            res = self._template_resources[(tkey.api_version, tkey.kind)]
+            res = self._templates.resource(tkey.api_version, tkey.kind)
+            assert res is not None  # the template came from its informer
             try:
                 await patch_with_retry(self.client, res, template, tkey.name, tkey.namespace or None,
                                        lambda t: self._with_rv(claim_patch(t, policy), t))
@@ -625,9 +597,9 @@ class DetectorController(Controller):
         index = _CPP_ID_INDEX if cluster_scoped else _PP_ID_INDEX
         for api_version, kind, namespace in selector_scopes(policy):
             inf = await self._template_informer(api_version, kind)
-            if inf is None:
+            res = self._templates.resource(api_version, kind)
+            if inf is None or res is None:
                 continue
-            res = self._template_resources[(api_version, kind)]
             for template in inf.store.by_index(index, value):
                 if namespace and meta_of(template).get("namespace") != namespace:
                     continue

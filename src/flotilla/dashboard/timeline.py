@@ -13,8 +13,38 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from flotilla.cluster.health import (
+    REASON_CLUSTER_NOT_REACHABLE,
+    REASON_CLUSTER_NOT_READY,
+    REASON_CLUSTER_READY,
+)
 from flotilla.display.rows import event_time
-from flotilla.failover.history import PHASE_COMPLETED, PHASE_SUPERSEDED, parse_history, state_gap_text
+from flotilla.failover.auto_fence import EVENT_CLUSTER_FENCE_PENDING, EVENT_CLUSTER_FENCED_AUTOMATICALLY
+from flotilla.failover.events import (
+    EVENT_EVICTION_PERFORMED,
+    EVENT_EVICTION_QUEUED,
+    EVENT_SCHEDULE_BINDING_SUCCEED,
+    EVENT_STALE_OBJECTS_DELETED,
+    EVENT_SYNC_WORK_SUCCEED,
+    EVENT_TAINT_CLUSTER_SUCCEED,
+)
+from flotilla.failover.eviction import EVENT_EVICT_SUCCEEDED
+from flotilla.failover.fencing import EVENT_WORK_ABANDONED
+from flotilla.failover.graceful import EVENT_TASK_REMOVED
+from flotilla.failover.history import (
+    EVENT_FAILOVER_COMPLETED,
+    PHASE_COMPLETED,
+    PHASE_SUPERSEDED,
+    parse_history,
+    state_gap_text,
+)
+from flotilla.failover.moves import (
+    EVENT_PLANNED_MOVE_COMPLETED,
+    EVENT_PLANNED_MOVE_STARTED,
+    EVENT_SAVEPOINT_TAKEN,
+)
+from flotilla.failover.restore import EVENT_STATE_RESTORED
+from flotilla.failover.state import EVENT_STATE_CARRIED_FORWARD
 from flotilla.kube.objects import as_map
 from flotilla.kube.times import human_age, parse_time
 
@@ -27,16 +57,16 @@ WINDOWS: Final[dict[str, int]] = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h":
 STEP_KINDS: Final = ("fault", "taint", "eviction", "fence", "placed", "state", "running", "recovered", "warning", "info")
 
 _EVENT_KINDS: Final[dict[str, str]] = {
-    "ClusterNotReady": "fault", "ClusterNotReachable": "fault",
-    "ClusterReady": "recovered",
-    "TaintClusterSucceed": "taint",
-    "EvictionQueued": "eviction", "EvictionPerformed": "eviction", "EvictWorkloadFromClusterSucceed": "eviction",
-    "GracefulEvictionTaskRemoved": "eviction", "PlannedMoveStarted": "eviction",
-    "ClusterFencedAutomatically": "fence", "ClusterFencePending": "fence", "WorkAbandoned": "fence",
-    "StaleObjectsDeleted": "fence",
-    "ScheduleBindingSucceed": "placed", "SyncWorkSucceed": "placed",
-    "StateRestored": "state", "StateCarriedForward": "state", "SavepointTaken": "state",
-    "FailoverCompleted": "running", "PlannedMoveCompleted": "running",
+    REASON_CLUSTER_NOT_READY: "fault", REASON_CLUSTER_NOT_REACHABLE: "fault",
+    REASON_CLUSTER_READY: "recovered",
+    EVENT_TAINT_CLUSTER_SUCCEED: "taint",
+    EVENT_EVICTION_QUEUED: "eviction", EVENT_EVICTION_PERFORMED: "eviction", EVENT_EVICT_SUCCEEDED: "eviction",
+    EVENT_TASK_REMOVED: "eviction", EVENT_PLANNED_MOVE_STARTED: "eviction",
+    EVENT_CLUSTER_FENCED_AUTOMATICALLY: "fence", EVENT_CLUSTER_FENCE_PENDING: "fence", EVENT_WORK_ABANDONED: "fence",
+    EVENT_STALE_OBJECTS_DELETED: "fence",
+    EVENT_SCHEDULE_BINDING_SUCCEED: "placed", EVENT_SYNC_WORK_SUCCEED: "placed",
+    EVENT_STATE_RESTORED: "state", EVENT_STATE_CARRIED_FORWARD: "state", EVENT_SAVEPOINT_TAKEN: "state",
+    EVENT_FAILOVER_COMPLETED: "running", EVENT_PLANNED_MOVE_COMPLETED: "running",
 }
 MAX_STEPS: Final = 300
 #: the shortest time axis, in seconds

@@ -7,24 +7,22 @@ and does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from flotilla.kube.objects import as_map
+from flotilla.kube.objects import as_list, as_map
 from flotilla.kube.times import human_age
 
 __all__ = ["BINDING_HEADERS", "BINDING_WIDE", "CLUSTER_HEADERS", "CLUSTER_WIDE", "FAILOVER_HEADERS",
            "FAILOVER_WIDE", "WORK_HEADERS", "WORK_WIDE", "binding_row", "cluster_row", "condition_status",
-           "condition_text", "event_time", "eviction_task_text", "failover_item", "failover_row", "list_of", "render_table",
-           "resource_summary", "secs", "state_gap", "taint_text", "workload_of", "work_row"]
-
-def list_of(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
+           "condition_text", "event_time", "eviction_task_text", "failover_item", "failover_row", "fit_widths",
+           "render_table", "resource_summary", "secs", "state_gap", "table_line", "taint_text", "workload_of",
+           "work_row"]
 
 
 def condition_status(obj: Mapping[str, Any], type_: str) -> str:
-    for c in list_of(as_map(obj.get("status")).get("conditions")):
+    for c in as_list(as_map(obj.get("status")).get("conditions")):
         if isinstance(c, Mapping) and c.get("type") == type_:
             return str(c.get("status") or "Unknown")
     return "Unknown"
@@ -39,7 +37,7 @@ def cluster_row(cluster: Mapping[str, Any], now: datetime | None = None, *, wide
     from flotilla.failover.auto_fence import fence_reason
 
     meta, spec, status = as_map(cluster.get("metadata")), as_map(cluster.get("spec")), as_map(cluster.get("status"))
-    taints = [taint_text(t) for t in list_of(spec.get("taints")) if isinstance(t, Mapping)]
+    taints = [taint_text(t) for t in as_list(spec.get("taints")) if isinstance(t, Mapping)]
     row = [str(meta.get("name") or ""), str(status.get("kubernetesVersion") or ""),
            str(spec.get("syncMode") or "Push"), condition_status(cluster, "Ready"), ",".join(taints) or "<none>",
            fence_reason(cluster) or "<none>", human_age(meta.get("creationTimestamp"), now)]
@@ -69,17 +67,17 @@ def binding_row(binding: Mapping[str, Any], now: datetime | None = None, *, wide
     resource = as_map(spec.get("resource"))
     target = f"{resource.get('kind')}/{resource.get('name')}"
     clusters = []
-    for c in list_of(spec.get("clusters")):
+    for c in as_list(spec.get("clusters")):
         if isinstance(c, Mapping):
             replicas = c.get("replicas")
             clusters.append(f"{c.get('name')}" + (f":{replicas}" if replicas else ""))
-    tasks = [eviction_task_text(t, wide) for t in list_of(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
+    tasks = [eviction_task_text(t, wide) for t in as_list(spec.get("gracefulEvictionTasks")) if isinstance(t, Mapping)]
     row = [str(meta.get("name") or ""), target, ",".join(clusters) or "<none>", ",".join(tasks) or "<none>",
            condition_status(binding, "Scheduled"), condition_status(binding, "FullyApplied"),
            human_age(meta.get("creationTimestamp"), now)]
     if wide:
         health = [f"{i.get('clusterName')}={i.get('health') or 'Unknown'}"
-                  for i in list_of(as_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
+                  for i in as_list(as_map(binding.get("status")).get("aggregatedStatus")) if isinstance(i, Mapping)]
         row.insert(6, ",".join(health) or "<none>")
     if namespaced:
         row.insert(0, str(meta.get("namespace") or ""))
@@ -94,7 +92,7 @@ def work_row(work: Mapping[str, Any], now: datetime | None = None, *, wide: bool
     meta, spec = as_map(work.get("metadata")), as_map(work.get("spec"))
     namespace = str(meta.get("namespace") or "")
     cluster = namespace.removeprefix("karmada-es-")
-    manifests = [m for m in list_of(as_map(spec.get("workload")).get("manifests")) if isinstance(m, Mapping)]
+    manifests = [m for m in as_list(as_map(spec.get("workload")).get("manifests")) if isinstance(m, Mapping)]
     workloads = ",".join(f"{m.get('kind')}/{as_map(m.get('metadata')).get('name')}" for m in manifests) or "<none>"
     row = [namespace, str(meta.get("name") or ""), cluster, workloads, condition_status(work, "Applied"),
            human_age(meta.get("creationTimestamp"), now)]
@@ -174,15 +172,24 @@ FAILOVER_HEADERS = ["NAMESPACE", "WORKLOAD", "FROM", "TO", "TRIGGER", "STARTED",
 FAILOVER_WIDE = [*FAILOVER_HEADERS, "PURGE-MODE", "RESTORED-PATH", "PRESERVED-STATE"]
 
 
+def fit_widths(widths: Sequence[int], lines: Iterable[Sequence[str]]) -> list[int]:
+    """The column widths ``widths``, widened where a cell of ``lines`` (one cell per column) is longer."""
+    fitted = list(widths)
+    for line in lines:
+        fitted = [max(w, len(c)) for w, c in zip(fitted, line, strict=True)]
+    return fitted
+
+
+def table_line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    """One line of a table as kubectl prints it: each cell padded to its column's width, three spaces between
+    columns, no trailing blanks."""
+    return "   ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns separated by three spaces, as kubectl prints them."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-             for line in [list(headers), *rows]]
-    return "\n".join(lines)
-
+    widths = fit_widths([len(h) for h in headers], rows)
+    return "\n".join(table_line(line, widths) for line in [headers, *rows])
 
 
 def event_time(event: Mapping[str, Any]) -> str:

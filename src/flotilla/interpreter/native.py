@@ -14,7 +14,7 @@ always written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
@@ -422,14 +422,19 @@ def _retain_pod(desired: JSON, observed: JSON) -> JSON:
     return out
 
 
+def _keep_member_string(out: JSON, observed: JSON, *keys: str) -> None:
+    """Set ``keys`` of ``out`` to the member object's string there, when it has a non-empty one."""
+    value = _str(observed, *keys)
+    if value:
+        _set_path(out, keys, value)
+
+
 def _retain_service(desired: JSON, observed: JSON) -> JSON:
     out = json_copy(desired)
     port = _int(observed, "spec", "healthCheckNodePort", default=None)
     if port is not None and port > 0:
         _set_path(out, ("spec", "healthCheckNodePort"), port)
-    cluster_ip = _str(observed, "spec", "clusterIP")
-    if cluster_ip:
-        _set_path(out, ("spec", "clusterIP"), cluster_ip)
+    _keep_member_string(out, observed, "spec", "clusterIP")
     return out
 
 
@@ -452,9 +457,7 @@ def _retain_service_account(desired: JSON, observed: JSON) -> JSON:
 
 def _retain_pvc(desired: JSON, observed: JSON) -> JSON:
     out = json_copy(desired)
-    volume = _str(observed, "spec", "volumeName")
-    if volume:
-        _set_path(out, ("spec", "volumeName"), volume)
+    _keep_member_string(out, observed, "spec", "volumeName")
     return out
 
 
@@ -618,6 +621,21 @@ def _with_status(obj: JSON, new_status: dict[str, Any]) -> JSON:
     return out
 
 
+def _aggregated(obj: JSON, new_status: dict[str, Any]) -> JSON:
+    """``obj`` with the aggregated status ``new_status``; a plain copy when that is its status already."""
+    if (obj.get("status") or {}) == new_status:
+        return json_copy(obj)
+    return _with_status(obj, new_status)
+
+
+def _reports(items: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any], dict[str, Any], str]]:
+    """``(item, status, who)`` of every member that reported a status; ``who`` names the member in errors."""
+    for item in items:
+        status = _item_status(item)
+        if status is not None:
+            yield item, status, f"cluster {item.get('clusterName')!r}: "
+
+
 def _sum_workload(gvk: GVK, fields: Sequence[str], *, sts_quirk: bool = False) -> Aggregator:
     counters = [f for f in fields if f != "observedGeneration"]
     always = _ALWAYS[gvk]
@@ -628,11 +646,7 @@ def _sum_workload(gvk: GVK, fields: Sequence[str], *, sts_quirk: bool = False) -
         assert template_generation is not None
         sums = dict.fromkeys(counters, 0)
         up_to_date = 0
-        for item in items:
-            st = _item_status(item)
-            if st is None:
-                continue
-            who = f"cluster {item.get('clusterName')!r}: "
+        for _, st, who in _reports(items):
             member_generation = _count(st, "generation", who)
             newer_than = member_generation if sts_quirk else template_generation
             if (_count(st, "observedGeneration", who) >= member_generation
@@ -687,15 +701,11 @@ def _aggregate_lb(with_ip_mode: bool, only_load_balancer: bool) -> Aggregator:
         if only_load_balancer and _str(obj, "spec", "type") != "LoadBalancer":
             return json_copy(obj)
         entries: list[Mapping[str, Any]] = []
-        for item in items:
-            st = _item_status(item)
-            if st is not None:
-                entries.extend(_list(st, "loadBalancer", "ingress"))
+        for _, st, _ in _reports(items):
+            entries.extend(_list(st, "loadBalancer", "ingress"))
         ingress = _merge_lb_ingress(entries, with_ip_mode=with_ip_mode)
         new = {"loadBalancer": {"ingress": ingress} if ingress else {}}
-        if (obj.get("status") or {}) == new:
-            return json_copy(obj)
-        return _with_status(obj, new)
+        return _aggregated(obj, new)
 
     return aggregate
 
@@ -715,11 +725,7 @@ def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     complete = criteria_met = started = completed = 0
     earliest_start: datetime | None = None
     latest_completion: datetime | None = None
-    for item in items:
-        st = _item_status(item)
-        if st is None:
-            continue
-        who = f"cluster {item.get('clusterName')!r}: "
+    for item, st, who in _reports(items):
         for k in totals:
             totals[k] += _count(st, k, who)
         finished = _job_finished(st.get("conditions") or [])
@@ -765,21 +771,16 @@ def _aggregate_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
     _set_or_drop(new, "startTime", json_copy(start_time))
     if latest_completion is not None and completed == len(items):
         new["completionTime"] = format_time(latest_completion)
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 def _aggregate_cron_job(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     active: list[Any] = []
     latest: dict[str, tuple[datetime, str] | None] = {"lastScheduleTime": None, "lastSuccessfulTime": None}
-    for item in items:
-        st = _item_status(item)
-        if st is None:
-            continue
+    for _, st, who in _reports(items):
         active.extend(json_copy(st.get("active") or []))
         for key in latest:
-            t = _time(obj, st.get(key), f"cluster {item.get('clusterName')!r}: status.{key}")
+            t = _time(obj, st.get(key), f"{who}status.{key}")
             cur = latest[key]
             if t is not None and (cur is None or cur[0] < t):
                 latest[key] = (t, st[key])
@@ -819,9 +820,7 @@ def _aggregate_pod(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
             break
     _set_or_drop(new, "containerStatuses", containers)
     _set_or_drop(new, "initContainerStatuses", init_containers)
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 def _aggregate_pv(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
@@ -834,17 +833,12 @@ def _aggregate_pv(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> J
         if phase in phases:
             new["phase"] = phase
             break
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 def _aggregate_pvc(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     phase = "Bound"
-    for item in items:
-        st = _item_status(item)
-        if st is None:
-            continue
+    for _, st, _ in _reports(items):
         member = str(st.get("phase") or "")
         if member == "Lost":
             phase = "Lost"
@@ -852,45 +846,31 @@ def _aggregate_pvc(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> 
         if member != "Bound":
             phase = member
     new: dict[str, Any] = {"phase": phase} if phase else {}
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 def _aggregate_pdb(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     keys = ("currentHealthy", "desiredHealthy", "expectedPods", "disruptionsAllowed")
     new: dict[str, Any] = dict.fromkeys(keys, 0)
     disrupted: dict[str, Any] = {}
-    for item in items:
-        st = _item_status(item)
-        if st is None:
-            continue
-        who = f"cluster {item.get('clusterName')!r}: "
+    for item, st, who in _reports(items):
         for k in keys:
             new[k] += _count(st, k, who)
         for pod, when in (st.get("disruptedPods") or {}).items():
             disrupted[f"{item.get('clusterName', '')}/{pod}"] = when
     _set_or_drop(new, "disruptedPods", disrupted)
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 def _aggregate_hpa(obj: JSON, items: list[Mapping[str, Any]], now: datetime) -> JSON:
     current = desired = 0
-    for item in items:
-        st = _item_status(item)
-        if st is None:
-            continue
-        who = f"cluster {item.get('clusterName')!r}: "
+    for _, st, who in _reports(items):
         current += _count(st, "currentReplicas", who)
         desired += _count(st, "desiredReplicas", who)
     new: dict[str, Any] = {}
     _set_or_drop(new, "currentReplicas", current)
     new["desiredReplicas"] = desired
-    if (obj.get("status") or {}) == new:
-        return json_copy(obj)
-    return _with_status(obj, new)
+    return _aggregated(obj, new)
 
 
 AGGREGATE_RULES: dict[GVK, Aggregator] = {
@@ -913,10 +893,17 @@ AGGREGATE_RULES: dict[GVK, Aggregator] = {
 # -------------------------------------------------------------------------------- InterpretHealth
 
 
+def _observed_status(obj: JSON) -> Mapping[str, Any] | None:
+    """The workload's status once its controller saw the latest spec (``status.observedGeneration`` is
+    ``metadata.generation``); None before: it is not healthy yet."""
+    status = _map(obj, "status")
+    return status if _int(status, "observedGeneration") == _int(obj, "metadata", "generation") else None
+
+
 def _rollout_health(obj: JSON) -> bool:
     """Deployment / StatefulSet: the controller saw the latest spec, all replicas updated and available."""
-    status = _map(obj, "status")
-    if _int(status, "observedGeneration") != _int(obj, "metadata", "generation"):
+    status = _observed_status(obj)
+    if status is None:
         return False
     replicas = _int(obj, "spec", "replicas", default=None)
     updated = _int(status, "updatedReplicas")
@@ -929,8 +916,8 @@ def _rollout_health(obj: JSON) -> bool:
 
 
 def _replica_set_health(obj: JSON) -> bool:
-    status = _map(obj, "status")
-    if _int(status, "observedGeneration") != _int(obj, "metadata", "generation"):
+    status = _observed_status(obj)
+    if status is None:
         return False
     replicas = _int(obj, "spec", "replicas", default=None)
     available = _int(status, "availableReplicas")
@@ -939,8 +926,8 @@ def _replica_set_health(obj: JSON) -> bool:
 
 
 def _daemon_set_health(obj: JSON) -> bool:
-    status = _map(obj, "status")
-    if _int(status, "observedGeneration") != _int(obj, "metadata", "generation"):
+    status = _observed_status(obj)
+    if status is None:
         return False
     updated, desired, available = (_int(status, k) or 0 for k in
                                    ("updatedNumberScheduled", "desiredNumberScheduled", "numberAvailable"))

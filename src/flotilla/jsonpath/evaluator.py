@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flotilla.jsonpath.errors import JSONPathEvaluationError, JSONPathMissingKeyError
-from flotilla.jsonpath.formatting import NO_VALUE, go_sprint, go_type_name, is_int64
+from flotilla.jsonpath.formatting import NO_VALUE, go_sprint, go_type_name
 from flotilla.jsonpath.nodes import (
     Chain,
     Expression,
@@ -239,16 +239,15 @@ _INVALID_TYPE = "invalid type for comparison"
 _INCOMPATIBLE = "incompatible types for comparison"
 
 
+#: Go's ``basicKind`` of the types a decoded value may have that a comparison accepts
+_BASIC_KINDS = {"bool": "bool", "int64": "int", "float64": "float", "string": "string"}
+
+
 def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int" if is_int64(value) else "float"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    raise JSONPathEvaluationError(_INVALID_TYPE)
+    kind = _BASIC_KINDS.get(go_type_name(value))
+    if kind is None:
+        raise JSONPathEvaluationError(_INVALID_TYPE)
+    return kind
 
 
 def _equal(left: Any, right: Any) -> bool:

@@ -19,8 +19,20 @@ __all__ = [
     "SERVICES",
     "STATEFULSETS",
     "Resource",
+    "api_path",
+    "group_version",
     "object_key",
 ]
+
+
+def group_version(group: str, version: str) -> str:
+    """``<group>/<version>``, or ``<version>`` alone for the core group: an object's ``apiVersion``."""
+    return f"{group}/{version}" if group else version
+
+
+def api_path(group: str, version: str) -> str:
+    """Where a group-version is served: ``/api/<version>`` for the core group, else ``/apis/<group>/<version>``."""
+    return f"/apis/{group}/{version}" if group else f"/api/{version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +45,12 @@ class Resource:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return group_version(self.group, self.version)
 
     @property
     def path_prefix(self) -> str:
         """``/api/v1`` or ``/apis/<group>/<version>``."""
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return api_path(self.group, self.version)
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.version}.{self.group}" if self.group else f"{self.plural}.{self.version}"

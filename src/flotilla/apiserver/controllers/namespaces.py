@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from flotilla.apiserver.errors import ApiError
@@ -12,7 +12,7 @@ from flotilla.apiserver.objects import meta
 from flotilla.apiserver.resource_types import ResourceType
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.store_mirror import NameMirror
-from flotilla.apiserver.tasks import cancel_and_wait
+from flotilla.apiserver.tasks import TasksByName, cancel_and_wait
 from flotilla.kube.objects import meta_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class NamespaceLifecycle:
     def __init__(self, storage: ResourceStorage) -> None:
         self.storage = storage
         self.ns_rt = storage.types.lookup("", "v1", "namespaces")
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._terminations = TasksByName(log, "terminating namespace %s failed")
         self._mirror = _TerminatingNamespaces()
         self.cache = self._mirror.by_name
 
@@ -72,47 +72,38 @@ class NamespaceLifecycle:
             self._schedule(meta(obj)["name"])
 
     def _schedule(self, name: str) -> None:
-        if name not in self._tasks:
-            self._tasks[name] = asyncio.get_running_loop().create_task(self._terminate(name))
+        self._terminations.start(name, lambda: self._terminate(name))
 
     async def _terminate(self, name: str) -> None:
-        assert self.ns_rt is not None
+        ns_rt = self.ns_rt
+        assert ns_rt is not None
+        while True:
+            remaining = 0
+            for rt in self.storage.types.namespaced_types():
+                listed = await self.storage.list(rt, name)
+                for obj in listed["items"]:
+                    remaining += 1
+                    if meta(obj).get("deletionTimestamp"):
+                        continue
+                    try:
+                        await self.storage.delete(rt, name, meta(obj)["name"])
+                    except ApiError:
+                        pass
+            if remaining == 0:
+                break
+            await asyncio.sleep(0.5)
         try:
-            while True:
-                remaining = 0
-                for rt in self.storage.types.namespaced_types():
-                    listed = await self.storage.list(rt, name)
-                    for obj in listed["items"]:
-                        remaining += 1
-                        if meta(obj).get("deletionTimestamp"):
-                            continue
-                        try:
-                            await self.storage.delete(rt, name, meta(obj)["name"])
-                        except ApiError:
-                            pass
-                if remaining == 0:
-                    break
-                await asyncio.sleep(0.5)
-            for _ in range(100):
-                try:
-                    ns = await self.storage.get(self.ns_rt, None, name)
-                except ApiError:
-                    return
-                ns.setdefault("spec", {})["finalizers"] = []
-                try:
-                    await self.storage.update(self.ns_rt, None, name, ns, subresource="finalize")
-                    return
-                except ApiError as e:
-                    if e.code != 409:
-                        raise
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("terminating namespace %s failed", name)
-        finally:
-            self._tasks.pop(name, None)
+            ns = await self.storage.get(ns_rt, None, name)
+        except ApiError:
+            return
+
+        def finalized(current: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+            spec = {**(current.get("spec") or {}), "finalizers": []}
+            return self.storage.update(ns_rt, None, name, {**current, "spec": spec}, subresource="finalize")
+
+        await self.storage.write_guarded(ns_rt, ns, finalized, attempts=100)
 
     async def stop(self) -> None:
         self.storage.namespace_cache = None
         await self._mirror.stop()
-        await cancel_and_wait(list(self._tasks.values()))
+        await cancel_and_wait(self._terminations.running())

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from flotilla.kube.resources import group_version
+
 Schema = dict[str, Any]
 
 # The grammar of a Kubernetes resource.Quantity when written as a string (e.g. "500m", "2Gi", "1e3").
@@ -177,7 +179,7 @@ def kind_schema(
     """The top-level schema of a kind: apiVersion, kind, metadata plus the kind's own fields."""
     from flotilla.apiserver.schemas.meta import object_meta
 
-    gv = f"{group}/{version}" if group else version
+    gv = group_version(group, version)
     props: dict[str, Schema] = {
         "apiVersion": string(f"API group and version the object is written in: {gv!r}."),
         "kind": string(f"Type of the object: {kind!r}."),
