@@ -159,12 +159,12 @@ class RestoreController(Controller):
         if not any(d.source == "task" for d in injection.decisions.values()):
             self._attempts.pop(key, None)
             return None
-        template = await self._template(binding)
-        if template is None:
-            return None
+        # whether the kind restores natively is the interpreter's answer for its apiVersion and kind: the template
+        # itself is read only for a restore that is still to be looked up
         interpreter = self._interpreters.get(self._rics.store.list())
-        needs = restore_needs(binding, injection, hook_enabled=restore_state_enabled(interpreter, template),
-                              gate=gate)
+        resource = spec_of(binding).get("resource") or {}
+        kind = {"apiVersion": str(resource.get("apiVersion") or ""), "kind": str(resource.get("kind") or "")}
+        needs = restore_needs(binding, injection, hook_enabled=restore_state_enabled(interpreter, kind), gate=gate)
         record = parse_restore_record(binding)
         pending = [n for n in needs.values() if not record_resolves(record, n)]
         if not pending:
@@ -175,6 +175,9 @@ class RestoreController(Controller):
         need = pending[0]
         if move_in_progress(binding, need.cluster):
             return None  # the move's savepoint is on its way; the move's annotation changes wake the binding
+        template = await self._template(binding)
+        if template is None:
+            return None
         settings = restore_settings(binding)
         plan = lookup_plan(need, record, move_savepoint(binding, need))
         found = await self._look_up(binding, template, plan, settings.credentials_secret)
