@@ -298,7 +298,8 @@ class ApiHandler:
         if sub == "scale":
             return await self._scale(request, rt, ns, name)
         if method == "GET":
-            obj = await self.storage.get(rt, ns, name, shared=True)  # only serialized
+            obj = await self.storage.get(rt, ns, name, shared=True,  # only serialized
+                                         cached=request.query.get("resourceVersion") == "0")
             return self._object_response(request, rt, obj, _redactor(request, rt))
         if method == "PUT":
             if sub == "finalize" or sub == "status" or sub is None:

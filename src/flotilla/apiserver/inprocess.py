@@ -132,9 +132,10 @@ class InProcessTransport(Transport):
         return options
 
     # ------------------------------------------------------------------ verbs
-    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None) -> dict[str, Any]:
+    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None, *,
+                  resource_version: str = "") -> dict[str, Any]:
         rt, ns = self._item(res, namespace, subresource)
-        obj = await self._call(self.storage.get(rt, ns, name))
+        obj = await self._call(self.storage.get(rt, ns, name, cached=resource_version == "0"))
         if subresource == "scale":
             return scale_from_object(rt, obj)
         return obj  # decoded for this call: the caller's own

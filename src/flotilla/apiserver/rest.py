@@ -428,10 +428,16 @@ class ResourceStorage:
         raise errors.already_exists(rt, md.get("name", ""))
 
     # ------------------------------------------------------------------ get / list
-    async def get(self, rt: ResourceType, namespace: str | None, name: str, *, shared: bool = False) -> dict[str, Any]:
+    async def get(self, rt: ResourceType, namespace: str | None, name: str, *, shared: bool = False,
+                  cached: bool = False) -> dict[str, Any]:
         """The object, the caller's own; with ``shared`` (for a caller that only reads it, e.g. to serialize it)
-        possibly the revision's shared object, which saves decoding it again."""
-        kv = await self._get_kv(rt, namespace, name)
+        possibly the revision's shared object, which saves decoding it again. With ``cached`` (a GET with
+        ``resourceVersion=0``) the newest version this server knows without a read from its store when the store
+        keeps one (etcd: what this server wrote or watched last; it may be older than the store's): what a
+        compare-and-swap write starts from, as the server's own writes do."""
+        kv = self.store.peek(self._key(rt, namespace, name)) if cached else None
+        if kv is None:
+            kv = await self._get_kv(rt, namespace, name)
         return self.decoded.peek(kv) if shared else decode_kv(kv)
 
     def _selectors(self, rt: ResourceType, label_selector: str, field_selector: str):  # type: ignore[no-untyped-def]

@@ -124,13 +124,17 @@ class Client:
         )
 
     async def get(self, res: Resource, name: str, namespace: str | None = None, *,
-                  subresource: str | None = None) -> dict[str, Any]:
-        return await self.transport.get(res, self._ns(res, namespace, required=True), name, subresource)
+                  subresource: str | None = None, resource_version: str = "") -> dict[str, Any]:
+        """The object. ``resource_version="0"``: any version the server holds (possibly stale), without a read
+        from its storage; what a write guarded by the resourceVersion may start from."""
+        return await self.transport.get(res, self._ns(res, namespace, required=True), name, subresource,
+                                        resource_version=resource_version)
 
-    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None, *,
+                          resource_version: str = "") -> dict[str, Any] | None:
         """:meth:`get`, or None when the object does not exist (404); other errors are raised."""
         try:
-            return await self.get(res, name, namespace)
+            return await self.get(res, name, namespace, resource_version=resource_version)
         except ApiException as e:
             if is_not_found(e):
                 return None

@@ -204,8 +204,10 @@ class HttpTransport(Transport):
             self._session = None
 
     # ------------------------------------------------------------------ verbs
-    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None) -> dict[str, Any]:
-        return await self.request("GET", self.url(res, namespace, name, subresource))
+    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None, *,
+                  resource_version: str = "") -> dict[str, Any]:
+        query = {"resourceVersion": resource_version} if resource_version else None
+        return await self.request("GET", self.url(res, namespace, name, subresource), query=query)
 
     async def list(self, res: Resource, namespace: str | None, query: Query) -> dict[str, Any]:
         return await self.request("GET", self.url(res, namespace), query=query)

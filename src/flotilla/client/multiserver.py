@@ -73,8 +73,10 @@ class MultiServerTransport(Transport):
         assert last is not None
         raise last
 
-    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None) -> dict[str, Any]:
-        return await self._call(lambda t: t.get(res, namespace, name, subresource), write=False)
+    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None, *,
+                  resource_version: str = "") -> dict[str, Any]:
+        return await self._call(lambda t: t.get(res, namespace, name, subresource, resource_version=resource_version),
+                                write=False)
 
     async def list(self, res: Resource, namespace: str | None, query: Query) -> dict[str, Any]:
         return await self._call(lambda t: t.list(res, namespace, query), write=False)

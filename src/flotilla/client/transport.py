@@ -66,8 +66,10 @@ class Transport(ABC):
     server: str = ""
 
     @abstractmethod
-    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None) -> dict[str, Any]:
-        ...
+    async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None, *,
+                  resource_version: str = "") -> dict[str, Any]:
+        """The object; ``resource_version="0"``: any version the server holds, possibly stale, without a read from
+        its storage (Kubernetes' meaning of ``resourceVersion=0``)."""
 
     @abstractmethod
     async def list(self, res: Resource, namespace: str | None, query: Query) -> dict[str, Any]: ...

@@ -53,11 +53,17 @@ async def patch_with_retry(
     ``make_patch(obj)`` computes the merge patch (with the precondition) from the object as known, or
     None when nothing is to be done. ``current`` is the cached object (None: read it). Returns the
     patched object, the unchanged one, or None when the object does not exist.
+
+    After a conflict the object is read again as the API server holds it (``resourceVersion=0``: the version its
+    compare-and-swap checks against, without a read from etcd), so a retry costs no round trip to the store. That
+    version may be older than the store's when another API server wrote meanwhile: the next patch then conflicts
+    again, and a decision that nothing is to be done is one the controller's informer corrects, as for the cached
+    object of the first attempt.
     """
     obj = current
     for attempt in range(_PATCH_ATTEMPTS):
         if obj is None:
-            obj = await client.get_or_none(res, name, namespace)
+            obj = await client.get_or_none(res, name, namespace, resource_version="0" if attempt else "")
             if obj is None:
                 return None
         patch = make_patch(obj)

@@ -8,6 +8,7 @@ from typing import Any
 from flotilla.controllers.work_status import WorkStatusController
 from flotilla.propagation.written import WrittenObjects
 from flotilla.runtime.applied_handoff import AppliedHandoff
+from flotilla.runtime.keyed_locks import KeyedLocks
 
 APPLIED = {"type": "Applied", "status": "True", "reason": "AppliedSuccessful", "message": "ok"}
 DISPATCHING = {"type": "Dispatching", "status": "True", "reason": "DispatchingSucceed", "message": "ok"}
@@ -40,6 +41,7 @@ def _controller(work: dict[str, Any], cluster_ready: str) -> tuple[WorkStatusCon
     c.client = client  # type: ignore[misc]
     c._handoff = handoff
     c._written = WrittenObjects()
+    c._reporting = KeyedLocks()
     c.works = SimpleNamespace(store=SimpleNamespace(get={"karmada-es-m1/w": work}.get))
     cluster = {"metadata": {"name": "m1"}, "status": {"conditions": [{"type": "Ready", "status": cluster_ready}]}}
     c.clusters = SimpleNamespace(store=SimpleNamespace(get={"m1": cluster}.get))
