@@ -82,6 +82,9 @@ MEMBER_ARGS = ("--insecure", "--nodes", "3", "--node-cpu", "100000", "--node-mem
                "1000000")
 FLINK_QUIET = ("flink_checkpoint_interval=60", "flink_progress_interval=60")
 SETTLE_QUIET_SECONDS = 1.0
+#: before the fault: the write rate (per second) of a control plane at rest, and the longest wait for it
+QUIET_WRITES_PER_S = 20.0
+QUIET_MAX_SECONDS = 120.0
 SETTLE_MAX_SECONDS = 15.0
 #: the numbers ``--repeat`` tabulates (run by run, and their median)
 SUMMARY: Final = ("total_seconds", "throughput_per_s", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99",
@@ -393,6 +396,20 @@ class Run:
         after = await self.scrape()
         return stats.counter_delta(before, after, "flotilla_bench_apiserver_writes_total").get("", 0.0) / seconds
 
+    async def wait_quiet(self) -> None:
+        """Wait until the set-up's tail has been written (the Events of a thousand placements, the last status
+        reports; the Event recorder paces its backlog): the fault hits a fleet at rest. Done when the control plane
+        writes at most :data:`QUIET_WRITES_PER_S` a second, at most :data:`QUIET_MAX_SECONDS`."""
+        start = time.monotonic()
+        rate = 0.0
+        while time.monotonic() - start < QUIET_MAX_SECONDS:
+            rate = await self.quiet_rate(1.0)
+            if rate <= QUIET_WRITES_PER_S:
+                break
+        waited = time.monotonic() - start
+        self.result.setdefault("setup", {})["quiet_seconds"] = round(waited, 1)
+        say(f"quiet after {waited:.1f}s more ({rate:,.0f} writes/s)")
+
     async def ceiling(self) -> dict[str, Any]:
         from flotilla.bench.ceiling import measure_store_ceiling
 
@@ -485,7 +502,7 @@ class Run:
         await self.start_processes()
         assert self.cp_proc is not None and self.members_proc is not None
         await self.setup()
-        await asyncio.sleep(1.0)
+        await self.wait_quiet()
         background = await self.quiet_rate()
         ceiling = await self.ceiling()
         await asyncio.sleep(0.5)

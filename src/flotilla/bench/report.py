@@ -77,7 +77,8 @@ def render_report(result: dict[str, Any]) -> str:
         f"purge {r.get('purge_mode')}, state {'on' if r.get('state') else 'off'}, storage {r.get('storage')}, "
         f"fault {fault.get('kind')}, controllers over {r.get('transport')}",
         f"set-up: created in {setup.get('create_seconds', '-')} s, all Healthy on member1 after "
-        f"{setup.get('placed_seconds', '-')} s; background writes {writes.get('background_per_s', 0):,.1f}/s",
+        f"{setup.get('placed_seconds', '-')} s, quiet {setup.get('quiet_seconds', '-')} s later; background writes "
+        f"{writes.get('background_per_s', 0):,.1f}/s",
         f"store ceiling ({ceiling.get('backend')}, {ceiling.get('value_bytes')}-byte values, {ceiling.get('tasks')} "
         f"tasks): {ceiling.get('writes_per_s', 0):,.0f} writes/s (creates {ceiling.get('creates_per_s', 0):,.0f}/s, "
         f"CAS updates {ceiling.get('updates_per_s', 0):,.0f}/s)",
