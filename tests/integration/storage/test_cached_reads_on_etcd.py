@@ -16,7 +16,7 @@ from flotilla.apiserver.builtin_kinds import BUILTIN_TYPES
 from flotilla.apiserver.inprocess import InProcessTransport
 from flotilla.apiserver.rest import ResourceStorage
 from flotilla.apiserver.type_registry import TypeRegistry
-from flotilla.client import Client
+from flotilla.client import ApiException, Client
 from flotilla.kube.resources import CONFIGMAPS, NAMESPACES
 from flotilla.runtime.patching import patch_with_retry
 from flotilla.storage.etcd import EtcdStore
@@ -36,16 +36,31 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     server.stop()
 
 
+class CountingStore(EtcdStore):
+    """An EtcdStore that counts its reads of single keys."""
+
+    reads = 0
+
+    async def get(self, key: str) -> Any:
+        self.reads += 1
+        return await super().get(key)
+
+
 @pytest.fixture
-async def two_servers(etcd: EtcdServer) -> AsyncIterator[tuple[Client, Client]]:
-    """Two API servers (in-process clients) sharing one etcd prefix, as two replicas of the control plane do."""
+async def stores(etcd: EtcdServer) -> AsyncIterator[list[CountingStore]]:
     prefix = f"/t-{uuid.uuid4().hex[:10]}"
-    stores = [await EtcdStore.open([etcd.endpoint], prefix=prefix) for _ in range(2)]
+    opened = [await CountingStore.open([etcd.endpoint], prefix=prefix) for _ in range(2)]
+    yield opened  # type: ignore[misc]
+    for s in opened:
+        await s.close()
+
+
+@pytest.fixture
+async def two_servers(stores: list[CountingStore]) -> tuple[Client, Client]:
+    """Two API servers (in-process clients) sharing one etcd prefix, as two replicas of the control plane do."""
     clients = [Client(InProcessTransport(ResourceStorage(s, TypeRegistry(BUILTIN_TYPES)))) for s in stores]
     await clients[0].create(NAMESPACES, {"metadata": {"name": "default"}})
-    yield clients[0], clients[1]
-    for s in stores:
-        await s.close()
+    return clients[0], clients[1]
 
 
 def _configmap(value: str) -> dict[str, Any]:
@@ -85,3 +100,22 @@ async def test_a_guarded_patch_retried_from_a_stale_cached_read_lands_on_the_new
     assert written is not None and written["data"] == {"k": "12", "other": "x"}  # nothing of the other write lost
     assert seen[0] == "1" and seen[-1] == "2"
     assert (await other.get(CONFIGMAPS, "c", "default"))["data"] == {"k": "12", "other": "x"}
+
+
+async def test_a_precondition_older_than_the_servers_version_conflicts_without_a_read(
+        two_servers: tuple[Client, Client], stores: list[CountingStore]) -> None:
+    one, _ = two_servers
+    first = await one.create(CONFIGMAPS, _configmap("1"))
+    await one.patch(CONFIGMAPS, "c", {"data": {"k": "2"}}, namespace="default")
+    reads = stores[0].reads
+    stale = first["metadata"]["resourceVersion"]
+
+    with pytest.raises(ApiException) as patched:
+        await one.patch(CONFIGMAPS, "c", {"metadata": {"resourceVersion": stale}, "data": {"k": "3"}},
+                        namespace="default")
+    with pytest.raises(ApiException) as updated:
+        await one.update(CONFIGMAPS, {**first, "data": {"k": "3"}})
+
+    assert patched.value.status == 409 and updated.value.status == 409
+    assert stores[0].reads == reads  # the server's own newer version settles it: no read from etcd
+    assert (await one.get(CONFIGMAPS, "c", "default"))["data"] == {"k": "2"}
