@@ -146,6 +146,8 @@ class WorkStatusController(Controller):
         self._member_informers = member_informers(ctx.extras)
         #: one report of a Work at a time (its own key and its objects' keys are queued separately)
         self._reporting = KeyedLocks()
+        #: Work key -> the object keys whose pass found the Work not applied yet: looked at again once it is
+        self._awaiting_applied: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -175,8 +177,17 @@ class WorkStatusController(Controller):
             self._enqueue_work(work)
 
     def _on_work_update(self, old: _Obj, new: _Obj) -> None:
+        if _syncable(new):
+            md = new.get("metadata") or {}
+            self._release_awaiting(f"{md.get('namespace')}/{md.get('name')}")
         if st.work_needs_informer_sync(old, new) and _syncable(new) and not self._own_echo(new):
             self._enqueue_work(new)
+
+    def _release_awaiting(self, work_key: str) -> None:
+        """The Work is applied: its objects whose passes found it not applied yet are looked at again. (Its own
+        echo would not do it: the pass that wrote the Applied condition may have read the objects before them.)"""
+        for key in self._awaiting_applied.pop(work_key, ()):
+            self.enqueue(key)
 
     def _own_echo(self, work: _Obj) -> bool:
         """Whether the Work is as this controller wrote it (the Applied condition it wrote with the first report:
@@ -187,6 +198,7 @@ class WorkStatusController(Controller):
     def _on_work_delete(self, work: _Obj) -> None:
         md = work.get("metadata") or {}
         self._handoff.drop(f"{md.get('namespace')}/{md.get('name')}")  # conditions left for it go with it
+        self._awaiting_applied.pop(f"{md.get('namespace')}/{md.get('name')}", None)
         cluster = st.work_cluster(work)
         if cluster and cluster in self._watches:
             # drop informers no Work needs any more; a moment later, so that one pass over the cluster's Works
@@ -421,8 +433,10 @@ class WorkStatusController(Controller):
             return None
         applied = self._applied(work)
         if not applied:
-            # as Karmada ("work hadn't been applied yet"): its Applied condition arriving looks at the object again
-            # (a Work event), so the status goes on a Work that already carries what the execution controller wrote
+            # as Karmada ("work hadn't been applied yet"): its Applied condition arriving looks at the object again,
+            # so the status goes on a Work that already carries what the execution controller wrote
+            self._awaiting_applied.setdefault(work_key, set()).add(
+                f"obj|{cluster}|{api_version}|{kind}|{obj_ns}|{obj_name}|{work_ns}|{work_name}")
             return None
         await self._report(work, [(inf, obj)], applied if isinstance(applied, LeftConditions) else None)
         return None
@@ -490,6 +504,7 @@ class WorkStatusController(Controller):
                 self._written.record(key, work, written)
                 if left is not None:
                     self._handoff.written(key, left)
+                    self._release_awaiting(key)  # the Applied condition went out with this report
                 break
             found = await self.client.get_or_none(WORKS, name, ns)
             if found is None:

@@ -42,6 +42,7 @@ def _controller(work: dict[str, Any], cluster_ready: str) -> tuple[WorkStatusCon
     c._handoff = handoff
     c._written = WrittenObjects()
     c._reporting = KeyedLocks()
+    c._awaiting_applied = {}
     c.works = SimpleNamespace(store=SimpleNamespace(get={"karmada-es-m1/w": work}.get))
     cluster = {"metadata": {"name": "m1"}, "status": {"conditions": [{"type": "Ready", "status": cluster_ready}]}}
     c.clusters = SimpleNamespace(store=SimpleNamespace(get={"m1": cluster}.get))
@@ -74,3 +75,50 @@ def test_conditions_left_for_a_work_that_is_deleted_are_dropped() -> None:
     handoff.leave("karmada-es-m1/w", work, [DISPATCHING, APPLIED], "2026-01-01T00:00:00Z")
     c._on_work_delete(work)
     assert len(handoff) == 0 and client.patches == []
+
+
+def _member_object() -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": "default", "resourceVersion": "5",
+                         "annotations": {"work.karmada.io/namespace": "karmada-es-m1", "work.karmada.io/name": "w"}},
+            "status": {"replicas": 1, "readyReplicas": 1}}
+
+
+async def test_an_object_seen_before_its_work_was_applied_is_looked_at_again_even_after_its_own_report() -> None:
+    """The pass that wrote the Work's Applied condition (with the first report) may have read the object before a
+    newer event, which found the Work not applied yet: that object is looked at again once the Work is applied,
+    even though the Work's update is this controller's own echo."""
+    work = _work()
+    c, client, _ = _controller(work, "True")
+    informer = SimpleNamespace(store=SimpleNamespace(get={"default/app": _member_object()}.get))
+    c._watches = {"m1": SimpleNamespace(informers={("apps/v1", "Deployment"): informer})}
+    queued: list[str] = []
+    c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
+
+    assert await c._sync_object("m1", "apps/v1", "Deployment", "default", "app", "karmada-es-m1", "w") is None
+    assert client.patches == [] and queued == []  # not applied: nothing to report on yet
+
+    applied = {**work, "metadata": {**work["metadata"], "resourceVersion": "11"},
+               "status": {"conditions": [DISPATCHING, APPLIED]}}
+    c._written.record("karmada-es-m1/w", work, applied)  # this controller wrote the Applied condition
+    c._on_work_update(work, applied)
+
+    assert queued == ["obj|m1|apps/v1|Deployment|default|app|karmada-es-m1|w"]
+    assert c._awaiting_applied == {}
+
+
+async def test_a_report_that_writes_the_applied_condition_looks_again_at_the_objects_that_waited_for_it() -> None:
+    work = _work()
+    c, client, handoff = _controller(work, "True")
+    informer = SimpleNamespace(store=SimpleNamespace(get={"default/app": _member_object()}.get))
+    c._watches = {"m1": SimpleNamespace(informers={("apps/v1", "Deployment"): informer})}
+    queued: list[str] = []
+    c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
+    await c._sync_object("m1", "apps/v1", "Deployment", "default", "app", "karmada-es-m1", "w")
+
+    handoff.leave("karmada-es-m1/w", work, [DISPATCHING, APPLIED], "2026-01-01T00:00:00Z")
+    left = handoff.left_for("karmada-es-m1/w", work)
+    await c._report(work, [], left)
+
+    assert len(client.patches) == 1
+    assert queued == ["obj|m1|apps/v1|Deployment|default|app|karmada-es-m1|w"]

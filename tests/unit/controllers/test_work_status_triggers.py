@@ -24,6 +24,7 @@ def _controller(works: dict[str, Any]) -> tuple[WorkStatusController, list[str]]
     c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
     c.works = SimpleNamespace(store=SimpleNamespace(get=works.get))
     c._written = WrittenObjects()
+    c._awaiting_applied = {}
     return c, queued
 
 
