@@ -435,8 +435,9 @@ class WorkStatusController(Controller):
         if not applied:
             # as Karmada ("work hadn't been applied yet"): its Applied condition arriving looks at the object again,
             # so the status goes on a Work that already carries what the execution controller wrote
-            self._awaiting_applied.setdefault(work_key, set()).add(
-                f"obj|{cluster}|{api_version}|{kind}|{obj_ns}|{obj_name}|{work_ns}|{work_name}")
+            key = _object_key(cluster, api_version, kind, obj)
+            if key is not None:
+                self._awaiting_applied.setdefault(work_key, set()).add(key)
             return None
         await self._report(work, [(inf, obj)], applied if isinstance(applied, LeftConditions) else None)
         return None
@@ -506,7 +507,7 @@ class WorkStatusController(Controller):
                     self._handoff.written(key, left)
                     self._release_awaiting(key)  # the Applied condition went out with this report
                 break
-            found = await self.client.get_or_none(WORKS, name, ns)
+            found = await self.client.get_or_none(WORKS, name, ns, resource_version="0")  # as patch_with_retry
             if found is None:
                 return
             work = found

@@ -84,16 +84,22 @@ def _member_object() -> dict[str, Any]:
             "status": {"replicas": 1, "readyReplicas": 1}}
 
 
+def _watching_member_object(c: WorkStatusController) -> list[str]:
+    """Give the controller member m1's informer holding the Deployment; return the keys it queues."""
+    informer = SimpleNamespace(store=SimpleNamespace(get={"default/app": _member_object()}.get))
+    c._watches = {"m1": SimpleNamespace(informers={("apps/v1", "Deployment"): informer})}
+    queued: list[str] = []
+    c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
+    return queued
+
+
 async def test_an_object_seen_before_its_work_was_applied_is_looked_at_again_even_after_its_own_report() -> None:
     """The pass that wrote the Work's Applied condition (with the first report) may have read the object before a
     newer event, which found the Work not applied yet: that object is looked at again once the Work is applied,
     even though the Work's update is this controller's own echo."""
     work = _work()
     c, client, _ = _controller(work, "True")
-    informer = SimpleNamespace(store=SimpleNamespace(get={"default/app": _member_object()}.get))
-    c._watches = {"m1": SimpleNamespace(informers={("apps/v1", "Deployment"): informer})}
-    queued: list[str] = []
-    c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
+    queued = _watching_member_object(c)
 
     assert await c._sync_object("m1", "apps/v1", "Deployment", "default", "app", "karmada-es-m1", "w") is None
     assert client.patches == [] and queued == []  # not applied: nothing to report on yet
@@ -110,10 +116,7 @@ async def test_an_object_seen_before_its_work_was_applied_is_looked_at_again_eve
 async def test_a_report_that_writes_the_applied_condition_looks_again_at_the_objects_that_waited_for_it() -> None:
     work = _work()
     c, client, handoff = _controller(work, "True")
-    informer = SimpleNamespace(store=SimpleNamespace(get={"default/app": _member_object()}.get))
-    c._watches = {"m1": SimpleNamespace(informers={("apps/v1", "Deployment"): informer})}
-    queued: list[str] = []
-    c.enqueue = lambda key, after=0.0, priority=0: queued.append(key)  # type: ignore[method-assign]
+    queued = _watching_member_object(c)
     await c._sync_object("m1", "apps/v1", "Deployment", "default", "app", "karmada-es-m1", "w")
 
     handoff.leave("karmada-es-m1/w", work, [DISPATCHING, APPLIED], "2026-01-01T00:00:00Z")
